@@ -1,0 +1,89 @@
+// The iteration time–energy Pareto frontier (Perseus planner).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "perseus/dag.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
+
+namespace perseus {
+
+/// Planner settings.
+struct PlannerOptions {
+  double p2p_power_w = 0.0;    ///< P2P blocking power P_block, W (>= 0).
+  double unit_time_s = 1e-3;   ///< Time quantum u of the graph-cut steps, s (> 0).
+  bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
+  /// Optional progress callback: (current T in units, T_max in units, T_min in units).
+  std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
+};
+
+/// One point of the frontier, evaluated with the profile's real times and energies.
+struct FrontierPoint {
+  double time_s = 0;                 ///< Iteration time T (longest path), s.
+  double energy_j = 0;               ///< Iteration energy E (one pipeline), J.
+  double energy_before_reclaim_j = 0;///< E of the graph-cut plan before slack reclamation, J.
+  std::int64_t step = 0;             ///< Graph-cut step that produced it (-1: the all-max plan).
+  double tightened_to_s = 0;         ///< > 0: that step's plan was sped up to this T (s).
+};
+
+/// Candidate operating points of one (stage, kind): the time–energy Pareto-optimal
+/// frequencies, fastest first, with quantized durations (units of u, rounded up).
+struct Candidates {
+  std::vector<OperatingPoint> points;  ///< Pareto-optimal, time ascending.
+  std::vector<std::int64_t> units;     ///< ceil(time_s / u) per point (ascending).
+};
+
+/// Pareto filter: keeps points not strictly dominated in (time_s, energy_j); among equal
+/// times keeps the lowest energy. Result sorted by time ascending. Source: Perseus §4.1.
+std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& points);
+
+/// The whole frontier, from the slowest sensible plan (every op at its slowest Pareto
+/// frequency) down to T_min (every critical op at its fastest), time strictly decreasing
+/// and energy strictly increasing. Plans are not stored in full: plan(i) replays the
+/// graph-cut steps, so memory is O(ops + total frequency changes).
+class Frontier {
+ public:
+  const std::vector<FrontierPoint>& points() const { return points_; }
+  std::size_t size() const { return points_.size(); }
+  /// Frequency plan of points()[i], evaluated with the profile. Throws std::out_of_range.
+  FrequencyPlan plan(std::size_t i) const;
+  /// Calls fn(i, plan) for each index in `indices` (ascending), replaying the steps once.
+  void for_each_plan(const std::vector<std::size_t>& indices,
+                     const std::function<void(std::size_t, const FrequencyPlan&)>& fn) const;
+  /// Index of the lowest-energy point with time_s <= deadline_s (the Perseus straggler
+  /// rule, §3.2); the fastest point (last) if none meets it.
+  std::size_t lowest_energy_within(double deadline_s) const;
+
+  std::int64_t num_steps = 0;        ///< Graph-cut steps taken.
+  double solve_time_s = 0;           ///< Wall-clock seconds of solve_frontier().
+  double reclaimed_energy_j = 0;     ///< Energy removed by slack reclamation at T_min, J.
+  double p_block_w = 0;              ///< P_block used, W.
+  double unit_time_s = 0;            ///< u used, s.
+
+ private:
+  friend class FrontierBuilder;
+  std::shared_ptr<const Dag> dag_;
+  std::vector<const Candidates*> op_candidates_;       // per op
+  std::shared_ptr<std::vector<Candidates>> candidates_;  // owned tables
+  bool reclaim_ = true;
+  std::vector<std::uint16_t> start_choice_;            // per op: index into candidates
+  std::vector<std::pair<std::int32_t, std::uint16_t>> changes_;  // (op, new choice)
+  std::vector<std::size_t> step_end_;                  // per step: end offset in changes_
+  std::vector<FrontierPoint> points_;
+  FrequencyPlan make_plan(const std::vector<std::uint16_t>& choice, bool reclaim, double tighten_to_s) const;
+};
+
+/// Computes the iteration time–energy Pareto frontier with the iterative min-cut
+/// time–cost tradeoff algorithm (Phillips & Dessouky 1977) as in Perseus §4.2, with a
+/// piecewise-linear convex cost per (stage, kind): the lower convex hull of the Pareto
+/// candidates in (quantized time, effective energy = energy − P_block × time).
+/// Every emitted plan is re-evaluated with the profile (and optionally slack-reclaimed);
+/// dominated points are dropped.
+/// Throws InputError if the profile lacks a (stage, kind) the DAG uses, or options are invalid.
+Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options);
+
+}  // namespace perseus

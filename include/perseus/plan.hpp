@@ -1,0 +1,44 @@
+// Frequency plans and their honest evaluation with profile values.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "perseus/dag.hpp"
+#include "perseus/profile.hpp"
+
+namespace perseus {
+
+/// A frequency plan: the GPU SM frequency of every computation of one iteration, with the
+/// time and energy it has according to the profile.
+/// Energy accounting (one GPU per rank, one pipeline; Perseus SOSP'24 §3.1, Eq. for E):
+///   E = Σ_ops energy_j[op] + P_block × Σ_ranks (T − Σ_{ops of rank} time_s[op])
+/// i.e. computation energy plus the P2P blocking power drawn while a GPU waits.
+struct FrequencyPlan {
+  std::vector<int> freq_mhz;     ///< Per op id: frequency, MHz.
+  std::vector<double> time_s;    ///< Per op id: duration from the profile, s.
+  std::vector<double> energy_j;  ///< Per op id: energy from the profile, J.
+  Timeline timeline;             ///< Earliest-start times; timeline.time_s is T (s).
+  double compute_energy_j = 0;   ///< Σ energy_j.
+  double blocking_energy_j = 0;  ///< P_block × Σ_ranks idle time, J.
+  /// Iteration energy E = compute + blocking, J.
+  double total_energy_j() const { return compute_energy_j + blocking_energy_j; }
+};
+
+/// Looks up the profile's (time, energy) for each op at freq_mhz[op] and evaluates the
+/// plan (longest path T and energy E as above). p_block_w: P2P blocking power, W.
+/// Throws InputError if an op's frequency is not in the profile for its (stage, kind),
+/// or if freq_mhz.size() != dag.num_ops().
+FrequencyPlan evaluate_plan(const Dag& dag, const Profile& profile, std::vector<int> freq_mhz,
+                            double p_block_w);
+
+/// Evaluates a plan from per-op durations (s) and energies (J) already known.
+/// Throws std::invalid_argument on size mismatch.
+FrequencyPlan evaluate_durations(const Dag& dag, std::vector<int> freq_mhz, std::vector<double> time_s,
+                                 std::vector<double> energy_j, double p_block_w);
+
+/// The baseline: every computation at the highest frequency profiled for its (stage, kind).
+/// Throws InputError if the profile lacks an op's (stage, kind).
+FrequencyPlan all_max_plan(const Dag& dag, const Profile& profile, double p_block_w);
+
+}  // namespace perseus

@@ -1,0 +1,79 @@
+// Per-stage time/energy profile of forward/backward computations at each GPU frequency.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace perseus {
+
+/// Kind of a pipeline computation ("instruction" in Perseus/Zeus terms).
+/// kBackwardInput / kBackwardWeight are the two halves of a split backward used by
+/// zero-bubble schedules (input-gradient "I" and weight-gradient "W").
+enum class InstructionKind : std::uint8_t { kForward = 0, kBackward = 1, kBackwardInput = 2, kBackwardWeight = 3 };
+inline constexpr int kNumInstructionKinds = 4;
+
+/// Profile/plan name of a kind: "forward", "backward", "backward_input", "backward_weight".
+std::string_view to_string(InstructionKind kind);
+/// One-letter code used by torch.distributed.pipelining action lists: F, B, I, W.
+char to_letter(InstructionKind kind);
+/// Inverse of to_string(); std::nullopt for anything else (case-sensitive).
+std::optional<InstructionKind> parse_instruction_kind(std::string_view name);
+
+/// One measured operating point of one computation (one microbatch, one GPU).
+struct OperatingPoint {
+  int freq_mhz = 0;       ///< GPU SM clock, MHz.
+  double time_s = 0.0;    ///< Duration of one microbatch's computation, seconds (> 0).
+  double energy_j = 0.0;  ///< Energy of that computation on one GPU, joules (>= 0).
+};
+
+/// Time/energy profile: for each (stage, instruction kind), the operating points at every
+/// profiled frequency. Stages are dense ids 0..num_stages()-1.
+/// Source: Perseus (SOSP'24) §4.1 "Profiling"; file format of the Perseus/Zeus planner
+/// (columns stage,instruction,frequency,time,energy).
+class Profile {
+ public:
+  /// Number of stages (max stage id + 1).
+  int num_stages() const { return static_cast<int>(points_.size()); }
+  /// True when the profile has at least one operating point for (stage, kind).
+  bool has(int stage, InstructionKind kind) const;
+  /// Operating points of (stage, kind), sorted by frequency, highest first. Empty if absent.
+  const std::vector<OperatingPoint>& points(int stage, InstructionKind kind) const;
+  /// Highest frequency (MHz) among all points of (stage, kind); 0 when absent.
+  int max_freq_mhz(int stage, InstructionKind kind) const;
+  /// Highest frequency (MHz) in the whole profile.
+  int max_freq_mhz() const;
+  /// Adds one operating point (kept sorted by frequency, highest first). Does not check
+  /// duplicates: load_profile_csv() does.
+  void add(int stage, InstructionKind kind, const OperatingPoint& point);
+  /// Where the profile came from (file path or a description), for messages.
+  std::string source;
+
+ private:
+  std::vector<std::vector<std::vector<OperatingPoint>>> points_;  // [stage][kind] -> points
+};
+
+/// Reads a profile CSV with header columns stage,instruction,frequency,time,energy (any
+/// order; extra columns such as rank,dp_rank,pp_rank,tp_rank are ignored; quoted fields
+/// are not supported). instruction is forward, backward, backward_input or backward_weight.
+/// Units: frequency MHz (integer), time s, energy J, of ONE microbatch on ONE GPU.
+/// expected_stages: when set, the profile must have exactly that many stages.
+/// Throws InputError naming file, line and field on: unreadable file, missing column,
+/// non-numeric/NaN/inf value, time <= 0, energy < 0, frequency <= 0, unknown instruction,
+/// duplicate (stage, instruction, frequency), a stage without forward or backward rows
+/// (a split backward_input + backward_weight pair counts as backward), gaps in stage ids,
+/// fewer/more stages than expected_stages.
+Profile load_profile_csv(const std::string& path, std::optional<int> expected_stages = std::nullopt);
+
+/// Same as load_profile_csv() but parses CSV text held in memory (e.g. an HTTP request
+/// body); `source_name` is used in error messages in place of a file name.
+Profile parse_profile_csv(std::string_view text, const std::string& source_name,
+                          std::optional<int> expected_stages = std::nullopt);
+
+/// Writes a profile in the same CSV format (stage,instruction,frequency,time,energy).
+/// Throws InputError when the file cannot be written.
+void write_profile_csv(const Profile& profile, const std::string& path);
+
+}  // namespace perseus

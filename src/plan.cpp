@@ -1,0 +1,66 @@
+// Honest plan evaluation: profile times and energies, longest path, blocking energy.
+#include "perseus/plan.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+FrequencyPlan evaluate_durations(const Dag& dag, std::vector<int> freq_mhz, std::vector<double> time_s,
+                                 std::vector<double> energy_j, double p_block_w) {
+  const auto n = static_cast<std::size_t>(dag.num_ops());
+  if (freq_mhz.size() != n || time_s.size() != n || energy_j.size() != n) {
+    throw std::invalid_argument(fmt::format("evaluate_durations: sizes {}/{}/{} for {} ops", freq_mhz.size(),
+                                            time_s.size(), energy_j.size(), n));
+  }
+  FrequencyPlan plan;
+  plan.timeline = compute_timeline(dag, time_s);
+  double busy = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    plan.compute_energy_j += energy_j[i];
+    busy += time_s[i];
+  }
+  plan.blocking_energy_j = p_block_w * (dag.num_ranks() * plan.timeline.time_s - busy);
+  plan.freq_mhz = std::move(freq_mhz);
+  plan.time_s = std::move(time_s);
+  plan.energy_j = std::move(energy_j);
+  return plan;
+}
+
+FrequencyPlan evaluate_plan(const Dag& dag, const Profile& profile, std::vector<int> freq_mhz, double p_block_w) {
+  const auto n = static_cast<std::size_t>(dag.num_ops());
+  if (freq_mhz.size() != n) {
+    throw InputError(fmt::format("plan has {} frequencies, the schedule has {} computations", freq_mhz.size(), n));
+  }
+  std::vector<double> time(n), energy(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Computation& c = dag.op(static_cast<int>(i));
+    const auto& pts = profile.points(c.stage, c.kind);
+    const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) { return p.freq_mhz == freq_mhz[i]; });
+    if (it == pts.end()) {
+      throw InputError(fmt::format("plan: {} MHz is not in the profile for stage {} {}", freq_mhz[i], c.stage,
+                                   to_string(c.kind)));
+    }
+    time[i] = it->time_s;
+    energy[i] = it->energy_j;
+  }
+  return evaluate_durations(dag, std::move(freq_mhz), std::move(time), std::move(energy), p_block_w);
+}
+
+FrequencyPlan all_max_plan(const Dag& dag, const Profile& profile, double p_block_w) {
+  std::vector<int> freq(dag.num_ops());
+  for (int i = 0; i < dag.num_ops(); ++i) {
+    const Computation& c = dag.op(i);
+    freq[i] = profile.max_freq_mhz(c.stage, c.kind);
+    if (freq[i] == 0) {
+      throw InputError(fmt::format("profile {}: no rows for stage {} {}", profile.source, c.stage, to_string(c.kind)));
+    }
+  }
+  return evaluate_plan(dag, profile, std::move(freq), p_block_w);
+}
+
+}  // namespace perseus

@@ -1,0 +1,212 @@
+// Profile CSV reading/writing and validation.
+#include "perseus/profile.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#define CSV_IO_NO_THREAD
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-truncation"
+#include <libfccp/csv.h>
+#pragma GCC diagnostic pop
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+namespace {
+
+constexpr std::string_view kKindNames[kNumInstructionKinds] = {"forward", "backward", "backward_input",
+                                                                "backward_weight"};
+constexpr char kKindLetters[kNumInstructionKinds] = {'F', 'B', 'I', 'W'};
+
+const std::vector<OperatingPoint>& empty_points() {
+  static const std::vector<OperatingPoint> kEmpty;
+  return kEmpty;
+}
+
+using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::no_quote_escape<','>>;
+
+struct RowContext {
+  const std::string& source;
+  int line;
+};
+
+[[noreturn]] void fail(const RowContext& ctx, std::string_view field, const std::string& what) {
+  throw InputError(fmt::format("{}:{}: field '{}': {}", ctx.source, ctx.line, field, what));
+}
+
+double parse_double(const RowContext& ctx, std::string_view field, const char* text) {
+  const std::string_view s(text);
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    fail(ctx, field, fmt::format("expected a number, got '{}'", s));
+  }
+  if (!std::isfinite(value)) fail(ctx, field, fmt::format("expected a finite number, got '{}'", s));
+  return value;
+}
+
+long parse_int(const RowContext& ctx, std::string_view field, const char* text) {
+  const std::string_view s(text);
+  long value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    // Accept integral floats such as "1410.0" written by pandas.
+    double d = 0;
+    const auto [p2, e2] = std::from_chars(s.data(), s.data() + s.size(), d);
+    if (!s.empty() && e2 == std::errc() && p2 == s.data() + s.size() && std::isfinite(d) && d == std::floor(d) &&
+        std::abs(d) < 1e9) {
+      return static_cast<long>(d);
+    }
+    fail(ctx, field, fmt::format("expected an integer, got '{}'", s));
+  }
+  return value;
+}
+
+Profile read_rows(Reader& reader, const std::string& source, std::optional<int> expected_stages) {
+  try {
+    reader.read_header(io::ignore_extra_column, "stage", "instruction", "frequency", "time", "energy");
+  } catch (const io::error::base& e) {
+    throw InputError(fmt::format("{}: bad header (expected columns stage,instruction,frequency,time,energy): {}",
+                                 source, e.what()));
+  }
+  Profile profile;
+  profile.source = source;
+  std::map<std::tuple<long, int, long>, int> seen;  // (stage, kind, freq) -> line
+  char *stage_s = nullptr, *instr_s = nullptr, *freq_s = nullptr, *time_s = nullptr, *energy_s = nullptr;
+  constexpr long kMaxStages = 1 << 16;
+  while (true) {
+    bool more = false;
+    try {
+      more = reader.read_row(stage_s, instr_s, freq_s, time_s, energy_s);
+    } catch (const io::error::base& e) {
+      throw InputError(fmt::format("{}: {}", source, e.what()));
+    }
+    if (!more) break;
+    const RowContext ctx{source, static_cast<int>(reader.get_file_line())};
+    const long stage = parse_int(ctx, "stage", stage_s);
+    if (stage < 0 || stage >= kMaxStages) fail(ctx, "stage", fmt::format("expected 0..{}, got {}", kMaxStages - 1, stage));
+    const auto kind = parse_instruction_kind(instr_s);
+    if (!kind) {
+      fail(ctx, "instruction",
+           fmt::format("expected forward, backward, backward_input or backward_weight, got '{}'", instr_s));
+    }
+    const long freq = parse_int(ctx, "frequency", freq_s);
+    if (freq <= 0 || freq > 100000) fail(ctx, "frequency", fmt::format("expected a clock in MHz (1..100000), got {}", freq));
+    const double time = parse_double(ctx, "time", time_s);
+    if (time <= 0) fail(ctx, "time", fmt::format("expected a duration > 0 s, got {}", time));
+    const double energy = parse_double(ctx, "energy", energy_s);
+    if (energy < 0) fail(ctx, "energy", fmt::format("expected an energy >= 0 J, got {}", energy));
+    const auto key = std::make_tuple(stage, static_cast<int>(*kind), freq);
+    if (auto [it, inserted] = seen.emplace(key, ctx.line); !inserted) {
+      fail(ctx, "frequency",
+           fmt::format("duplicate row for stage {} {} at {} MHz (first on line {})", stage, to_string(*kind), freq,
+                       it->second));
+    }
+    profile.add(static_cast<int>(stage), *kind, OperatingPoint{static_cast<int>(freq), time, energy});
+  }
+  if (profile.num_stages() == 0) throw InputError(fmt::format("{}: no data rows", source));
+  for (int s = 0; s < profile.num_stages(); ++s) {
+    const bool any = std::any_of(std::begin(kKindNames), std::end(kKindNames), [&](std::string_view n) {
+      return profile.has(s, *parse_instruction_kind(n));
+    });
+    if (!any) {
+      throw InputError(fmt::format("{}: field 'stage': stage ids must be contiguous from 0, but stage {} has no rows "
+                                   "(max stage is {})",
+                                   source, s, profile.num_stages() - 1));
+    }
+    if (!profile.has(s, InstructionKind::kForward)) {
+      throw InputError(fmt::format("{}: field 'instruction': stage {} has no forward rows", source, s));
+    }
+    const bool split = profile.has(s, InstructionKind::kBackwardInput) && profile.has(s, InstructionKind::kBackwardWeight);
+    if (!profile.has(s, InstructionKind::kBackward) && !split) {
+      throw InputError(fmt::format(
+          "{}: field 'instruction': stage {} has no backward rows (nor backward_input + backward_weight)", source, s));
+    }
+  }
+  if (expected_stages && profile.num_stages() != *expected_stages) {
+    throw InputError(fmt::format("{}: field 'stage': expected {} stages (0..{}), the profile has {}", source,
+                                 *expected_stages, *expected_stages - 1, profile.num_stages()));
+  }
+  return profile;
+}
+
+}  // namespace
+
+std::string_view to_string(InstructionKind kind) { return kKindNames[static_cast<int>(kind)]; }
+char to_letter(InstructionKind kind) { return kKindLetters[static_cast<int>(kind)]; }
+
+std::optional<InstructionKind> parse_instruction_kind(std::string_view name) {
+  for (int k = 0; k < kNumInstructionKinds; ++k) {
+    if (name == kKindNames[k]) return static_cast<InstructionKind>(k);
+  }
+  return std::nullopt;
+}
+
+bool Profile::has(int stage, InstructionKind kind) const { return !points(stage, kind).empty(); }
+
+const std::vector<OperatingPoint>& Profile::points(int stage, InstructionKind kind) const {
+  if (stage < 0 || stage >= num_stages()) return empty_points();
+  return points_[stage][static_cast<int>(kind)];
+}
+
+int Profile::max_freq_mhz(int stage, InstructionKind kind) const {
+  const auto& p = points(stage, kind);
+  return p.empty() ? 0 : p.front().freq_mhz;
+}
+
+int Profile::max_freq_mhz() const {
+  int best = 0;
+  for (const auto& stage : points_)
+    for (const auto& kind : stage)
+      if (!kind.empty()) best = std::max(best, kind.front().freq_mhz);
+  return best;
+}
+
+void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) {
+  if (stage >= num_stages()) points_.resize(stage + 1, std::vector<std::vector<OperatingPoint>>(kNumInstructionKinds));
+  auto& v = points_[stage][static_cast<int>(kind)];
+  const auto pos = std::upper_bound(v.begin(), v.end(), point.freq_mhz,
+                                    [](int f, const OperatingPoint& p) { return f > p.freq_mhz; });
+  v.insert(pos, point);
+}
+
+Profile load_profile_csv(const std::string& path, std::optional<int> expected_stages) {
+  std::unique_ptr<Reader> reader;
+  try {
+    reader = std::make_unique<Reader>(path);
+  } catch (const io::error::base& e) {
+    throw InputError(fmt::format("{}: cannot read profile: {}", path, e.what()));
+  }
+  return read_rows(*reader, path, expected_stages);
+}
+
+Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {
+  Reader reader(source_name, text.data(), text.data() + text.size());
+  return read_rows(reader, source_name, expected_stages);
+}
+
+void write_profile_csv(const Profile& profile, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw InputError(fmt::format("{}: cannot open for writing", path));
+  out << "stage,instruction,frequency,time,energy\n";
+  for (int s = 0; s < profile.num_stages(); ++s) {
+    for (int k = 0; k < kNumInstructionKinds; ++k) {
+      const auto kind = static_cast<InstructionKind>(k);
+      for (const auto& p : profile.points(s, kind)) {
+        out << fmt::format("{},{},{},{:.17g},{:.17g}\n", s, to_string(kind), p.freq_mhz, p.time_s, p.energy_j);
+      }
+    }
+  }
+  if (!out) throw InputError(fmt::format("{}: write failed", path));
+}
+
+}  // namespace perseus

@@ -1,0 +1,72 @@
+// Schedule generators: synchronous 1F1B and GPipe, and the name dispatch.
+#include "perseus/schedule.hpp"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+namespace {
+
+void check_sizes(std::string_view name, int stages, int microbatches) {
+  if (stages < 1) throw InputError(fmt::format("schedule {}: stages must be >= 1, got {}", name, stages));
+  if (microbatches < 1) {
+    throw InputError(fmt::format("schedule {}: microbatches must be >= 1, got {}", name, microbatches));
+  }
+}
+
+Schedule one_stage_per_rank(std::string name, int stages, int microbatches) {
+  Schedule s;
+  s.name = std::move(name);
+  s.num_stages = stages;
+  s.num_microbatches = microbatches;
+  s.stage_rank.resize(stages);
+  for (int i = 0; i < stages; ++i) s.stage_rank[i] = i;
+  s.order.resize(stages);
+  for (auto& o : s.order) o.reserve(2 * static_cast<std::size_t>(microbatches));
+  return s;
+}
+
+}  // namespace
+
+Schedule make_1f1b(int stages, int microbatches) {
+  check_sizes("1f1b", stages, microbatches);
+  Schedule s = one_stage_per_rank("1f1b", stages, microbatches);
+  for (int st = 0; st < stages; ++st) {
+    auto& o = s.order[st];
+    const int warmup = std::min(stages - st, microbatches);
+    for (int m = 0; m < warmup; ++m) o.push_back({st, m, InstructionKind::kForward});
+    for (int k = 0; k < microbatches; ++k) {
+      o.push_back({st, k, InstructionKind::kBackward});
+      if (k + warmup < microbatches) o.push_back({st, k + warmup, InstructionKind::kForward});
+    }
+  }
+  return s;
+}
+
+Schedule make_gpipe(int stages, int microbatches) {
+  check_sizes("gpipe", stages, microbatches);
+  Schedule s = one_stage_per_rank("gpipe", stages, microbatches);
+  for (int st = 0; st < stages; ++st) {
+    for (int m = 0; m < microbatches; ++m) s.order[st].push_back({st, m, InstructionKind::kForward});
+    for (int m = 0; m < microbatches; ++m) s.order[st].push_back({st, m, InstructionKind::kBackward});
+  }
+  return s;
+}
+
+std::vector<std::string> schedule_names() { return {"1f1b", "gpipe"}; }
+
+Schedule make_schedule(std::string_view name, int ranks, int microbatches, int chunks) {
+  if (chunks != 1 && (name == "1f1b" || name == "gpipe")) {
+    throw InputError(fmt::format("schedule {}: holds one stage per GPU, so chunks must be 1 (got {})", name, chunks));
+  }
+  if (name == "1f1b") return make_1f1b(ranks, microbatches);
+  if (name == "gpipe") return make_gpipe(ranks, microbatches);
+  throw InputError(fmt::format("unknown schedule '{}' (expected one of: {})", name, fmt::join(schedule_names(), ", ")));
+}
+
+}  // namespace perseus

@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "perseus/error.hpp"
+#include "perseus/profile.hpp"
+#include "test_util.hpp"
+
+namespace perseus {
+namespace {
+
+using testing::TempDir;
+
+std::string error_of(const std::string& text, std::optional<int> stages = std::nullopt) {
+  try {
+    parse_profile_csv(text, "p.csv", stages);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kGood =
+    "stage,instruction,frequency,time,energy\n"
+    "0,forward,1410,0.1,20\n0,forward,1200,0.12,18\n0,backward,1410,0.2,40\n"
+    "1,forward,1410,0.1,20\n1,backward,1410,0.2,40\n";
+
+TEST(Profile, ReadsBundledExample) {
+  const Profile p = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"), 8);
+  EXPECT_EQ(p.num_stages(), 8);
+  EXPECT_EQ(p.points(0, InstructionKind::kForward).size(), 38u);
+  EXPECT_EQ(p.max_freq_mhz(), 1410);
+  EXPECT_EQ(p.points(7, InstructionKind::kBackward).front().freq_mhz, 1410);
+  EXPECT_NEAR(p.points(0, InstructionKind::kForward).front().time_s, 0.05016166687011708, 1e-15);
+}
+
+TEST(Profile, IgnoresExtraColumnsAndAnyColumnOrder) {
+  const Profile p = parse_profile_csv(
+      "rank,energy,time,frequency,instruction,stage,tp_rank\n0,20,0.1,1410,forward,0,0\n0,40,0.2,1410,backward,0,0\n",
+      "x");
+  ASSERT_EQ(p.num_stages(), 1);
+  EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kBackward)[0].energy_j, 40);
+}
+
+TEST(Profile, SortsFrequenciesDescending) {
+  const Profile p = parse_profile_csv(kGood, "x");
+  EXPECT_EQ(p.points(0, InstructionKind::kForward)[0].freq_mhz, 1410);
+  EXPECT_EQ(p.points(0, InstructionKind::kForward)[1].freq_mhz, 1200);
+}
+
+TEST(ProfileErrors, MissingColumn) {
+  EXPECT_NE(error_of("stage,instruction,frequency,time\n0,forward,1410,0.1\n").find("energy"), std::string::npos);
+}
+
+TEST(ProfileErrors, NonNumericNanInf) {
+  const std::string head = "stage,instruction,frequency,time,energy\n";
+  auto e = error_of(head + "0,forward,1410,abc,20\n0,backward,1410,0.2,40\n");
+  EXPECT_NE(e.find("p.csv:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("'time'"), std::string::npos) << e;
+  e = error_of(head + "0,forward,1410,0.1,nan\n");
+  EXPECT_NE(e.find("'energy'"), std::string::npos) << e;
+  e = error_of(head + "0,forward,1410,inf,1\n");
+  EXPECT_NE(e.find("finite"), std::string::npos) << e;
+  e = error_of(head + "0,forward,14x0,0.1,1\n");
+  EXPECT_NE(e.find("'frequency'"), std::string::npos) << e;
+  e = error_of(head + "zero,forward,1410,0.1,1\n");
+  EXPECT_NE(e.find("'stage'"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, TimeAndEnergyRanges) {
+  const std::string head = "stage,instruction,frequency,time,energy\n";
+  auto e = error_of(head + "0,forward,1410,0,20\n");
+  EXPECT_NE(e.find("p.csv:2: field 'time'"), std::string::npos) << e;
+  e = error_of(head + "0,forward,1410,0.1,-1\n");
+  EXPECT_NE(e.find("p.csv:2: field 'energy'"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, DuplicateRow) {
+  const auto e = error_of(std::string(kGood) + "0,forward,1200,0.13,17\n");
+  EXPECT_NE(e.find("p.csv:7"), std::string::npos) << e;
+  EXPECT_NE(e.find("duplicate"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, StageWithoutBackwardOrForward) {
+  auto e = error_of("stage,instruction,frequency,time,energy\n0,forward,1410,0.1,20\n");
+  EXPECT_NE(e.find("stage 0 has no backward"), std::string::npos) << e;
+  e = error_of("stage,instruction,frequency,time,energy\n0,backward,1410,0.1,20\n");
+  EXPECT_NE(e.find("stage 0 has no forward"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, UnknownInstruction) {
+  const auto e = error_of("stage,instruction,frequency,time,energy\n0,fwd,1410,0.1,20\n");
+  EXPECT_NE(e.find("'instruction'"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, StageGap) {
+  const auto e = error_of(
+      "stage,instruction,frequency,time,energy\n0,forward,1,0.1,2\n0,backward,1,0.1,2\n2,forward,1,0.1,2\n"
+      "2,backward,1,0.1,2\n");
+  EXPECT_NE(e.find("stage 1 has no rows"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, WrongStageCount) {
+  EXPECT_NE(error_of(kGood, 3).find("expected 3 stages"), std::string::npos);
+  EXPECT_NE(error_of(kGood, 1).find("expected 1 stages"), std::string::npos);
+  EXPECT_EQ(error_of(kGood, 2), "");
+}
+
+TEST(ProfileErrors, EmptyAndMissingFile) {
+  EXPECT_NE(error_of("").find("p.csv"), std::string::npos);
+  EXPECT_NE(error_of("stage,instruction,frequency,time,energy\n").find("no data rows"), std::string::npos);
+  try {
+    load_profile_csv("/nonexistent/profile.csv");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/profile.csv"), std::string::npos);
+  }
+}
+
+TEST(ProfileErrors, TooFewColumnsInRow) {
+  const auto e = error_of("stage,instruction,frequency,time,energy\n0,forward,1410\n");
+  EXPECT_NE(e.find("p.csv"), std::string::npos) << e;
+  EXPECT_NE(e.find("2"), std::string::npos) << e;
+}
+
+TEST(ProfileErrors, BinaryGarbageDoesNotCrash) {
+  std::string junk = "stage,instruction,frequency,time,energy\n";
+  for (int i = 0; i < 2000; ++i) junk.push_back(static_cast<char>((i * 7919) % 256));
+  EXPECT_NE(error_of(junk), "");
+}
+
+TEST(Profile, WriteReadRoundTrip) {
+  TempDir dir;
+  const Profile p = parse_profile_csv(kGood, "x");
+  const auto path = (dir.path() / "out.csv").string();
+  write_profile_csv(p, path);
+  const Profile q = load_profile_csv(path);
+  ASSERT_EQ(q.num_stages(), 2);
+  EXPECT_DOUBLE_EQ(q.points(0, InstructionKind::kForward)[1].time_s, 0.12);
+}
+
+}  // namespace
+}  // namespace perseus

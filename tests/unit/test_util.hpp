@@ -1,0 +1,53 @@
+// Helpers shared by unit tests.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "perseus/profile.hpp"
+
+namespace perseus::testing {
+
+inline std::string shared_data(const std::string& rel) { return std::string(PERSEUS_SHARED_DATA) + "/" + rel; }
+inline std::string example(const std::string& rel) { return std::string(PERSEUS_EXAMPLES_DIR) + "/" + rel; }
+
+/// A fresh temporary folder per test, removed at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("perseus-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+  std::string write(const std::string& name, const std::string& text) const {
+    const auto p = path_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+ private:
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::filesystem::path path_;
+};
+
+/// A profile with the given (freq, time, energy) points for forward and backward of every stage.
+inline Profile uniform_profile(int stages, const std::vector<OperatingPoint>& fwd, const std::vector<OperatingPoint>& bwd) {
+  Profile p;
+  p.source = "test";
+  for (int s = 0; s < stages; ++s) {
+    for (const auto& o : fwd) p.add(s, InstructionKind::kForward, o);
+    for (const auto& o : bwd) p.add(s, InstructionKind::kBackward, o);
+  }
+  return p;
+}
+
+}  // namespace perseus::testing
