@@ -174,8 +174,10 @@ class FrontierBuilder {
   std::vector<double> scratch_time_, scratch_ls_;
   std::vector<std::pair<FrontierPoint, bool>> raw_points_;  // (point, is all-max)
   detail::MinCut min_cut_;
-  std::vector<detail::FlowArc> arcs_;
+  std::vector<detail::FlowArc> arcs_, prev_arcs_;
   std::vector<int> node_id_;
+  std::vector<int> faster_, slower_;
+  bool have_prev_cut_ = false;
 };
 
 FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt) : opt_(opt) {
@@ -293,43 +295,57 @@ bool FrontierBuilder::find_and_apply_cut() {
   const double inf = 2 * finite_total + 1;
   for (auto& a : arcs_)
     if (a.capacity == kInf) a.capacity = inf;
-  // Compact node ids to the nodes that appear.
-  std::vector<int> nodes;
-  auto id = [&](int x) {
-    if (node_id_[x] < 0) {
-      node_id_[x] = static_cast<int>(nodes.size());
-      nodes.push_back(x);
+  // Same critical network (arcs and capacities) as the previous step: the same minimal
+  // min cut is optimal again, so reuse it without another max-flow.
+  std::vector<int>& faster = faster_;
+  std::vector<int>& slower = slower_;
+  if (!(have_prev_cut_ && arcs_ == prev_arcs_)) {
+    ++f_.num_max_flows;
+    // Compact node ids to the nodes that appear.
+    std::vector<int> nodes;
+    auto id = [&](int x) {
+      if (node_id_[x] < 0) {
+        node_id_[x] = static_cast<int>(nodes.size());
+        nodes.push_back(x);
+      }
+      return node_id_[x];
+    };
+    id(s);
+    id(t);
+    std::vector<detail::FlowArc> compact(arcs_.size());
+    for (std::size_t i = 0; i < arcs_.size(); ++i) compact[i] = {id(arcs_[i].from), id(arcs_[i].to), arcs_[i].capacity};
+    double value = 0;
+    const std::vector<char> in_s = min_cut_.solve(static_cast<int>(nodes.size()), compact, node_id_[s], node_id_[t],
+                                                  1e-9 * (1 + finite_total), &value);
+    auto side = [&](int x) { return in_s[node_id_[x]] != 0; };
+    faster.clear();
+    slower.clear();
+    const bool infinite = value >= inf * 0.5;
+    if (!infinite) {
+      for (const OpArc& oa : op_arcs) {
+        const bool from_s = side(2 * oa.v), to_s = side(2 * oa.v + 1);
+        if (from_s && !to_s) faster.push_back(oa.v);
+        if (!from_s && to_s) slower.push_back(oa.v);
+      }
     }
-    return node_id_[x];
-  };
-  id(s);
-  id(t);
-  std::vector<detail::FlowArc> compact(arcs_.size());
-  for (std::size_t i = 0; i < arcs_.size(); ++i) compact[i] = {id(arcs_[i].from), id(arcs_[i].to), arcs_[i].capacity};
-  double value = 0;
-  const std::vector<char> in_s =
-      min_cut_.solve(static_cast<int>(nodes.size()), compact, node_id_[s], node_id_[t], 1e-9 * (1 + finite_total), &value);
-  auto side = [&](int x) { return in_s[node_id_[x]] != 0; };
-  if (value >= inf * 0.5) {
     for (int x : nodes) node_id_[x] = -1;
-    return false;
+    if (infinite) return false;
   }
-  std::vector<int> faster, slower;
-  for (const OpArc& oa : op_arcs) {
-    const bool from_s = side(2 * oa.v), to_s = side(2 * oa.v + 1);
-    if (from_s && !to_s) faster.push_back(oa.v);
-    if (!from_s && to_s && dur_[oa.v] < op_model_[oa.v]->q_max) slower.push_back(oa.v);
-  }
-  for (int x : nodes) node_id_[x] = -1;
+  std::swap(prev_arcs_, arcs_);
+  have_prev_cut_ = true;
+  std::vector<int> lengthened;
+  for (int v : slower)
+    if (dur_[v] < op_model_[v]->q_max) lengthened.push_back(v);
   if (faster.empty()) return false;
   const std::int64_t old_T = T_;
   for (int v : faster) --dur_[v];
-  for (int v : slower) ++dur_[v];
+  for (int v : lengthened) ++dur_[v];
   compute_cpm();
-  if (T_ >= old_T && !slower.empty()) {
+  if (T_ >= old_T && !lengthened.empty()) {
     // Lengthening made a non-critical path critical: keep only the speed-ups.
-    for (int v : slower) --dur_[v];
+    for (int v : lengthened) --dur_[v];
     compute_cpm();
+    have_prev_cut_ = false;
   }
   if (T_ >= old_T) throw std::logic_error("planner: a min-cut step did not shorten the iteration");
   return true;

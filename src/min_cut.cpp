@@ -1,12 +1,37 @@
 #include "min_cut.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "min_cut_dinic.hpp"
+
 #include <lemon/preflow.h>
 #include <lemon/smart_graph.h>
 
 namespace perseus::detail {
 
+namespace {
+
+bool use_lemon() {
+  static const bool lemon = [] {
+    const char* e = std::getenv("PERSEUS_MIN_CUT_ENGINE");
+    return e != nullptr && std::strcmp(e, "lemon") == 0;
+  }();
+  return lemon;
+}
+
+}  // namespace
+
 std::vector<char> MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
                                 double tolerance, double* cut_value) {
+  if (!use_lemon()) {
+    Dinic dinic;
+    dinic.reset(num_nodes);
+    for (const FlowArc& a : arcs) dinic.add_arc(a.from, a.to, a.capacity);
+    const double value = dinic.max_flow(source, sink, tolerance);
+    if (cut_value) *cut_value = value;
+    return dinic.reachable_from(source, tolerance);
+  }
   using Graph = lemon::SmartDigraph;
   Graph g;
   g.reserveNode(num_nodes);

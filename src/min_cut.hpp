@@ -11,6 +11,7 @@ struct FlowArc {
   int from = 0;
   int to = 0;
   double capacity = 0;
+  friend bool operator==(const FlowArc&, const FlowArc&) = default;
 };
 
 /// Minimum s-t cut of a network with non-negative capacities. Returns, per node, 1 if it

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
+#include "perseus/profile_transform.hpp"
+#include "perseus/schedule_io.hpp"
 
 namespace perseus {
 
@@ -65,6 +67,65 @@ std::string zeus_plan(const Dag& dag, const FrequencyPlan& plan, std::size_t ind
   return out;
 }
 
+// The schedule of a job: a generator by name, or a CSV file (see run_optimize()).
+Schedule resolve_schedule(const OptimizeConfig& cfg, bool from_file) {
+  if (!from_file) {
+    const auto names = schedule_names();
+    if (std::find(names.begin(), names.end(), cfg.schedule) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw InputError(fmt::format("--schedule {}: not a schedule name ({}) nor an existing schedule CSV file",
+                                   cfg.schedule, list));
+    }
+    return make_schedule(cfg.schedule, cfg.stages, cfg.microbatches, cfg.chunks);
+  }
+  Schedule s = load_schedule_csv(cfg.schedule);
+  if (cfg.stages > 0 && cfg.stages != s.num_ranks()) {
+    throw InputError(fmt::format("--stages {} does not match schedule file {}, which has {} ranks (rows)", cfg.stages,
+                                 cfg.schedule, s.num_ranks()));
+  }
+  if (cfg.microbatches > 0 && cfg.microbatches != s.num_microbatches) {
+    throw InputError(fmt::format("--microbatches {} does not match schedule file {}, which has {} microbatches",
+                                 cfg.microbatches, cfg.schedule, s.num_microbatches));
+  }
+  if (cfg.chunks > 1 && cfg.chunks * s.num_ranks() != s.num_stages) {
+    throw InputError(fmt::format("--chunks {} does not match schedule file {}: {} stages on {} ranks", cfg.chunks,
+                                 cfg.schedule, s.num_stages, s.num_ranks()));
+  }
+  return s;
+}
+
+// The profile of a job, fitted to the schedule's stages and kinds (see run_optimize()).
+Profile fit_profile(const OptimizeConfig& cfg, const Schedule& schedule, std::vector<std::string>& approximations) {
+  Profile profile = load_profile_csv(cfg.profile_path);
+  if (profile.num_stages() != schedule.num_stages) {
+    if (profile.num_stages() != schedule.num_ranks()) {
+      throw InputError(fmt::format(
+          "{}: profile has {} stages, but schedule '{}' has {} stages on {} ranks; give one profile stage per "
+          "schedule stage, or one per rank (then each rank's stage is split evenly over its chunks)",
+          cfg.profile_path, profile.num_stages(), schedule.name, schedule.num_stages, schedule.num_ranks()));
+    }
+    profile = split_profile_over_stages(profile, schedule.stage_rank);
+    approximations.push_back(fmt::format(
+        "per-GPU profile ({} stages) split evenly over {} chunk stages: each chunk gets its GPU's time and energy "
+        "divided by the GPU's chunk count",
+        schedule.num_ranks(), schedule.num_stages));
+  }
+  if (schedule.split_backward) {
+    bool lacks = false;
+    for (int s = 0; s < profile.num_stages(); ++s) {
+      lacks = lacks || !profile.has(s, InstructionKind::kBackwardInput) || !profile.has(s, InstructionKind::kBackwardWeight);
+    }
+    if (lacks) {
+      profile = split_backward_profile(profile, cfg.backward_input_fraction);
+      approximations.push_back(fmt::format(
+          "profile has no backward_input/backward_weight rows: backward split {:g}/{:g} into I/W (time and energy)",
+          cfg.backward_input_fraction, 1 - cfg.backward_input_fraction));
+    }
+  }
+  return profile;
+}
+
 }  // namespace
 
 std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) {
@@ -77,8 +138,13 @@ std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) 
 }
 
 OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
-  if (cfg.stages < 1) throw InputError(fmt::format("--stages must be >= 1, got {}", cfg.stages));
-  if (cfg.microbatches < 1) throw InputError(fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
+  const auto names = schedule_names();
+  const bool from_file = std::find(names.begin(), names.end(), cfg.schedule) == names.end() &&
+                         fs::is_regular_file(cfg.schedule);
+  if (!from_file && cfg.stages < 1) throw InputError(fmt::format("--stages must be >= 1, got {}", cfg.stages));
+  if (!from_file && cfg.microbatches < 1) {
+    throw InputError(fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
+  }
   if (cfg.chunks < 1) throw InputError(fmt::format("--chunks must be >= 1, got {}", cfg.chunks));
   if (cfg.sample < 0) throw InputError(fmt::format("--sample must be >= 0, got {}", cfg.sample));
   if (cfg.out_dir.empty()) throw InputError("--out: an output folder is required");
@@ -95,8 +161,9 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
       }
     }
   }
-  const Schedule schedule = make_schedule(cfg.schedule, cfg.stages, cfg.microbatches, cfg.chunks);
-  const Profile profile = load_profile_csv(cfg.profile_path, schedule.num_stages);
+  const Schedule schedule = resolve_schedule(cfg, from_file);
+  std::vector<std::string> approximations;
+  const Profile profile = fit_profile(cfg, schedule, approximations);
   const Dag dag = Dag::build(schedule);
 
   PlannerOptions opt;
@@ -124,6 +191,7 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   sum.num_plans = pts.size();
   sum.num_steps = frontier.num_steps;
   sum.solve_time_s = frontier.solve_time_s;
+  sum.approximations = approximations;
 
   // Write into a temporary sibling, then rename into place.
   const fs::path out = fs::absolute(cfg.out_dir).lexically_normal();
@@ -139,6 +207,7 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
     std::string csv = "plan,time_s,energy_j\n";
     for (std::size_t i = 0; i < pts.size(); ++i) csv += fmt::format("{},{:.9f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j);
     write_file(tmp / "frontier.csv", csv);
+    write_file(tmp / "schedule.csv", format_schedule_csv(schedule));  // the order planned, to diff
     const auto indices = sample_plan_indices(pts.size(), cfg.sample);
     frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
       write_file(tmp / "plans" / fmt::format("plan_{:05d}.json", i), plan_json(dag, plan, i).dump(1) + "\n");
@@ -157,13 +226,22 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
         {"num_plans", sum.num_plans},
         {"plans_written", sum.plans_written},
         {"num_steps", sum.num_steps},
+        {"num_max_flows", frontier.num_max_flows},
         {"solve_time_s", sum.solve_time_s},
+        {"approximations", sum.approximations},
+        {"schedule",
+         {{"name", schedule.name},
+          {"ranks", schedule.num_ranks()},
+          {"stages", schedule.num_stages},
+          {"microbatches", schedule.num_microbatches},
+          {"split_backward", schedule.split_backward}}},
         {"inputs",
          {{"profile", cfg.profile_path},
           {"stages", cfg.stages},
           {"microbatches", cfg.microbatches},
           {"schedule", cfg.schedule},
           {"chunks", cfg.chunks},
+          {"backward_input_fraction", cfg.backward_input_fraction},
           {"p2p_power_w", cfg.p2p_power_w},
           {"unit_time_s", cfg.unit_time_s},
           {"sample", cfg.sample},

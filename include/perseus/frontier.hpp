@@ -59,6 +59,8 @@ class Frontier {
   std::size_t lowest_energy_within(double deadline_s) const;
 
   std::int64_t num_steps = 0;        ///< Graph-cut steps taken.
+  std::int64_t num_max_flows = 0;    ///< Max-flow solves (a step reuses the previous cut
+                                     ///< when the critical network is unchanged).
   double solve_time_s = 0;           ///< Wall-clock seconds of solve_frontier().
   double reclaimed_energy_j = 0;     ///< Energy removed by slack reclamation at T_min, J.
   double p_block_w = 0;              ///< P_block used, W.
