@@ -1,0 +1,57 @@
+// The `perseus` command end to end: exit codes and messages.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "test_util.hpp"
+
+namespace perseus {
+namespace {
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int rc = ::pclose(p);
+  return {WEXITSTATUS(rc), out};
+}
+
+TEST(Cli, BadArgumentsExitTwoWithUsage) {
+  const auto r = run("optimize --stages 8");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--profile"), std::string::npos) << r.output;
+  EXPECT_EQ(run("optimize --profile /nonexistent.csv --stages 8 --microbatches 4 --p2p-power 1 --out x").status, 2);
+  EXPECT_EQ(run("frobnicate").status, 2);
+}
+
+TEST(Cli, BadProfileExitsOneWithMessage) {
+  testing::TempDir dir;
+  const auto prof = dir.write("p.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,-1,20\n");
+  const auto r = run("optimize --profile " + prof + " --stages 1 --microbatches 2 --p2p-power 50 --out " +
+                     (dir.path() / "o").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("p.csv:2: field 'time'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, OptimizeBundledProfile) {
+  testing::TempDir dir;
+  const auto r = run("optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                     " --stages 8 --microbatches 4 --p2p-power 83.64 --unit-time 0.005 --out " +
+                     (dir.path() / "o").string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("intrinsic bloat removed"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace perseus

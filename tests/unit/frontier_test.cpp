@@ -1,0 +1,196 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/dag.hpp"
+#include "perseus/error.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/optimize.hpp"
+#include "perseus/plan.hpp"
+#include "test_util.hpp"
+
+namespace perseus {
+namespace {
+
+using testing::uniform_profile;
+
+TEST(Plan, EnergyAccountingChargesBlockingPower) {
+  // 2 stages x 1 microbatch: F0 -> F1 -> B1 -> B0, each 1 s and 1 J. T = 4 s; each GPU is
+  // busy 2 s and blocked 2 s: E = 4 J + P_block * (2 * 4 - 4) s.
+  const Profile p = uniform_profile(2, {{1000, 1.0, 1.0}}, {{1000, 1.0, 1.0}});
+  const Dag dag = Dag::build(make_1f1b(2, 1));
+  const FrequencyPlan plan = all_max_plan(dag, p, 50.0);
+  EXPECT_DOUBLE_EQ(plan.timeline.time_s, 4.0);
+  EXPECT_DOUBLE_EQ(plan.compute_energy_j, 4.0);
+  EXPECT_DOUBLE_EQ(plan.blocking_energy_j, 200.0);
+}
+
+TEST(Plan, UnknownFrequencyIsAnError) {
+  const Profile p = uniform_profile(1, {{1000, 1.0, 1.0}}, {{1000, 1.0, 1.0}});
+  const Dag dag = Dag::build(make_1f1b(1, 1));
+  try {
+    evaluate_plan(dag, p, {1000, 900}, 0);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("900 MHz is not in the profile for stage 0 backward"), std::string::npos);
+  }
+}
+
+TEST(Pareto, DropsDominatedPoints) {
+  const auto f = pareto_points({{1410, 1.0, 10}, {1300, 1.1, 9}, {1200, 1.2, 9.5}, {1100, 1.3, 8}, {1000, 1.3, 8.5}});
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].freq_mhz, 1410);
+  EXPECT_EQ(f[1].freq_mhz, 1300);
+  EXPECT_EQ(f[2].freq_mhz, 1100);
+}
+
+TEST(Frontier, HandCheckedSingleGpu) {
+  // One GPU, F then B; each has (1 s, 10 J) and (2 s, 6 J). No blocking on one GPU.
+  // The frontier is (4 s, 12 J), (3 s, 16 J), (2 s, 20 J).
+  const Profile p = uniform_profile(1, {{1400, 1.0, 10}, {1000, 2.0, 6}}, {{1400, 1.0, 10}, {1000, 2.0, 6}});
+  const Dag dag = Dag::build(make_1f1b(1, 1));
+  PlannerOptions opt;
+  opt.unit_time_s = 0.5;
+  const Frontier f = solve_frontier(dag, p, opt);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_DOUBLE_EQ(f.points()[0].time_s, 4.0);
+  EXPECT_DOUBLE_EQ(f.points()[0].energy_j, 12.0);
+  EXPECT_DOUBLE_EQ(f.points()[1].time_s, 3.0);
+  EXPECT_DOUBLE_EQ(f.points()[1].energy_j, 16.0);
+  EXPECT_DOUBLE_EQ(f.points()[2].time_s, 2.0);
+  EXPECT_DOUBLE_EQ(f.points()[2].energy_j, 20.0);
+  EXPECT_EQ(f.plan(2).freq_mhz, (std::vector<int>{1400, 1400}));
+}
+
+TEST(Frontier, OneFrequencyGivesOnePlan) {
+  const Profile p = uniform_profile(4, {{1410, 0.1, 20}}, {{1410, 0.2, 40}});
+  const Dag dag = Dag::build(make_1f1b(4, 6));
+  const Frontier f = solve_frontier(dag, p, {.p2p_power_w = 80});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_DOUBLE_EQ(f.points()[0].energy_j, all_max_plan(dag, p, 80).total_energy_j());
+}
+
+class FrontierProperties : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+
+TEST_P(FrontierProperties, MonotoneConsistentAndRespectsDag) {
+  const auto [schedule, stages, mbs] = GetParam();
+  const Profile full = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
+  Profile p;
+  p.source = "first stages";
+  for (int s = 0; s < stages; ++s)
+    for (auto k : {InstructionKind::kForward, InstructionKind::kBackward})
+      for (const auto& o : full.points(full.num_stages() - stages + s, k)) p.add(s, k, o);
+  const Dag dag = Dag::build(make_schedule(schedule, stages, mbs));
+  const Frontier f = solve_frontier(dag, p, {.p2p_power_w = 83.64, .unit_time_s = 0.002});
+  const FrequencyPlan allmax = all_max_plan(dag, p, 83.64);
+  ASSERT_GE(f.size(), 2u);
+  EXPECT_LE(f.points().back().time_s, allmax.timeline.time_s * 1.001);
+  // With >= 2 stages there is slack to reclaim at T_min; one stage has none.
+  if (stages > 1) EXPECT_LT(f.points().back().energy_j, allmax.total_energy_j());
+  EXPECT_LE(f.points().back().energy_j, allmax.total_energy_j() + 1e-9);
+  std::vector<std::size_t> all(f.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  f.for_each_plan(all, [&](std::size_t i, const FrequencyPlan& plan) {
+    if (i > 0) {
+      EXPECT_LT(f.points()[i].time_s, f.points()[i - 1].time_s);
+      EXPECT_GT(f.points()[i].energy_j, f.points()[i - 1].energy_j);
+    }
+    // The replayed plan is the point, and its times respect every dependency.
+    EXPECT_DOUBLE_EQ(plan.timeline.time_s, f.points()[i].time_s);
+    EXPECT_NEAR(plan.total_energy_j(), f.points()[i].energy_j, 1e-9);
+    for (int u = 0; u < dag.num_ops(); ++u) {
+      EXPECT_NEAR(plan.timeline.end_s[u] - plan.timeline.start_s[u], plan.time_s[u], 1e-12);
+      for (int v : dag.successors(u)) EXPECT_LE(plan.timeline.end_s[u], plan.timeline.start_s[v] + 1e-12);
+    }
+    // Every frequency is one the profile has for that computation.
+    EXPECT_NO_THROW(evaluate_plan(dag, p, plan.freq_mhz, 83.64));
+  });
+  EXPECT_EQ(f.lowest_energy_within(1e9), 0u);
+  EXPECT_EQ(f.lowest_energy_within(0), f.size() - 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FrontierProperties,
+                         ::testing::Values(std::make_tuple("1f1b", 4, 8), std::make_tuple("1f1b", 1, 3),
+                                           std::make_tuple("1f1b", 4, 2), std::make_tuple("gpipe", 3, 4)));
+
+TEST(FrontierErrors, BadOptionsAndMissingRows) {
+  const Profile p = uniform_profile(2, {{1410, 0.1, 20}}, {{1410, 0.2, 40}});
+  const Dag dag = Dag::build(make_1f1b(3, 2));
+  EXPECT_THROW(solve_frontier(dag, p, {}), InputError);  // stage 2 missing
+  const Dag dag2 = Dag::build(make_1f1b(2, 2));
+  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = -1}), InputError);
+  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1, .unit_time_s = 0}), InputError);
+}
+
+class OptimizeJob : public ::testing::Test {
+ protected:
+  testing::TempDir dir;
+  OptimizeConfig cfg() {
+    OptimizeConfig c;
+    c.profile_path = testing::example("stage_profile_gpt3-175b_a100_sxm.csv");
+    c.stages = 8;
+    c.microbatches = 4;
+    c.p2p_power_w = 83.64;
+    c.unit_time_s = 0.005;
+    c.zeus_format = true;
+    c.out_dir = (dir.path() / "out").string();
+    return c;
+  }
+};
+
+TEST_F(OptimizeJob, WritesCompleteFolder) {
+  const auto s = run_optimize(cfg());
+  const auto out = dir.path() / "out";
+  ASSERT_TRUE(std::filesystem::exists(out / "summary.json"));
+  const auto summary = nlohmann::json::parse(std::ifstream(out / "summary.json"));
+  EXPECT_DOUBLE_EQ(summary["t_min_s"].get<double>(), s.t_min_s);
+  EXPECT_EQ(summary["inputs"]["microbatches"], 4);
+  EXPECT_GT(summary["intrinsic_saving_pct"].get<double>(), 0.0);
+  std::ifstream csv(out / "frontier.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "plan,time_s,energy_j");
+  std::size_t rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, s.num_plans);
+  const auto last = fmt::format("plan_{:05d}.json", s.num_plans - 1);
+  const auto plan = nlohmann::json::parse(std::ifstream(out / "plans" / last));
+  EXPECT_EQ(plan["ranks"].size(), 8u);
+  EXPECT_EQ(plan["ranks"][0]["instructions"].size(), 8u);
+  EXPECT_EQ(plan["ranks"][0]["instructions"][0]["instruction"], "forward");
+  EXPECT_TRUE(std::filesystem::exists(out / "plans" / fmt::format("freqs_pipeline_{:05d}.py", s.num_plans - 1)));
+  // No temporary folders left behind.
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) EXPECT_EQ(e.path().filename(), "out");
+}
+
+TEST_F(OptimizeJob, RefusesToReplaceForeignFolder) {
+  auto c = cfg();
+  std::filesystem::create_directories(c.out_dir);
+  std::ofstream(c.out_dir + "/precious.txt") << "keep me";
+  EXPECT_THROW(run_optimize(c), InputError);
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/precious.txt"));
+}
+
+TEST_F(OptimizeJob, BadInputLeavesNoFolder) {
+  auto c = cfg();
+  c.stages = 7;  // profile has 8 stages
+  try {
+    run_optimize(c);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("profile has 8 stages"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(c.out_dir));
+}
+
+TEST(Sampling, KeepsFirstAndLast) {
+  EXPECT_EQ(sample_plan_indices(5, 2), (std::vector<std::size_t>{0, 2, 4}));
+  EXPECT_EQ(sample_plan_indices(6, 4), (std::vector<std::size_t>{0, 4, 5}));
+  EXPECT_LE(sample_plan_indices(10000, 0).size(), 101u);
+}
+
+}  // namespace
+}  // namespace perseus
