@@ -1,0 +1,36 @@
+# Perseus: the two commands of README.md, and a few helpers.
+#   make run   - install missing Debian packages, build, plan GPT-3 175B on the bundled A100 profile
+#   make test  - install missing Debian packages, build, run every test (C++ and Python)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+OUT ?= out/gpt3-175b-a100
+
+.PHONY: run test build deps bench asan clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	$(BUILD)/cli/perseus optimize --profile examples/stage_profile_gpt3-175b_a100_sxm.csv \
+	  --stages 8 --microbatches 12 --p2p-power 83.64 --format zeus --out $(OUT) \
+	  $(if $(wildcard cli/cmd_report.cpp),--report,)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs this too).
+asan: deps
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DPERSEUS_SANITIZE=ON \
+	  -DPERSEUS_BUILD_PYTHON=OFF -DPERSEUS_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(BUILD)-asan -j$(JOBS) --target perseus_unit_tests
+	cd $(BUILD)-asan && ctest --output-on-failure -L unit -j$(JOBS)
+
+bench: build
+	bench/run_benchmarks.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan out

@@ -1,0 +1,83 @@
+// Planner benchmark: whole-frontier solve time, frontier size and peak RSS per case.
+//   perseus_planner_bench paper  DATA_DIR UNIT_S   -> the paper's 8 GPT-3 175B cases (one row each)
+//   perseus_planner_bench synth  STAGES MICROBATCHES [UNIT_S]  -> a synthetic pipeline, 40 freqs/op
+// Prints markdown table rows; bench/run_benchmarks.sh runs each case in its own process so
+// the peak RSS (getrusage) is per case.
+#include <sys/resource.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "../tests/golden/paper_reference.hpp"
+#include "perseus/dag.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/schedule.hpp"
+
+namespace {
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+/// Synthetic heterogeneous profile: stage base times vary +-20% (fixed seed 42); 40
+/// frequencies 1410..825 MHz; time ~ 1/f^0.85, power = 80 W + 320 W x (f/1410)^2.4.
+perseus::Profile synthetic_profile(int stages) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> u(0.8, 1.2);
+  perseus::Profile p;
+  p.source = "synthetic";
+  for (int s = 0; s < stages; ++s) {
+    const double base = 0.02 * u(rng);
+    for (auto [kind, mult] : {std::pair{perseus::InstructionKind::kForward, 1.0},
+                              std::pair{perseus::InstructionKind::kBackward, 2.0}}) {
+      for (int i = 0; i < 40; ++i) {
+        const int f = 1410 - 15 * i;
+        const double x = f / 1410.0;
+        const double t = base * mult * std::pow(1.0 / x, 0.85);
+        const double power = 80.0 + 320.0 * std::pow(x, 2.4);
+        p.add(s, kind, {f, t, power * t});
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "paper" && argc >= 4) {
+    const double unit = std::stod(argv[3]);
+    for (const auto& c : perseus::reference::load_paper_cases(argv[2])) {
+      const auto r = perseus::reference::run_case(c, argv[2], unit);
+      fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device, c.microbatches, r.num_ops,
+                 r.steps, r.num_plans, r.solve_time_s, r.saving_pct, c.paper_saving_pct, peak_rss_mib());
+      std::string rel;
+      for (std::size_t i = 0; i < r.ours_pct.size(); ++i) rel += fmt::format(" {:.2f} / {:.2f} |", r.ours_pct[i], r.paper_pct[i]);
+      std::fprintf(stderr, "| %s mb%d |%s\n", c.device.c_str(), c.microbatches, rel.c_str());
+    }
+    return 0;
+  }
+  if (mode == "synth" && argc >= 4) {
+    const int stages = std::stoi(argv[2]), mbs = std::stoi(argv[3]);
+    const double unit = argc > 4 ? std::stod(argv[4]) : 1e-3;
+    const perseus::Profile p = synthetic_profile(stages);
+    const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
+    perseus::PlannerOptions opt;
+    opt.p2p_power_w = 80.0;
+    opt.unit_time_s = unit;
+    const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
+    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.0f} |\n", stages, mbs, dag.num_ops(), f.num_steps,
+               f.num_max_flows, f.size(), f.solve_time_s, peak_rss_mib());
+    return 0;
+  }
+  std::fprintf(stderr, "usage: %s paper DATA_DIR UNIT_S | synth STAGES MICROBATCHES [UNIT_S]\n", argv[0]);
+  return 2;
+}

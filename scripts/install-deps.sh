@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Perseus needs to build and test, when missing.
+# Usage: scripts/install-deps.sh   (uses sudo when not root)
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ccache pkg-config
+  nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev
+  libcpp-httplib-dev libsqlite3-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-dev pybind11-dev python3-torch python3-numpy
+  libxml2-utils
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Optional: headless Chromium for the report screenshot test (skipped when absent).
+if [ "${PERSEUS_WITH_BROWSER:-1}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/perseus-apt.log 2>&1; then
+  $SUDO apt-get update -q >/dev/null 2>&1 || true
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" || { cat /tmp/perseus-apt.log >&2; exit 1; }
+fi
