@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "perseus/optimize.hpp"
+#include "perseus/render.hpp"
 
 namespace perseus::cli {
 
@@ -13,13 +14,24 @@ void register_optimize(CLI::App& app) {
   auto cfg = std::make_shared<OptimizeConfig>();
   auto zeus = std::make_shared<std::string>("perseus");
   auto quiet = std::make_shared<bool>(false);
+  auto report = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("optimize", "Compute the iteration time-energy Pareto frontier of a profile");
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule", cfg->schedule, "Pipeline schedule")->capture_default_str();
+  cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline (required unless --schedule is a file)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration (required unless --schedule is a file)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule", cfg->schedule,
+                  "Pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zb-h1, or a per-rank action list CSV "
+                  "(torch.distributed.pipelining notation, e.g. 2F0; see docs/schedules.md)")
+      ->capture_default_str();
+  cmd->add_option("--backward-input-fraction", cfg->backward_input_fraction,
+                  "For zb-h1 on a profile without backward_input/backward_weight rows: share of the backward's "
+                  "time/energy given to I (approximation)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--chunks", cfg->chunks, "Stages (model chunks) per GPU for interleaved schedules")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -36,8 +48,9 @@ void register_optimize(CLI::App& app) {
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr");
+  cmd->add_flag("--report", *report, "Also write OUT/report.html (see `perseus report`)");
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
-  cmd->callback([cfg, zeus, quiet] {
+  cmd->callback([cfg, zeus, quiet, report] {
     cfg->zeus_format = *zeus == "zeus";
     std::function<void(double)> progress;
     if (!*quiet) {
@@ -52,6 +65,7 @@ void register_optimize(CLI::App& app) {
     }
     const OptimizeSummary s = run_optimize(*cfg, progress);
     if (!*quiet) fmt::print(stderr, "\r                        \r");
+    for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
     fmt::print("Perseus frontier: {} plans from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut steps, {:.3f} s)\n",
                s.num_plans, s.t_max_s, s.t_min_s, s.num_steps, s.solve_time_s);
     fmt::print("  all-max baseline:  T = {:.4f} s, E = {:.1f} J\n", s.allmax_time_s, s.allmax_energy_j);
@@ -59,6 +73,7 @@ void register_optimize(CLI::App& app) {
                s.t_min_s, s.energy_at_t_min_j, s.intrinsic_saving_pct);
     fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J\n", s.t_max_s, s.energy_at_t_max_j);
     fmt::print("wrote {} ({} plan files, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written);
+    if (*report) fmt::print("wrote {}\n", write_report(cfg->out_dir));
   });
 }
 

@@ -141,9 +141,15 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   const auto names = schedule_names();
   const bool from_file = std::find(names.begin(), names.end(), cfg.schedule) == names.end() &&
                          fs::is_regular_file(cfg.schedule);
-  if (!from_file && cfg.stages < 1) throw InputError(fmt::format("--stages must be >= 1, got {}", cfg.stages));
+  if (!from_file && cfg.stages < 1) {
+    throw InputError(cfg.stages == 0 ? std::string("--stages is required (GPUs per pipeline) unless --schedule is a "
+                                                   "schedule CSV file")
+                                     : fmt::format("--stages must be >= 1, got {}", cfg.stages));
+  }
   if (!from_file && cfg.microbatches < 1) {
-    throw InputError(fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
+    throw InputError(cfg.microbatches == 0
+                         ? std::string("--microbatches is required unless --schedule is a schedule CSV file")
+                         : fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
   }
   if (cfg.chunks < 1) throw InputError(fmt::format("--chunks must be >= 1, got {}", cfg.chunks));
   if (cfg.sample < 0) throw InputError(fmt::format("--sample must be >= 0, got {}", cfg.sample));

@@ -58,14 +58,16 @@ Schedule make_gpipe(int stages, int microbatches) {
   return s;
 }
 
-std::vector<std::string> schedule_names() { return {"1f1b", "gpipe"}; }
+std::vector<std::string> schedule_names() { return {"1f1b", "gpipe", "interleaved-1f1b", "zb-h1"}; }
 
 Schedule make_schedule(std::string_view name, int ranks, int microbatches, int chunks) {
-  if (chunks != 1 && (name == "1f1b" || name == "gpipe")) {
+  if (name == "interleaved-1f1b") return make_interleaved_1f1b(ranks, microbatches, chunks);
+  if (chunks != 1 && (name == "1f1b" || name == "gpipe" || name == "zb-h1")) {
     throw InputError(fmt::format("schedule {}: holds one stage per GPU, so chunks must be 1 (got {})", name, chunks));
   }
   if (name == "1f1b") return make_1f1b(ranks, microbatches);
   if (name == "gpipe") return make_gpipe(ranks, microbatches);
+  if (name == "zb-h1") return make_zb_h1(ranks, microbatches);
   throw InputError(fmt::format("unknown schedule '{}' (expected one of: {})", name, fmt::join(schedule_names(), ", ")));
 }
 

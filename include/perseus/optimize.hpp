@@ -13,10 +13,14 @@ namespace perseus {
 /// Inputs of one optimize job.
 struct OptimizeConfig {
   std::string profile_path;    ///< Profile CSV (see load_profile_csv()).
-  int stages = 0;              ///< GPUs (pipeline ranks) in the pipeline.
-  int microbatches = 0;        ///< Microbatches per iteration.
-  std::string schedule = "1f1b";  ///< Schedule name (schedule_names()).
+  int stages = 0;              ///< GPUs (pipeline ranks) in the pipeline (0 = from a schedule file).
+  int microbatches = 0;        ///< Microbatches per iteration (0 = from a schedule file).
+  /// Schedule name (schedule_names()) or the path of a schedule CSV (load_schedule_csv()).
+  std::string schedule = "1f1b";
   int chunks = 1;              ///< Stages per GPU for interleaved schedules.
+  /// Share of a full backward's time/energy given to I when a split-backward schedule runs on
+  /// a profile without backward_input/backward_weight rows (split_backward_profile()).
+  double backward_input_fraction = 0.5;
   double p2p_power_w = 0;      ///< P2P blocking power P_block, W.
   double unit_time_s = 1e-3;   ///< Planner time quantum u, s.
   int sample = 0;              ///< Write every K-th plan (plus first and last); 0 = at most 100 plans.
@@ -39,14 +43,20 @@ struct OptimizeSummary {
   std::size_t plans_written = 0;  ///< Plan files written (sampling).
   std::int64_t num_steps = 0;     ///< Graph-cut steps.
   double solve_time_s = 0;        ///< Frontier solve wall time, s.
+  /// Profile approximations applied (chunk split, backward split), for the user to see.
+  std::vector<std::string> approximations;
 };
 
 /// Indices of the frontier plans to write: every `sample`-th from the slowest (index 0),
 /// plus the last (T_min). sample = 0 picks K so that at most 100 plans are written.
 std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample);
 
-/// Runs the whole job: loads and validates the profile (expects stages × chunks stages),
-/// builds the schedule and DAG, solves the frontier, evaluates the all-max baseline and
+/// Runs the whole job: builds the schedule (by name, or imported from a CSV file when
+/// config.schedule is not a known name but an existing file; stages/microbatches, when set,
+/// must then match the file), loads and validates the profile (it needs one stage per
+/// schedule stage, i.e. stages × chunks; a per-GPU profile with one stage per rank is split
+/// evenly over the chunks, and a profile without I/W rows gets its backward split for
+/// split-backward schedules — both approximations, listed in summary.approximations), builds the DAG, solves the frontier, evaluates the all-max baseline and
 /// writes `out_dir` (summary.json, frontier.csv, plans/plan_NNNNN.json, optionally
 /// plans/freqs_pipeline_NNNNN.py). Files are written into a temporary sibling folder that
 /// is renamed into place at the end, so an interrupted run never leaves a folder that looks

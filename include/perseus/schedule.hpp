@@ -45,8 +45,35 @@ Schedule make_1f1b(int stages, int microbatches);
 /// Source: Huang et al., "GPipe" (NeurIPS'19). Throws InputError when stages/microbatches < 1.
 Schedule make_gpipe(int stages, int microbatches);
 
-/// Names accepted by make_schedule(): "1f1b", "gpipe", plus those registered by later
-/// schedule generators (see docs/schedules.md).
+/// Interleaved 1F1B (virtual pipeline stages) exactly as Megatron-LM orders it
+/// (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving;
+/// torch.distributed.pipelining.ScheduleInterleaved1F1B gives the same order when
+/// microbatches % ranks == 0). Shapes: `ranks` GPUs p, `chunks` model chunks per GPU v,
+/// `microbatches` m; p·v stages, and stage c·p + r is chunk c of rank r.
+/// Rank r runs the virtual microbatches k = 0..m·v−1, grouped p at a time: forward k is
+/// microbatch (k div p·v)·p + k mod p of chunk (k mod p·v) div p; backward k is the same
+/// microbatch of chunk v−1−(k mod p·v) div p. It runs w = min(2(p−1−r) + (v−1)p, m·v)
+/// warm-up forwards, then forward w+i followed by backward i, then the remaining backwards.
+/// Source: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
+/// Using Megatron-LM" (SC'21) §2.2.2.
+/// Throws InputError when ranks, chunks or microbatches < 1, or when microbatches is not a
+/// multiple of ranks (Megatron-LM's rule for the interleaved schedule).
+Schedule make_interleaved_1f1b(int ranks, int microbatches, int chunks);
+
+/// ZB-H1: zero-bubble pipeline with 1F1B's activation memory (backward split into input
+/// gradient I and weight gradient W; split_backward = true). One stage per rank.
+/// Order of rank r (as torch.distributed.pipelining.ScheduleInterleavedZeroBubble with one
+/// stage per rank, i.e. the paper's ZB-H1), with p = stages: w = min(p−1−r, m) warm-up
+/// forwards; then the m−w remaining forwards each followed by the I of the oldest
+/// microbatch; then the w cool-down I's. After every I, when more than r W's are pending,
+/// the oldest pending W runs; the W's still pending at the end run last, in order.
+/// So rank r defers r weight gradients, which fill the cool-down bubble of 1F1B.
+/// Source: Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR'24) §3 (handcrafted ZB-H1).
+/// Throws InputError when stages or microbatches < 1.
+Schedule make_zb_h1(int stages, int microbatches);
+
+/// Names accepted by make_schedule(): "1f1b", "gpipe", "interleaved-1f1b", "zb-h1"
+/// (see docs/schedules.md).
 std::vector<std::string> schedule_names();
 
 /// Builds the named schedule. `ranks` is the number of GPUs in the pipeline; `chunks` the

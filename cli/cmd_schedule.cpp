@@ -1,0 +1,65 @@
+// `perseus schedule`: export a schedule as a per-rank action list (torch.distributed.pipelining notation).
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "perseus/error.hpp"
+#include "perseus/schedule.hpp"
+#include "perseus/schedule_io.hpp"
+
+namespace perseus::cli {
+
+namespace {
+
+struct ScheduleArgs {
+  std::string schedule = "1f1b";
+  int stages = 0;
+  int microbatches = 0;
+  int chunks = 1;
+  std::string out;
+};
+
+}  // namespace
+
+void register_schedule(CLI::App& app) {
+  auto a = std::make_shared<ScheduleArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "schedule",
+      "Write a pipeline schedule as a per-rank action list CSV ({stage}{F|B|I|W}{microbatch}, one rank per row), "
+      "to diff against a framework's order; a CSV given as --schedule is validated and rewritten");
+  cmd->add_option("--schedule", a->schedule, "1f1b, gpipe, interleaved-1f1b, zb-h1, or a schedule CSV to validate")
+      ->capture_default_str();
+  cmd->add_option("--stages", a->stages, "GPUs (pipeline ranks) per pipeline")->check(CLI::PositiveNumber);
+  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunks", a->chunks, "Stages (model chunks) per GPU for interleaved-1f1b")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--out", a->out, "Output CSV file, or - for standard output")->required();
+  cmd->callback([a] {
+    const auto names = schedule_names();
+    Schedule s;
+    if (std::find(names.begin(), names.end(), a->schedule) == names.end() &&
+        std::filesystem::is_regular_file(a->schedule)) {
+      s = load_schedule_csv(a->schedule);
+    } else {
+      if (a->stages < 1) throw InputError("--stages is required (>= 1) with a schedule name");
+      if (a->microbatches < 1) throw InputError("--microbatches is required (>= 1) with a schedule name");
+      s = make_schedule(a->schedule, a->stages, a->microbatches, a->chunks);
+    }
+    if (a->out == "-") {
+      fmt::print("{}", format_schedule_csv(s));
+      return;
+    }
+    write_schedule_csv(s, a->out);
+    std::size_t n = 0;
+    for (const auto& r : s.order) n += r.size();
+    fmt::print("wrote {}: schedule {}, {} ranks, {} stages, {} microbatches, {} computations{}\n", a->out, s.name,
+               s.num_ranks(), s.num_stages, s.num_microbatches, n,
+               s.split_backward ? " (backward split into I/W)" : "");
+  });
+}
+
+}  // namespace perseus::cli

@@ -1,0 +1,77 @@
+// Approximate chunk and split-backward profiles from per-GPU forward/backward profiles.
+#include "perseus/profile_transform.hpp"
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+Profile split_profile_over_stages(const Profile& per_gpu, const std::vector<int>& stage_rank) {
+  const int p = per_gpu.num_stages();
+  if (stage_rank.empty()) throw InputError("split_profile_over_stages: no stages to place");
+  std::vector<int> chunks_of(p, 0);
+  for (std::size_t s = 0; s < stage_rank.size(); ++s) {
+    if (stage_rank[s] < 0 || stage_rank[s] >= p) {
+      throw InputError(fmt::format("{}: stage {} runs on rank {}, but the per-GPU profile has stages 0..{} only",
+                                   per_gpu.source, s, stage_rank[s], p - 1));
+    }
+    ++chunks_of[stage_rank[s]];
+  }
+  Profile out;
+  out.source = fmt::format("{} (each GPU's stage split evenly over its chunks)", per_gpu.source);
+  for (std::size_t s = 0; s < stage_rank.size(); ++s) {
+    const int r = stage_rank[s];
+    for (int k = 0; k < kNumInstructionKinds; ++k) {
+      const auto kind = static_cast<InstructionKind>(k);
+      for (const OperatingPoint& op : per_gpu.points(r, kind)) {
+        out.add(static_cast<int>(s), kind, {op.freq_mhz, op.time_s / chunks_of[r], op.energy_j / chunks_of[r]});
+      }
+    }
+  }
+  return out;
+}
+
+Profile split_profile_into_chunks(const Profile& per_gpu, int chunks) {
+  if (chunks < 1) throw InputError(fmt::format("split_profile_into_chunks: chunks must be >= 1, got {}", chunks));
+  const int p = per_gpu.num_stages();
+  if (p < 1) throw InputError(fmt::format("{}: profile has no stages to split into chunks", per_gpu.source));
+  std::vector<int> stage_rank(static_cast<std::size_t>(p) * chunks);
+  for (int c = 0; c < chunks; ++c)
+    for (int r = 0; r < p; ++r) stage_rank[c * p + r] = r;
+  Profile out = split_profile_over_stages(per_gpu, stage_rank);
+  if (chunks == 1) out.source = per_gpu.source;
+  return out;
+}
+
+Profile split_backward_profile(const Profile& profile, double input_fraction) {
+  if (!(input_fraction > 0.0 && input_fraction < 1.0)) {
+    throw InputError(fmt::format("backward input fraction must be in (0, 1), got {}", input_fraction));
+  }
+  Profile out = profile;
+  bool changed = false;
+  for (int s = 0; s < profile.num_stages(); ++s) {
+    if (profile.has(s, InstructionKind::kBackwardInput) && profile.has(s, InstructionKind::kBackwardWeight)) continue;
+    if (!profile.has(s, InstructionKind::kBackward)) {
+      throw InputError(fmt::format("{}: stage {} has no backward rows to split into backward_input/backward_weight",
+                                   profile.source, s));
+    }
+    if (profile.has(s, InstructionKind::kBackwardInput) || profile.has(s, InstructionKind::kBackwardWeight)) {
+      throw InputError(fmt::format("{}: stage {} has only one of backward_input/backward_weight; give both or neither",
+                                   profile.source, s));
+    }
+    for (const OperatingPoint& op : profile.points(s, InstructionKind::kBackward)) {
+      out.add(s, InstructionKind::kBackwardInput,
+              {op.freq_mhz, op.time_s * input_fraction, op.energy_j * input_fraction});
+      out.add(s, InstructionKind::kBackwardWeight,
+              {op.freq_mhz, op.time_s * (1 - input_fraction), op.energy_j * (1 - input_fraction)});
+    }
+    changed = true;
+  }
+  if (changed)
+    out.source =
+        fmt::format("{} (backward split {:g}/{:g} into I/W)", profile.source, input_fraction, 1 - input_fraction);
+  return out;
+}
+
+}  // namespace perseus

@@ -1,0 +1,318 @@
+// Schedule CSV import/export in torch.distributed.pipelining's action notation, with validation.
+#include "perseus/schedule_io.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "perseus/dag.hpp"
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+namespace {
+
+constexpr int kMaxStageId = 99999;
+constexpr int kMaxMicrobatchId = 999999;
+
+// Communication actions of torch.distributed.pipelining: ignored (the DAG derives communication).
+constexpr std::array<std::string_view, 7> kCommActions = {"SEND_F",  "RECV_F",  "SEND_B",     "RECV_B",
+                                                          "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+
+// Where an action came from.
+struct Where {
+  int line = 0;      // 1-based line in the file
+  int rank = 0;      // row index among non-comment rows
+  int position = 0;  // 1-based field index in the row
+};
+
+std::string at(const std::string& source, const Where& w) {
+  return fmt::format("{}:{} (rank {}), action {}", source, w.line, w.rank, w.position);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_id(std::string_view digits, int max, int& out) {
+  if (digits.empty() || digits.size() > 9) return false;
+  int v = 0;
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return false;
+    v = v * 10 + (ch - '0');
+  }
+  if (v > max) return false;
+  out = v;
+  return true;
+}
+
+// Parses one field. Returns false for an ignored communication action.
+bool parse_action(std::string_view field, const std::string& source, const Where& w, Computation& out) {
+  const std::string where = at(source, w);
+  std::size_t i = 0;
+  while (i < field.size() && field[i] >= '0' && field[i] <= '9') ++i;
+  if (i == 0) {
+    throw InputError(
+        fmt::format("{}: '{}' is not an action; expected {{stage}}{{F|B|I|W}}{{microbatch}}, e.g. 2F0", where, field));
+  }
+  int stage = 0;
+  if (!parse_id(field.substr(0, i), kMaxStageId, stage)) {
+    throw InputError(fmt::format("{}: '{}': stage id must be 0..{}", where, field, kMaxStageId));
+  }
+  std::size_t j = i;
+  while (j < field.size() && !(field[j] >= '0' && field[j] <= '9')) ++j;
+  const std::string_view kind = field.substr(i, j - i);
+  const std::string_view mb = field.substr(j);
+  for (std::string_view comm : kCommActions)
+    if (kind == comm) return false;
+  InstructionKind k{};
+  if (kind == "F") {
+    k = InstructionKind::kForward;
+  } else if (kind == "B") {
+    k = InstructionKind::kBackward;
+  } else if (kind == "I") {
+    k = InstructionKind::kBackwardInput;
+  } else if (kind == "W") {
+    k = InstructionKind::kBackwardWeight;
+  } else {
+    throw InputError(fmt::format(
+        "{}: '{}' has unknown kind '{}'; expected F (forward), B (full backward), I (backward input) or W (backward "
+        "weight)",
+        where, field, kind));
+  }
+  int microbatch = 0;
+  if (mb.empty())
+    throw InputError(fmt::format("{}: '{}' has no microbatch id (e.g. {}{}0)", where, field, stage, kind));
+  if (!parse_id(mb, kMaxMicrobatchId, microbatch)) {
+    throw InputError(fmt::format("{}: '{}': microbatch id must be an integer 0..{}", where, field, kMaxMicrobatchId));
+  }
+  out = {stage, microbatch, k};
+  return true;
+}
+
+// The cross-rank and same-stage predecessors of c (the data dependencies of Dag::build).
+std::vector<Computation> data_dependencies(const Computation& c, int num_stages, bool split) {
+  const InstructionKind bwd = split ? InstructionKind::kBackwardInput : InstructionKind::kBackward;
+  std::vector<Computation> deps;
+  if (c.kind == InstructionKind::kForward) {
+    if (c.stage > 0) deps.push_back({c.stage - 1, c.microbatch, InstructionKind::kForward});
+  } else if (c.kind == InstructionKind::kBackwardWeight) {
+    deps.push_back({c.stage, c.microbatch, InstructionKind::kBackwardInput});
+  } else {
+    deps.push_back({c.stage, c.microbatch, InstructionKind::kForward});
+    if (c.stage + 1 < num_stages) deps.push_back({c.stage + 1, c.microbatch, bwd});
+  }
+  return deps;
+}
+
+// Explains a deadlock: runs every rank as far as the dependencies allow and reports where each
+// unfinished rank waits and for which computation.
+std::string explain_deadlock(const Schedule& s, const std::map<std::tuple<int, int, int>, Where>& where_of) {
+  auto key = [](const Computation& c) { return std::make_tuple(c.stage, static_cast<int>(c.kind), c.microbatch); };
+  std::map<std::tuple<int, int, int>, bool> done;
+  std::vector<std::size_t> next(s.num_ranks(), 0);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < s.num_ranks(); ++r) {
+      while (next[r] < s.order[r].size()) {
+        const Computation& c = s.order[r][next[r]];
+        bool ready = true;
+        for (const Computation& d : data_dependencies(c, s.num_stages, s.split_backward)) ready = ready && done[key(d)];
+        if (!ready) break;
+        done[key(c)] = true;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  std::string out;
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    if (next[r] >= s.order[r].size()) continue;
+    const Computation& c = s.order[r][next[r]];
+    const Where& w = where_of.at(key(c));
+    std::string needs;
+    for (const Computation& d : data_dependencies(c, s.num_stages, s.split_backward)) {
+      if (done[key(d)]) continue;
+      const Where& dw = where_of.at(key(d));
+      needs += fmt::format("{}{} (line {}, action {})", needs.empty() ? "" : " and ", format_action(d), dw.line,
+                           dw.position);
+    }
+    out += fmt::format("\n  line {} (rank {}) waits at action {} '{}', which needs {}", w.line, w.rank, w.position,
+                       format_action(c), needs);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_action(const Computation& c) {
+  return fmt::format("{}{}{}", c.stage, to_letter(c.kind), c.microbatch);
+}
+
+Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
+  Schedule s;
+  s.name = source;
+  std::vector<std::vector<Where>> wheres;  // rank -> where each kept action came from
+  int line_no = 0;
+  std::size_t pos = 0;
+  int max_stage = -1, max_mb = -1;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    const std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    const std::string_view body = trim(line);
+    if (body.empty() || body.front() == '#') continue;
+    const int rank = s.num_ranks();
+    s.order.emplace_back();
+    wheres.emplace_back();
+    int position = 0;
+    std::size_t f = 0;
+    while (f <= line.size()) {
+      std::size_t comma = line.find(',', f);
+      if (comma == std::string_view::npos) comma = line.size();
+      std::string_view field = trim(line.substr(f, comma - f));
+      f = comma + 1;
+      ++position;
+      if (field.size() >= 2 && field.front() == '"' && field.back() == '"')
+        field = trim(field.substr(1, field.size() - 2));
+      if (field.empty()) continue;  // an idle step
+      const Where w{line_no, rank, position};
+      Computation c;
+      if (!parse_action(field, source, w, c)) continue;
+      max_stage = std::max(max_stage, c.stage);
+      max_mb = std::max(max_mb, c.microbatch);
+      s.order[rank].push_back(c);
+      wheres[rank].push_back(w);
+    }
+    if (s.order[rank].empty()) {
+      throw InputError(
+          fmt::format("{}:{} (rank {}): the rank has no computations (F/B/I/W actions)", source, line_no, rank));
+    }
+  }
+  if (s.order.empty()) throw InputError(fmt::format("{}: no ranks (expected one row of actions per rank)", source));
+  s.num_stages = max_stage + 1;
+  s.num_microbatches = max_mb + 1;
+
+  // Stage placement and backward flavour.
+  s.stage_rank.assign(s.num_stages, -1);
+  std::vector<Where> stage_first(s.num_stages);
+  const Where* full_b = nullptr;
+  const Where* split_b = nullptr;
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    for (std::size_t i = 0; i < s.order[r].size(); ++i) {
+      const Computation& c = s.order[r][i];
+      const Where& w = wheres[r][i];
+      if (s.stage_rank[c.stage] < 0) {
+        s.stage_rank[c.stage] = r;
+        stage_first[c.stage] = w;
+      } else if (s.stage_rank[c.stage] != r) {
+        const Where& first = stage_first[c.stage];
+        throw InputError(
+            fmt::format("{}: '{}' puts stage {} on rank {}, but line {} (rank {}) already runs it; a "
+                        "stage must stay on one rank",
+                        at(source, w), format_action(c), c.stage, r, first.line, first.rank));
+      }
+      if (c.kind == InstructionKind::kBackward && full_b == nullptr) full_b = &w;
+      if ((c.kind == InstructionKind::kBackwardInput || c.kind == InstructionKind::kBackwardWeight) &&
+          split_b == nullptr) {
+        split_b = &w;
+      }
+    }
+  }
+  for (int st = 0; st < s.num_stages; ++st) {
+    if (s.stage_rank[st] < 0) {
+      throw InputError(fmt::format("{}: stage {} has no actions, but stages up to {} appear (stage ids must be 0..{})",
+                                   source, st, s.num_stages - 1, s.num_stages - 1));
+    }
+  }
+  if (full_b != nullptr && split_b != nullptr) {
+    throw InputError(
+        fmt::format("{}: mixes full backward B (line {}, action {}) with split backward I/W (line {}, "
+                    "action {}); use one or the other for the whole pipeline",
+                    source, full_b->line, full_b->position, split_b->line, split_b->position));
+  }
+  s.split_backward = split_b != nullptr;
+
+  // Each computation exactly once.
+  std::map<std::tuple<int, int, int>, Where> where_of;
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    for (std::size_t i = 0; i < s.order[r].size(); ++i) {
+      const Computation& c = s.order[r][i];
+      auto [it, fresh] =
+          where_of.emplace(std::make_tuple(c.stage, static_cast<int>(c.kind), c.microbatch), wheres[r][i]);
+      if (!fresh) {
+        throw InputError(fmt::format("{}: '{}' is a duplicate; it already appears at line {}, action {}",
+                                     at(source, wheres[r][i]), format_action(c), it->second.line, it->second.position));
+      }
+    }
+  }
+  std::vector<InstructionKind> needed = {InstructionKind::kForward};
+  if (s.split_backward) {
+    needed.push_back(InstructionKind::kBackwardInput);
+    needed.push_back(InstructionKind::kBackwardWeight);
+  } else {
+    needed.push_back(InstructionKind::kBackward);
+  }
+  for (int st = 0; st < s.num_stages; ++st)
+    for (InstructionKind k : needed)
+      for (int m = 0; m < s.num_microbatches; ++m)
+        if (!where_of.contains(std::make_tuple(st, static_cast<int>(k), m))) {
+          throw InputError(fmt::format(
+              "{}: computation '{}' is missing from line {} (rank {}, which runs stage {}); every stage needs {} of "
+              "each microbatch 0..{}",
+              source, format_action({st, m, k}), stage_first[st].line, s.stage_rank[st], st,
+              s.split_backward ? "F, I and W" : "F and B", s.num_microbatches - 1));
+        }
+
+  // Dependencies satisfiable: Dag::build finds cycles; explain them with lines and actions.
+  try {
+    (void)Dag::build(s);
+  } catch (const InputError& e) {
+    const std::string why = explain_deadlock(s, where_of);
+    if (why.empty()) throw InputError(fmt::format("{}: {}", source, e.what()));
+    throw InputError(fmt::format("{}: the per-rank orders deadlock (dependency cycle):{}", source, why));
+  }
+  return s;
+}
+
+Schedule load_schedule_csv(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open schedule file", path));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
+  return parse_schedule_csv(buf.str(), path);
+}
+
+std::string format_schedule_csv(const Schedule& schedule) {
+  std::string out;
+  for (const auto& rank : schedule.order) {
+    bool first = true;
+    for (const Computation& c : rank) {
+      if (!first) out += ',';
+      out += format_action(c);
+      first = false;
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+void write_schedule_csv(const Schedule& schedule, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw InputError(fmt::format("{}: cannot open for writing", path));
+  out << format_schedule_csv(schedule);
+  out.close();
+  if (!out) throw InputError(fmt::format("{}: write failed", path));
+}
+
+}  // namespace perseus

@@ -1,0 +1,102 @@
+// Approximate chunk / split-backward profiles.
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "perseus/error.hpp"
+#include "perseus/profile_transform.hpp"
+#include "test_util.hpp"
+
+namespace perseus {
+namespace {
+
+Profile two_gpus() {
+  Profile p;
+  p.source = "p.csv";
+  p.add(0, InstructionKind::kForward, {1410, 1.0, 10.0});
+  p.add(0, InstructionKind::kForward, {1000, 1.5, 8.0});
+  p.add(0, InstructionKind::kBackward, {1410, 2.0, 20.0});
+  p.add(1, InstructionKind::kForward, {1410, 3.0, 30.0});
+  p.add(1, InstructionKind::kBackward, {1410, 4.0, 40.0});
+  return p;
+}
+
+TEST(ProfileTransform, SplitIntoChunks) {
+  const Profile c = split_profile_into_chunks(two_gpus(), 2);
+  ASSERT_EQ(c.num_stages(), 4);  // stage c*p + r
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    const auto& f0 = c.points(chunk * 2 + 0, InstructionKind::kForward);
+    ASSERT_EQ(f0.size(), 2u);
+    EXPECT_EQ(f0[0].freq_mhz, 1410);
+    EXPECT_DOUBLE_EQ(f0[0].time_s, 0.5);
+    EXPECT_DOUBLE_EQ(f0[0].energy_j, 5.0);
+    EXPECT_DOUBLE_EQ(f0[1].time_s, 0.75);
+    EXPECT_DOUBLE_EQ(f0[1].energy_j, 4.0);
+    EXPECT_DOUBLE_EQ(c.points(chunk * 2 + 1, InstructionKind::kBackward)[0].time_s, 2.0);
+    EXPECT_DOUBLE_EQ(c.points(chunk * 2 + 1, InstructionKind::kBackward)[0].energy_j, 20.0);
+  }
+  EXPECT_NE(c.source.find("split evenly"), std::string::npos);
+  EXPECT_EQ(split_profile_into_chunks(two_gpus(), 1).points(1, InstructionKind::kForward)[0].time_s, 3.0);
+}
+
+TEST(ProfileTransform, SplitOverVShape) {
+  // Rank 0 holds stages 0 and 3, rank 1 holds 1 and 2; rank 1 gets a third stage 4 too.
+  const Profile c = split_profile_over_stages(two_gpus(), {0, 1, 1, 0, 1});
+  ASSERT_EQ(c.num_stages(), 5);
+  EXPECT_DOUBLE_EQ(c.points(3, InstructionKind::kForward)[0].time_s, 0.5);  // rank 0: 2 chunks
+  EXPECT_DOUBLE_EQ(c.points(4, InstructionKind::kForward)[0].time_s, 1.0);  // rank 1: 3 chunks
+  EXPECT_DOUBLE_EQ(c.points(2, InstructionKind::kBackward)[0].energy_j, 40.0 / 3);
+}
+
+TEST(ProfileTransform, SplitBackward) {
+  const Profile s = split_backward_profile(two_gpus(), 0.25);
+  for (int st = 0; st < 2; ++st) {
+    const double t = two_gpus().points(st, InstructionKind::kBackward)[0].time_s;
+    const double e = two_gpus().points(st, InstructionKind::kBackward)[0].energy_j;
+    EXPECT_DOUBLE_EQ(s.points(st, InstructionKind::kBackwardInput)[0].time_s, 0.25 * t);
+    EXPECT_DOUBLE_EQ(s.points(st, InstructionKind::kBackwardInput)[0].energy_j, 0.25 * e);
+    EXPECT_DOUBLE_EQ(s.points(st, InstructionKind::kBackwardWeight)[0].time_s, 0.75 * t);
+    EXPECT_DOUBLE_EQ(s.points(st, InstructionKind::kBackwardWeight)[0].energy_j, 0.75 * e);
+    EXPECT_TRUE(s.has(st, InstructionKind::kBackward));  // kept
+  }
+  EXPECT_NE(s.source.find("backward split 0.25/0.75"), std::string::npos);
+  // Measured I/W are kept as they are.
+  Profile m = two_gpus();
+  m.add(0, InstructionKind::kBackwardInput, {1410, 1.5, 1.0});
+  m.add(0, InstructionKind::kBackwardWeight, {1410, 0.5, 1.0});
+  const Profile k = split_backward_profile(m);
+  EXPECT_DOUBLE_EQ(k.points(0, InstructionKind::kBackwardInput)[0].time_s, 1.5);
+  EXPECT_DOUBLE_EQ(k.points(1, InstructionKind::kBackwardInput)[0].time_s, 2.0);
+}
+
+TEST(ProfileTransform, Errors) {
+  auto msg = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(msg([] { split_profile_into_chunks(two_gpus(), 0); }),
+            "split_profile_into_chunks: chunks must be >= 1, got 0");
+  EXPECT_EQ(msg([] { split_profile_into_chunks(Profile{}, 2); }), ": profile has no stages to split into chunks");
+  EXPECT_EQ(msg([] {
+              split_profile_over_stages(two_gpus(), {0, 2});
+            }),
+            "p.csv: stage 1 runs on rank 2, but the per-GPU profile has stages 0..1 only");
+  EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 1.0); }), "backward input fraction must be in (0, 1), got 1");
+  EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 0.0); }), "backward input fraction must be in (0, 1), got 0");
+  Profile half = two_gpus();
+  half.add(1, InstructionKind::kBackwardInput, {1410, 1.0, 1.0});
+  EXPECT_EQ(msg([&] { split_backward_profile(half); }),
+            "p.csv: stage 1 has only one of backward_input/backward_weight; give both or neither");
+  Profile nob;
+  nob.source = "n.csv";
+  nob.add(0, InstructionKind::kForward, {1410, 1.0, 1.0});
+  EXPECT_EQ(msg([&] { split_backward_profile(nob); }),
+            "n.csv: stage 0 has no backward rows to split into backward_input/backward_weight");
+}
+
+}  // namespace
+}  // namespace perseus
