@@ -1,0 +1,163 @@
+/*
+ * Perseus client C ABI: the one stable interface of the in-training client.
+ *
+ * A training process creates one client per GPU (rank), then calls the hooks around every
+ * forward/backward computation of every iteration:
+ *
+ *     perseus_client_config cfg;
+ *     perseus_client_config_init(&cfg);
+ *     cfg.server_url = "http://127.0.0.1:7787"; cfg.token = token; cfg.job_id = job;
+ *     cfg.rank = 5; cfg.dp_rank = 1; cfg.pp_rank = 1; cfg.device_index = 1;
+ *     perseus_client* c = NULL;
+ *     if (perseus_client_create(&cfg, &c) != PERSEUS_OK) fprintf(stderr, "%s\n", perseus_last_error());
+ *     for (each iteration) {
+ *       perseus_client_step_begin(c);
+ *       for (each computation) {
+ *         perseus_client_instruction_begin(c, "forward");   // sets the planned SM clock
+ *         ... run it ...
+ *         perseus_client_instruction_end(c, "forward");     // records time and energy
+ *       }
+ *       perseus_client_step_end(c);                          // queues the iteration report
+ *     }
+ *     perseus_client_destroy(c);                             // flushes, resets clocks
+ *
+ * Rules: every function returns a perseus_status; on anything but PERSEUS_OK,
+ * perseus_last_error() returns a message for the calling thread. No C++ exception ever
+ * crosses this interface. Units: seconds (_s), joules (_j), watts (_w), MHz (_mhz).
+ * Hooks of one client must not be called concurrently. The client runs background threads
+ * (plan refresh, reporting, clock setting) and, with the NVML backend, a perseus-watchdog
+ * process that resets the clocks if the trainer dies (see docs/client.md).
+ *
+ * ABI stability: the config and stats structs start with struct_size; new fields are only
+ * appended. Always initialize them with perseus_client_config_init() / by setting
+ * struct_size = sizeof(...).
+ */
+#ifndef PERSEUS_CLIENT_H_
+#define PERSEUS_CLIENT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of this ABI; bumped on incompatible changes (never so far). */
+#define PERSEUS_CLIENT_ABI_VERSION 1
+
+/** Result of every call. */
+typedef enum perseus_status {
+  PERSEUS_OK = 0,
+  PERSEUS_ERR_INVALID_ARGUMENT = 1, /**< NULL pointer, bad config value, unknown backend. */
+  PERSEUS_ERR_SERVER = 2,           /**< The server refused for good (bad token, unknown job/rank). */
+  PERSEUS_ERR_PLAN_MISMATCH = 3,    /**< The instruction order differs from the plan. */
+  PERSEUS_ERR_GPU = 4,              /**< GPU backend failure (NVML missing, no permission...). */
+  PERSEUS_ERR_STATE = 5,            /**< Hooks out of order (end without begin...). */
+  PERSEUS_ERR_INTERNAL = 6,         /**< Unexpected failure (a bug): see the message. */
+  PERSEUS_ERR_UNSUPPORTED = 7       /**< Not available with this backend. */
+} perseus_status;
+
+/** Opaque client handle. */
+typedef struct perseus_client perseus_client;
+
+/** Client settings. Zero/NULL fields take the defaults set by perseus_client_config_init(). */
+typedef struct perseus_client_config {
+  uint32_t struct_size;          /**< sizeof(perseus_client_config); set by config_init. */
+  const char* server_url;        /**< "http://host:port" of `perseus serve` (required). */
+  const char* token;             /**< Bearer token, or NULL. */
+  const char* job_id;            /**< Job id from POST /v1/jobs (required). */
+  int32_t rank;                  /**< Global rank (>= 0). */
+  int32_t dp_rank;               /**< Data-parallel rank = pipeline id (>= 0). */
+  int32_t pp_rank;               /**< Pipeline stage (>= 0). */
+  int32_t tp_rank;               /**< Tensor-parallel rank (>= 0). */
+  int32_t device_index;          /**< GPU index for NVML (>= 0). */
+  const char* backend;           /**< "nvml" (default), "simulated" or "dry-run". */
+  const char* nvml_library_path; /**< nvml: library to dlopen; NULL = "libnvidia-ml.so.1". */
+  const char* profile_path;      /**< simulated: profile CSV; the GPU runs stage pp_rank. */
+  double sim_time_scale;         /**< simulated: real s slept per simulated s (default 1). */
+  double sim_blocking_power_w;   /**< simulated: idle power, W (default 0). */
+  const char* dry_run_log_path;  /**< dry-run: call log file; NULL = stderr. */
+  const char* freq_log_path;     /**< Clock log written at destroy (.json or .csv); NULL = none. */
+  double request_timeout_s;      /**< Per HTTP request (default 5). */
+  double startup_timeout_s;      /**< create() waits this long for an unreachable server (default 10; <0 = 0). */
+  double plan_poll_interval_s;   /**< Background plan refresh period (default 1). */
+  uint32_t max_buffered_reports; /**< Unsent iteration reports kept (default 4096). */
+  int32_t enable_watchdog;       /**< 1 (default): spawn perseus-watchdog for nvml/dry-run. */
+  const char* watchdog_path;     /**< NULL = $PERSEUS_WATCHDOG or search beside the program. */
+  int32_t handle_signals;        /**< 1 (default): reset clocks on SIGTERM/SIGINT (default action). */
+  int64_t first_iteration;       /**< Number of the first step (when resuming; default 0). */
+  int32_t coalesce_clock_requests; /**< 1 (default): when clock requests pile up, apply only the
+                                        newest; 0: apply every request in order (exact logs). */
+} perseus_client_config;
+
+/** Counters (see perseus_client_get_stats). */
+typedef struct perseus_client_stats {
+  uint32_t struct_size;    /**< sizeof(perseus_client_stats); set by the caller. */
+  int64_t iterations;      /**< Completed steps. */
+  int64_t plan_version;    /**< Plan in use, -1 = none yet. */
+  int64_t plan_updates;    /**< New plans switched in. */
+  int64_t reports_sent;    /**< Iteration reports accepted by the server. */
+  int64_t reports_pending; /**< Buffered, not yet accepted. */
+  int64_t reports_dropped; /**< Dropped (buffer full or refused by the server). */
+  int64_t server_failures; /**< Failed requests. */
+  int32_t gpu_failures;    /**< Failed clock changes. */
+  int32_t applied_mhz;     /**< SM clock in force as far as the client knows (0 = unlocked). */
+} perseus_client_stats;
+
+/** Fills *config with defaults (all pointers NULL, backend "nvml"). No-op on NULL. */
+void perseus_client_config_init(perseus_client_config* config);
+
+/** Creates a client: loads the GPU backend, starts the clock controller and watchdog,
+ *  registers the rank and fetches its plan (waiting up to startup_timeout_s while the server
+ *  is unreachable; after that it keeps trying in the background). On success *out is set.
+ *  Errors: INVALID_ARGUMENT, GPU, SERVER (e.g. 401 bad token, 404 unknown job), INTERNAL. */
+perseus_status perseus_client_create(const perseus_client_config* config, perseus_client** out);
+
+/** Flushes pending reports (bounded by request_timeout_s), resets the GPU clocks, stops the
+ *  threads and frees the client. NULL is accepted. Always PERSEUS_OK unless a bug. */
+perseus_status perseus_client_destroy(perseus_client* client);
+
+/** Starts an iteration; switches in a newer plan if one was fetched. Errors: STATE. */
+perseus_status perseus_client_step_begin(perseus_client* client);
+/** Ends the iteration and queues its report (asynchronous). Errors: STATE, PLAN_MISMATCH
+ *  (fewer computations than planned; the report is still queued). */
+perseus_status perseus_client_step_end(perseus_client* client);
+/** A computation named `name` ("forward", "backward", "backward_input", "backward_weight")
+ *  starts: checks it against the plan and requests its clock (non-blocking).
+ *  Errors: STATE, PLAN_MISMATCH (the rest of the step then runs without clock changes). */
+perseus_status perseus_client_instruction_begin(perseus_client* client, const char* name);
+/** The computation ended: records its time and energy. Errors: STATE. */
+perseus_status perseus_client_instruction_end(perseus_client* client, const char* name);
+
+/** Simulated backend only: runs the current computation on the simulated GPU (sleeps its
+ *  profile time x sim_time_scale at the current clock). *time_s (may be NULL) receives the
+ *  simulated duration, s. Errors: UNSUPPORTED (other backends), STATE (no computation running). */
+perseus_status perseus_client_simulate_compute(perseus_client* client, double* time_s);
+
+/** Waits up to timeout_s until every queued report is accepted. Errors: SERVER when some
+ *  are still pending at the timeout. */
+perseus_status perseus_client_flush(perseus_client* client, double timeout_s);
+
+/** Fills *stats (set stats->struct_size first). Errors: INVALID_ARGUMENT. */
+perseus_status perseus_client_get_stats(perseus_client* client, perseus_client_stats* stats);
+
+/** Waits until the clock controller handled every request, then writes its log (CSV, or
+ *  JSON when path ends in ".json"; columns in docs/client.md). Errors: INVALID_ARGUMENT
+ *  (cannot write). */
+perseus_status perseus_client_write_freq_log(perseus_client* client, const char* path);
+
+/** Message of the last failed call on this thread ("" if none). Valid until the next call
+ *  on this thread. Never NULL. */
+const char* perseus_last_error(void);
+
+/** Static name of a status ("PERSEUS_OK", ...). */
+const char* perseus_status_string(perseus_status status);
+
+/** PERSEUS_CLIENT_ABI_VERSION of the library actually linked. */
+int perseus_client_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERSEUS_CLIENT_H_ */

@@ -1,0 +1,136 @@
+// The in-training client: applies a rank's frequency plan, measures, reports to `perseus serve`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "perseus/runtime/frequency_controller.hpp"
+#include "perseus/runtime/gpu_control.hpp"
+#include "perseus/runtime/server_connection.hpp"
+
+namespace perseus::runtime {
+
+/// Kinds of client errors (mirrors perseus_status in perseus/client.h).
+enum class ClientErrc {
+  kInvalidArgument = 1,  ///< Bad option value.
+  kServer = 2,           ///< The server refused for good (bad token, unknown job, bad rank).
+  kPlanMismatch = 3,     ///< The training loop's instruction order differs from the plan.
+  kGpu = 4,              ///< The GPU backend failed (NVML missing, no permission, ...).
+  kState = 5,            ///< Hooks called out of order (end without begin, ...).
+  kUnsupported = 7,      ///< Operation not available with this backend.
+};
+
+/// Error thrown by Client methods. what() is a complete message for the user.
+class ClientError : public std::runtime_error {
+ public:
+  ClientError(ClientErrc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ClientErrc code() const { return code_; }
+
+ private:
+  ClientErrc code_;
+};
+
+/// Client configuration. Times in seconds.
+struct ClientOptions {
+  std::string server_url;   ///< "http://host:port" of `perseus serve`.
+  std::string token;        ///< Bearer token ("" = none).
+  std::string job_id;       ///< Job created with POST /v1/jobs.
+  RankInfo ranks;           ///< Global/dp/pp/tp rank of this process.
+  double request_timeout_s = 5.0;     ///< Per HTTP request.
+  /// create() waits at most this long for registration and the first plan while the server
+  /// is unreachable; afterwards training runs without a plan (clocks untouched) until the
+  /// background thread gets one.
+  double startup_timeout_s = 10.0;
+  double plan_poll_interval_s = 1.0;  ///< Background plan refresh period (also polled at every step end).
+  double retry_initial_s = 0.1;       ///< First retry delay after a failed report; doubles up to retry_max_s.
+  double retry_max_s = 5.0;
+  std::size_t max_buffered_reports = 4096;  ///< Unsent iteration reports kept; oldest dropped beyond.
+  std::size_t max_batch = 64;               ///< Iteration reports per POST.
+  bool per_instruction_energy = true;       ///< Read the energy counter around every computation.
+  /// When clock requests pile up faster than the driver applies them (NVML takes 10–20 ms),
+  /// apply only the newest (true, production default) or every one in order (false: exact,
+  /// deterministic logs for tests; the controller may lag behind short computations).
+  bool coalesce_clock_requests = true;
+  std::int64_t first_iteration = 0;         ///< Number of the first step (set when resuming a job).
+  bool watchdog = true;          ///< Spawn perseus-watchdog (if the backend needs one).
+  std::string watchdog_path;     ///< "" = search (see docs/client.md).
+  bool handle_signals = true;    ///< Reset clocks on SIGTERM/SIGINT with default disposition.
+  std::string freq_log_path;     ///< Controller log written at close() (.json or .csv); "" = none.
+};
+
+/// Counters for diagnostics and tests.
+struct ClientStats {
+  std::int64_t iterations = 0;          ///< Completed steps.
+  std::int64_t plan_version = -1;       ///< Plan in use (-1 = none yet).
+  std::int64_t plan_updates = 0;        ///< Times a new plan was switched in.
+  std::int64_t latest_plan_version = -1;  ///< Newest plan fetched (switched in at the next step).
+  std::int64_t reports_sent = 0;        ///< Iteration reports accepted by the server.
+  std::int64_t reports_pending = 0;     ///< Buffered, not yet accepted.
+  std::int64_t reports_dropped = 0;     ///< Dropped: buffer full or refused for good (4xx).
+  std::int64_t server_failures = 0;     ///< Failed requests (all kinds).
+  int gpu_failures = 0;                 ///< Failed clock changes.
+  bool registered = false;
+  std::string job_status;               ///< From the last plan response.
+  std::string last_server_error;
+};
+
+/// One rank's client. The hooks are meant for the training thread and are cheap: they
+/// compare against the cached plan, enqueue a clock request and take timestamps; all
+/// network and driver calls happen on background threads (plan poller, reporter,
+/// frequency controller). Call order per step:
+///   on_step_begin(); { on_instruction_begin(name); <compute>; on_instruction_end(name); }*
+///   on_step_end();
+/// A new plan version fetched in the background is switched in at the next on_step_begin().
+/// Hook methods must be called from one thread at a time.
+class Client {
+ public:
+  /// Validates options, starts the frequency controller, the watchdog (when the backend
+  /// needs one and options.watchdog), registers the rank (supported clocks from the GPU)
+  /// and fetches the first plan, waiting at most startup_timeout_s while the server is
+  /// unreachable. Throws ClientError: kInvalidArgument (bad options), kServer (the server
+  /// answered a permanent error such as 401 or 404), kGpu (cannot list clocks).
+  static std::unique_ptr<Client> create(ClientOptions options, std::shared_ptr<GpuControl> gpu);
+  /// Calls close().
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// Starts an iteration; switches in a newer plan if one arrived. Throws ClientError
+  /// kState when called inside a step.
+  void on_step_begin();
+  /// Ends the iteration and queues its measurement report. Throws ClientError kState
+  /// (outside a step or inside an instruction) or kPlanMismatch (fewer computations than
+  /// the plan has); the report is queued in either case.
+  void on_step_end();
+  /// A computation starts: checks `name` against the plan's next instruction and asks for
+  /// its clock. Throws ClientError kPlanMismatch (wrong name or more computations than the
+  /// plan has; the rest of this step then runs without clock changes) or kState.
+  void on_instruction_begin(std::string_view name);
+  /// The computation ended: records its time and energy. Throws ClientError kState when
+  /// `name` is not the running instruction.
+  void on_instruction_end(std::string_view name);
+
+  /// Waits until every queued report has been accepted or timeout_s passed. Returns true
+  /// when nothing is pending.
+  bool flush_reports(double timeout_s);
+  /// Flushes reports (bounded by request_timeout_s), resets the clocks, stops the threads,
+  /// disarms the watchdog and writes freq_log_path. Idempotent; never throws.
+  void close();
+
+  ClientStats stats() const;
+  /// Copy of the plan in use (version -1 and no instructions when none yet).
+  RankPlan plan() const;
+  FrequencyController& controller();
+  GpuControl& gpu();
+  const ClientOptions& options() const;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace perseus::runtime

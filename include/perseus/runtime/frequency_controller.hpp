@@ -1,0 +1,115 @@
+// Applies GPU clocks on a dedicated thread, off the training thread's critical path.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perseus/runtime/gpu_control.hpp"
+
+namespace perseus::runtime {
+
+/// What the controller did with one request.
+enum class FreqOutcome {
+  kApplied,     ///< The clock was set to the requested frequency.
+  kRedundant,   ///< Already at the requested frequency: no driver call.
+  kSuperseded,  ///< A newer request arrived before this one was applied: skipped.
+  kFailed,      ///< The backend refused (see FreqLogEntry::error).
+  kReset,       ///< A reset request: the clock lock was removed.
+};
+/// "applied", "redundant", "superseded", "failed", "reset".
+const char* to_string(FreqOutcome outcome);
+
+/// One row of the controller's diagnostic log.
+struct FreqLogEntry {
+  double request_time_s = 0;  ///< When the training thread asked, s since controller start.
+  double done_time_s = 0;     ///< When the controller finished with it, s since controller start.
+  int requested_mhz = 0;      ///< Requested SM clock, MHz (0 for a reset).
+  int applied_mhz = 0;        ///< Clock in force afterwards, MHz (0 = unlocked/unknown).
+  FreqOutcome outcome = FreqOutcome::kApplied;
+  std::int64_t iteration = -1;  ///< Caller's tag: training iteration (-1 = none).
+  int index = -1;               ///< Caller's tag: instruction index in the iteration (-1 = none).
+  std::string error;            ///< Backend message when outcome == kFailed.
+};
+
+/// A thread that owns all clock changes of one GPU. request() only enqueues (a mutex and a
+/// condition variable; it never calls the driver), so NVML's 10–20 ms clock changes stay
+/// off the training thread. The controller skips requests equal to the clock in force and,
+/// when several requests are pending, applies only the newest (the others are logged as
+/// superseded). Every request is logged with (time, requested, applied, outcome).
+class FrequencyController {
+ public:
+  struct Options {
+    bool coalesce = true;               ///< Apply only the newest of several pending requests.
+    std::size_t max_log_entries = 1u << 20;  ///< Oldest entries are dropped beyond this.
+  };
+  /// Starts the thread. gpu must outlive nothing: the controller shares ownership.
+  explicit FrequencyController(std::shared_ptr<GpuControl> gpu);
+  FrequencyController(std::shared_ptr<GpuControl> gpu, Options options);
+  /// Calls stop(true).
+  ~FrequencyController();
+  FrequencyController(const FrequencyController&) = delete;
+  FrequencyController& operator=(const FrequencyController&) = delete;
+
+  /// Asks for SM clock freq_mhz (> 0). Non-blocking. iteration/index tag the log entry.
+  /// Ignored after stop().
+  void request(int freq_mhz, std::int64_t iteration = -1, int index = -1);
+  /// Asks for the clock lock to be removed. Non-blocking.
+  void request_reset();
+  /// Blocks until every request made so far has been handled (tests, shutdown).
+  void flush();
+  /// Handles pending requests, then (if reset_clocks) removes the clock lock, and joins the
+  /// thread. Idempotent; safe to call from any thread but the controller's.
+  void stop(bool reset_clocks = true);
+
+  /// Clock in force, MHz, as far as the controller knows (0 = unlocked or unknown).
+  int applied_mhz() const;
+  /// Number of failed backend calls so far.
+  int failures() const;
+  /// Last backend error message ("" if none).
+  std::string last_error() const;
+  /// Copy of the log, oldest first.
+  std::vector<FreqLogEntry> log() const;
+  /// Writes the log as CSV (header request_time_s,done_time_s,iteration,index,requested_mhz,
+  /// applied_mhz,outcome,error) or, when path ends in ".json", as a JSON array of objects
+  /// with the same keys. Throws std::runtime_error when the file cannot be written.
+  void write_log(const std::string& path) const;
+  const std::shared_ptr<GpuControl>& gpu() const { return gpu_; }
+
+ private:
+  struct Request {
+    int freq_mhz;  // 0 = reset
+    std::int64_t iteration;
+    int index;
+    double time_s;
+  };
+  void run();
+  void handle(const Request& req, bool superseded);
+  void append_log(FreqLogEntry entry);
+  double elapsed_s() const;
+
+  std::shared_ptr<GpuControl> gpu_;
+  Options options_;
+  std::chrono::steady_clock::time_point origin_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<Request> queue_;
+  std::deque<FreqLogEntry> log_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  int applied_mhz_ = 0;
+  bool applied_known_ = false;
+  int failures_ = 0;
+  std::string last_error_;
+  std::thread thread_;
+};
+
+}  // namespace perseus::runtime

@@ -1,0 +1,72 @@
+// GPU clock control and energy measurement behind one interface (NVML, simulated, dry run).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace perseus::runtime {
+
+/// Raised by a GpuControl backend when the device or driver refuses an operation (NVML
+/// missing, no permission, unsupported clock, ...). The message names the call, the device
+/// and the driver's reason, and says what to do when there is something to do.
+class GpuError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Control of one GPU's SM ("graphics") clock plus its energy and power counters.
+/// Implementations: NVML (make_nvml_gpu), simulated from a profile (SimulatedGpu), dry run
+/// (make_dry_run_gpu). All methods may be called from any thread; implementations serialize
+/// internally.
+class GpuControl {
+ public:
+  virtual ~GpuControl() = default;
+
+  /// Backend name: "nvml", "simulated", "dry-run" or "zeusd".
+  virtual std::string name() const = 0;
+  /// Device index this object controls (NVML index, 0-based).
+  virtual int device_index() const = 0;
+  /// Supported SM clocks, MHz, highest first (for NVML: at the highest memory clock).
+  /// Throws GpuError when the driver cannot list them.
+  virtual std::vector<int> supported_graphics_clocks_mhz() = 0;
+  /// Locks the SM clock to freq_mhz (min = max = freq_mhz). Throws GpuError on failure
+  /// (e.g. no permission: needs root or CAP_SYS_ADMIN, see docs/client.md).
+  virtual void set_locked_clocks(int freq_mhz) = 0;
+  /// Removes any SM clock lock (driver default behaviour). Throws GpuError on failure.
+  virtual void reset_locked_clocks() = 0;
+  /// Total energy the device consumed since some fixed origin (driver load for NVML), J.
+  /// std::nullopt when the device has no energy counter (dry run, pre-Volta GPUs).
+  virtual std::optional<double> total_energy_j() = 0;
+  /// Current power draw, W; std::nullopt when unsupported.
+  virtual std::optional<double> power_w() = 0;
+  /// Timestamp used for measurements, s, monotonic. Real backends: steady clock; the
+  /// simulated GPU: simulated time (real time divided by its time scale).
+  virtual double now_s() const;
+  /// Arguments for the `perseus-watchdog` helper so that it can reset this device's clocks
+  /// after the training process died (e.g. {"--backend","nvml","--device","0"}). Empty when
+  /// no reset from another process is needed or possible (simulated GPU).
+  virtual std::vector<std::string> watchdog_args() const { return {}; }
+};
+
+/// Opens GPU device_index through NVML, loaded with dlopen at run time (never linked).
+/// library_path: file to dlopen; empty = $PERSEUS_NVML_LIBRARY if set, else
+/// "libnvidia-ml.so.1" (found through the usual LD_LIBRARY_PATH / ld.so.cache search).
+/// Throws GpuError when the library cannot be loaded, a symbol is missing, nvmlInit_v2 or
+/// the device lookup fails. nvmlShutdown is called on destruction.
+std::unique_ptr<GpuControl> make_nvml_gpu(int device_index, const std::string& library_path = "");
+
+/// Number of GPUs NVML sees (loads NVML as make_nvml_gpu does). Throws GpuError when NVML
+/// cannot be loaded or initialized (e.g. a machine without an NVIDIA GPU or driver).
+int nvml_device_count(const std::string& library_path = "");
+
+/// A backend that changes nothing: it records every call, one line each
+/// ("<time_s> <pid> dev=<i> <call> <args>"), to log_path (appended; empty = stderr) and
+/// answers with supported_clocks_mhz (empty = 1410 down to 210 in 15 MHz steps, an A100).
+/// It has no energy counter.
+std::unique_ptr<GpuControl> make_dry_run_gpu(int device_index, const std::string& log_path = "",
+                                             std::vector<int> supported_clocks_mhz = {});
+
+}  // namespace perseus::runtime

@@ -1,0 +1,27 @@
+// Builds a GpuControl backend from a plain description (used by the C ABI and tools).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "perseus/runtime/gpu_control.hpp"
+
+namespace perseus::runtime {
+
+/// Which backend to build and its settings.
+struct GpuSpec {
+  std::string backend = "nvml";  ///< "nvml", "simulated" or "dry-run".
+  int device_index = 0;          ///< GPU index (all backends).
+  std::string nvml_library;      ///< nvml: library to dlopen ("" = default search).
+  std::string profile_path;      ///< simulated: profile CSV (stage,instruction,frequency,time,energy).
+  int stage = 0;                 ///< simulated: profile stage this GPU runs.
+  double time_scale = 1.0;       ///< simulated: real seconds slept per simulated second.
+  double blocking_power_w = 0;   ///< simulated: idle power, W.
+  std::string log_path;          ///< dry-run: call log ("" = stderr).
+};
+
+/// Builds the backend. Throws GpuError (NVML cannot be loaded, ...), perseus::InputError
+/// (bad profile file) or std::invalid_argument (unknown backend name, bad settings).
+std::shared_ptr<GpuControl> make_gpu(const GpuSpec& spec);
+
+}  // namespace perseus::runtime

@@ -1,0 +1,46 @@
+// A helper process that resets GPU clocks when the training process dies (even by SIGKILL).
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace perseus::runtime {
+
+/// Handle on a running `perseus-watchdog` process. The watchdog holds the read end of a pipe
+/// whose write end only this process holds; when this process dies for any reason the
+/// kernel closes it, the watchdog sees EOF (or notices its parent changed) and resets the
+/// clocks through the same backend. disarm() tells it that clocks were reset normally.
+class Watchdog {
+ public:
+  Watchdog() = default;
+  /// Disarms (if still running).
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  /// Starts `executable` with backend_args (from GpuControl::watchdog_args()). executable
+  /// "" = find_watchdog_executable(). Returns false, with *error set, when it cannot be
+  /// found or started (the caller decides whether that is fatal).
+  bool start(const std::string& executable, const std::vector<std::string>& backend_args, std::string* error);
+  /// Tells the watchdog to exit without touching the clocks and reaps it. Idempotent.
+  void disarm();
+  /// Process id of the watchdog (0 when none).
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = 0;
+  int write_fd_ = -1;
+};
+
+/// Where the watchdog executable is: $PERSEUS_WATCHDOG if set; else "perseus-watchdog"
+/// next to the running executable, next to the shared object holding this code, or in
+/// the build/install directory recorded at compile time; else "" (not found).
+std::string find_watchdog_executable();
+
+/// Body of `perseus-watchdog` (argv as for main). Options: --fd N (pipe read end),
+/// --parent PID, --backend nvml|dry-run, --device I, --nvml-library PATH, --log PATH.
+/// Returns the process exit status: 0 disarmed or reset done, 1 reset failed, 2 bad usage.
+int watchdog_main(int argc, char** argv);
+
+}  // namespace perseus::runtime

@@ -1,0 +1,265 @@
+// C ABI over perseus::runtime::Client: catches everything, returns status + thread-local message.
+#include "perseus/client.h"
+
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+#include "perseus/profile.hpp"
+#include "perseus/runtime/client.hpp"
+#include "perseus/runtime/gpu_factory.hpp"
+#include "perseus/runtime/simulated_gpu.hpp"
+
+using perseus::runtime::ClientErrc;
+using perseus::runtime::ClientError;
+
+struct perseus_client {
+  std::unique_ptr<perseus::runtime::Client> client;
+  std::shared_ptr<perseus::runtime::SimulatedGpu> sim;  // set for the simulated backend
+  std::string running;                                  // current instruction name ("" = none)
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+perseus_status fail(perseus_status s, const std::string& msg) {
+  g_last_error = msg;
+  return s;
+}
+
+// Runs fn, mapping exceptions to status codes; never lets one escape.
+template <typename Fn>
+perseus_status guarded(const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+    return PERSEUS_OK;
+  } catch (const ClientError& e) {
+    return fail(static_cast<perseus_status>(static_cast<int>(e.code())), e.what());
+  } catch (const perseus::runtime::GpuError& e) {
+    return fail(PERSEUS_ERR_GPU, e.what());
+  } catch (const perseus::InputError& e) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(PERSEUS_ERR_INTERNAL, fmt::format("{}: out of memory", what));
+  } catch (const std::exception& e) {
+    return fail(PERSEUS_ERR_INTERNAL, fmt::format("{}: {}", what, e.what()));
+  } catch (...) {
+    return fail(PERSEUS_ERR_INTERNAL, fmt::format("{}: unknown exception", what));
+  }
+}
+
+std::string str(const char* s) { return s != nullptr ? s : ""; }
+
+}  // namespace
+
+extern "C" {
+
+void perseus_client_config_init(perseus_client_config* c) {
+  if (c == nullptr) return;
+  *c = perseus_client_config{};
+  c->struct_size = sizeof(perseus_client_config);
+  c->backend = "nvml";
+  c->sim_time_scale = 1.0;
+  c->request_timeout_s = 5.0;
+  c->startup_timeout_s = 10.0;
+  c->plan_poll_interval_s = 1.0;
+  c->max_buffered_reports = 4096;
+  c->enable_watchdog = 1;
+  c->handle_signals = 1;
+  c->coalesce_clock_requests = 1;
+}
+
+perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_client** out) {
+  g_last_error.clear();
+  if (cfg == nullptr || out == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: NULL argument");
+  *out = nullptr;
+  // Fields beyond the caller's struct_size are treated as zero (older callers).
+  perseus_client_config c;
+  perseus_client_config_init(&c);
+  if (cfg->struct_size < offsetof(perseus_client_config, backend) || cfg->struct_size > sizeof(perseus_client_config)) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                fmt::format("perseus_client_create: config.struct_size {} is invalid (expected {}); initialize the "
+                            "config with perseus_client_config_init()",
+                            cfg->struct_size, sizeof(perseus_client_config)));
+  }
+  std::memcpy(&c, cfg, cfg->struct_size);
+  if (c.server_url == nullptr || c.job_id == nullptr) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: server_url and job_id are required");
+  }
+  return guarded("perseus_client_create", [&] {
+    auto h = std::make_unique<perseus_client>();
+    perseus::runtime::GpuSpec spec;
+    spec.backend = c.backend != nullptr ? c.backend : "nvml";
+    spec.device_index = c.device_index;
+    spec.nvml_library = str(c.nvml_library_path);
+    spec.profile_path = str(c.profile_path);
+    spec.stage = c.pp_rank;
+    spec.time_scale = c.sim_time_scale > 0 ? c.sim_time_scale : 1.0;
+    spec.blocking_power_w = c.sim_blocking_power_w;
+    spec.log_path = str(c.dry_run_log_path);
+    std::shared_ptr<perseus::runtime::GpuControl> gpu = perseus::runtime::make_gpu(spec);
+    h->sim = std::dynamic_pointer_cast<perseus::runtime::SimulatedGpu>(gpu);
+
+    perseus::runtime::ClientOptions o;
+    o.server_url = c.server_url;
+    o.token = str(c.token);
+    o.job_id = c.job_id;
+    o.ranks = {c.rank, c.dp_rank, c.pp_rank, c.tp_rank};
+    if (c.request_timeout_s > 0) o.request_timeout_s = c.request_timeout_s;
+    o.startup_timeout_s = c.startup_timeout_s > 0 ? c.startup_timeout_s : 0.0;
+    if (c.plan_poll_interval_s > 0) o.plan_poll_interval_s = c.plan_poll_interval_s;
+    if (c.max_buffered_reports > 0) o.max_buffered_reports = c.max_buffered_reports;
+    o.watchdog = c.enable_watchdog != 0;
+    o.watchdog_path = str(c.watchdog_path);
+    o.handle_signals = c.handle_signals != 0;
+    o.first_iteration = c.first_iteration;
+    o.coalesce_clock_requests = c.coalesce_clock_requests != 0;
+    o.freq_log_path = str(c.freq_log_path);
+    h->client = perseus::runtime::Client::create(std::move(o), std::move(gpu));
+    *out = h.release();
+  });
+}
+
+perseus_status perseus_client_destroy(perseus_client* h) {
+  if (h == nullptr) return PERSEUS_OK;
+  const perseus_status s = guarded("perseus_client_destroy", [&] { h->client->close(); });
+  delete h;  // ~Client only calls the (idempotent) close again
+  return s;
+}
+
+#define PERSEUS_CHECK_HANDLE(fn)                                                      \
+  do {                                                                                \
+    if (h == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, fn ": NULL client");  \
+  } while (0)
+
+perseus_status perseus_client_step_begin(perseus_client* h) {
+  PERSEUS_CHECK_HANDLE("perseus_client_step_begin");
+  return guarded("perseus_client_step_begin", [&] { h->client->on_step_begin(); });
+}
+
+perseus_status perseus_client_step_end(perseus_client* h) {
+  PERSEUS_CHECK_HANDLE("perseus_client_step_end");
+  return guarded("perseus_client_step_end", [&] { h->client->on_step_end(); });
+}
+
+perseus_status perseus_client_instruction_begin(perseus_client* h, const char* name) {
+  PERSEUS_CHECK_HANDLE("perseus_client_instruction_begin");
+  if (name == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_instruction_begin: NULL name");
+  return guarded("perseus_client_instruction_begin", [&] {
+    h->running.clear();
+    try {
+      h->client->on_instruction_begin(name);
+    } catch (const ClientError& e) {
+      if (e.code() == ClientErrc::kPlanMismatch) h->running = name;  // begin took effect anyway
+      throw;
+    }
+    h->running = name;
+  });
+}
+
+perseus_status perseus_client_instruction_end(perseus_client* h, const char* name) {
+  PERSEUS_CHECK_HANDLE("perseus_client_instruction_end");
+  if (name == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_instruction_end: NULL name");
+  return guarded("perseus_client_instruction_end", [&] {
+    h->client->on_instruction_end(name);
+    h->running.clear();
+  });
+}
+
+perseus_status perseus_client_simulate_compute(perseus_client* h, double* time_s) {
+  PERSEUS_CHECK_HANDLE("perseus_client_simulate_compute");
+  if (!h->sim) {
+    return fail(PERSEUS_ERR_UNSUPPORTED, fmt::format("perseus_client_simulate_compute: backend is '{}', not simulated",
+                                                     h->client->gpu().name()));
+  }
+  if (h->running.empty()) {
+    return fail(PERSEUS_ERR_STATE, "perseus_client_simulate_compute: no computation running (call instruction_begin)");
+  }
+  const auto kind = perseus::parse_instruction_kind(h->running);
+  if (!kind) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                fmt::format("perseus_client_simulate_compute: '{}' is not a computation kind", h->running));
+  }
+  return guarded("perseus_client_simulate_compute", [&] {
+    const double t = h->sim->compute(*kind);
+    if (time_s != nullptr) *time_s = t;
+  });
+}
+
+perseus_status perseus_client_flush(perseus_client* h, double timeout_s) {
+  PERSEUS_CHECK_HANDLE("perseus_client_flush");
+  return guarded("perseus_client_flush", [&] {
+    if (!h->client->flush_reports(timeout_s)) {
+      const auto s = h->client->stats();
+      throw ClientError(ClientErrc::kServer,
+                        fmt::format("{} report(s) still pending after {} s (last error: {})", s.reports_pending,
+                                    timeout_s, s.last_server_error));
+    }
+  });
+}
+
+perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats* out) {
+  PERSEUS_CHECK_HANDLE("perseus_client_get_stats");
+  if (out == nullptr || out->struct_size < offsetof(perseus_client_stats, gpu_failures) ||
+      out->struct_size > sizeof(perseus_client_stats)) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                "perseus_client_get_stats: NULL stats or bad struct_size (set it to sizeof(perseus_client_stats))");
+  }
+  return guarded("perseus_client_get_stats", [&] {
+    const auto s = h->client->stats();
+    perseus_client_stats full{};
+    full.struct_size = out->struct_size;
+    full.iterations = s.iterations;
+    full.plan_version = s.plan_version;
+    full.plan_updates = s.plan_updates;
+    full.reports_sent = s.reports_sent;
+    full.reports_pending = s.reports_pending;
+    full.reports_dropped = s.reports_dropped;
+    full.server_failures = s.server_failures;
+    full.gpu_failures = s.gpu_failures;
+    full.applied_mhz = h->client->controller().applied_mhz();
+    std::memcpy(out, &full, out->struct_size);
+  });
+}
+
+perseus_status perseus_client_write_freq_log(perseus_client* h, const char* path) {
+  PERSEUS_CHECK_HANDLE("perseus_client_write_freq_log");
+  if (path == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_write_freq_log: NULL path");
+  return guarded("perseus_client_write_freq_log", [&] {
+    h->client->controller().flush();
+    try {
+      h->client->controller().write_log(path);
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(e.what());
+    }
+  });
+}
+
+const char* perseus_last_error(void) { return g_last_error.c_str(); }
+
+const char* perseus_status_string(perseus_status s) {
+  switch (s) {
+    case PERSEUS_OK: return "PERSEUS_OK";
+    case PERSEUS_ERR_INVALID_ARGUMENT: return "PERSEUS_ERR_INVALID_ARGUMENT";
+    case PERSEUS_ERR_SERVER: return "PERSEUS_ERR_SERVER";
+    case PERSEUS_ERR_PLAN_MISMATCH: return "PERSEUS_ERR_PLAN_MISMATCH";
+    case PERSEUS_ERR_GPU: return "PERSEUS_ERR_GPU";
+    case PERSEUS_ERR_STATE: return "PERSEUS_ERR_STATE";
+    case PERSEUS_ERR_INTERNAL: return "PERSEUS_ERR_INTERNAL";
+    case PERSEUS_ERR_UNSUPPORTED: return "PERSEUS_ERR_UNSUPPORTED";
+  }
+  return "PERSEUS_ERR_UNKNOWN";
+}
+
+int perseus_client_abi_version(void) { return PERSEUS_CLIENT_ABI_VERSION; }
+
+}  // extern "C"

@@ -1,0 +1,25 @@
+// make_gpu(): backend by name.
+#include "perseus/runtime/gpu_factory.hpp"
+
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "perseus/profile.hpp"
+#include "perseus/runtime/simulated_gpu.hpp"
+
+namespace perseus::runtime {
+
+std::shared_ptr<GpuControl> make_gpu(const GpuSpec& spec) {
+  if (spec.backend == "nvml") return make_nvml_gpu(spec.device_index, spec.nvml_library);
+  if (spec.backend == "dry-run") return make_dry_run_gpu(spec.device_index, spec.log_path);
+  if (spec.backend == "simulated") {
+    if (spec.profile_path.empty()) throw std::invalid_argument("simulated GPU backend needs a profile CSV path");
+    return std::make_shared<SimulatedGpu>(perseus::load_profile_csv(spec.profile_path), spec.stage, spec.time_scale,
+                                          spec.blocking_power_w, spec.device_index);
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown GPU backend '{}' (expected nvml, simulated or dry-run)", spec.backend));
+}
+
+}  // namespace perseus::runtime

@@ -1,0 +1,223 @@
+// NVML backend: libnvidia-ml.so.1 loaded with dlopen at run time, never linked.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include <fmt/core.h>
+
+#include "perseus/runtime/gpu_control.hpp"
+
+namespace perseus::runtime {
+namespace {
+
+// The few NVML types and codes we use (values from nvml.h, which is not needed to build).
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlNotSupported = 3;
+constexpr nvmlReturn_t kNvmlNoPermission = 4;
+constexpr nvmlReturn_t kNvmlInsufficientSize = 7;
+
+const char* code_name(nvmlReturn_t rc) {
+  switch (rc) {
+    case 0: return "NVML_SUCCESS";
+    case 1: return "NVML_ERROR_UNINITIALIZED";
+    case 2: return "NVML_ERROR_INVALID_ARGUMENT";
+    case 3: return "NVML_ERROR_NOT_SUPPORTED";
+    case 4: return "NVML_ERROR_NO_PERMISSION";
+    case 6: return "NVML_ERROR_NOT_FOUND";
+    case 7: return "NVML_ERROR_INSUFFICIENT_SIZE";
+    case 9: return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case 12: return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case 15: return "NVML_ERROR_GPU_IS_LOST";
+    default: return "NVML error";
+  }
+}
+
+// The loaded library and its entry points. One per GpuControl object (dlopen is ref-counted).
+struct NvmlLibrary {
+  void* handle = nullptr;
+  std::string path;
+  nvmlReturn_t (*init)() = nullptr;
+  nvmlReturn_t (*shutdown)() = nullptr;
+  const char* (*error_string)(nvmlReturn_t) = nullptr;
+  nvmlReturn_t (*get_count)(unsigned int*) = nullptr;  // optional
+  nvmlReturn_t (*get_handle)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*set_locked)(nvmlDevice_t, unsigned int, unsigned int) = nullptr;
+  nvmlReturn_t (*reset_locked)(nvmlDevice_t) = nullptr;
+  nvmlReturn_t (*mem_clocks)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*gfx_clocks)(nvmlDevice_t, unsigned int, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
+  bool initialized = false;
+
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+
+  explicit NvmlLibrary(const std::string& requested) {
+    path = requested;
+    if (path.empty()) {
+      const char* env = std::getenv("PERSEUS_NVML_LIBRARY");
+      path = (env != nullptr && *env != '\0') ? env : "libnvidia-ml.so.1";
+    }
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      throw GpuError(fmt::format(
+          "cannot load NVML ({}): {}. Is an NVIDIA driver installed? (set PERSEUS_NVML_LIBRARY to its path)",
+          path, why != nullptr ? why : "unknown error"));
+    }
+    try {
+      resolve(init, "nvmlInit_v2");
+      resolve(shutdown, "nvmlShutdown");
+      resolve(error_string, "nvmlErrorString");
+      resolve(get_handle, "nvmlDeviceGetHandleByIndex_v2");
+      resolve(set_locked, "nvmlDeviceSetGpuLockedClocks");
+      resolve(reset_locked, "nvmlDeviceResetGpuLockedClocks");
+      resolve(mem_clocks, "nvmlDeviceGetSupportedMemoryClocks");
+      resolve(gfx_clocks, "nvmlDeviceGetSupportedGraphicsClocks");
+      resolve(energy, "nvmlDeviceGetTotalEnergyConsumption");
+      resolve(power, "nvmlDeviceGetPowerUsage");
+      get_count = reinterpret_cast<decltype(get_count)>(dlsym(handle, "nvmlDeviceGetCount_v2"));
+      const nvmlReturn_t rc = init();
+      if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlInit_v2 failed: {}", describe(rc)));
+      initialized = true;
+    } catch (...) {
+      dlclose(handle);
+      throw;
+    }
+  }
+  ~NvmlLibrary() {
+    if (initialized) shutdown();
+    if (handle != nullptr) dlclose(handle);
+  }
+
+  template <typename Fn>
+  void resolve(Fn& fn, const char* name) {
+    fn = reinterpret_cast<Fn>(dlsym(handle, name));
+    if (fn == nullptr) throw GpuError(fmt::format("NVML library {} has no symbol {} (driver too old?)", path, name));
+  }
+  std::string describe(nvmlReturn_t rc) const {
+    const char* text = error_string != nullptr ? error_string(rc) : nullptr;
+    std::string out = fmt::format("{} ({}, code {})", text != nullptr ? text : "?", code_name(rc), rc);
+    if (rc == kNvmlNoPermission) {
+      out += "; locking clocks needs root or CAP_SYS_ADMIN, or use the zeusd/privileged-helper mode "
+             "(docs/client.md)";
+    }
+    return out;
+  }
+};
+
+class NvmlGpu final : public GpuControl {
+ public:
+  NvmlGpu(int device_index, const std::string& library_path) : lib_(library_path), index_(device_index) {
+    if (device_index < 0) throw GpuError(fmt::format("invalid GPU index {}", device_index));
+    const nvmlReturn_t rc = lib_.get_handle(static_cast<unsigned>(device_index), &device_);
+    if (rc != kNvmlSuccess) {
+      throw GpuError(fmt::format("nvmlDeviceGetHandleByIndex_v2({}) failed: {}", device_index, lib_.describe(rc)));
+    }
+  }
+
+  std::string name() const override { return "nvml"; }
+  int device_index() const override { return index_; }
+
+  std::vector<int> supported_graphics_clocks_mhz() override {
+    std::lock_guard lock(mutex_);
+    const std::vector<unsigned> mem = list([&](unsigned* n, unsigned* out) { return lib_.mem_clocks(device_, n, out); },
+                                           "nvmlDeviceGetSupportedMemoryClocks");
+    if (mem.empty()) throw GpuError(fmt::format("GPU {}: NVML reports no memory clocks", index_));
+    const unsigned mem_max = *std::max_element(mem.begin(), mem.end());
+    const std::vector<unsigned> gfx = list(
+        [&](unsigned* n, unsigned* out) { return lib_.gfx_clocks(device_, mem_max, n, out); },
+        "nvmlDeviceGetSupportedGraphicsClocks");
+    std::vector<int> out(gfx.begin(), gfx.end());
+    std::sort(out.rbegin(), out.rend());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+  void set_locked_clocks(int freq_mhz) override {
+    std::lock_guard lock(mutex_);
+    const auto f = static_cast<unsigned>(freq_mhz);
+    const nvmlReturn_t rc = lib_.set_locked(device_, f, f);
+    if (rc != kNvmlSuccess) {
+      throw GpuError(fmt::format("nvmlDeviceSetGpuLockedClocks(GPU {}, {} MHz, {} MHz) failed: {}", index_, f, f,
+                                 lib_.describe(rc)));
+    }
+  }
+
+  void reset_locked_clocks() override {
+    std::lock_guard lock(mutex_);
+    const nvmlReturn_t rc = lib_.reset_locked(device_);
+    if (rc != kNvmlSuccess) {
+      throw GpuError(fmt::format("nvmlDeviceResetGpuLockedClocks(GPU {}) failed: {}", index_, lib_.describe(rc)));
+    }
+  }
+
+  std::optional<double> total_energy_j() override {
+    std::lock_guard lock(mutex_);
+    unsigned long long mj = 0;
+    const nvmlReturn_t rc = lib_.energy(device_, &mj);
+    if (rc == kNvmlNotSupported) return std::nullopt;
+    if (rc != kNvmlSuccess) {
+      throw GpuError(fmt::format("nvmlDeviceGetTotalEnergyConsumption(GPU {}) failed: {}", index_, lib_.describe(rc)));
+    }
+    return static_cast<double>(mj) / 1000.0;
+  }
+
+  std::optional<double> power_w() override {
+    std::lock_guard lock(mutex_);
+    unsigned mw = 0;
+    const nvmlReturn_t rc = lib_.power(device_, &mw);
+    if (rc == kNvmlNotSupported) return std::nullopt;
+    if (rc != kNvmlSuccess) {
+      throw GpuError(fmt::format("nvmlDeviceGetPowerUsage(GPU {}) failed: {}", index_, lib_.describe(rc)));
+    }
+    return static_cast<double>(mw) / 1000.0;
+  }
+
+  std::vector<std::string> watchdog_args() const override {
+    return {"--backend", "nvml", "--device", std::to_string(index_), "--nvml-library", lib_.path};
+  }
+
+ private:
+  template <typename Call>
+  std::vector<unsigned> list(Call call, const char* what) {
+    std::vector<unsigned> buf(128);
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      unsigned n = static_cast<unsigned>(buf.size());
+      const nvmlReturn_t rc = call(&n, buf.data());
+      if (rc == kNvmlSuccess) {
+        buf.resize(std::min<std::size_t>(n, buf.size()));
+        return buf;
+      }
+      if (rc != kNvmlInsufficientSize) throw GpuError(fmt::format("{}(GPU {}) failed: {}", what, index_, lib_.describe(rc)));
+      buf.resize(std::max<std::size_t>(n, buf.size() * 2));
+    }
+    throw GpuError(fmt::format("{}(GPU {}): list keeps growing", what, index_));
+  }
+
+  NvmlLibrary lib_;
+  int index_;
+  nvmlDevice_t device_ = nullptr;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuControl> make_nvml_gpu(int device_index, const std::string& library_path) {
+  return std::make_unique<NvmlGpu>(device_index, library_path);
+}
+
+int nvml_device_count(const std::string& library_path) {
+  NvmlLibrary lib(library_path);
+  if (lib.get_count == nullptr) return 1;  // very old driver: assume one device
+  unsigned n = 0;
+  const nvmlReturn_t rc = lib.get_count(&n);
+  if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlDeviceGetCount_v2 failed: {}", lib.describe(rc)));
+  return static_cast<int>(n);
+}
+
+}  // namespace perseus::runtime

@@ -1,0 +1,87 @@
+// SIGTERM/SIGINT clock reset: async-signal-safe handler + helper thread.
+#include "signal_guard.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "perseus/runtime/frequency_controller.hpp"
+
+namespace perseus::runtime::detail {
+namespace {
+
+std::mutex g_mutex;
+std::set<FrequencyController*> g_controllers;
+int g_pipe[2] = {-1, -1};
+struct sigaction g_prev_term {};
+struct sigaction g_prev_int {};
+bool g_installed = false;
+
+void chain(int sig, siginfo_t* info, void* ctx) {
+  const struct sigaction& prev = sig == SIGTERM ? g_prev_term : g_prev_int;
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, ctx);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+  }
+}
+
+bool prev_is_default(int sig) {
+  const struct sigaction& prev = sig == SIGTERM ? g_prev_term : g_prev_int;
+  return (prev.sa_flags & SA_SIGINFO) == 0 && prev.sa_handler == SIG_DFL;
+}
+
+void on_signal(int sig, siginfo_t* info, void* ctx) {
+  if (prev_is_default(sig)) {
+    const char s = static_cast<char>(sig);
+    [[maybe_unused]] const ssize_t n = ::write(g_pipe[1], &s, 1);
+  } else {
+    chain(sig, info, ctx);
+  }
+}
+
+void reset_thread() {
+  for (;;) {
+    char s = 0;
+    const ssize_t n = ::read(g_pipe[0], &s, 1);
+    if (n <= 0) continue;
+    {
+      std::lock_guard lock(g_mutex);
+      for (FrequencyController* c : g_controllers) c->stop(true);
+    }
+    ::signal(s, SIG_DFL);
+    ::raise(s);
+  }
+}
+
+void install_locked() {
+  if (g_installed) return;
+  if (::pipe2(g_pipe, O_CLOEXEC) != 0) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &g_prev_term);
+  ::sigaction(SIGINT, &sa, &g_prev_int);
+  std::thread(reset_thread).detach();
+  g_installed = true;
+}
+
+}  // namespace
+
+void guard_controller(FrequencyController* controller) {
+  std::lock_guard lock(g_mutex);
+  install_locked();
+  g_controllers.insert(controller);
+}
+
+void unguard_controller(FrequencyController* controller) {
+  std::lock_guard lock(g_mutex);
+  g_controllers.erase(controller);
+}
+
+}  // namespace perseus::runtime::detail

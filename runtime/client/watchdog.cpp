@@ -1,0 +1,213 @@
+// perseus-watchdog: spawned by the client, resets GPU clocks when the trainer dies.
+#include "perseus/runtime/watchdog.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include <fmt/core.h>
+
+#include "perseus/runtime/gpu_control.hpp"
+
+extern char** environ;
+
+namespace perseus::runtime {
+
+namespace {
+
+constexpr int kChildFd = 3;  // the pipe's read end in the watchdog
+constexpr char kDisarm = 'D';
+
+bool executable(const std::filesystem::path& p) { return ::access(p.c_str(), X_OK) == 0; }
+
+std::atomic<int> g_term_signal{0};
+void on_term(int sig) { g_term_signal.store(sig); }
+
+}  // namespace
+
+std::string find_watchdog_executable() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("PERSEUS_WATCHDOG"); env != nullptr && *env != '\0') return env;
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(self.parent_path());
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&find_watchdog_executable), &info) != 0 && info.dli_fname != nullptr) {
+    dirs.push_back(fs::absolute(info.dli_fname, ec).parent_path());
+  }
+#ifdef PERSEUS_WATCHDOG_BUILD_DIR
+  dirs.emplace_back(PERSEUS_WATCHDOG_BUILD_DIR);
+#endif
+#ifdef PERSEUS_WATCHDOG_INSTALL_DIR
+  dirs.emplace_back(PERSEUS_WATCHDOG_INSTALL_DIR);
+#endif
+  for (const auto& d : dirs) {
+    const fs::path candidate = d / "perseus-watchdog";
+    if (executable(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+Watchdog::~Watchdog() { disarm(); }
+
+bool Watchdog::start(const std::string& exe_in, const std::vector<std::string>& backend_args, std::string* error) {
+  const std::string exe = exe_in.empty() ? find_watchdog_executable() : exe_in;
+  if (exe.empty() || !executable(exe)) {
+    *error = fmt::format("perseus-watchdog not found{}: set PERSEUS_WATCHDOG to its path",
+                         exe.empty() ? "" : fmt::format(" at '{}'", exe));
+    return false;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    *error = fmt::format("pipe2 failed: {}", std::strerror(errno));
+    return false;
+  }
+  std::vector<std::string> args = {exe, "--fd", std::to_string(kChildFd), "--parent", std::to_string(::getpid())};
+  args.insert(args.end(), backend_args.begin(), backend_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[0], kChildFd);  // clears FD_CLOEXEC on the copy
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGHUP);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // Own session: a Ctrl-C or SIGHUP aimed at the trainer's process group does not reach it.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[0]);
+  if (rc != 0) {
+    ::close(fds[1]);
+    *error = fmt::format("cannot start {}: {}", exe, std::strerror(rc));
+    return false;
+  }
+  pid_ = pid;
+  write_fd_ = fds[1];
+  return true;
+}
+
+void Watchdog::disarm() {
+  if (write_fd_ >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(write_fd_, &kDisarm, 1);
+    ::close(write_fd_);
+    write_fd_ = -1;
+  }
+  if (pid_ > 0) {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = 0;
+  }
+}
+
+int watchdog_main(int argc, char** argv) {
+  int fd = -1;
+  long parent = -1;
+  int device = 0;
+  std::string backend = "nvml";
+  std::string nvml_library;
+  std::string log_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "--fd" && (v = value())) {
+      fd = std::atoi(v);
+    } else if (a == "--parent" && (v = value())) {
+      parent = std::atol(v);
+    } else if (a == "--backend" && (v = value())) {
+      backend = v;
+    } else if (a == "--device" && (v = value())) {
+      device = std::atoi(v);
+    } else if (a == "--nvml-library" && (v = value())) {
+      nvml_library = v;
+    } else if (a == "--log" && (v = value())) {
+      log_path = v;
+    } else {
+      fmt::print(stderr,
+                 "usage: perseus-watchdog --fd N --parent PID [--backend nvml|dry-run] [--device I] "
+                 "[--nvml-library PATH] [--log PATH]\n"
+                 "Started by the Perseus client; resets GPU clocks when the training process exits.\n");
+      return 2;
+    }
+  }
+  if (fd < 0 || parent <= 0) {
+    fmt::print(stderr, "perseus-watchdog: --fd and --parent are required\n");
+    return 2;
+  }
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  struct sigaction sa {};
+  sa.sa_handler = on_term;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  bool disarmed = false;
+  std::string why;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, 200);
+    if (n > 0) {
+      char buf[64];
+      const ssize_t got = ::read(fd, buf, sizeof buf);
+      if (got > 0) {
+        if (std::memchr(buf, kDisarm, static_cast<std::size_t>(got)) != nullptr) disarmed = true;
+        continue;
+      }
+      if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        why = "pipe closed";
+        break;
+      }
+    }
+    if (static_cast<long>(::getppid()) != parent) {
+      why = "parent gone";
+      break;
+    }
+    if (g_term_signal.load() != 0) {
+      why = "SIGTERM";
+      break;
+    }
+  }
+  if (disarmed) return 0;
+  try {
+    std::unique_ptr<GpuControl> gpu =
+        backend == "dry-run" ? make_dry_run_gpu(device, log_path) : make_nvml_gpu(device, nvml_library);
+    gpu->reset_locked_clocks();
+    fmt::print(stderr, "perseus-watchdog: training process {} exited without cleanup ({}); reset GPU {} clocks\n",
+               parent, why, device);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "perseus-watchdog: training process {} exited ({}); FAILED to reset GPU {} clocks: {}\n",
+               parent, why, device, e.what());
+    return 1;
+  }
+}
+
+}  // namespace perseus::runtime

@@ -1,0 +1,104 @@
+/* The C ABI from plain C (C11). Usage: perseus_c_abi_test URL TOKEN JOB DIR.
+ * The server must give rank 0 the plan [forward 1200, backward 1000]. Exit 0 = all passed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perseus/client.h"
+
+static int failures = 0;
+#define CHECK(cond)                                                                      \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, \
+              #cond, perseus_last_error());                                              \
+      ++failures;                                                                        \
+    }                                                                                    \
+  } while (0)
+
+static perseus_status instr(perseus_client* c, const char* name) {
+  perseus_status s = perseus_client_instruction_begin(c, name);
+  perseus_status e = perseus_client_instruction_end(c, name);
+  return s != PERSEUS_OK ? s : e;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: %s URL TOKEN JOB DIR\n", argv[0]);
+    return 2;
+  }
+  char gpu_log[1024], freq_log[1024];
+  snprintf(gpu_log, sizeof gpu_log, "%s/gpu.log", argv[4]);
+  snprintf(freq_log, sizeof freq_log, "%s/freq.csv", argv[4]);
+
+  CHECK(perseus_client_abi_version() == PERSEUS_CLIENT_ABI_VERSION);
+  CHECK(strcmp(perseus_status_string(PERSEUS_ERR_PLAN_MISMATCH), "PERSEUS_ERR_PLAN_MISMATCH") == 0);
+
+  perseus_client_config cfg;
+  perseus_client_config_init(&cfg);
+  perseus_client* c = NULL;
+  /* Missing required fields: a status and a message, no crash. */
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(c == NULL);
+  CHECK(strlen(perseus_last_error()) > 0);
+  CHECK(perseus_client_create(NULL, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
+
+  cfg.server_url = argv[1];
+  cfg.token = argv[2];
+  cfg.job_id = argv[3];
+  cfg.backend = "no-such-backend";
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(perseus_last_error(), "no-such-backend") != NULL);
+
+  cfg.backend = "dry-run";
+  cfg.dry_run_log_path = gpu_log;
+  cfg.plan_poll_interval_s = 0.05;
+  cfg.enable_watchdog = 0;
+  cfg.handle_signals = 0;
+  cfg.coalesce_clock_requests = 0;
+  cfg.token = "wrong";
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_SERVER);
+  CHECK(strstr(perseus_last_error(), "401") != NULL);
+
+  cfg.token = argv[2];
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_OK);
+  if (c == NULL) return 1;
+
+  /* One correct step. */
+  CHECK(perseus_client_step_begin(c) == PERSEUS_OK);
+  CHECK(instr(c, "forward") == PERSEUS_OK);
+  CHECK(instr(c, "backward") == PERSEUS_OK);
+  CHECK(perseus_client_step_end(c) == PERSEUS_OK);
+
+  /* Wrong order: PLAN_MISMATCH with a message naming what the plan expects. */
+  CHECK(perseus_client_step_begin(c) == PERSEUS_OK);
+  CHECK(perseus_client_instruction_begin(c, "backward") == PERSEUS_ERR_PLAN_MISMATCH);
+  CHECK(strstr(perseus_last_error(), "expects 'forward'") != NULL);
+  CHECK(perseus_client_instruction_end(c, "backward") == PERSEUS_OK);
+  CHECK(perseus_client_step_end(c) == PERSEUS_OK);
+
+  /* Hooks out of order: STATE. */
+  CHECK(perseus_client_instruction_end(c, "forward") == PERSEUS_ERR_STATE);
+  CHECK(perseus_client_step_end(c) == PERSEUS_ERR_STATE);
+  CHECK(perseus_client_instruction_begin(NULL, "forward") == PERSEUS_ERR_INVALID_ARGUMENT);
+
+  /* simulate_compute needs the simulated backend. */
+  CHECK(perseus_client_simulate_compute(c, NULL) == PERSEUS_ERR_UNSUPPORTED);
+
+  CHECK(perseus_client_flush(c, 5.0) == PERSEUS_OK);
+  perseus_client_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  CHECK(perseus_client_get_stats(c, &st) == PERSEUS_OK);
+  CHECK(st.iterations == 2);
+  CHECK(st.plan_version == 1);
+  CHECK(st.reports_sent == 2);
+  CHECK(st.applied_mhz == 1000);
+  CHECK(perseus_client_write_freq_log(c, freq_log) == PERSEUS_OK);
+  CHECK(perseus_client_write_freq_log(c, "/nonexistent-dir/f.csv") == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(perseus_client_destroy(c) == PERSEUS_OK);
+  CHECK(perseus_client_destroy(NULL) == PERSEUS_OK);
+
+  if (failures == 0) printf("c_abi_test: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

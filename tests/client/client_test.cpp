@@ -1,0 +1,245 @@
+// Client against the in-test stub server: plan, order check, refresh, reports, outage.
+#include <gtest/gtest.h>
+
+#include "perseus/runtime/client.hpp"
+#include "stub_server.hpp"
+#include "test_util.hpp"
+
+namespace perseus::runtime {
+namespace {
+
+using perseus::testing::make_plan;
+using perseus::testing::StubServer;
+using perseus::testing::TempDir;
+using perseus::testing::wait_for;
+
+const std::vector<std::pair<std::string, int>> kSeq = {
+    {"forward", 1200}, {"forward", 1100}, {"backward", 1000}, {"backward", 1000}};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.set_plan(0, make_plan(1, kSeq));
+    server_.start();
+  }
+  ClientOptions options() const {
+    ClientOptions o;
+    o.server_url = server_.url();
+    o.token = "secret";
+    o.job_id = "job1";
+    o.plan_poll_interval_s = 0.02;
+    o.retry_initial_s = 0.01;
+    o.retry_max_s = 0.05;
+    o.request_timeout_s = 2.0;
+    o.startup_timeout_s = 2.0;
+    o.watchdog = false;
+    o.handle_signals = false;
+    o.coalesce_clock_requests = false;  // exact logs: computations here take no time
+    return o;
+  }
+  std::shared_ptr<GpuControl> gpu() { return make_dry_run_gpu(0, dir_.file("gpu.log")); }
+  static void run_step(Client& c, const std::vector<std::pair<std::string, int>>& seq) {
+    c.on_step_begin();
+    for (const auto& [name, f] : seq) {
+      c.on_instruction_begin(name);
+      c.on_instruction_end(name);
+    }
+    c.on_step_end();
+  }
+  // Requested clocks of one iteration, from the controller log.
+  static std::vector<int> requested(Client& c, std::int64_t iteration) {
+    c.controller().flush();
+    std::vector<int> out;
+    for (const auto& e : c.controller().log()) {
+      if (e.iteration == iteration) {
+        EXPECT_TRUE(e.outcome == FreqOutcome::kApplied || e.outcome == FreqOutcome::kRedundant);
+        EXPECT_EQ(e.applied_mhz, e.requested_mhz);
+        out.push_back(e.requested_mhz);
+      }
+    }
+    return out;
+  }
+  TempDir dir_;
+  StubServer server_;
+};
+
+TEST_F(ClientTest, AppliesThePlanAndReportsEveryIteration) {
+  auto c = Client::create(options(), gpu());
+  EXPECT_EQ(server_.registered_freqs(0).size(), 81u);
+  EXPECT_EQ(c->plan().version, 1);
+  for (int i = 0; i < 3; ++i) run_step(*c, kSeq);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(requested(*c, i), (std::vector<int>{1200, 1100, 1000, 1000}));
+  ASSERT_TRUE(c->flush_reports(5.0));
+  const auto m = server_.measurements(0);
+  ASSERT_EQ(m.size(), 3u);
+  const auto& it2 = m.at(2);
+  EXPECT_EQ(it2["plan_version"], 1);
+  ASSERT_EQ(it2["instructions"].size(), 4u);
+  EXPECT_EQ(it2["instructions"][1]["instruction"], "forward");
+  EXPECT_EQ(it2["instructions"][1]["microbatch"], 1);
+  EXPECT_GE(it2["time_s"].get<double>(), 0.0);
+  const auto s = c->stats();
+  EXPECT_EQ(s.iterations, 3);
+  EXPECT_EQ(s.reports_sent, 3);
+  EXPECT_EQ(s.reports_pending, 0);
+  c->close();
+  EXPECT_EQ(c->controller().log().back().outcome, FreqOutcome::kReset);
+}
+
+TEST_F(ClientTest, WrongInstructionOrderIsAClearError) {
+  auto c = Client::create(options(), gpu());
+  c->on_step_begin();
+  try {
+    c->on_instruction_begin("backward");
+    FAIL() << "expected a plan mismatch";
+  } catch (const ClientError& e) {
+    EXPECT_EQ(e.code(), ClientErrc::kPlanMismatch);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("computation #0 is 'backward' but the plan expects 'forward'"), std::string::npos) << m;
+  }
+  c->on_instruction_end("backward");
+  c->on_instruction_begin("forward");  // desynced: no more errors this step
+  c->on_instruction_end("forward");
+  EXPECT_NO_THROW(c->on_step_end());
+  run_step(*c, kSeq);  // back in sync at the next step
+  EXPECT_EQ(requested(*c, 1).size(), 4u);
+}
+
+TEST_F(ClientTest, FewerOrMoreComputationsThanPlanned) {
+  auto c = Client::create(options(), gpu());
+  c->on_step_begin();
+  c->on_instruction_begin("forward");
+  c->on_instruction_end("forward");
+  try {
+    c->on_step_end();
+    FAIL() << "expected a plan mismatch";
+  } catch (const ClientError& e) {
+    EXPECT_EQ(e.code(), ClientErrc::kPlanMismatch);
+    EXPECT_NE(std::string(e.what()).find("ended after 1 computations but the plan (version 1) has 4"), std::string::npos);
+  }
+  auto longer = kSeq;
+  longer.emplace_back("forward", 0);
+  EXPECT_THROW(run_step(*c, longer), ClientError);
+}
+
+TEST_F(ClientTest, HooksOutOfOrderAreStateErrors) {
+  auto c = Client::create(options(), gpu());
+  auto code = [](auto fn) {
+    try {
+      fn();
+    } catch (const ClientError& e) {
+      return e.code();
+    }
+    return ClientErrc::kInvalidArgument;
+  };
+  EXPECT_EQ(code([&] { c->on_instruction_begin("forward"); }), ClientErrc::kState);
+  EXPECT_EQ(code([&] { c->on_step_end(); }), ClientErrc::kState);
+  c->on_step_begin();
+  EXPECT_EQ(code([&] { c->on_step_begin(); }), ClientErrc::kState);
+  EXPECT_EQ(code([&] { c->on_instruction_end("forward"); }), ClientErrc::kState);
+  c->on_instruction_begin("forward");
+  EXPECT_EQ(code([&] { c->on_instruction_end("backward"); }), ClientErrc::kState);
+  EXPECT_EQ(code([&] { c->on_step_end(); }), ClientErrc::kState);
+}
+
+TEST_F(ClientTest, NewPlanIsSwitchedInAtTheNextStepBoundary) {
+  auto c = Client::create(options(), gpu());
+  run_step(*c, kSeq);
+  c->on_step_begin();  // iteration 1 runs plan v1 even if v2 arrives meanwhile
+  server_.set_plan(0, make_plan(2, {{"forward", 900}, {"forward", 900}, {"backward", 800}, {"backward", 810}}));
+  ASSERT_TRUE(wait_for([&] { return c->stats().latest_plan_version == 2; }));
+  for (const auto& [name, f] : kSeq) {
+    c->on_instruction_begin(name);
+    c->on_instruction_end(name);
+  }
+  c->on_step_end();
+  run_step(*c, kSeq);
+  EXPECT_EQ(requested(*c, 1), (std::vector<int>{1200, 1100, 1000, 1000}));
+  EXPECT_EQ(requested(*c, 2), (std::vector<int>{900, 900, 800, 810}));
+  EXPECT_EQ(c->stats().plan_version, 2);
+  EXPECT_EQ(c->stats().plan_updates, 1);
+  ASSERT_TRUE(c->flush_reports(5.0));
+  EXPECT_EQ(server_.measurements(0).at(2)["plan_version"], 2);
+}
+
+TEST_F(ClientTest, ServerOutageKeepsThePlanAndDeliversBufferedReportsLater) {
+  auto c = Client::create(options(), gpu());
+  for (int i = 0; i < 2; ++i) run_step(*c, kSeq);
+  ASSERT_TRUE(c->flush_reports(5.0));
+  server_.stop();
+  for (int i = 2; i < 7; ++i) run_step(*c, kSeq);  // training goes on, no exception
+  EXPECT_EQ(requested(*c, 6), (std::vector<int>{1200, 1100, 1000, 1000}));
+  ASSERT_TRUE(wait_for([&] { return c->stats().server_failures > 0; }));
+  EXPECT_EQ(c->stats().reports_pending, 5);
+  EXPECT_EQ(server_.measurements(0).size(), 2u);
+  server_.start();
+  ASSERT_TRUE(c->flush_reports(10.0)) << c->stats().last_server_error;
+  EXPECT_EQ(server_.measurements(0).size(), 7u);
+  EXPECT_EQ(c->stats().reports_dropped, 0);
+}
+
+TEST_F(ClientTest, ReportBufferIsBounded) {
+  server_.stop();
+  auto o = options();
+  o.startup_timeout_s = 0;
+  o.max_buffered_reports = 3;
+  o.request_timeout_s = 0.5;
+  auto c = Client::create(o, gpu());  // server down: starts without a plan
+  EXPECT_EQ(c->plan().version, -1);
+  for (int i = 0; i < 6; ++i) run_step(*c, kSeq);
+  const auto s = c->stats();
+  EXPECT_EQ(s.reports_pending, 3);
+  EXPECT_EQ(s.reports_dropped, 3);
+  c->controller().flush();
+  EXPECT_TRUE(c->controller().log().empty());  // no plan, no clock changes
+}
+
+TEST_F(ClientTest, StartsWithoutServerAndPicksUpThePlanLater) {
+  server_.stop();
+  auto o = options();
+  o.startup_timeout_s = 0.05;
+  auto c = Client::create(o, gpu());
+  run_step(*c, kSeq);
+  server_.start();
+  ASSERT_TRUE(wait_for([&] { return c->stats().latest_plan_version == 1; }));
+  run_step(*c, kSeq);
+  EXPECT_EQ(requested(*c, 1), (std::vector<int>{1200, 1100, 1000, 1000}));
+  ASSERT_TRUE(c->flush_reports(5.0));
+  EXPECT_EQ(server_.measurements(0).size(), 2u);  // the report from before registration too
+}
+
+TEST_F(ClientTest, PermanentServerErrorsFailCreate) {
+  auto o = options();
+  o.token = "wrong";
+  try {
+    Client::create(o, gpu());
+    FAIL() << "expected ClientError";
+  } catch (const ClientError& e) {
+    EXPECT_EQ(e.code(), ClientErrc::kServer);
+    EXPECT_NE(std::string(e.what()).find("401"), std::string::npos) << e.what();
+  }
+  o = options();
+  o.job_id = "nope";
+  EXPECT_THROW(Client::create(o, gpu()), ClientError);
+  o = options();
+  o.server_url = "localhost:1";
+  try {
+    Client::create(o, gpu());
+    FAIL();
+  } catch (const ClientError& e) {
+    EXPECT_EQ(e.code(), ClientErrc::kInvalidArgument);
+  }
+}
+
+TEST_F(ClientTest, RegistrationConflictOnRestartIsAccepted) {
+  { auto c = Client::create(options(), gpu()); }
+  auto o = options();
+  o.first_iteration = 100;
+  auto c = Client::create(o, gpu());  // 409 from the stub: fine
+  run_step(*c, kSeq);
+  ASSERT_TRUE(c->flush_reports(5.0));
+  EXPECT_EQ(server_.measurements(0).count(100), 1u);
+}
+
+}  // namespace
+}  // namespace perseus::runtime

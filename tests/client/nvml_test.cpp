@@ -1,0 +1,101 @@
+// NVML backend through the real dlopen path, against the fake libnvidia-ml.so.1.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "perseus/runtime/gpu_control.hpp"
+#include "test_util.hpp"
+
+namespace perseus::runtime {
+namespace {
+
+using perseus::testing::read_file;
+using perseus::testing::TempDir;
+
+class FakeNvml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("FAKE_NVML_LOG", dir_.file("nvml.log").c_str(), 1);
+    ::unsetenv("FAKE_NVML_SET_RESULT");
+    ::unsetenv("FAKE_NVML_INIT_RESULT");
+    ::setenv("FAKE_NVML_DEVICES", "2", 1);
+  }
+  void TearDown() override {
+    ::unsetenv("FAKE_NVML_LOG");
+    ::unsetenv("FAKE_NVML_SET_RESULT");
+    ::unsetenv("FAKE_NVML_INIT_RESULT");
+    ::unsetenv("FAKE_NVML_DEVICES");
+  }
+  std::string calls() const { return read_file(dir_.file("nvml.log")); }
+  static bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+  TempDir dir_;
+};
+
+TEST_F(FakeNvml, SetAndResetCallNvmlWithTheRightArguments) {
+  {
+    auto gpu = make_nvml_gpu(1, FAKE_NVML_PATH);
+    EXPECT_EQ(gpu->name(), "nvml");
+    const auto clocks = gpu->supported_graphics_clocks_mhz();
+    ASSERT_EQ(clocks.size(), 81u);
+    EXPECT_EQ(clocks.front(), 1410);
+    EXPECT_EQ(clocks.back(), 210);
+    gpu->set_locked_clocks(1200);
+    gpu->reset_locked_clocks();
+    const auto args = gpu->watchdog_args();
+    ASSERT_GE(args.size(), 4u);
+    EXPECT_EQ(args[1], "nvml");
+    EXPECT_EQ(args[3], "1");
+  }
+  const std::string c = calls();
+  EXPECT_TRUE(has(c, "nvmlInit_v2"));
+  EXPECT_TRUE(has(c, "nvmlDeviceGetHandleByIndex_v2 1"));
+  EXPECT_TRUE(has(c, "nvmlDeviceGetSupportedGraphicsClocks 1 1593"));  // at the highest memory clock
+  EXPECT_TRUE(has(c, "nvmlDeviceSetGpuLockedClocks 1 1200 1200"));
+  EXPECT_TRUE(has(c, "nvmlDeviceResetGpuLockedClocks 1"));
+  EXPECT_TRUE(has(c, "nvmlShutdown"));
+}
+
+TEST_F(FakeNvml, EnergyInJoulesAndPowerInWatts) {
+  auto gpu = make_nvml_gpu(0, FAKE_NVML_PATH);
+  const double e0 = *gpu->total_energy_j();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const double e1 = *gpu->total_energy_j();
+  EXPECT_GT(e1, e0);        // 100 W fake: ~3 J
+  EXPECT_LT(e1 - e0, 100);  // mJ converted to J, not left in mJ
+  EXPECT_DOUBLE_EQ(*gpu->power_w(), 100.0);
+  EXPECT_EQ(nvml_device_count(FAKE_NVML_PATH), 2);
+}
+
+TEST_F(FakeNvml, NoPermissionGivesActionableMessage) {
+  ::setenv("FAKE_NVML_SET_RESULT", "4", 1);
+  auto gpu = make_nvml_gpu(0, FAKE_NVML_PATH);
+  try {
+    gpu->set_locked_clocks(1200);
+    FAIL() << "expected GpuError";
+  } catch (const GpuError& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(has(m, "nvmlDeviceSetGpuLockedClocks(GPU 0, 1200 MHz, 1200 MHz)")) << m;
+    EXPECT_TRUE(has(m, "NVML_ERROR_NO_PERMISSION")) << m;
+    EXPECT_TRUE(has(m, "CAP_SYS_ADMIN")) << m;
+  }
+}
+
+TEST_F(FakeNvml, LoadAndInitFailuresAreClear) {
+  try {
+    make_nvml_gpu(0, "/nonexistent/libnvidia-ml.so.1");
+    FAIL() << "expected GpuError";
+  } catch (const GpuError& e) {
+    EXPECT_TRUE(has(e.what(), "cannot load NVML")) << e.what();
+  }
+  EXPECT_THROW(make_nvml_gpu(5, FAKE_NVML_PATH), GpuError);  // only 2 devices
+  ::setenv("FAKE_NVML_INIT_RESULT", "9", 1);
+  try {
+    make_nvml_gpu(0, FAKE_NVML_PATH);
+    FAIL() << "expected GpuError";
+  } catch (const GpuError& e) {
+    EXPECT_TRUE(has(e.what(), "nvmlInit_v2 failed: Driver Not Loaded")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace perseus::runtime

@@ -1,0 +1,166 @@
+// A tiny in-test stand-in for `perseus serve`: the three v1 routes the client uses.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/runtime/server_connection.hpp"
+
+namespace perseus::testing {
+
+/// Serves job `job_id` on 127.0.0.1. State (plans, registrations, measurements) lives in
+/// this object and survives stop()/start(), like a restarted durable server.
+class StubServer {
+ public:
+  explicit StubServer(std::string token = "secret", std::string job_id = "job1")
+      : token_(std::move(token)), job_id_(std::move(job_id)) {}
+  ~StubServer() { stop(); }
+
+  /// Starts listening (on the previous port after a stop()).
+  void start() {
+    server_ = std::make_unique<httplib::Server>();
+    routes(*server_);
+    server_->set_keep_alive_timeout(0);  // stop() must not wait for idle keep-alive connections
+    if (port_ == 0) {
+      port_ = server_->bind_to_any_port("127.0.0.1");
+    } else {
+      for (int i = 0; i < 100 && !server_->bind_to_port("127.0.0.1", port_); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  void stop() {
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+    server_.reset();
+  }
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  void set_plan(int rank, runtime::RankPlan plan) {
+    std::lock_guard lock(mu_);
+    plans_[rank] = std::move(plan);
+  }
+  /// Highest plan version answered with 200 to `rank` (-1 = none).
+  std::int64_t served_version(int rank) const {
+    std::lock_guard lock(mu_);
+    auto it = served_.find(rank);
+    return it == served_.end() ? -1 : it->second;
+  }
+  /// Supported frequencies sent at registration (empty when not registered).
+  std::vector<int> registered_freqs(int rank) const {
+    std::lock_guard lock(mu_);
+    auto it = registered_.find(rank);
+    return it == registered_.end() ? std::vector<int>{} : it->second;
+  }
+  /// Measurements received, by iteration (deduplicated).
+  std::map<std::int64_t, nlohmann::json> measurements(int rank) const {
+    std::lock_guard lock(mu_);
+    auto it = measurements_.find(rank);
+    return it == measurements_.end() ? std::map<std::int64_t, nlohmann::json>{} : it->second;
+  }
+  int measurement_posts() const {
+    std::lock_guard lock(mu_);
+    return posts_;
+  }
+
+ private:
+  static void error(httplib::Response& res, int status, const std::string& code, const std::string& msg) {
+    res.status = status;
+    res.set_content(nlohmann::json{{"error", {{"code", code}, {"message", msg}}}}.dump(), "application/json");
+  }
+  bool check(const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Authorization") != "Bearer " + token_) {
+      error(res, 401, "unauthorized", "missing or bad bearer token");
+      return false;
+    }
+    if (req.matches[1] != job_id_) {
+      error(res, 404, "not_found", "unknown job " + std::string(req.matches[1]));
+      return false;
+    }
+    return true;
+  }
+  void routes(httplib::Server& s) {
+    s.Post(R"(/v1/jobs/([^/]+)/ranks)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!check(req, res)) return;
+      const auto j = nlohmann::json::parse(req.body);
+      std::lock_guard lock(mu_);
+      const int rank = j.at("rank").get<int>();
+      if (registered_.count(rank) != 0) return error(res, 409, "conflict", "rank already registered");
+      registered_[rank] = j.at("supported_freqs_mhz").get<std::vector<int>>();
+      res.status = 201;
+      res.set_content("{}", "application/json");
+    });
+    s.Get(R"(/v1/jobs/([^/]+)/ranks/(\d+)/plan)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!check(req, res)) return;
+      const int rank = std::stoi(req.matches[2]);
+      std::lock_guard lock(mu_);
+      auto it = plans_.find(rank);
+      if (it == plans_.end()) return error(res, 404, "not_found", "no plan for rank");
+      const auto& p = it->second;
+      if (req.has_param("since_version") && std::stoll(req.get_param_value("since_version")) >= p.version) {
+        res.status = 304;
+        return;
+      }
+      nlohmann::json instrs = nlohmann::json::array();
+      for (const auto& i : p.instructions) {
+        instrs.push_back({{"instruction", i.instruction}, {"stage", i.stage}, {"microbatch", i.microbatch},
+                          {"freq_mhz", i.freq_mhz}});
+      }
+      served_[rank] = std::max(served_.count(rank) ? served_[rank] : -1, p.version);
+      res.set_content(nlohmann::json{{"version", p.version}, {"job_status", "running"}, {"instructions", instrs}}.dump(),
+                      "application/json");
+    });
+    s.Post(R"(/v1/jobs/([^/]+)/ranks/(\d+)/measurements)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!check(req, res)) return;
+      const int rank = std::stoi(req.matches[2]);
+      const auto j = nlohmann::json::parse(req.body);
+      std::lock_guard lock(mu_);
+      ++posts_;
+      auto add = [&](const nlohmann::json& m) { measurements_[rank][m.at("iteration").get<std::int64_t>()] = m; };
+      if (j.contains("measurements")) {
+        for (const auto& m : j["measurements"]) add(m);
+      } else {
+        add(j);
+      }
+      res.status = 202;
+      res.set_content("{}", "application/json");
+    });
+  }
+
+  std::string token_;
+  std::string job_id_;
+  int port_ = 0;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::map<int, runtime::RankPlan> plans_;
+  std::map<int, std::int64_t> served_;
+  std::map<int, std::vector<int>> registered_;
+  std::map<int, std::map<std::int64_t, nlohmann::json>> measurements_;
+  int posts_ = 0;
+};
+
+/// A plan of `freqs.size()` computations: forward for microbatches 0..n/2-1 then backward.
+inline runtime::RankPlan make_plan(std::int64_t version, const std::vector<std::pair<std::string, int>>& seq) {
+  runtime::RankPlan p;
+  p.version = version;
+  p.job_status = "running";
+  std::map<std::string, int> count;
+  for (const auto& [name, f] : seq) p.instructions.push_back({name, 0, count[name]++, f});
+  return p;
+}
+
+}  // namespace perseus::testing

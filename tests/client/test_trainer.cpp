@@ -1,0 +1,150 @@
+// perseus_test_trainer: a fake training process for the client tests. It runs a 1F1B
+// pipeline schedule (or its plan's order with --follow-plan) through the Perseus client,
+// on a simulated, NVML or dry-run GPU.
+//   perseus_test_trainer --url U --token T --job J --rank R --dp D --pp P [--tp 0]
+//     --stages S --microbatches M --iterations N [--backend simulated|nvml|dry-run]
+//     [--profile CSV] [--time-scale X] [--nvml-library PATH] [--dry-run-log PATH]
+//     [--freq-log PATH] [--progress PATH] [--watchdog PATH] [--hang] [--poll S]
+//     [--no-coalesce] [--follow-plan] [--plan-dir DIR]
+// --plan-dir: writes DIR/plan_<rank>_v<version>.txt ("<instruction> <microbatch> <freq_mhz>"
+// per line) for every plan version it runs.
+// --hang: after the first iteration, write "ready" to --progress and sleep forever.
+// --progress: one line per iteration: "<iteration> <plan_version> <unix_time_s>".
+// Exit status: 0 ok, 1 client error, 2 usage.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "perseus/runtime/client.hpp"
+#include "perseus/runtime/gpu_factory.hpp"
+#include "perseus/runtime/simulated_gpu.hpp"
+
+using namespace perseus::runtime;
+
+namespace {
+
+std::vector<std::string> one_f_one_b(int stages, int stage, int microbatches) {
+  std::vector<std::string> seq;
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  for (int i = 0; i < warmup; ++i) seq.emplace_back("forward");
+  for (int i = 0; i < microbatches - warmup; ++i) {
+    seq.emplace_back("forward");
+    seq.emplace_back("backward");
+  }
+  for (int i = 0; i < warmup; ++i) seq.emplace_back("backward");
+  return seq;
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  bool hang = false;
+  bool follow_plan = false;
+  bool no_coalesce = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--hang") {
+      hang = true;
+    } else if (k == "--no-coalesce") {
+      no_coalesce = true;
+    } else if (k == "--follow-plan") {
+      follow_plan = true;
+    } else if (k.rfind("--", 0) == 0 && i + 1 < argc) {
+      a[k.substr(2)] = argv[++i];
+    } else {
+      fmt::print(stderr, "usage: see the comment at the top of test_trainer.cpp\n");
+      return 2;
+    }
+  }
+  auto get = [&](const std::string& k, const std::string& d = "") { return a.count(k) ? a[k] : d; };
+  auto num = [&](const std::string& k, double d) { return a.count(k) ? std::stod(a[k]) : d; };
+  try {
+    ClientOptions o;
+    o.server_url = get("url");
+    o.token = get("token");
+    o.job_id = get("job");
+    o.ranks = {static_cast<int>(num("rank", 0)), static_cast<int>(num("dp", 0)), static_cast<int>(num("pp", 0)),
+               static_cast<int>(num("tp", 0))};
+    o.plan_poll_interval_s = num("poll", 0.05);
+    o.retry_initial_s = 0.02;
+    o.retry_max_s = 0.2;
+    o.request_timeout_s = 2.0;
+    o.startup_timeout_s = num("startup-timeout", 10.0);
+    o.freq_log_path = get("freq-log");
+    o.watchdog_path = get("watchdog");
+    o.coalesce_clock_requests = !no_coalesce;
+    GpuSpec spec;
+    spec.backend = get("backend", "simulated");
+    spec.device_index = static_cast<int>(num("device", 0));
+    spec.nvml_library = get("nvml-library");
+    spec.profile_path = get("profile");
+    spec.stage = o.ranks.pp_rank;
+    spec.time_scale = num("time-scale", 0.01);
+    spec.blocking_power_w = num("blocking-power", 80.0);
+    spec.log_path = get("dry-run-log");
+    auto gpu = make_gpu(spec);
+    auto sim = std::dynamic_pointer_cast<SimulatedGpu>(gpu);
+    auto client = Client::create(o, gpu);
+
+    const int stages = static_cast<int>(num("stages", 1));
+    const int microbatches = static_cast<int>(num("microbatches", 2));
+    const int iterations = static_cast<int>(num("iterations", 1));
+    std::ofstream progress;
+    if (!get("progress").empty()) progress.open(get("progress"), std::ios::app);
+    const auto schedule = one_f_one_b(stages, o.ranks.pp_rank, microbatches);
+    std::int64_t dumped_version = -2;
+    for (int it = 0; it < iterations; ++it) {
+      const double t = unix_now();
+      client->on_step_begin();
+      const RankPlan plan = client->plan();
+      if (!get("plan-dir").empty() && plan.version != dumped_version) {
+        std::ofstream f(fmt::format("{}/plan_{}_v{}.txt", get("plan-dir"), o.ranks.rank, plan.version));
+        for (const auto& i : plan.instructions) f << i.instruction << " " << i.microbatch << " " << i.freq_mhz << "\n";
+        dumped_version = plan.version;
+      }
+      std::vector<std::string> seq = schedule;
+      if (follow_plan && !client->plan().instructions.empty()) {
+        seq.clear();
+        for (const auto& i : client->plan().instructions) seq.push_back(i.instruction);
+      }
+      for (const auto& name : seq) {
+        client->on_instruction_begin(name);
+        if (sim) {
+          sim->compute(*perseus::parse_instruction_kind(name));
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        client->on_instruction_end(name);
+      }
+      client->on_step_end();
+      if (progress.is_open()) {
+        progress << fmt::format("{} {} {:.6f}\n", it, client->stats().plan_version, t) << std::flush;
+      }
+      if (hang) {
+        client->controller().flush();
+        if (progress.is_open()) progress << "ready" << std::endl;
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+    if (!client->flush_reports(20.0)) {
+      fmt::print(stderr, "trainer rank {}: reports still pending: {}\n", o.ranks.rank,
+                 client->stats().last_server_error);
+    }
+    client->close();
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainer: {}\n", e.what());
+    return 1;
+  }
+}
