@@ -1,0 +1,241 @@
+"""The HTTP API of ``perseus serve`` (docs/http-api.md) from Python, standard library only.
+
+:class:`API` wraps the /v1 routes used by training jobs and operators (create a job, read its
+status and plans, report stragglers). :class:`LocalServer` starts ``perseus serve`` on
+loopback for tests, demos and single-machine runs.
+
+Errors: :class:`APIError` (HTTP status, server error code, message) for refused requests;
+:class:`ServerStartError` when ``perseus serve`` cannot be started.
+"""
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+__all__ = ["API", "APIError", "LocalServer", "ServerStartError", "find_perseus_binary"]
+
+
+class APIError(RuntimeError):
+    """The server answered an error. Attributes: ``http_status`` (int), ``code`` (server error
+    code such as ``"unknown_job"``; ``"unreachable"`` when no answer came), ``message``."""
+
+    def __init__(self, http_status, code, message):
+        super().__init__("HTTP %s %s: %s" % (http_status, code, message))
+        self.http_status = http_status
+        self.code = code
+        self.message = message
+
+
+class ServerStartError(RuntimeError):
+    """``perseus serve`` could not be started (binary missing, built without the server...)."""
+
+
+class API:
+    """Client of the /v1 HTTP API.
+
+    url: ``"http://host:port"``; token: bearer token (None: no Authorization header);
+    timeout_s: per request, s. Every method raises :class:`APIError` on an error answer or
+    when the server is unreachable.
+    """
+
+    def __init__(self, url, token=None, timeout_s=10.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+
+    def request(self, method, path, body=None):
+        """Sends one request; returns the decoded JSON answer (None for an empty body)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                text = resp.read()
+        except urllib.error.HTTPError as e:
+            code, message = "http_error", e.reason
+            try:
+                err = json.loads(e.read())["error"]
+                code, message = err.get("code", code), err.get("message", message)
+            except Exception:  # noqa: BLE001 - keep the HTTP reason
+                pass
+            raise APIError(e.code, code, message) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise APIError(0, "unreachable", "%s %s: %s" % (method, self.url + path, e)) from None
+        return json.loads(text) if text else None
+
+    def health(self):
+        """GET /v1/health: {'status': 'ok', 'version', 'uptime_s'}."""
+        return self.request("GET", "/v1/health")
+
+    def create_job(self, *, pp, microbatches, profile_csv=None, plans=None, dp=1, tp=1, schedule="1f1b",
+                   chunks=1, p2p_power_w=0.0, unit_time_s=1e-3, name="", **extra):
+        """POST /v1/jobs. pp: GPUs per pipeline; dp: pipelines; tp: tensor-parallel degree;
+        microbatches per iteration; profile_csv: profile CSV *text* (the server solves the
+        frontier in the background; ranks run the all-max plan meanwhile); or plans: a
+        precomputed frontier. p2p_power_w in W, unit_time_s in s. Extra keys are sent as given.
+        Returns the answer: {'job_id', 'status', 'world_size', 'num_ops', 'num_plans', ...}."""
+        body = dict(name=name, pp=pp, dp=dp, tp=tp, microbatches=microbatches, schedule=schedule, chunks=chunks,
+                    p2p_power_w=p2p_power_w, unit_time_s=unit_time_s, **extra)
+        if profile_csv is not None:
+            body["profile_csv"] = profile_csv
+        if plans is not None:
+            body["plans"] = plans
+        return self.request("POST", "/v1/jobs", body)
+
+    def get_job(self, job_id):
+        """GET /v1/jobs/{id}: status, frontier points, per-pipeline plan, stragglers, measurements."""
+        return self.request("GET", "/v1/jobs/%s" % job_id)
+
+    def delete_job(self, job_id):
+        """DELETE /v1/jobs/{id}."""
+        return self.request("DELETE", "/v1/jobs/%s" % job_id)
+
+    def wait_ready(self, job_id, timeout_s=60.0, poll_s=0.05):
+        """Polls the job until its status is 'ready' (frontier solved); returns the job.
+        Raises APIError (code 'job_failed') when planning failed, TimeoutError after timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get_job(job_id)
+            if job["status"] == "ready":
+                return job
+            if job["status"] == "failed":
+                raise APIError(200, "job_failed", job.get("error", "planning failed"))
+            if time.monotonic() > deadline:
+                raise TimeoutError("job %s still %s after %.1f s" % (job_id, job["status"], timeout_s))
+            time.sleep(poll_s)
+
+    def get_plan(self, job_id, rank):
+        """GET /v1/jobs/{id}/ranks/{rank}/plan: {'version', 'plan_index', 'pipeline', 'pp_rank',
+        'iteration_time_s', 'energy_j', 'instructions': [...]} of the rank's current plan."""
+        return self.request("GET", "/v1/jobs/%s/ranks/%d/plan" % (job_id, rank))
+
+    def report_straggler(self, job_id, pipeline, *, slowdown=None, iteration_time_s=None):
+        """POST /v1/jobs/{id}/stragglers: pipeline (data-parallel rank) is slow by `slowdown`
+        (>= 1, times T_min) or runs iterations of `iteration_time_s` s. The other pipelines
+        switch to the lowest-energy plan that still meets the straggler (Perseus §3.2).
+        Returns {'decision': {...}}."""
+        body = {"pipeline": pipeline}
+        if slowdown is not None:
+            body["slowdown"] = slowdown
+        if iteration_time_s is not None:
+            body["iteration_time_s"] = iteration_time_s
+        return self.request("POST", "/v1/jobs/%s/stragglers" % job_id, body)
+
+    def clear_straggler(self, job_id, pipeline):
+        """DELETE /v1/jobs/{id}/stragglers/{pipeline}: the pipeline is back to normal speed."""
+        return self.request("DELETE", "/v1/jobs/%s/stragglers/%d" % (job_id, pipeline))
+
+
+def find_perseus_binary(binary=None):
+    """The `perseus` executable: `binary`, else $PERSEUS_BINARY, else `perseus` on PATH.
+    Raises ServerStartError when none exists."""
+    for cand in (binary, os.environ.get("PERSEUS_BINARY"), shutil.which("perseus")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise ServerStartError("cannot find the `perseus` executable (pass binary=, set PERSEUS_BINARY or add it to PATH)")
+
+
+class LocalServer:
+    """Runs ``perseus serve`` on 127.0.0.1 with a free port, an in-memory database and a fresh
+    random token (written to a 0600 file, never on the command line). Use as a context
+    manager; attributes ``url``, ``token``, ``api`` (an :class:`API`).
+
+    binary: see :func:`find_perseus_binary`; args: extra ``perseus serve`` options;
+    startup_timeout_s: how long to wait for it to listen, s. Raises ServerStartError.
+    """
+
+    def __init__(self, binary=None, args=(), startup_timeout_s=20.0, log_path=None):
+        self.binary = find_perseus_binary(binary)
+        self.args = list(args)
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = log_path
+        self.proc = None
+        self._dir = None
+        self.url = self.token = self.api = None
+
+    @staticmethod
+    def available(binary=None):
+        """(True, "") when `perseus serve` exists in the binary, else (False, reason)."""
+        try:
+            exe = find_perseus_binary(binary)
+        except ServerStartError as e:
+            return False, str(e)
+        r = subprocess.run([exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if not re.search(r"^\s+serve\s", r.stdout, re.MULTILINE):
+            return False, "%s has no `serve` subcommand (built without the server: needs SQLite3 and cpp-httplib)" % exe
+        return True, ""
+
+    def start(self):
+        self._dir = tempfile.mkdtemp(prefix="perseus-serve-")
+        self.token = secrets.token_hex(16)
+        token_file = os.path.join(self._dir, "token")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.token + "\n")
+        port_file = os.path.join(self._dir, "port")
+        log = open(self.log_path or os.path.join(self._dir, "serve.log"), "w")
+        cmd = [self.binary, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
+               "--db", ":memory:", "--token-file", token_file] + self.args
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None:
+                raise ServerStartError("perseus serve exited with status %d: %s" % (self.proc.returncode, self.log()))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerStartError("perseus serve did not listen within %.0f s" % self.startup_timeout_s)
+            time.sleep(0.02)
+        with open(port_file) as f:
+            port = int(f.read().strip())
+        self.url = "http://127.0.0.1:%d" % port
+        self.api = API(self.url, self.token)
+        while True:
+            try:
+                self.api.health()
+                break
+            except APIError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise ServerStartError("perseus serve does not answer /v1/health") from None
+                time.sleep(0.02)
+        return self
+
+    def log(self):
+        """The server's stderr so far (text)."""
+        path = self.log_path or (self._dir and os.path.join(self._dir, "serve.log"))
+        try:
+            with open(path) as f:
+                return f.read()
+        except (OSError, TypeError):
+            return ""
+
+    def stop(self):
+        """SIGTERM, then SIGKILL after 5 s. Idempotent."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False

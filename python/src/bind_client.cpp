@@ -1,0 +1,324 @@
+// Runtime client bindings over the C ABI (perseus/client.h): perseus.Client and its exceptions.
+// Every call releases the GIL; failures become Python exceptions carrying the C status name.
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+
+#ifdef PERSEUS_PY_HAVE_CLIENT
+#include "perseus/client.h"
+#endif
+
+namespace perseus::python {
+
+#ifdef PERSEUS_PY_HAVE_CLIENT
+namespace {
+
+struct ErrorTypes {
+  py::object base, invalid_argument, server, plan_mismatch, gpu, state, unsupported;
+};
+ErrorTypes& errors() {
+  static ErrorTypes* e = new ErrorTypes();  // leaked on purpose: lives as long as the interpreter
+  return *e;
+}
+
+py::object new_exception(py::module_& m, const char* name, const char* doc, PyObject* base) {
+  const std::string qual = std::string("perseus.") + name;
+  py::object t = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(qual.c_str(), doc, base, nullptr));
+  if (!t) throw py::error_already_set();
+  m.attr(name) = t;
+  return t;
+}
+
+/// Raises the Python exception for `status` (GIL held).
+[[noreturn]] void raise_status(perseus_status status, const std::string& message) {
+  auto& e = errors();
+  py::object type = e.base;
+  switch (status) {
+    case PERSEUS_ERR_INVALID_ARGUMENT: type = e.invalid_argument; break;
+    case PERSEUS_ERR_SERVER: type = e.server; break;
+    case PERSEUS_ERR_PLAN_MISMATCH: type = e.plan_mismatch; break;
+    case PERSEUS_ERR_GPU: type = e.gpu; break;
+    case PERSEUS_ERR_STATE: type = e.state; break;
+    case PERSEUS_ERR_UNSUPPORTED: type = e.unsupported; break;
+    default: break;
+  }
+  py::object exc = type(message);
+  exc.attr("status") = perseus_status_string(status);
+  PyErr_SetObject(type.ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+/// One rank's client. Holds the C handle; a mutex keeps hooks and close() from overlapping.
+class PyClient {
+ public:
+  struct Options {
+    std::string server_url, job_id, backend = "nvml";
+    std::optional<std::string> token, nvml_library_path, profile_path, dry_run_log_path, freq_log_path, watchdog_path;
+    int rank = 0, dp_rank = 0, pp_rank = 0, tp_rank = 0, device_index = 0;
+    double sim_time_scale = 1.0, sim_blocking_power_w = 0.0, request_timeout_s = 5.0, startup_timeout_s = 10.0;
+    double plan_poll_interval_s = 1.0;
+    unsigned max_buffered_reports = 4096;
+    bool enable_watchdog = true, handle_signals = true, coalesce_clock_requests = true;
+    long long first_iteration = 0;
+  };
+
+  explicit PyClient(const Options& o) : backend_(o.backend) {
+    perseus_client_config cfg;
+    perseus_client_config_init(&cfg);
+    cfg.server_url = o.server_url.c_str();
+    cfg.job_id = o.job_id.c_str();
+    cfg.token = o.token ? o.token->c_str() : nullptr;
+    cfg.rank = o.rank;
+    cfg.dp_rank = o.dp_rank;
+    cfg.pp_rank = o.pp_rank;
+    cfg.tp_rank = o.tp_rank;
+    cfg.device_index = o.device_index;
+    cfg.backend = o.backend.c_str();
+    cfg.nvml_library_path = o.nvml_library_path ? o.nvml_library_path->c_str() : nullptr;
+    cfg.profile_path = o.profile_path ? o.profile_path->c_str() : nullptr;
+    cfg.sim_time_scale = o.sim_time_scale;
+    cfg.sim_blocking_power_w = o.sim_blocking_power_w;
+    cfg.dry_run_log_path = o.dry_run_log_path ? o.dry_run_log_path->c_str() : nullptr;
+    cfg.freq_log_path = o.freq_log_path ? o.freq_log_path->c_str() : nullptr;
+    cfg.request_timeout_s = o.request_timeout_s;
+    cfg.startup_timeout_s = o.startup_timeout_s;
+    cfg.plan_poll_interval_s = o.plan_poll_interval_s;
+    cfg.max_buffered_reports = o.max_buffered_reports;
+    cfg.enable_watchdog = o.enable_watchdog ? 1 : 0;
+    cfg.watchdog_path = o.watchdog_path ? o.watchdog_path->c_str() : nullptr;
+    cfg.handle_signals = o.handle_signals ? 1 : 0;
+    cfg.first_iteration = o.first_iteration;
+    cfg.coalesce_clock_requests = o.coalesce_clock_requests ? 1 : 0;
+    perseus_status st;
+    std::string msg;
+    {
+      py::gil_scoped_release release;
+      st = perseus_client_create(&cfg, &handle_);
+      if (st != PERSEUS_OK) msg = perseus_last_error();
+    }
+    if (st != PERSEUS_OK) raise_status(st, msg);
+  }
+  ~PyClient() {
+    if (handle_) {
+      py::gil_scoped_release release;
+      perseus_client_destroy(handle_);
+    }
+  }
+
+  /// Runs fn(handle) without the GIL; raises on a non-OK status.
+  template <typename Fn>
+  void call(Fn&& fn) {
+    perseus_status st;
+    std::string msg;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard lock(mu_);
+      if (!handle_) {
+        st = PERSEUS_ERR_STATE;
+        msg = "the client is closed";
+      } else {
+        st = fn(handle_);
+        if (st != PERSEUS_OK) msg = perseus_last_error();
+      }
+    }
+    if (st != PERSEUS_OK) raise_status(st, msg);
+  }
+
+  void close() {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    if (handle_) perseus_client_destroy(handle_);
+    handle_ = nullptr;
+  }
+  bool closed() const { return handle_ == nullptr; }
+  const std::string& backend() const { return backend_; }
+
+ private:
+  std::mutex mu_;
+  perseus_client* handle_ = nullptr;
+  std::string backend_;
+};
+
+}  // namespace
+
+void bind_client(py::module_& m) {
+  m.attr("HAVE_CLIENT") = true;
+  m.attr("CLIENT_ABI_VERSION") = perseus_client_abi_version();
+  auto& e = errors();
+  e.base = new_exception(m, "ClientError",
+                         "A runtime client call failed. .status is the C status name (e.g. "
+                         "'PERSEUS_ERR_SERVER'); the message says what happened.",
+                         PyExc_RuntimeError);
+  e.invalid_argument = new_exception(m, "ClientConfigError", "Bad client option (PERSEUS_ERR_INVALID_ARGUMENT).",
+                                     e.base.ptr());
+  e.server = new_exception(m, "ServerRefusedError",
+                           "The server refused for good: bad token, unknown job or rank (PERSEUS_ERR_SERVER).",
+                           e.base.ptr());
+  e.plan_mismatch = new_exception(m, "PlanMismatchError",
+                                  "The training loop's instruction order differs from the plan "
+                                  "(PERSEUS_ERR_PLAN_MISMATCH); the rest of the step runs without clock changes.",
+                                  e.base.ptr());
+  e.gpu = new_exception(m, "GpuError", "GPU backend failure: NVML missing, no permission (PERSEUS_ERR_GPU).",
+                        e.base.ptr());
+  e.state = new_exception(m, "HookOrderError",
+                          "Hooks called out of order, or the client is closed (PERSEUS_ERR_STATE).", e.base.ptr());
+  e.unsupported = new_exception(m, "UnsupportedError", "Not available with this backend (PERSEUS_ERR_UNSUPPORTED).",
+                                e.base.ptr());
+
+  py::class_<PyClient>(m, "Client", R"doc(
+The in-training runtime client of one rank (GPU), over the C ABI of perseus/client.h.
+
+Creating it registers the rank with `perseus serve` and fetches the rank's frequency plan
+(waiting at most startup_timeout_s while the server is unreachable). Then, every iteration:
+
+    c.on_step_begin()
+    for each forward/backward computation:
+        c.on_instruction_begin("forward")   # requests the planned SM clock (non-blocking)
+        ... compute ...
+        c.on_instruction_end("forward")     # records time (s) and energy (J)
+    c.on_step_end()                         # queues the iteration report (asynchronous)
+
+close() (or leaving a `with` block) flushes reports and resets the GPU clocks.
+Errors raise subclasses of perseus.ClientError: ClientConfigError, ServerRefusedError,
+PlanMismatchError, GpuError, HookOrderError, UnsupportedError.
+
+Arguments: server_url "http://host:port"; job_id from POST /v1/jobs; rank (global),
+dp_rank (pipeline id), pp_rank (stage), tp_rank; token (bearer) or None; device_index (GPU
+index for NVML); backend "nvml", "simulated" (profile_path required: the GPU runs stage
+pp_rank; sim_time_scale real s per simulated s; sim_blocking_power_w W) or "dry-run";
+freq_log_path: clock log written at close (.json or .csv); request_timeout_s,
+startup_timeout_s, plan_poll_interval_s in s; coalesce_clock_requests=False applies every
+clock request in order (exact logs, for tests).)doc")
+      .def(py::init([](const std::string& server_url, const std::string& job_id, int rank, int dp_rank, int pp_rank,
+                       int tp_rank, std::optional<std::string> token, int device_index, const std::string& backend,
+                       std::optional<std::string> profile_path, double sim_time_scale, double sim_blocking_power_w,
+                       std::optional<std::string> nvml_library_path, std::optional<std::string> dry_run_log_path,
+                       std::optional<std::string> freq_log_path, double request_timeout_s, double startup_timeout_s,
+                       double plan_poll_interval_s, unsigned max_buffered_reports, bool enable_watchdog,
+                       std::optional<std::string> watchdog_path, bool handle_signals, long long first_iteration,
+                       bool coalesce_clock_requests) {
+             PyClient::Options o;
+             o.server_url = server_url;
+             o.job_id = job_id;
+             o.rank = rank;
+             o.dp_rank = dp_rank;
+             o.pp_rank = pp_rank;
+             o.tp_rank = tp_rank;
+             o.token = token;
+             o.device_index = device_index;
+             o.backend = backend;
+             o.profile_path = profile_path;
+             o.sim_time_scale = sim_time_scale;
+             o.sim_blocking_power_w = sim_blocking_power_w;
+             o.nvml_library_path = nvml_library_path;
+             o.dry_run_log_path = dry_run_log_path;
+             o.freq_log_path = freq_log_path;
+             o.request_timeout_s = request_timeout_s;
+             o.startup_timeout_s = startup_timeout_s;
+             o.plan_poll_interval_s = plan_poll_interval_s;
+             o.max_buffered_reports = max_buffered_reports;
+             o.enable_watchdog = enable_watchdog;
+             o.watchdog_path = watchdog_path;
+             o.handle_signals = handle_signals;
+             o.first_iteration = first_iteration;
+             o.coalesce_clock_requests = coalesce_clock_requests;
+             return std::make_unique<PyClient>(o);
+           }),
+           py::arg("server_url"), py::arg("job_id"), py::kw_only(), py::arg("rank"), py::arg("dp_rank") = 0,
+           py::arg("pp_rank") = 0, py::arg("tp_rank") = 0, py::arg("token") = py::none(), py::arg("device_index") = 0,
+           py::arg("backend") = "nvml", py::arg("profile_path") = py::none(), py::arg("sim_time_scale") = 1.0,
+           py::arg("sim_blocking_power_w") = 0.0, py::arg("nvml_library_path") = py::none(),
+           py::arg("dry_run_log_path") = py::none(), py::arg("freq_log_path") = py::none(),
+           py::arg("request_timeout_s") = 5.0, py::arg("startup_timeout_s") = 10.0,
+           py::arg("plan_poll_interval_s") = 1.0, py::arg("max_buffered_reports") = 4096,
+           py::arg("enable_watchdog") = true, py::arg("watchdog_path") = py::none(), py::arg("handle_signals") = true,
+           py::arg("first_iteration") = 0, py::arg("coalesce_clock_requests") = true)
+      .def("on_step_begin", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_begin(h); }); },
+           "Starts an iteration; switches in a newer plan if one was fetched. Raises HookOrderError.")
+      .def("on_step_end", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_end(h); }); },
+           "Ends the iteration and queues its report. Raises HookOrderError, PlanMismatchError (fewer "
+           "computations than planned; the report is still queued).")
+      .def(
+          "on_instruction_begin",
+          [](PyClient& c, const std::string& name) {
+            c.call([&](perseus_client* h) { return perseus_client_instruction_begin(h, name.c_str()); });
+          },
+          py::arg("name"),
+          "A computation ('forward', 'backward', 'backward_input', 'backward_weight') starts: checks it "
+          "against the plan and requests its clock (non-blocking). Raises PlanMismatchError, HookOrderError.")
+      .def(
+          "on_instruction_end",
+          [](PyClient& c, const std::string& name) {
+            c.call([&](perseus_client* h) { return perseus_client_instruction_end(h, name.c_str()); });
+          },
+          py::arg("name"), "The computation ended: records its time (s) and energy (J). Raises HookOrderError.")
+      .def(
+          "simulate_compute",
+          [](PyClient& c) {
+            double t = 0;
+            c.call([&](perseus_client* h) { return perseus_client_simulate_compute(h, &t); });
+            return t;
+          },
+          "Simulated backend only: runs the current computation on the simulated GPU (sleeps its profile "
+          "time x sim_time_scale). Returns the simulated duration, s. Raises UnsupportedError, HookOrderError.")
+      .def(
+          "flush",
+          [](PyClient& c, double timeout_s) {
+            c.call([&](perseus_client* h) { return perseus_client_flush(h, timeout_s); });
+          },
+          py::arg("timeout_s") = 5.0,
+          "Waits up to timeout_s (s) until every queued report is accepted. Raises ServerRefusedError when "
+          "some are still pending.")
+      .def(
+          "stats",
+          [](PyClient& c) {
+            perseus_client_stats s{};
+            s.struct_size = sizeof(s);
+            c.call([&](perseus_client* h) { return perseus_client_get_stats(h, &s); });
+            py::dict d;
+            d["iterations"] = s.iterations;
+            d["plan_version"] = s.plan_version;
+            d["plan_updates"] = s.plan_updates;
+            d["reports_sent"] = s.reports_sent;
+            d["reports_pending"] = s.reports_pending;
+            d["reports_dropped"] = s.reports_dropped;
+            d["server_failures"] = s.server_failures;
+            d["gpu_failures"] = s.gpu_failures;
+            d["applied_mhz"] = s.applied_mhz;
+            return d;
+          },
+          "Counters: {'iterations', 'plan_version' (-1: none yet), 'plan_updates', 'reports_sent', "
+          "'reports_pending', 'reports_dropped', 'server_failures', 'gpu_failures', 'applied_mhz' (MHz, 0 = "
+          "unlocked)}.")
+      .def(
+          "write_freq_log",
+          [](PyClient& c, const std::string& path) {
+            c.call([&](perseus_client* h) { return perseus_client_write_freq_log(h, path.c_str()); });
+          },
+          py::arg("path"),
+          "Waits for pending clock requests, then writes the clock log (CSV, or JSON when path ends in "
+          "'.json'; rows request_time_s, done_time_s, iteration, index, requested_mhz, applied_mhz, outcome, "
+          "error). Raises ClientConfigError when the file cannot be written.")
+      .def("close", &PyClient::close, "Flushes reports, resets the GPU clocks, stops the threads. Idempotent.")
+      .def_property_readonly("closed", &PyClient::closed, "True after close().")
+      .def_property_readonly("backend", &PyClient::backend, "GPU backend name given at creation.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyClient& c, py::args) {
+        c.close();
+        return false;
+      });
+}
+
+#else
+
+void bind_client(py::module_& m) {
+  m.attr("HAVE_CLIENT") = false;
+}
+
+#endif
+
+}  // namespace perseus::python

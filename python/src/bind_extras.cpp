@@ -1,0 +1,210 @@
+// Optional library parts, bound when the C++ library has them: the straggler emulation
+// (perseus/emulate.hpp) and the SVG/HTML renderers (perseus/render.hpp).
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/core.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "perseus/dag.hpp"
+#include "perseus/error.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
+#include "perseus/schedule.hpp"
+#ifdef PERSEUS_PY_HAVE_EMULATE
+#include "perseus/emulate.hpp"
+#endif
+#ifdef PERSEUS_PY_HAVE_RENDER
+#include "perseus/render.hpp"
+#endif
+
+namespace perseus::python {
+
+namespace {
+
+[[maybe_unused]] std::string fspath(const py::object& obj) {
+  return py::str(py::module_::import("os").attr("fspath")(obj)).cast<std::string>();
+}
+
+#ifdef PERSEUS_PY_HAVE_RENDER
+/// Rebuilds (DAG, evaluated plan) from a plan dict as optimize() returns it.
+std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::dict& plan, const std::string& schedule,
+                                              int microbatches, int chunks, double p2p_power_w) {
+  if (!plan.contains("ranks")) throw InputError("plan: missing field \"ranks\" (expected a plan dict from optimize())");
+  py::list ranks = plan["ranks"];
+  const int num_ranks = static_cast<int>(py::len(ranks));
+  const Schedule s = make_schedule(schedule, num_ranks, microbatches, chunks);
+  Dag dag = Dag::build(s);
+  std::vector<int> freq(dag.num_ops(), 0);
+  int seen = 0;
+  for (const auto& r : ranks) {
+    for (const auto& i : py::cast<py::dict>(r)["instructions"]) {
+      auto d = py::cast<py::dict>(i);
+      const auto name = d["instruction"].cast<std::string>();
+      const auto kind = parse_instruction_kind(name);
+      if (!kind) throw InputError(fmt::format("plan: unknown instruction \"{}\"", name));
+      Computation c{d["stage"].cast<int>(), d["microbatch"].cast<int>(), *kind};
+      const int id = dag.find(c);
+      if (id < 0)
+        throw InputError(fmt::format("plan: {} of stage {}, microbatch {} is not in the {} schedule ({} ranks, {} "
+                                     "microbatches)",
+                                     name, c.stage, c.microbatch, schedule, num_ranks, microbatches));
+      freq[id] = d["frequency_mhz"].cast<int>();
+      ++seen;
+    }
+  }
+  if (seen != dag.num_ops())
+    throw InputError(fmt::format("plan: has {} computations but the schedule has {}", seen, dag.num_ops()));
+  FrequencyPlan fp = evaluate_plan(dag, profile, std::move(freq), p2p_power_w);
+  return {std::move(dag), std::move(fp)};
+}
+
+std::vector<PlotPoint> plot_points(const py::object& items, const char* label_key) {
+  std::vector<PlotPoint> out;
+  if (items.is_none()) return out;
+  for (const auto& it : items) {
+    auto d = py::cast<py::dict>(it);
+    PlotPoint p;
+    p.label = d.contains(label_key) && !d[label_key].is_none() ? py::str(d[label_key]).cast<std::string>() : "";
+    p.time_s = d["time_s"].cast<double>();
+    p.energy_j = d["energy_j"].cast<double>();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+#endif
+
+}  // namespace
+
+void bind_extras(py::module_& m) {
+#ifdef PERSEUS_PY_HAVE_EMULATE
+  m.attr("HAVE_EMULATE") = true;
+  m.def(
+      "emulate",
+      [](const py::object& profile, int stages, int microbatches, std::vector<double> slowdowns, int pipelines,
+         int global_batch, double p2p_power_w, int tp_degree, double time_scale, double unit_time_s) {
+        EmulationConfig cfg;
+        cfg.profile_path = fspath(profile);
+        cfg.stages = stages;
+        cfg.microbatches = microbatches;
+        cfg.slowdowns = std::move(slowdowns);
+        cfg.pipelines = pipelines;
+        cfg.global_batch = global_batch;
+        cfg.p2p_power_w = p2p_power_w;
+        cfg.tp_degree = tp_degree;
+        cfg.time_scale = time_scale;
+        cfg.unit_time_s = unit_time_s;
+        EmulationResult res;
+        {
+          py::gil_scoped_release release;
+          res = run_emulation(cfg);
+        }
+        py::list rows;
+        for (const auto& r : res.rows) {
+          py::dict d;
+          d["method"] = r.method;
+          d["slowdown"] = r.slowdown;
+          d["straggler_time_s"] = r.straggler_time_s;
+          d["iteration_time_s"] = r.iteration_time_s;
+          d["chosen_time_s"] = r.chosen_time_s;
+          d["pipeline_energy_j"] = r.pipeline_energy_j;
+          d["straggler_energy_j"] = r.straggler_energy_j;
+          d["cluster_energy_j"] = r.cluster_energy_j;
+          d["pipeline_saving_pct"] = r.pipeline_saving_pct;
+          d["intrinsic_saving_pct"] = r.intrinsic_saving_pct;
+          d["extrinsic_saving_pct"] = r.extrinsic_saving_pct;
+          d["total_saving_pct"] = r.total_saving_pct;
+          rows.append(std::move(d));
+        }
+        py::dict out;
+        out["num_pipelines"] = res.num_pipelines;
+        out["t_min_s"] = res.t_min_s;
+        out["frontier_size"] = res.frontier_size;
+        out["solve_time_s"] = res.solve_time_s;
+        out["envpipe_message"] = res.envpipe.message;
+        out["rows"] = std::move(rows);
+        return out;
+      },
+      py::arg("profile"), py::arg("stages"), py::arg("microbatches"), py::kw_only(), py::arg("slowdowns"),
+      py::arg("pipelines") = 0, py::arg("global_batch") = 0, py::arg("p2p_power_w") = 0.0, py::arg("tp_degree") = 1,
+      py::arg("time_scale") = 1.0, py::arg("unit_time_s") = 1e-3, R"doc(
+Straggler emulation (Perseus SOSP'24 §3.2, §6.3): data-parallel pipelines, one of them
+`slowdown` times slower, for Perseus and the baselines (envpipe, zeus_global, zeus_per_stage,
+all_max). profile: CSV path; stages: GPUs per pipeline (1F1B); microbatches per iteration;
+slowdowns: factors >= 1; pipelines, or global_batch (microbatches; pipelines = global_batch /
+microbatches); p2p_power_w W; tp_degree and time_scale scale the profile (times s, energy J).
+Returns {'num_pipelines', 't_min_s', 'frontier_size', 'solve_time_s', 'envpipe_message',
+'rows': [{'method', 'slowdown', 'straggler_time_s', 'iteration_time_s', 'chosen_time_s',
+'pipeline_energy_j', 'straggler_energy_j', 'cluster_energy_j', 'pipeline_saving_pct',
+'intrinsic_saving_pct', 'extrinsic_saving_pct', 'total_saving_pct'}]} (ordered by slowdown,
+then method). Raises perseus.InputError on bad inputs.)doc");
+#else
+  m.attr("HAVE_EMULATE") = false;
+#endif
+
+#ifdef PERSEUS_PY_HAVE_RENDER
+  m.attr("HAVE_RENDER") = true;
+  m.def(
+      "render_timeline_svg",
+      [](const std::shared_ptr<Profile>& profile, const py::dict& plan, int microbatches, const std::string& schedule,
+         int chunks, double p2p_power_w, const std::string& color_by, const std::string& title) {
+        TimelineOptions opt;
+        if (color_by == "power") opt.color_by = TimelineColor::kPower;
+        else if (color_by == "frequency") opt.color_by = TimelineColor::kFrequency;
+        else throw InputError(fmt::format("color_by must be \"power\" or \"frequency\", got \"{}\"", color_by));
+        opt.p_block_w = p2p_power_w;
+        opt.title = title;
+        auto [dag, fp] = plan_from_dict(*profile, plan, schedule, microbatches, chunks, p2p_power_w);
+        py::gil_scoped_release release;
+        return render_timeline_svg(dag, fp, opt);
+      },
+      py::arg("profile"), py::arg("plan"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
+      py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("color_by") = "power", py::arg("title") = "",
+      R"doc(
+Pipeline timeline of a plan (a dict from optimize()['plans']) as an SVG document (str): one
+row per GPU, one box per computation coloured by average power (W) or frequency (MHz).
+The plan is re-evaluated with `profile` (a perseus.Profile); p2p_power_w in W. Raises
+perseus.InputError when the plan does not match the schedule or the profile.)doc");
+  m.def(
+      "render_frontier_svg",
+      [](const py::object& frontier, const py::object& plans, const py::object& all_max, const std::string& title) {
+        FrontierPlotData data;
+        data.frontier = plot_points(frontier, "plan");
+        data.plans = plot_points(plans, "plan");
+        if (!all_max.is_none()) {
+          py::list one;
+          one.append(all_max);
+          auto p = plot_points(one, "label");
+          p[0].label = "all-max";
+          data.all_max = p[0];
+        }
+        FrontierPlotOptions opt;
+        opt.title = title;
+        py::gil_scoped_release release;
+        return render_frontier_svg(data, opt);
+      },
+      py::arg("frontier"), py::kw_only(), py::arg("plans") = py::none(), py::arg("all_max") = py::none(),
+      py::arg("title") = "", R"doc(
+Iteration time (s) vs energy (J) plot as an SVG document (str). frontier: optimize()['frontier']
+(dicts with 'time_s', 'energy_j'); plans: dots (e.g. optimize()['plans']); all_max: the
+baseline plan dict. Raises perseus.InputError when no point is finite.)doc");
+  m.def(
+      "write_report",
+      [](const py::object& dir) {
+        const std::string d = fspath(dir);
+        py::gil_scoped_release release;
+        return write_report(d);
+      },
+      py::arg("dir"),
+      "Writes DIR/report.html for a `perseus optimize` output folder; returns its path. Raises "
+      "perseus.InputError when the folder, summary.json or the plans are missing or malformed.");
+#else
+  m.attr("HAVE_RENDER") = false;
+#endif
+}
+
+}  // namespace perseus::python

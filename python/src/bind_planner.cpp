@@ -1,0 +1,334 @@
+// Planner bindings: profiles, schedules and the frontier (perseus.optimize), as plain Python
+// types (lists, dicts, floats). Heavy work runs without the GIL.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "perseus/dag.hpp"
+#include "perseus/error.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/optimize.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
+#include "perseus/schedule.hpp"
+
+namespace perseus::python {
+
+namespace {
+
+InstructionKind kind_arg(const std::string& name) {
+  if (auto k = parse_instruction_kind(name)) return *k;
+  throw InputError(fmt::format(
+      "instruction must be one of \"forward\", \"backward\", \"backward_input\", \"backward_weight\"; got \"{}\"",
+      name));
+}
+
+/// Path-like or str -> str (os.fspath), else a TypeError.
+std::string fspath(const py::object& obj) {
+  py::object p = py::module_::import("os").attr("fspath")(obj);
+  if (py::isinstance<py::bytes>(p)) return p.cast<std::string>();
+  return py::str(p).cast<std::string>();
+}
+
+py::dict plan_dict(const Dag& dag, const FrequencyPlan& plan, std::optional<std::size_t> index) {
+  py::list ranks;
+  for (int r = 0; r < dag.num_ranks(); ++r) {
+    py::list instrs;
+    for (int id : dag.rank_ops(r)) {
+      const Computation& c = dag.op(id);
+      py::dict d;
+      d["instruction"] = std::string(to_string(c.kind));
+      d["stage"] = c.stage;
+      d["microbatch"] = c.microbatch;
+      d["frequency_mhz"] = plan.freq_mhz[id];
+      d["start_s"] = plan.timeline.start_s[id];
+      d["end_s"] = plan.timeline.end_s[id];
+      instrs.append(std::move(d));
+    }
+    py::dict rd;
+    rd["rank"] = r;
+    rd["instructions"] = std::move(instrs);
+    ranks.append(std::move(rd));
+  }
+  py::dict out;
+  out["plan"] = index ? py::object(py::int_(*index)) : py::object(py::none());
+  out["time_s"] = plan.timeline.time_s;
+  out["energy_j"] = plan.total_energy_j();
+  out["compute_energy_j"] = plan.compute_energy_j;
+  out["blocking_energy_j"] = plan.blocking_energy_j;
+  out["ranks"] = std::move(ranks);
+  return out;
+}
+
+py::dict schedule_dict(const Schedule& s) {
+  py::list ranks;
+  for (const auto& order : s.order) {
+    py::list instrs;
+    for (const Computation& c : order) {
+      py::dict d;
+      d["instruction"] = std::string(to_string(c.kind));
+      d["stage"] = c.stage;
+      d["microbatch"] = c.microbatch;
+      instrs.append(std::move(d));
+    }
+    ranks.append(std::move(instrs));
+  }
+  py::dict out;
+  out["name"] = s.name;
+  out["num_stages"] = s.num_stages;
+  out["num_microbatches"] = s.num_microbatches;
+  out["stage_rank"] = s.stage_rank;
+  out["split_backward"] = s.split_backward;
+  out["ranks"] = std::move(ranks);
+  return out;
+}
+
+/// Which plans optimize() returns: "sampled" (default), "all", "none", or indices.
+std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, int sample) {
+  if (plans.is_none()) return {};
+  if (py::isinstance<py::str>(plans)) {
+    const auto s = plans.cast<std::string>();
+    if (s == "sampled") return sample_plan_indices(n, sample);
+    if (s == "all") {
+      std::vector<std::size_t> all(n);
+      for (std::size_t i = 0; i < n; ++i) all[i] = i;
+      return all;
+    }
+    if (s == "none") return {};
+    if (s == "fastest") return n ? std::vector<std::size_t>{n - 1} : std::vector<std::size_t>{};
+    throw InputError(fmt::format(
+        "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of plan indices; got \"{}\"", s));
+  }
+  std::vector<std::size_t> out;
+  for (const auto& item : plans) {
+    long long i = item.cast<long long>();
+    if (i < 0) i += static_cast<long long>(n);
+    if (i < 0 || static_cast<std::size_t>(i) >= n)
+      throw py::index_error(fmt::format("plan index {} out of range: the frontier has {} plans",
+                                        item.cast<long long>(), n));
+    out.push_back(static_cast<std::size_t>(i));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void check_finite(double v, const char* name, bool allow_zero) {
+  if (!std::isfinite(v) || v < 0 || (!allow_zero && v == 0))
+    throw InputError(fmt::format("{} must be a finite number {} 0, got {}", name, allow_zero ? ">=" : ">", v));
+}
+
+}  // namespace
+
+void bind_planner(py::module_& m) {
+  py::class_<Profile, std::shared_ptr<Profile>>(m, "Profile", R"doc(
+Time/energy profile: for each (stage, instruction) the measured operating points
+(frequency MHz, time s, energy J of ONE microbatch on ONE GPU). Source: Perseus (SOSP'24) §4.1.
+Create with perseus.load_profile() or perseus.parse_profile().)doc")
+      .def_property_readonly("num_stages", &Profile::num_stages, "Number of stages (max stage id + 1).")
+      .def_readonly("source", &Profile::source, "Where the profile came from (file path or a description).")
+      .def("has", [](const Profile& p, int stage, const std::string& instr) { return p.has(stage, kind_arg(instr)); },
+           py::arg("stage"), py::arg("instruction"),
+           "True when the profile has a point for (stage, instruction). Raises InputError for an unknown "
+           "instruction name.")
+      .def(
+          "points",
+          [](const Profile& p, int stage, const std::string& instr) {
+            py::list out;
+            for (const auto& pt : p.points(stage, kind_arg(instr))) {
+              py::dict d;
+              d["freq_mhz"] = pt.freq_mhz;
+              d["time_s"] = pt.time_s;
+              d["energy_j"] = pt.energy_j;
+              out.append(std::move(d));
+            }
+            return out;
+          },
+          py::arg("stage"), py::arg("instruction"),
+          "Operating points of (stage, instruction) as [{'freq_mhz', 'time_s', 'energy_j'}], highest "
+          "frequency first; [] when absent. Raises InputError for an unknown instruction name.")
+      .def(
+          "max_freq_mhz",
+          [](const Profile& p, std::optional<int> stage, std::optional<std::string> instr) {
+            if (!stage && !instr) return p.max_freq_mhz();
+            if (!stage || !instr) throw InputError("max_freq_mhz: give both stage and instruction, or neither");
+            return p.max_freq_mhz(*stage, kind_arg(*instr));
+          },
+          py::arg("stage") = py::none(), py::arg("instruction") = py::none(),
+          "Highest frequency, MHz: of (stage, instruction) (0 when absent), or of the whole profile.")
+      .def(
+          "rows",
+          [](const Profile& p) {
+            py::list out;
+            for (int s = 0; s < p.num_stages(); ++s)
+              for (int k = 0; k < kNumInstructionKinds; ++k)
+                for (const auto& pt : p.points(s, static_cast<InstructionKind>(k))) {
+                  py::dict d;
+                  d["stage"] = s;
+                  d["instruction"] = std::string(to_string(static_cast<InstructionKind>(k)));
+                  d["freq_mhz"] = pt.freq_mhz;
+                  d["time_s"] = pt.time_s;
+                  d["energy_j"] = pt.energy_j;
+                  out.append(std::move(d));
+                }
+            return out;
+          },
+          "All points as dicts {'stage', 'instruction', 'freq_mhz', 'time_s', 'energy_j'}.")
+      .def(
+          "write_csv", [](const Profile& p, const py::object& path) { write_profile_csv(p, fspath(path)); },
+          py::arg("path"),
+          "Writes the profile CSV (stage,instruction,frequency,time,energy). Raises InputError when the "
+          "file cannot be written.")
+      .def("__repr__", [](const Profile& p) {
+        return fmt::format("<perseus.Profile {} stages from {}>", p.num_stages(), p.source);
+      });
+
+  m.def(
+      "load_profile",
+      [](const py::object& path, std::optional<int> expected_stages) {
+        const std::string p = fspath(path);
+        py::gil_scoped_release release;
+        return std::make_shared<Profile>(load_profile_csv(p, expected_stages));
+      },
+      py::arg("path"), py::arg("expected_stages") = py::none(), R"doc(
+Reads a profile CSV with columns stage,instruction,frequency,time,energy (any order; extra
+columns ignored). Units: frequency MHz, time s, energy J per microbatch on one GPU.
+expected_stages: when given, the profile must have exactly that many stages.
+Raises perseus.InputError naming file, line and field (unreadable file, missing column, bad
+number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stages).)doc");
+
+  m.def(
+      "parse_profile",
+      [](const std::string& text, const std::string& source_name, std::optional<int> expected_stages) {
+        py::gil_scoped_release release;
+        return std::make_shared<Profile>(parse_profile_csv(text, source_name, expected_stages));
+      },
+      py::arg("text"), py::arg("source_name") = "<string>", py::arg("expected_stages") = py::none(),
+      "Same as load_profile() for CSV text in memory; source_name appears in error messages.");
+
+  m.def("schedule_names", &schedule_names, "Names accepted by schedule() and optimize(schedule=...).");
+
+  m.def(
+      "schedule",
+      [](const std::string& name, int stages, int microbatches, int chunks) {
+        return schedule_dict(make_schedule(name, stages, microbatches, chunks));
+      },
+      py::arg("name"), py::arg("stages"), py::arg("microbatches"), py::arg("chunks") = 1, R"doc(
+The per-GPU execution order of a pipeline schedule (e.g. "1f1b": DeepSpeed/Megatron
+synchronous 1F1B). stages: GPUs in the pipeline; chunks: stages per GPU (interleaved).
+Returns {'name', 'num_stages', 'num_microbatches', 'stage_rank': [rank per stage],
+'split_backward', 'ranks': [[{'instruction', 'stage', 'microbatch'}, ...] per rank]}.
+Raises perseus.InputError on an unknown name or sizes < 1.)doc");
+
+  m.def(
+      "optimize",
+      [](const py::object& profile_arg, int stages, int microbatches, const std::string& schedule_name, int chunks,
+         double p2p_power_w, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample) {
+        check_finite(p2p_power_w, "p2p_power_w", true);
+        check_finite(unit_time_s, "unit_time_s", false);
+        if (sample < 0) throw InputError(fmt::format("sample must be >= 0, got {}", sample));
+        const Schedule schedule = make_schedule(schedule_name, stages, microbatches, chunks);
+        std::shared_ptr<const Profile> profile;
+        if (py::isinstance<Profile>(profile_arg)) {
+          profile = profile_arg.cast<std::shared_ptr<Profile>>();
+          if (profile->num_stages() != schedule.num_stages)
+            throw InputError(fmt::format("{}: profile has {} stages but the schedule needs {} (stages {} x chunks {})",
+                                         profile->source, profile->num_stages(), schedule.num_stages, stages,
+                                         chunks));
+        } else {
+          const std::string path = fspath(profile_arg);
+          py::gil_scoped_release release;
+          profile = std::make_shared<Profile>(load_profile_csv(path, schedule.num_stages));
+        }
+        struct Result {
+          std::unique_ptr<Dag> dag;
+          std::optional<Frontier> frontier;
+          std::optional<FrequencyPlan> allmax;
+          std::vector<std::pair<std::size_t, FrequencyPlan>> plans;
+        } res;
+        {
+          py::gil_scoped_release release;
+          res.dag = std::make_unique<Dag>(Dag::build(schedule));
+          PlannerOptions opt;
+          opt.p2p_power_w = p2p_power_w;
+          opt.unit_time_s = unit_time_s;
+          opt.reclaim_slack = reclaim_slack;
+          res.frontier.emplace(solve_frontier(*res.dag, *profile, opt));
+          res.allmax.emplace(all_max_plan(*res.dag, *profile, p2p_power_w));
+        }
+        const auto& pts = res.frontier->points();
+        const auto indices = plan_selection(plans, pts.size(), sample);
+        {
+          py::gil_scoped_release release;
+          res.frontier->for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& p) { res.plans.emplace_back(i, p); });
+        }
+        py::list frontier;
+        for (std::size_t i = 0; i < pts.size(); ++i) {
+          py::dict d;
+          d["plan"] = i;
+          d["time_s"] = pts[i].time_s;
+          d["energy_j"] = pts[i].energy_j;
+          d["energy_before_reclaim_j"] = pts[i].energy_before_reclaim_j;
+          d["step"] = pts[i].step;
+          frontier.append(std::move(d));
+        }
+        py::list plan_list;
+        for (const auto& [i, p] : res.plans) plan_list.append(plan_dict(*res.dag, p, i));
+        const double allmax_e = res.allmax->total_energy_j();
+        py::dict summary;
+        summary["t_min_s"] = pts.back().time_s;
+        summary["energy_at_t_min_j"] = pts.back().energy_j;
+        summary["t_max_s"] = pts.front().time_s;
+        summary["energy_at_t_max_j"] = pts.front().energy_j;
+        summary["allmax_time_s"] = res.allmax->timeline.time_s;
+        summary["allmax_energy_j"] = allmax_e;
+        summary["intrinsic_saving_pct"] = allmax_e > 0 ? 100.0 * (allmax_e - pts.back().energy_j) / allmax_e : 0.0;
+        summary["reclaimed_energy_j"] = res.frontier->reclaimed_energy_j;
+        summary["num_plans"] = pts.size();
+        summary["num_steps"] = res.frontier->num_steps;
+        summary["solve_time_s"] = res.frontier->solve_time_s;
+        summary["num_ops"] = res.dag->num_ops();
+        py::dict out;
+        out["frontier"] = std::move(frontier);
+        out["plans"] = std::move(plan_list);
+        out["all_max"] = plan_dict(*res.dag, *res.allmax, std::nullopt);
+        out["summary"] = std::move(summary);
+        out["schedule"] = schedule_dict(schedule);
+        return out;
+      },
+      py::arg("profile"), py::arg("stages"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
+      py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("unit_time_s") = 1e-3,
+      py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, R"doc(
+Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
+
+profile: a perseus.Profile or a CSV path (must have stages x chunks stages).
+stages: GPUs in the pipeline; microbatches: per iteration; schedule: a schedule_names() entry;
+chunks: stages per GPU. p2p_power_w: power of a GPU blocked on communication, W (>= 0).
+unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
+plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
+fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices.
+
+Returns a dict of plain Python types:
+  'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step'}], slowest
+              first (time strictly decreasing, energy strictly increasing);
+  'plans':    [{'plan', 'time_s', 'energy_j', 'compute_energy_j', 'blocking_energy_j',
+               'ranks': [{'rank', 'instructions': [{'instruction', 'stage', 'microbatch',
+               'frequency_mhz', 'start_s', 'end_s'}]}]}] (the plan_NNNNN.json format);
+  'all_max':  the all-max-frequency baseline plan (same format, 'plan': None);
+  'summary':  {'t_min_s', 'energy_at_t_min_j', 't_max_s', 'energy_at_t_max_j', 'allmax_time_s',
+               'allmax_energy_j', 'intrinsic_saving_pct', 'reclaimed_energy_j', 'num_plans',
+               'num_steps', 'solve_time_s', 'num_ops'};
+  'schedule': as returned by schedule().
+Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
+Raises perseus.InputError for a bad profile, sizes, schedule name or option value;
+IndexError for a plan index outside the frontier.)doc");
+}
+
+}  // namespace perseus::python

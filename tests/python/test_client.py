@@ -1,0 +1,143 @@
+"""perseus.Client (C ABI bindings) and perseus.server against a real `perseus serve`, without
+torch: hooks, counters, clock log, and every error path mapped to a Python exception."""
+import json
+import os
+import unittest
+
+import perseus
+
+from common import runtime_missing, temp_dir, write_first_stages
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.why = runtime_missing()
+        if cls.why:
+            return
+        from perseus.server import LocalServer
+        cls.server = LocalServer(os.environ.get("PERSEUS_BINARY")).start()
+        import tempfile
+        cls._tmp = tempfile.TemporaryDirectory(prefix="perseus-client-test-")
+        cls.profile = write_first_stages(2, cls._tmp.name)
+        with open(cls.profile) as f:
+            cls.csv = f.read()
+        cls.job_id = cls.server.api.create_job(pp=2, microbatches=3, profile_csv=cls.csv, p2p_power_w=83.64,
+                                               unit_time_s=0.002)["job_id"]
+        cls.server.api.wait_ready(cls.job_id, timeout_s=30)
+
+    @classmethod
+    def tearDownClass(cls):
+        if not cls.why:
+            cls.server.stop()
+            cls._tmp.cleanup()
+
+    def setUp(self):
+        if self.why:
+            self.skipTest(self.why)
+
+    def client(self, rank, **kw):
+        args = dict(rank=rank, pp_rank=rank, token=self.server.token, backend="simulated",
+                    profile_path=self.profile, sim_time_scale=0.01, coalesce_clock_requests=False,
+                    plan_poll_interval_s=0.05)
+        args.update(kw)
+        c = perseus.Client(self.server.url, self.job_id, **args)
+        self.addCleanup(c.close)
+        return c
+
+    def test_hooks_reports_and_clock_log(self):
+        log = os.path.join(temp_dir(self), "freq.json")
+        c = self.client(0)
+        plan = self.server.api.get_plan(self.job_id, 0)
+        names = [i["instruction"] for i in plan["instructions"]]
+        self.assertEqual(names, [i["instruction"] for i in perseus.schedule("1f1b", 2, 3)["ranks"][0]])
+        for _ in range(3):
+            c.on_step_begin()
+            for n in names:
+                c.on_instruction_begin(n)
+                t = c.simulate_compute()
+                self.assertGreater(t, 0)
+                c.on_instruction_end(n)
+            c.on_step_end()
+        c.flush(10)
+        s = c.stats()
+        self.assertEqual(s["iterations"], 3)
+        self.assertEqual(s["reports_sent"], 3)
+        self.assertEqual(s["plan_version"], plan["version"])
+        self.assertIn(s["applied_mhz"], {i["freq_mhz"] for i in plan["instructions"]})
+        c.write_freq_log(log)
+        with open(log) as f:
+            entries = [e for e in json.load(f) if e["iteration"] == 2]
+        self.assertEqual([e["requested_mhz"] for e in sorted(entries, key=lambda e: e["index"])],
+                         [i["freq_mhz"] for i in plan["instructions"]])
+        job = self.server.api.get_job(self.job_id)
+        self.assertGreaterEqual(job["measurements"]["count"], 3)
+        c.close()
+        self.assertTrue(c.closed)
+        with self.assertRaises(perseus.HookOrderError) as cm:
+            c.on_step_begin()
+        self.assertIn("closed", str(cm.exception))
+        c.close()  # idempotent
+
+    def test_hook_order_and_plan_mismatch(self):
+        c = self.client(1)
+        with self.assertRaises(perseus.HookOrderError) as cm:
+            c.on_step_end()
+        self.assertEqual(cm.exception.status, "PERSEUS_ERR_STATE")
+        self.assertIsInstance(cm.exception, perseus.ClientError)
+        self.assertIsInstance(cm.exception, RuntimeError)
+        c.on_step_begin()
+        with self.assertRaises(perseus.PlanMismatchError) as cm:
+            c.on_instruction_begin("backward")  # the plan starts with a forward
+        self.assertIn("forward", str(cm.exception))
+        self.assertEqual(cm.exception.status, "PERSEUS_ERR_PLAN_MISMATCH")
+        c.on_instruction_end("backward")
+        with self.assertRaises(perseus.HookOrderError):
+            c.on_instruction_end("backward")
+
+    def test_unknown_job_and_bad_token(self):
+        with self.assertRaises(perseus.ServerRefusedError) as cm:
+            perseus.Client(self.server.url, "no-such-job", rank=0, token=self.server.token, backend="simulated",
+                           profile_path=self.profile)
+        self.assertEqual(cm.exception.status, "PERSEUS_ERR_SERVER")
+        with self.assertRaises(perseus.ServerRefusedError):
+            perseus.Client(self.server.url, self.job_id, rank=0, token="wrong", backend="simulated",
+                           profile_path=self.profile)
+
+    def test_bad_config(self):
+        with self.assertRaises(perseus.ClientConfigError) as cm:
+            perseus.Client(self.server.url, self.job_id, rank=0, backend="quantum")
+        self.assertIn("quantum", str(cm.exception))
+        with self.assertRaises(perseus.ClientError):
+            perseus.Client(self.server.url, self.job_id, rank=0, backend="simulated", profile_path="/nonexistent.csv")
+        with self.assertRaises(TypeError):
+            perseus.Client(self.server.url, self.job_id)  # rank is required
+
+    def test_unsupported_on_dry_run(self):
+        c = self.client(1, backend="dry-run", profile_path=None, enable_watchdog=False,
+                        dry_run_log_path=os.path.join(temp_dir(self), "dry.log"))
+        c.on_step_begin()
+        c.on_instruction_begin("forward")
+        with self.assertRaises(perseus.UnsupportedError):
+            c.simulate_compute()
+
+    def test_api_errors(self):
+        from perseus.server import API, APIError
+        with self.assertRaises(APIError) as cm:
+            self.server.api.get_job("nope")
+        self.assertEqual(cm.exception.http_status, 404)
+        self.assertEqual(cm.exception.code, "unknown_job")
+        with self.assertRaises(APIError) as cm:
+            API(self.server.url, "wrong").get_job(self.job_id)
+        self.assertEqual(cm.exception.http_status, 401)
+        with self.assertRaises(APIError) as cm:
+            self.server.api.create_job(pp=0, microbatches=3, profile_csv=self.csv)
+        self.assertEqual(cm.exception.http_status, 422)
+        self.assertIn("pp", cm.exception.message)
+        with self.assertRaises(APIError) as cm:
+            API("http://127.0.0.1:1", timeout_s=1).health()
+        self.assertEqual(cm.exception.code, "unreachable")
+
+
+if __name__ == "__main__":
+    unittest.main()

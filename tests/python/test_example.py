@@ -1,0 +1,31 @@
+"""examples/torch_pipeline.py runs end to end (2 stages, 3 iterations) and prints its losses."""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+from common import SOURCE_DIR, runtime_missing
+
+
+class ExampleTest(unittest.TestCase):
+    def setUp(self):
+        why = runtime_missing()
+        if why:
+            self.skipTest(why)
+
+    def test_torch_pipeline_example(self):
+        path = os.path.join(SOURCE_DIR, "examples", "torch_pipeline.py")
+        with open(path) as f:
+            self.assertLessEqual(len(f.read().splitlines()), 80)
+        r = subprocess.run([sys.executable, path, "--stages", "2", "--iterations", "3"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=150)
+        self.assertEqual(r.returncode, 0, r.stdout[-4000:])
+        self.assertRegex(r.stdout, r"frontier: \d+ plans")
+        losses = [float(x) for x in re.findall(r"iteration \d+: loss ([0-9.]+)", r.stdout)]
+        self.assertEqual(len(losses), 3, r.stdout)
+        self.assertLess(losses[-1], losses[0])
+
+
+if __name__ == "__main__":
+    unittest.main()

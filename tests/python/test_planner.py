@@ -1,0 +1,245 @@
+"""perseus planner bindings: profiles, schedules, optimize() and the error mapping."""
+import csv
+import json
+import os
+import subprocess
+import unittest
+
+import perseus
+
+from common import GPT3_PROFILE, PERSEUS_BINARY, first_stages_csv, temp_dir
+
+STAGES, MICROBATCHES, P_BLOCK, UNIT = 4, 6, 83.64, 0.002
+
+
+class ProfileTest(unittest.TestCase):
+    def test_load_example_profile(self):
+        prof = perseus.load_profile(GPT3_PROFILE)
+        self.assertEqual(prof.num_stages, 8)
+        pts = prof.points(0, "forward")
+        self.assertEqual(len(pts), 38)
+        freqs = [p["freq_mhz"] for p in pts]
+        self.assertEqual(freqs, sorted(freqs, reverse=True))
+        self.assertEqual(prof.max_freq_mhz(), 1410)
+        self.assertEqual(prof.max_freq_mhz(0, "backward"), 1410)
+        # The first data row of the file: 0,forward,1410,0.05016...,23.805...
+        with open(GPT3_PROFILE) as f:
+            row = next(csv.DictReader(f))
+        self.assertAlmostEqual(pts[0]["time_s"], float(row["time"]), places=12)
+        self.assertAlmostEqual(pts[0]["energy_j"], float(row["energy"]), places=9)
+        self.assertTrue(prof.has(7, "backward"))
+        self.assertFalse(prof.has(7, "backward_weight"))
+        self.assertEqual(prof.points(3, "backward_input"), [])
+        self.assertIn("8 stages", repr(prof))
+
+    def test_rows_round_trip_and_expected_stages(self):
+        text = first_stages_csv(2)
+        prof = perseus.parse_profile(text, "two.csv", expected_stages=2)
+        self.assertEqual(prof.num_stages, 2)
+        self.assertEqual(len(prof.rows()), 2 * 2 * 38)
+        out = os.path.join(temp_dir(self), "p.csv")
+        prof.write_csv(out)
+        again = perseus.load_profile(out)
+        self.assertEqual(again.rows(), prof.rows())
+
+    def test_missing_file_is_input_error(self):
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.load_profile("/nonexistent/profile.csv")
+        self.assertIsInstance(cm.exception, ValueError)
+        self.assertIn("/nonexistent/profile.csv", str(cm.exception))
+
+    def test_bad_row_names_line_and_field(self):
+        text = "stage,instruction,frequency,time,energy\n0,forward,1410,0.05,20\n0,backward,1410,abc,40\n"
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.parse_profile(text, "bad.csv")
+        msg = str(cm.exception)
+        self.assertIn("bad.csv", msg)
+        self.assertIn("3", msg)  # line 3
+        self.assertIn("time", msg)
+
+    def test_wrong_stage_count(self):
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.parse_profile(first_stages_csv(2), "two.csv", expected_stages=3)
+        self.assertIn("two.csv", str(cm.exception))
+
+    def test_unknown_instruction_name(self):
+        prof = perseus.parse_profile(first_stages_csv(1))
+        with self.assertRaises(perseus.InputError) as cm:
+            prof.points(0, "sideways")
+        self.assertIn('"sideways"', str(cm.exception))
+        with self.assertRaises(perseus.InputError):
+            prof.max_freq_mhz(0)
+
+
+class ScheduleTest(unittest.TestCase):
+    def test_1f1b_order(self):
+        s = perseus.schedule("1f1b", 4, 6)
+        self.assertEqual(s["num_stages"], 4)
+        self.assertEqual(s["stage_rank"], [0, 1, 2, 3])
+        first = ["%s%d" % (i["instruction"][0].upper(), i["microbatch"]) for i in s["ranks"][0]]
+        self.assertEqual(first, "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5".split())
+        last = ["%s%d" % (i["instruction"][0].upper(), i["microbatch"]) for i in s["ranks"][3]]
+        self.assertEqual(last, "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5".split())
+        self.assertIn("1f1b", perseus.schedule_names())
+
+    def test_unknown_schedule(self):
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.schedule("zigzag", 4, 6)
+        self.assertIn("zigzag", str(cm.exception))
+        with self.assertRaises(perseus.InputError):
+            perseus.schedule("1f1b", 0, 6)
+
+
+class OptimizeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.profile = perseus.parse_profile(first_stages_csv(STAGES), "gpt3-4stages")
+        cls.res = perseus.optimize(cls.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                   plans="all")
+
+    def test_frontier_shape(self):
+        fr = self.res["frontier"]
+        self.assertGreater(len(fr), 5)
+        times = [p["time_s"] for p in fr]
+        energies = [p["energy_j"] for p in fr]
+        self.assertTrue(all(a > b for a, b in zip(times, times[1:])), "time must strictly decrease")
+        self.assertTrue(all(a < b for a, b in zip(energies, energies[1:])), "energy must strictly increase")
+        s = self.res["summary"]
+        self.assertEqual(s["num_plans"], len(fr))
+        self.assertAlmostEqual(s["t_min_s"], times[-1])
+        self.assertAlmostEqual(s["t_max_s"], times[0])
+        # Perseus removes intrinsic bloat: T_min plan no slower than all-max, and cheaper.
+        self.assertLessEqual(s["t_min_s"], s["allmax_time_s"] + 1e-9)
+        self.assertLess(s["energy_at_t_min_j"], s["allmax_energy_j"])
+        self.assertEqual(s["num_ops"], STAGES * MICROBATCHES * 2)
+
+    def test_plans_are_consistent(self):
+        plans = self.res["plans"]
+        self.assertEqual(len(plans), len(self.res["frontier"]))
+        sched = perseus.schedule("1f1b", STAGES, MICROBATCHES)
+        for plan, point in zip(plans, self.res["frontier"]):
+            self.assertEqual(plan["plan"], point["plan"])
+            self.assertAlmostEqual(plan["time_s"], point["time_s"], places=9)
+            self.assertAlmostEqual(plan["energy_j"], point["energy_j"], places=6)
+            self.assertAlmostEqual(plan["energy_j"], plan["compute_energy_j"] + plan["blocking_energy_j"], places=6)
+            for r, rank in enumerate(plan["ranks"]):
+                order = [(i["instruction"], i["microbatch"]) for i in rank["instructions"]]
+                self.assertEqual(order, [(i["instruction"], i["microbatch"]) for i in sched["ranks"][r]])
+                allowed = {p["freq_mhz"] for p in self.profile.points(r, "forward")}
+                for ins in rank["instructions"]:
+                    if ins["instruction"] == "forward":
+                        self.assertIn(ins["frequency_mhz"], allowed)
+                    self.assertLessEqual(ins["end_s"], plan["time_s"] + 1e-9)
+        allmax = self.res["all_max"]
+        self.assertIsNone(allmax["plan"])
+        self.assertTrue(all(i["frequency_mhz"] == 1410 for r in allmax["ranks"] for i in r["instructions"]))
+
+    def test_matches_cli(self):
+        if not PERSEUS_BINARY:
+            self.skipTest("PERSEUS_BINARY not set (run through ctest)")
+        d = temp_dir(self)
+        prof_path = os.path.join(d, "p.csv")
+        self.profile.write_csv(prof_path)
+        out = os.path.join(d, "out")
+        subprocess.run([PERSEUS_BINARY, "optimize", "--profile", prof_path, "--stages", str(STAGES), "--microbatches",
+                        str(MICROBATCHES), "--p2p-power", str(P_BLOCK), "--unit-time", str(UNIT), "--quiet",
+                        "--out", out], check=True)
+        with open(os.path.join(out, "frontier.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), len(self.res["frontier"]))
+        for row, p in zip(rows, self.res["frontier"]):
+            self.assertAlmostEqual(float(row["time_s"]), p["time_s"], places=7)
+            self.assertAlmostEqual(float(row["energy_j"]), p["energy_j"], places=4)
+        last = len(rows) - 1
+        with open(os.path.join(out, "plans", "plan_%05d.json" % last)) as f:
+            cli_plan = json.load(f)
+        py_plan = self.res["plans"][last]
+        self.assertEqual([[i["frequency_mhz"] for i in r["instructions"]] for r in cli_plan["ranks"]],
+                         [[i["frequency_mhz"] for i in r["instructions"]] for r in py_plan["ranks"]])
+
+    def test_plan_selection(self):
+        res = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                               plans=[0, -1])
+        n = len(res["frontier"])
+        self.assertEqual([p["plan"] for p in res["plans"]], [0, n - 1])
+        self.assertEqual(perseus.optimize(self.profile, STAGES, MICROBATCHES, unit_time_s=UNIT,
+                                          plans="none")["plans"], [])
+        fastest = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                   plans="fastest")["plans"]
+        self.assertEqual([p["plan"] for p in fastest], [n - 1])
+        with self.assertRaises(IndexError):
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, unit_time_s=UNIT, plans=[n + 5])
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, unit_time_s=UNIT, plans="some")
+        self.assertIn('"some"', str(cm.exception))
+
+    def test_path_argument(self):
+        res = perseus.optimize(GPT3_PROFILE, 8, 2, p2p_power_w=P_BLOCK, unit_time_s=0.01, plans="fastest")
+        self.assertEqual(len(res["plans"][0]["ranks"]), 8)
+
+    def test_input_errors(self):
+        cases = [
+            (dict(stages=0, microbatches=6), "stages"),
+            (dict(stages=STAGES, microbatches=0), "microbatches"),
+            (dict(stages=STAGES, microbatches=6, schedule="zigzag"), "zigzag"),
+            (dict(stages=3, microbatches=6), "4 stages"),
+            (dict(stages=STAGES, microbatches=6, p2p_power_w=-1.0), "p2p_power_w"),
+            (dict(stages=STAGES, microbatches=6, unit_time_s=0.0), "unit_time_s"),
+            (dict(stages=STAGES, microbatches=6, sample=-2), "sample"),
+        ]
+        for kwargs, needle in cases:
+            with self.subTest(kwargs=kwargs):
+                stages = kwargs.pop("stages")
+                mbs = kwargs.pop("microbatches")
+                with self.assertRaises(perseus.InputError) as cm:
+                    perseus.optimize(self.profile, stages, mbs, **kwargs)
+                self.assertIn(needle, str(cm.exception))
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize("/nonexistent.csv", 2, 2)
+        self.assertIn("/nonexistent.csv", str(cm.exception))
+        with self.assertRaises(TypeError):
+            perseus.optimize(42, 2, 2)
+
+
+@unittest.skipUnless(perseus.HAVE_RENDER, "the C++ library has no perseus/render.hpp")
+class RenderTest(unittest.TestCase):
+    def test_timeline_and_frontier_svg(self):
+        prof = perseus.parse_profile(first_stages_csv(2), "two")
+        res = perseus.optimize(prof, 2, 3, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="fastest")
+        svg = perseus.render_timeline_svg(prof, res["plans"][0], 3, p2p_power_w=P_BLOCK, title="T_min & co")
+        self.assertIn("<svg", svg)
+        self.assertEqual(svg.count('class="op forward'), 6)
+        self.assertIn("T_min &amp; co", svg)
+        fr = perseus.render_frontier_svg(res["frontier"], plans=res["plans"], all_max=res["all_max"])
+        self.assertIn("<svg", fr)
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.render_timeline_svg(prof, res["plans"][0], 3, color_by="rainbow")
+        self.assertIn("rainbow", str(cm.exception))
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.render_timeline_svg(prof, res["plans"][0], 4)  # wrong microbatch count
+        self.assertIn("schedule", str(cm.exception))
+        with self.assertRaises(perseus.InputError):
+            perseus.write_report("/nonexistent-dir")
+
+
+@unittest.skipUnless(perseus.HAVE_EMULATE, "the C++ library has no perseus/emulate.hpp")
+class EmulateTest(unittest.TestCase):
+    def test_emulate_stragglers(self):
+        path = os.path.join(temp_dir(self), "p.csv")
+        perseus.parse_profile(first_stages_csv(STAGES)).write_csv(path)
+        res = perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.0, 1.2], pipelines=4, p2p_power_w=P_BLOCK,
+                              unit_time_s=0.01)
+        self.assertEqual(res["num_pipelines"], 4)
+        methods = {r["method"] for r in res["rows"]}
+        self.assertIn("perseus", methods)
+        self.assertIn("all_max", methods)
+        per = [r for r in res["rows"] if r["method"] == "perseus"]
+        self.assertEqual([r["slowdown"] for r in per], [1.0, 1.2])
+        self.assertGreater(per[1]["total_saving_pct"], 0)
+        self.assertGreaterEqual(per[1]["chosen_time_s"], per[0]["chosen_time_s"])
+        with self.assertRaises(perseus.InputError):
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[0.5], pipelines=4)
+
+
+if __name__ == "__main__":
+    unittest.main()

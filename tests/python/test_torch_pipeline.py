@@ -1,0 +1,121 @@
+"""End to end with real PyTorch: 4 processes (gloo, CPU) train a small transformer split into
+4 pipeline stages with a hand-written 1F1B schedule, with perseus.torch hooks, against
+`perseus serve` on loopback and simulated GPUs running a 4-stage GPT-3 profile."""
+import os
+import unittest
+
+import perseus
+
+from common import applied_by_iteration, run_workers, runtime_missing, temp_dir, write_first_stages
+
+ITERATIONS, MICROBATCHES, PP = 12, 6, 4
+
+
+class TorchPipelineTest(unittest.TestCase):
+    def setUp(self):
+        why = runtime_missing()
+        if why:
+            self.skipTest(why)
+
+    def test_four_stage_1f1b(self):
+        from perseus.server import LocalServer
+        out = temp_dir(self)
+        profile = write_first_stages(PP, out)
+        with LocalServer(os.environ.get("PERSEUS_BINARY")) as server:
+            results = run_workers(self, server, out, dp=1, pp=PP, profile=profile, iterations=ITERATIONS,
+                                  microbatches=MICROBATCHES)
+            job = server.api.get_job(results[0]["job_id"])
+        self.assertEqual(len({r["job_id"] for r in results}), 1, "every rank must get rank 0's job id")
+
+        # 1. Real training: the loss goes down.
+        losses = results[-1]["losses"]
+        self.assertEqual(len(losses), ITERATIONS)
+        self.assertLess(sum(losses[-3:]) / 3, 0.8 * sum(losses[:3]) / 3, "loss did not decrease: %s" % losses)
+
+        # The hand-written 1F1B equals Perseus' 1F1B, which the plans follow.
+        sched = perseus.schedule("1f1b", PP, MICROBATCHES)
+        frontier = perseus.optimize(perseus.load_profile(profile), PP, MICROBATCHES, p2p_power_w=83.64,
+                                    unit_time_s=0.002, plans="fastest")
+        fastest = frontier["plans"][0]
+        for r in results:
+            with self.subTest(rank=r["rank"]):
+                self.assertEqual([tuple(x) for x in r["order"]],
+                                 [(i["instruction"], i["microbatch"]) for i in sched["ranks"][r["pp_rank"]]])
+                # 2. The rank ran one plan version (the job was ready before training) and every
+                # computation's clock request and applied clock equal that plan.
+                versions = {h["plan_version"] for h in r["history"]}
+                self.assertEqual(len(versions), 1, versions)
+                plan = r["plans"][str(versions.pop())]
+                planned = [i["freq_mhz"] for i in plan["instructions"]]
+                self.assertEqual(len(planned), 2 * MICROBATCHES)
+                self.assertEqual([i["instruction"] for i in plan["instructions"]], [x[0] for x in r["order"]])
+                # The server serves the T_min plan, which equals what the planner computes locally.
+                self.assertEqual(planned, [i["frequency_mhz"] for i in fastest["ranks"][r["pp_rank"]]["instructions"]])
+                applied = applied_by_iteration(r["freq_log"])
+                self.assertEqual(sorted(applied), list(range(ITERATIONS)))
+                for it, entries in applied.items():
+                    self.assertEqual([e[0] for e in entries], list(range(2 * MICROBATCHES)))
+                    self.assertEqual([e[1] for e in entries], planned, "iteration %d requests" % it)
+                    self.assertEqual([e[2] for e in entries], planned, "iteration %d applied clocks" % it)
+                    self.assertTrue(all(e[3] in ("applied", "redundant") for e in entries))
+                # Synchronisation points are exactly the clock changes (no-ops on CPU).
+                changes = sum(1 for a, b in zip(planned, planned[1:]) if a != b)
+                wrap = 1 if planned[0] != planned[-1] else 0
+                self.assertEqual(r["clock_change_syncs"], changes * ITERATIONS + wrap * (ITERATIONS - 1))
+                # 3. Measurements reached the server.
+                self.assertEqual(r["stats"]["reports_sent"], ITERATIONS)
+                self.assertEqual(r["stats"]["reports_dropped"], 0)
+        self.assertEqual(job["measurements"]["count"], PP * ITERATIONS)
+        self.assertGreater(job["measurements"]["mean_iteration_energy_j"], 0)
+        print("losses: %s; train time per rank: %s s" % (["%.3f" % x for x in losses],
+                                                          ["%.1f" % r["train_s"] for r in results]))
+
+
+class TorchHelpersTest(unittest.TestCase):
+    """perseus.torch error paths in a 1-process gloo group (fast)."""
+
+    def setUp(self):
+        why = runtime_missing()
+        if why:
+            self.skipTest(why)
+
+    def test_create_job_failure_and_non_strict_mismatch(self):
+        import warnings
+        import torch.distributed as dist
+        import perseus.torch as pt
+        from perseus.server import APIError, LocalServer
+        from common import free_port
+        out = temp_dir(self)
+        profile = write_first_stages(1, out)
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % free_port(), rank=0, world_size=1)
+        self.addCleanup(dist.destroy_process_group)
+        with LocalServer(os.environ.get("PERSEUS_BINARY")) as server, open(profile) as f:
+            csv = f.read()
+            with self.assertRaises(APIError) as cm:
+                pt.create_job(server.url, token=server.token, pp=0, microbatches=2, profile_csv=csv)
+            self.assertEqual(cm.exception.code, "job_creation_failed")
+            self.assertIn("pp", str(cm.exception))
+            job = pt.create_job(server.url, token=server.token, pp=1, microbatches=2, profile_csv=csv)
+            with pt.PipelineRuntime(server.url, job, token=server.token, dp_rank=0, pp_rank=0, device="cpu",
+                                    backend="simulated", profile_path=profile, strict=False) as rt:
+                self.assertEqual(len(rt.planned_frequencies_mhz()), 0)  # fetched at the first step
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    with rt.step():
+                        with rt.backward():  # the plan starts with a forward
+                            pass
+                self.assertTrue(any("plan" in str(w.message) for w in caught), [str(w.message) for w in caught])
+                self.assertEqual(len(rt.planned_frequencies_mhz()), 4)
+                strict = pt.PipelineRuntime(server.url, job, token=server.token, dp_rank=0, pp_rank=0,
+                                            backend="simulated", profile_path=profile)
+                self.addCleanup(strict.close)
+                with self.assertRaises(perseus.PlanMismatchError):
+                    with strict.step():
+                        with strict.backward():
+                            pass
+            with self.assertRaises(ValueError):
+                pt.PipelineRuntime(server.url, job, dp_rank=0, pp_rank=0, sync="sometimes")
+
+
+if __name__ == "__main__":
+    unittest.main()
