@@ -1,0 +1,160 @@
+// `perseus serve`: run the control-plane HTTP server (see docs/http-api.md).
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "perseus/error.hpp"
+#include "perseus/server/server.hpp"
+
+namespace perseus::cli {
+
+namespace {
+
+std::string read_text(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read {}", path, what));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  const auto ws = " \t\r\n";
+  s.erase(s.find_last_not_of(ws) + 1);
+  s.erase(0, s.find_first_not_of(ws));
+  return s;
+}
+
+/// Token from --token-file, else $PERSEUS_TOKEN, else the file <db>.token (created with a
+/// random token, mode 0600, when missing). Never from argv.
+std::string resolve_token(const std::string& token_file, const std::string& db_path) {
+  if (!token_file.empty()) return trim(read_text(token_file, "token file"));
+  if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) return trim(env);
+  const std::string path = (db_path == ":memory:" ? std::string("perseus") : db_path) + ".token";
+  if (std::filesystem::exists(path)) {
+    fmt::print(stderr, "perseus serve: using the token in {}\n", path);
+    return trim(read_text(path, "token file"));
+  }
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 8; ++i) token += fmt::format("{:08x}", rd());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot create the token file", path));
+  const std::string line = token + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) throw InputError(fmt::format("{}: cannot write the token file", path));
+  fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", path);
+  return token;
+}
+
+std::vector<std::string> read_zeus_plans(const std::string& path) {
+  std::vector<std::string> texts;
+  if (path.empty()) return texts;
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) texts.push_back(read_text(f.string(), "Zeus plan"));
+    if (texts.empty()) throw InputError(fmt::format("{}: no .py plan files", path));
+  } else {
+    texts.push_back(read_text(path, "Zeus plan"));
+  }
+  return texts;
+}
+
+struct ServeArgs {
+  server::ServerOptions opt;
+  std::string token_file, zeus_plan, zeus_profile, port_file;
+  double max_body_mb = 16;
+  bool zeus_no_auth = false;
+};
+
+void run_serve(ServeArgs& a) {
+  a.opt.token = resolve_token(a.token_file, a.opt.db_path);
+  a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan);
+  if (!a.zeus_profile.empty()) a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
+  a.opt.zeus_require_token = !a.zeus_no_auth;
+  a.opt.max_body_bytes = static_cast<std::size_t>(std::max(0.001, a.max_body_mb) * 1024 * 1024);
+
+  // Signals are handled by one thread (sigwait); every other thread blocks them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::Server srv(a.opt);
+  const int port = srv.bind();
+  if (!a.port_file.empty()) {
+    const std::string tmp = a.port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::filesystem::rename(tmp, a.port_file);
+  }
+  fmt::print(stderr, "perseus serve: listening on http://{}:{} (db {}, {} job(s) reloaded)\n", a.opt.host, port,
+             a.opt.db_path, srv.jobs_loaded());
+  if (a.opt.host != "127.0.0.1" && a.opt.host != "localhost" && a.opt.host != "::1")
+    fmt::print(stderr, "perseus serve: WARNING: bound to {}, reachable from the network; use TLS termination\n",
+               a.opt.host);
+  if (!a.opt.zeus_require_token)
+    fmt::print(stderr, "perseus serve: WARNING: Zeus routes accept requests without a token\n");
+  std::thread sig([&srv, set] {
+    int s = 0;
+    sigwait(&set, &s);
+    fmt::print(stderr, "perseus serve: signal {}, stopping\n", s);
+    srv.stop();
+  });
+  sig.detach();
+  if (!srv.run()) throw InputError("the HTTP listener failed");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "Run the control-plane HTTP server (plans, measurements, stragglers)");
+  auto& o = args->opt;
+  cmd->add_option("--host", o.host, "Bind address (default 127.0.0.1; 0.0.0.0 exposes it)");
+  cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--port-file", args->port_file, "Write the bound port to this file");
+  cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
+  cmd->add_option("--token-file", args->token_file,
+                  "File holding the bearer token (else $PERSEUS_TOKEN, else <db>.token, generated)");
+  cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
+  cmd->add_option("--threads", o.threads, "HTTP worker threads")->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB (bigger: 413)");
+  cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)");
+  cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests");
+  cmd->add_option("--keep-alive-s", o.keep_alive_s, "Close idle keep-alive connections after this, s");
+  cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)");
+  cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s");
+  cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(CLI::Range(1, 256));
+  cmd->add_option("--max-jobs", o.max_jobs, "Live job limit");
+  cmd->add_option("--zeus-plan", args->zeus_plan,
+                  "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job");
+  cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies");
+  cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
+  cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W");
+  cmd->add_flag("--zeus-no-auth", args->zeus_no_auth, "Let Zeus routes work without a token (unchanged Zeus clients)");
+  cmd->add_flag("--log-requests", o.log_requests, "Access log on stderr (never bodies or tokens)");
+  cmd->callback([args] { run_serve(*args); });
+}
+
+}  // namespace perseus::cli

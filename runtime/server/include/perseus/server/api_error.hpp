@@ -1,0 +1,55 @@
+// HTTP API errors of the control-plane server and typed access to JSON request fields.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace perseus::server {
+
+/// An expected request failure: HTTP status (4xx, or 5xx for server faults), a stable
+/// machine-readable code (e.g. "malformed_json", "unknown_job") and a message for the user.
+/// Route handlers throw it; the HTTP layer turns it into `{"error": {"code", "message"}}`.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string code, const std::string& message)
+      : std::runtime_error(message), status_(status), code_(std::move(code)) {}
+  int status() const { return status_; }
+  const std::string& code() const { return code_; }
+
+ private:
+  int status_;
+  std::string code_;
+};
+
+/// The JSON error body `{"error": {"code": code, "message": message}}` as text.
+std::string error_body(std::string_view code, std::string_view message);
+
+/// Parses a request body as one JSON value. Throws ApiError 400 "malformed_json" (with the
+/// parser's position) on invalid JSON, and 400 "empty_body" on an empty body.
+nlohmann::json parse_json_body(std::string_view body);
+
+/// Throws ApiError 422 "invalid_field" unless `v` is a JSON object; `what` names it.
+const nlohmann::json& require_object(const nlohmann::json& v, std::string_view what);
+
+/// Integer field `key` of object `obj` in [min, max]. Absent or null: `fallback` if set,
+/// else ApiError 422 "missing_field". Wrong type or out of range: ApiError 422 "invalid_field".
+std::int64_t get_int(const nlohmann::json& obj, const char* key, std::optional<std::int64_t> fallback,
+                     std::int64_t min, std::int64_t max);
+
+/// Finite number field `key` in [min, max]; integers are accepted. Errors as get_int().
+double get_number(const nlohmann::json& obj, const char* key, std::optional<double> fallback, double min,
+                  double max);
+
+/// String field `key` of at most max_len bytes. Errors as get_int().
+std::string get_string(const nlohmann::json& obj, const char* key, std::optional<std::string> fallback,
+                       std::size_t max_len);
+
+/// A non-negative integer from a URL path or query segment; ApiError 400 "invalid_path" otherwise.
+std::int64_t parse_index(std::string_view text, std::string_view what);
+
+}  // namespace perseus::server

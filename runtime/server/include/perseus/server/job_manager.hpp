@@ -1,0 +1,120 @@
+// Jobs, ranks, plans, measurements and stragglers: the server's logic, independent of HTTP.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/server/store.hpp"
+
+namespace perseus::server {
+
+struct Job;
+
+/// An HTTP-independent reply: status code and JSON body (empty for 304).
+struct Reply {
+  int status = 200;
+  std::string body;
+};
+
+/// Settings of the job manager.
+struct ManagerOptions {
+  double job_idle_ttl_s = 7 * 24 * 3600.0;  ///< Jobs idle longer are deleted, s (<= 0: never).
+  int planner_threads = 1;                  ///< Background frontier solvers.
+  std::size_t max_jobs = 1000;              ///< More live jobs: 503 on create.
+  std::size_t max_decisions_kept = 100;     ///< Straggler decisions kept in memory per job.
+  // Zeus PFO compatibility: what a job registered with POST /register_job runs.
+  std::vector<std::string> zeus_plan_texts; ///< freqs_pipeline_*.py texts, slowest first.
+  std::string zeus_profile_csv;             ///< Optional profile to give those plans times.
+  std::string zeus_schedule = "1f1b";       ///< Schedule the Zeus plans follow.
+  double zeus_p2p_power_w = 0;              ///< P_block for Zeus jobs, W.
+};
+
+/// Owns every job. Thread-safe. Methods return a Reply, or throw ApiError for request errors
+/// (4xx) and std::exception for server faults (the HTTP layer answers 500 without details).
+/// Hot path (get_plan) takes only shared locks and touches no database.
+class JobManager {
+ public:
+  /// `store` must outlive the manager. Starts the planner threads.
+  JobManager(Store& store, ManagerOptions options);
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  /// Loads every stored job (re-derives DAGs, replays profiling sweeps, re-queues planning).
+  /// Jobs whose stored state no longer loads are marked failed, not dropped. Returns the count.
+  std::size_t load();
+
+  // --- /v1 API (see docs/http-api.md) ---
+  Reply create_job(const nlohmann::json& body);
+  Reply list_jobs();
+  Reply get_job(const std::string& job_id);
+  Reply delete_job(const std::string& job_id);
+  Reply register_rank(const std::string& job_id, const nlohmann::json& body);
+  /// GET plan; `since_version`: 304 (empty body) unless the rank's plan version is newer.
+  Reply get_plan(const std::string& job_id, std::int64_t rank, std::optional<std::int64_t> since_version);
+  Reply post_measurements(const std::string& job_id, std::int64_t rank, const nlohmann::json& body);
+  Reply post_straggler(const std::string& job_id, const nlohmann::json& body);
+  Reply clear_straggler(const std::string& job_id, std::int64_t pipeline);
+
+  // --- Zeus PFO compatibility ---
+  Reply zeus_register_job(const nlohmann::json& body);
+  Reply zeus_register_rank(const std::string& job_id, const nlohmann::json& body);
+  Reply zeus_schedule(const std::string& job_id, std::int64_t rank);
+  Reply zeus_result(const std::string& job_id, const nlohmann::json& body);
+
+  /// Prometheus text exposition of counters and per-job gauges.
+  std::string metrics_text() const;
+  /// Deletes jobs idle for longer than the TTL and persists last-activity times. Returns
+  /// the number of jobs deleted. Called periodically by the server.
+  std::size_t expire_idle(double now_s);
+  /// Blocks until no planning task is queued or running (tests), at most timeout_s.
+  bool wait_idle(double timeout_s);
+
+  /// Counters the HTTP layer increments.
+  struct Counters {
+    std::atomic<std::uint64_t> requests{0}, errors_4xx{0}, errors_5xx{0}, rate_limited{0};
+    std::atomic<std::uint64_t> plan_fetches{0}, plan_not_modified{0}, measurements{0}, measurement_duplicates{0};
+    std::atomic<std::uint64_t> straggler_decisions{0}, jobs_created{0}, jobs_expired{0}, plans_solved{0};
+  };
+  Counters& counters() { return counters_; }
+
+ private:
+  Store& store_;
+  ManagerOptions opt_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Job>> jobs_;
+  Counters counters_;
+
+  // Planner pool.
+  std::mutex q_mu_;
+  std::condition_variable q_cv_, idle_cv_;
+  std::deque<std::function<void()>> queue_;
+  int running_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  void enqueue(std::function<void()> task);
+  void worker_loop();
+
+  std::shared_ptr<Job> find(const std::string& job_id) const;
+  std::shared_ptr<Job> find_or_404(const std::string& job_id) const;
+  std::string insert_new_job(const std::shared_ptr<Job>& job);
+  void start_solve(const std::shared_ptr<Job>& job, bool assign_when_done);
+  void finish_profiling(const std::shared_ptr<Job>& job);
+  void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);
+  Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear);
+};
+
+}  // namespace perseus::server

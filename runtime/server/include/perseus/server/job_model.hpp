@@ -1,0 +1,82 @@
+// Bridge between a job request and the planner library: DAG, profile, frontier, rendered plans.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "perseus/dag.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/profile.hpp"
+#include "perseus/server/job_spec.hpp"
+
+namespace perseus::server {
+
+/// One point of a job's frontier. time_s / energy_j are NaN when unknown (Zeus plans given
+/// without a profile).
+struct PlanPoint {
+  double time_s = 0;    ///< Iteration time, s.
+  double energy_j = 0;  ///< Iteration energy of one pipeline (one GPU per stage), J.
+};
+
+/// Special plan indices (frontier plans are 0..points-1).
+inline constexpr int kAllMaxPlanIndex = -1;   ///< Every computation at its max profiled frequency.
+inline constexpr int kSweepPlanIndex = -2;    ///< The current step of a profiling sweep.
+
+/// A plan ready to serve: per-op frequencies plus the JSON fragments handed to ranks.
+struct ServedPlan {
+  int plan_index = 0;
+  PlanPoint point;                  ///< Time/energy (NaN when unknown).
+  std::vector<int> freq_mhz;        ///< Per DAG op id, MHz.
+  std::vector<std::string> rank_instructions_json;  ///< Per pp rank: `[{"instruction",...}, ...]`.
+  std::vector<std::string> rank_zeus_json;          ///< Per pp rank: `[["forward", 1410], ...]`.
+  std::string time_json, energy_json;               ///< Numbers as JSON text ("null" if unknown).
+};
+
+/// Renders a plan for serving. `freq_mhz` must have dag.num_ops() entries.
+std::shared_ptr<const ServedPlan> render_plan(const Dag& dag, int plan_index, PlanPoint point,
+                                              std::vector<int> freq_mhz);
+
+/// What the server knows about a job's planning problem.
+struct JobModel {
+  std::shared_ptr<const Schedule> schedule;
+  std::shared_ptr<const Dag> dag;
+  std::shared_ptr<const Profile> profile;         ///< Null when the job has none.
+  std::vector<PlanPoint> points;                  ///< Frontier points (empty until solved).
+  std::vector<std::vector<int>> explicit_plans;   ///< Per point: per-op MHz (sources plans/zeus_plans).
+
+  /// Index of the fastest point (least time; lowest energy among equal times); for points
+  /// with unknown times, the last one (Zeus convention: higher file number = faster).
+  /// -1 when there are no points.
+  int fastest_index() const;
+  /// Index of the lowest-energy point with time_s <= deadline_s (Perseus straggler rule);
+  /// fastest_index() if none qualifies. Requires known times.
+  int lowest_energy_within(double deadline_s) const;
+  /// True when every point has a known time and energy.
+  bool times_known() const;
+};
+
+/// Builds the schedule, DAG and (if any) profile, and parses precomputed plans. Fast: it never
+/// solves the frontier. `profile_csv` overrides spec.profile_csv when non-empty (profiles built
+/// by a sweep). Throws perseus::InputError (bad schedule, profile or plans) with a user message.
+JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv = {});
+
+/// Solves the frontier of a profile job (slow: seconds to minutes). Throws InputError.
+std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec);
+
+/// Points of a solved frontier.
+std::vector<PlanPoint> frontier_points(const Frontier& frontier);
+
+/// The all-max baseline plan of a model with a profile. Throws InputError.
+std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec);
+
+/// Profile CSV text (stage,instruction,frequency,time,energy) from sweep rows.
+struct ProfileRow {
+  int stage = 0;
+  InstructionKind kind = InstructionKind::kForward;
+  int freq_mhz = 0;
+  double time_s = 0, energy_j = 0;
+};
+std::string profile_csv_text(const std::vector<ProfileRow>& rows);
+
+}  // namespace perseus::server

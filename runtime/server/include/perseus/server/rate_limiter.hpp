@@ -1,0 +1,30 @@
+// Per-client token-bucket rate limiting.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace perseus::server {
+
+/// Token bucket per key (client address): `rate_per_s` tokens/s up to `burst`. Thread-safe.
+/// Memory is bounded: idle buckets are dropped when the table grows past `max_keys`.
+class RateLimiter {
+ public:
+  RateLimiter(double rate_per_s, double burst, std::size_t max_keys = 100000)
+      : rate_(rate_per_s), burst_(burst), max_keys_(max_keys) {}
+  /// Takes one token for `key` at time now_s (s); false when the bucket is empty (answer 429).
+  /// Always true when rate_per_s <= 0.
+  bool allow(const std::string& key, double now_s);
+
+ private:
+  struct Bucket {
+    double tokens = 0, last_s = 0;
+  };
+  double rate_, burst_;
+  std::size_t max_keys_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_;
+};
+
+}  // namespace perseus::server

@@ -1,0 +1,64 @@
+// `perseus serve`: the HTTP control-plane server (routes, auth, limits) over JobManager + Store.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace perseus::server {
+
+class JobManager;
+
+/// Server settings. Defaults are safe for one machine: loopback only, bounded threads/bodies.
+struct ServerOptions {
+  std::string host = "127.0.0.1";   ///< Bind address; "0.0.0.0" exposes it to the network.
+  int port = 7787;                  ///< TCP port; 0 picks a free one (see Server::bind()).
+  std::string db_path = "perseus.db";  ///< SQLite file (":memory:" for tests: no durability).
+  bool sync_full = false;           ///< SQLite synchronous=FULL (survive power loss, slower).
+  std::string token;                ///< Bearer token every route but GET /v1/health requires (non-empty).
+  int threads = 32;                 ///< HTTP worker threads (each serves one connection at a time).
+  std::size_t max_body_bytes = 16u << 20;  ///< Larger request bodies get 413.
+  double rate_limit_rps = 20000;    ///< Requests/s per client address (token bucket); <= 0: off.
+  double rate_limit_burst = 40000;  ///< Bucket size, requests.
+  int keep_alive_s = 1;             ///< Idle keep-alive connections are closed after this, s.
+  int read_timeout_s = 5;           ///< A request must arrive within this, s.
+  double job_idle_ttl_s = 7 * 24 * 3600.0;  ///< Jobs idle longer are deleted, s (<= 0: never).
+  double expiry_interval_s = 60;    ///< How often idle jobs are checked, s.
+  int planner_threads = 1;          ///< Background frontier solvers.
+  std::size_t max_jobs = 1000;      ///< Live job limit.
+  // Zeus PFO compatibility (POST /register_job etc.).
+  std::vector<std::string> zeus_plan_texts;  ///< Plan file texts jobs registered the Zeus way run.
+  std::string zeus_profile_csv;     ///< Optional profile giving those plans times/energies.
+  std::string zeus_schedule = "1f1b";
+  double zeus_p2p_power_w = 0;
+  bool zeus_require_token = true;   ///< false: Zeus routes work without a token (unchanged clients).
+  bool log_requests = false;        ///< Access log on stderr (method, path, status; never bodies).
+};
+
+/// The running server. Construction opens the database and reloads every job; bind() opens
+/// the socket; run() serves until stop() (from any thread or a signal-handling thread).
+class Server {
+ public:
+  /// Throws perseus::InputError for bad options (empty token, ...) or an unusable database.
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Binds host:port; returns the port (useful with port 0). Throws InputError if it cannot.
+  int bind();
+  /// Serves requests until stop(). Returns false if the listener failed.
+  bool run();
+  /// Stops run() and the background threads. Idempotent, thread-safe.
+  void stop();
+  /// Jobs reloaded from the database at construction.
+  std::size_t jobs_loaded() const;
+  JobManager& manager();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace perseus::server

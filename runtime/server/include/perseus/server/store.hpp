@@ -1,0 +1,113 @@
+// Durable server state in one SQLite file (WAL journal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace perseus::server {
+
+/// One registered rank as stored.
+struct StoredRank {
+  int rank = 0, dp_rank = 0, pp_rank = 0, tp_rank = 0;
+  std::vector<int> supported_freqs_mhz;  ///< May be empty.
+  std::int64_t seq = 0;                  ///< Registration order (row id).
+};
+
+/// Which plan one pipeline (DP replica) runs, and the version at which it was assigned.
+struct StoredAssignment {
+  int pipeline = 0;
+  int plan_index = 0;   ///< Frontier index; -1 all-max baseline; -2 profiling sweep step.
+  std::int64_t version = 0;
+};
+
+/// An active straggler report.
+struct StoredStraggler {
+  int pipeline = 0;
+  double target_time_s = 0;  ///< T', s.
+  double slowdown = 0;       ///< T' / T_min (informational).
+  double created_s = 0;      ///< Unix time, s.
+};
+
+/// One accepted measurement (the request JSON is kept verbatim for replay).
+struct StoredMeasurement {
+  std::int64_t seq = 0;
+  int rank = 0;
+  std::int64_t iteration = 0;
+  std::string body_json;
+};
+
+/// Everything stored about a job.
+struct StoredJob {
+  std::string job_id;
+  double created_s = 0, last_activity_s = 0;  ///< Unix times, s.
+  std::string spec_json;
+  std::string status, error;
+  std::int64_t version_counter = 0;
+  std::string built_profile_csv;  ///< Profile built by a profiling sweep (empty until done).
+  std::string points_json;        ///< Frontier points [[time_s, energy_j], ...] once solved.
+  std::vector<StoredRank> ranks;
+  std::vector<StoredAssignment> assignments;
+  std::vector<std::pair<int, std::string>> plans;  ///< (plan_index, freq_mhz JSON array) materialized plans.
+  std::vector<StoredStraggler> stragglers;
+  std::vector<std::string> decisions;  ///< Decision JSON texts, oldest first.
+  std::int64_t num_measurements = 0;
+  double sum_time_s = 0, sum_energy_j = 0;
+  std::int64_t max_iteration = -1;  ///< Largest measured iteration number (-1: none).
+};
+
+/// SQLite-backed store. All methods are thread-safe (one connection behind a mutex) and throw
+/// std::runtime_error on database faults (disk full, corrupt file); the HTTP layer answers 500.
+/// Durability: every method commits before returning. With the WAL journal and
+/// synchronous=NORMAL a committed write survives a SIGKILL of the server; `sync_full`
+/// also makes it survive power loss (slower).
+class Store {
+ public:
+  /// Opens or creates `path` (":memory:" for tests). Throws perseus::InputError when the file
+  /// cannot be opened or is not a Perseus database.
+  explicit Store(const std::string& path, bool sync_full = false);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  /// Inserts a new job; false if the id exists.
+  bool insert_job(const std::string& job_id, double now_s, const std::string& spec_json, const std::string& status,
+                  std::int64_t version_counter, const std::vector<StoredAssignment>& assignments);
+  void set_status(const std::string& job_id, const std::string& status, const std::string& error);
+  void set_built_profile(const std::string& job_id, const std::string& csv);
+  void set_points(const std::string& job_id, const std::string& points_json);
+  void set_last_activity(const std::string& job_id, double now_s);
+  /// Stores a materialized plan (idempotent).
+  void put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json);
+  /// Replaces assignments and the version counter in one transaction; optionally also
+  /// upserts/deletes a straggler and appends a decision, atomically.
+  void update_assignments(const std::string& job_id, std::int64_t version_counter,
+                          const std::vector<StoredAssignment>& assignments,
+                          const std::optional<StoredStraggler>& upsert_straggler = std::nullopt,
+                          std::optional<int> delete_straggler = std::nullopt,
+                          const std::string& decision_json = {});
+  /// Inserts a rank; false if (job, rank) exists.
+  bool insert_rank(const std::string& job_id, const StoredRank& rank);
+  /// Inserts a measurement; false (and nothing written) if (job, rank, iteration) exists.
+  bool insert_measurement(const std::string& job_id, int rank, std::int64_t iteration, double time_s,
+                          double energy_j, const std::string& body_json, double now_s);
+  /// Measurements of a job in acceptance order (for replaying a profiling sweep).
+  std::vector<StoredMeasurement> measurements(const std::string& job_id);
+  /// Deletes a job and everything about it.
+  void delete_job(const std::string& job_id);
+  /// Loads every job.
+  std::vector<StoredJob> load_all();
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::mutex mu_;
+  void exec(const char* sql);
+};
+
+}  // namespace perseus::server

@@ -1,0 +1,77 @@
+// The online profiling sweep of profiling-mode jobs ("mode": "profile").
+#pragma once
+
+#include <compare>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace perseus::server {
+
+/// A (stage, instruction kind) being profiled; kind is perseus::InstructionKind as an int.
+struct SweepKey {
+  int stage = 0;
+  int kind = 0;
+  friend auto operator<=>(const SweepKey&, const SweepKey&) = default;
+};
+
+/// Sweep settings.
+struct SweepOptions {
+  std::vector<int> freqs_mhz;  ///< Grid to sweep, MHz; sorted descending and deduplicated by Sweep.
+  int samples_per_step = 3;    ///< Samples needed at a frequency before the step ends (>= 1).
+  int max_energy_rises = 5;    ///< A key stops after its energy rose this many steps in a row.
+};
+
+/// Lock-step frequency sweep from the highest frequency down. Every active key runs at the
+/// step's frequency; when each active key has `samples_per_step` samples at its current
+/// frequency, all of them move one grid step down together (one new plan version per step).
+/// A key stops when its mean energy rose `max_energy_rises` times in a row or the grid ends.
+/// Samples are labelled with the frequency actually applied; samples at any other frequency
+/// than the key's current one are ignored (they belong to an older step). Deterministic:
+/// replaying the same samples gives the same state. Not thread-safe (the job lock guards it).
+class Sweep {
+ public:
+  /// Throws perseus::InputError if the grid or the key list is empty.
+  Sweep(SweepOptions options, std::vector<SweepKey> keys);
+
+  /// Frequency the key runs at now, MHz (a stopped key runs at the grid's maximum).
+  int freq_mhz(const SweepKey& key) const;
+  /// Adds one sample (mean time_s / energy_j of the key's computations in one rank-iteration
+  /// at freq_mhz). Returns true when it completed the step, i.e. the frequencies changed.
+  bool add_sample(const SweepKey& key, int freq_mhz, double time_s, double energy_j);
+  /// True when every key has stopped.
+  bool done() const;
+  /// Steps completed so far.
+  int step() const { return step_; }
+
+  /// One profiled operating point (means over the samples).
+  struct Row {
+    SweepKey key;
+    int freq_mhz = 0;
+    double time_s = 0, energy_j = 0;
+    int samples = 0;
+  };
+  /// All points measured so far, key by key, frequency descending.
+  std::vector<Row> rows() const;
+  /// {"step", "keys_active", "keys_done", "grid_mhz"} for job status responses.
+  nlohmann::json progress_json() const;
+
+ private:
+  struct State {
+    std::size_t idx = 0;
+    int rises = 0;
+    bool done = false;
+    bool has_prev = false;
+    double prev_energy_j = 0;
+    int count = 0;
+    double sum_time_s = 0, sum_energy_j = 0;
+    std::vector<Row> rows;
+  };
+  SweepOptions opt_;
+  std::map<SweepKey, State> keys_;
+  int step_ = 0;
+  void advance();
+};
+
+}  // namespace perseus::server

@@ -1,0 +1,88 @@
+// In-memory state of one job (private to the server library).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/server/job_model.hpp"
+#include "perseus/server/job_spec.hpp"
+#include "perseus/server/store.hpp"
+#include "perseus/server/sweep.hpp"
+
+namespace perseus::server {
+
+/// Which plan one pipeline runs now.
+struct Assignment {
+  int plan_index = 0;
+  std::int64_t version = 0;
+  std::shared_ptr<const ServedPlan> plan;  ///< Null only before a profiling sweep has its grid.
+};
+
+/// Job states reported as "job_status" / "status".
+inline constexpr const char* kStatusPlanning = "planning";    ///< Solving; ranks run the all-max plan.
+inline constexpr const char* kStatusProfiling = "profiling";  ///< Online sweep in progress.
+inline constexpr const char* kStatusReady = "ready";          ///< Frontier plans are served.
+inline constexpr const char* kStatusFailed = "failed";        ///< Planning failed; see "error".
+
+struct Job {
+  std::string id;
+  JobSpec spec;
+  double created_s = 0;
+  std::atomic<double> last_activity_s{0};
+  std::atomic<bool> activity_dirty{false};
+
+  mutable std::shared_mutex mu;  // guards everything below
+  bool deleted = false;
+  std::string status, error;
+  JobModel model;
+  std::shared_ptr<const Frontier> frontier;           // profile jobs once (re)solved
+  std::map<int, std::shared_ptr<const ServedPlan>> plans;  // materialized plans by index
+  std::vector<Assignment> pipelines;                  // per dp rank
+  std::int64_t version_counter = 0;
+  std::map<int, StoredRank> ranks;
+  std::map<std::tuple<int, int, int>, int> slots;    // (dp, pp, tp) -> rank
+  std::map<int, StoredStraggler> stragglers;
+  std::deque<nlohmann::json> decisions;
+  std::int64_t decisions_total = 0;
+  std::unique_ptr<Sweep> sweep;
+  std::int64_t zeus_next_iteration = 0;
+
+  std::mutex solve_mu;  // serializes frontier (re)derivation
+
+  std::mutex stats_mu;  // guards the measurement summary
+  std::int64_t num_measurements = 0;
+  double sum_time_s = 0, sum_energy_j = 0;
+
+  void touch(double now_s) {
+    last_activity_s.store(now_s, std::memory_order_relaxed);
+    activity_dirty.store(true, std::memory_order_relaxed);
+  }
+};
+
+/// Unix time now, s.
+double now_s();
+/// A fresh unguessable job id ("job-" + 24 hex digits).
+std::string new_job_id();
+/// Per-op frequencies as a JSON array text (stored plans).
+std::string freqs_json(const std::vector<int>& freq_mhz);
+/// StoredAssignment list of a job (caller holds the lock).
+std::vector<StoredAssignment> stored_assignments(const Job& job);
+/// Builds the sweep of a profiling job from its grid; null if the grid is not known yet.
+std::unique_ptr<Sweep> make_sweep(const Job& job);
+/// Renders the current sweep step as a plan (index kSweepPlanIndex).
+std::shared_ptr<const ServedPlan> render_sweep_plan(const Job& job);
+/// Feeds one measurement JSON (already validated) of a rank into the sweep; true if the
+/// sweep stepped. Caller holds the unique lock. Deterministic (used for replay too).
+bool feed_sweep(Job& job, const StoredRank& rank, const nlohmann::json& measurement);
+
+}  // namespace perseus::server

@@ -1,0 +1,516 @@
+// JobManager: job lifecycle (create, list, get, delete, load, expiry), planner pool, metrics.
+#include "perseus/server/job_manager.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/core.h>
+
+#include "job.hpp"
+#include "perseus/error.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/server/api_error.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+namespace {
+
+/// Copy of a model without the (possibly large) explicit plan table.
+JobModel shallow(const JobModel& m) {
+  JobModel out;
+  out.schedule = m.schedule;
+  out.dag = m.dag;
+  out.profile = m.profile;
+  out.points = m.points;
+  return out;
+}
+
+json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+std::string points_json(const std::vector<PlanPoint>& pts) {
+  json a = json::array();
+  for (const auto& p : pts) a.push_back({number_or_null(p.time_s), number_or_null(p.energy_j)});
+  return a.dump();
+}
+
+std::vector<PlanPoint> parse_points(const std::string& text) {
+  std::vector<PlanPoint> out;
+  for (const auto& p : json::parse(text)) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    out.push_back({p[0].is_null() ? nan : p[0].get<double>(), p[1].is_null() ? nan : p[1].get<double>()});
+  }
+  return out;
+}
+
+PlanPoint all_max_point(const JobModel& m, const JobSpec& spec, const std::vector<int>& freq) {
+  const FrequencyPlan p = evaluate_plan(*m.dag, *m.profile, freq, spec.p2p_power_w);
+  return {p.timeline.time_s, p.total_energy_j()};
+}
+
+}  // namespace
+
+JobManager::JobManager(Store& store, ManagerOptions options) : store_(store), opt_(std::move(options)) {
+  for (int i = 0; i < std::max(1, opt_.planner_threads); ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+JobManager::~JobManager() {
+  {
+    std::lock_guard lock(q_mu_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  q_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void JobManager::enqueue(std::function<void()> task) {
+  {
+    std::lock_guard lock(q_mu_);
+    queue_.push_back(std::move(task));
+  }
+  q_cv_.notify_one();
+}
+
+void JobManager::worker_loop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(q_mu_);
+      q_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    try {
+      task();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "perseus serve: planner task failed: %s\n", e.what());
+    }
+    {
+      std::lock_guard lock(q_mu_);
+      --running_;
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+bool JobManager::wait_idle(double timeout_s) {
+  std::unique_lock lock(q_mu_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                           [&] { return queue_.empty() && running_ == 0; });
+}
+
+std::shared_ptr<Job> JobManager::find(const std::string& job_id) const {
+  std::shared_lock lock(mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Job> JobManager::find_or_404(const std::string& job_id) const {
+  auto j = find(job_id);
+  if (!j) throw ApiError(404, "unknown_job", fmt::format("no job \"{}\"", job_id.substr(0, 64)));
+  j->touch(now_s());
+  return j;
+}
+
+std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
+  const std::string spec_json = job->spec.to_json().dump();
+  for (int attempt = 0;; ++attempt) {
+    job->id = new_job_id();
+    if (store_.insert_job(job->id, job->created_s, spec_json, job->status, job->version_counter,
+                          stored_assignments(*job)))
+      break;
+    if (attempt > 8) throw std::runtime_error("could not allocate a unique job id");
+  }
+  for (const auto& [idx, plan] : job->plans)
+    if (idx >= kAllMaxPlanIndex && job->model.explicit_plans.empty())
+      store_.put_plan(job->id, idx, freqs_json(plan->freq_mhz));
+  std::unique_lock lock(mu_);
+  jobs_[job->id] = job;
+  return job->id;
+}
+
+Reply JobManager::create_job(const json& body) {
+  JobSpec spec = JobSpec::from_json(body);
+  {
+    std::shared_lock lock(mu_);
+    if (jobs_.size() >= opt_.max_jobs)
+      throw ApiError(503, "too_many_jobs", fmt::format("the server holds {} jobs (limit); delete some", jobs_.size()));
+  }
+  auto job = std::make_shared<Job>();
+  job->spec = spec;
+  job->created_s = now_s();
+  job->touch(job->created_s);
+  try {
+    job->model = prepare_model(spec);
+  } catch (const InputError& e) {
+    throw ApiError(422, "invalid_job", e.what());
+  }
+  job->pipelines.resize(spec.dp);
+  job->version_counter = 1;
+  std::shared_ptr<const ServedPlan> plan;
+  int idx = 0;
+  try {
+    switch (spec.source) {
+      case PlanSource::kProfile: {
+        auto freq = all_max_freqs(job->model, spec);
+        const PlanPoint pt = all_max_point(job->model, spec, freq);
+        idx = kAllMaxPlanIndex;
+        plan = render_plan(*job->model.dag, idx, pt, std::move(freq));
+        job->status = kStatusPlanning;
+        break;
+      }
+      case PlanSource::kPlans:
+      case PlanSource::kZeusPlans:
+        idx = job->model.fastest_index();
+        plan = render_plan(*job->model.dag, idx, job->model.points[idx], job->model.explicit_plans[idx]);
+        job->status = kStatusReady;
+        break;
+      case PlanSource::kProfiling:
+        idx = kSweepPlanIndex;
+        job->sweep = make_sweep(*job);
+        if (job->sweep) plan = render_sweep_plan(*job);
+        job->status = kStatusProfiling;
+        break;
+    }
+  } catch (const InputError& e) {
+    throw ApiError(422, "invalid_job", e.what());
+  }
+  if (plan) job->plans[idx] = plan;
+  for (auto& a : job->pipelines) a = {idx, 1, plan};
+  const std::string id = insert_new_job(job);
+  counters_.jobs_created++;
+  json out = {{"job_id", id},
+              {"status", job->status},
+              {"world_size", spec.world_size()},
+              {"num_ops", job->model.dag->num_ops()},
+              {"num_plans", job->model.points.size()},
+              {"plan_index", idx},
+              {"spec", spec.summary_json()}};
+  if (spec.source == PlanSource::kProfile) start_solve(job, true);  // after reading the status
+  return {201, out.dump()};
+}
+
+void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_done) {
+  std::weak_ptr<Job> weak = job;
+  enqueue([this, weak, assign_when_done] {
+    auto j = weak.lock();
+    if (!j) return;
+    JobModel model;
+    JobSpec spec;
+    {
+      std::shared_lock lock(j->mu);
+      if (j->deleted || j->frontier) return;
+      model = shallow(j->model);
+      spec = j->spec;
+    }
+    std::lock_guard solve_lock(j->solve_mu);
+    try {
+      auto fr = solve_model_frontier(model, spec);
+      auto pts = frontier_points(*fr);
+      if (pts.empty()) throw InputError("the planner returned an empty frontier");
+      counters_.plans_solved++;
+      std::unique_lock lock(j->mu);
+      if (j->deleted) return;
+      if (!assign_when_done) {
+        if (pts.size() != j->model.points.size()) {
+          std::fprintf(stderr, "perseus serve: job %s: re-derived frontier has %zu points, stored %zu; not used\n",
+                       j->id.c_str(), pts.size(), j->model.points.size());
+          return;
+        }
+        j->frontier = fr;
+        return;
+      }
+      j->frontier = fr;
+      j->model.points = pts;
+      const int idx = j->model.fastest_index();
+      auto plan = render_plan(*model.dag, idx, pts[idx], fr->plan(idx).freq_mhz);
+      store_.set_points(j->id, points_json(pts));
+      store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+      j->plans[idx] = plan;
+      ++j->version_counter;
+      for (auto& a : j->pipelines) a = {idx, j->version_counter, plan};
+      store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+      j->status = kStatusReady;
+      j->error.clear();
+      store_.set_status(j->id, j->status, "");
+    } catch (const std::exception& e) {
+      std::unique_lock lock(j->mu);
+      if (j->deleted || !assign_when_done) return;
+      j->status = kStatusFailed;
+      j->error = fmt::format("planning failed: {}", e.what());
+      store_.set_status(j->id, j->status, j->error);
+    }
+  });
+}
+
+void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
+  JobModel model;
+  JobSpec spec;
+  std::shared_ptr<const Frontier> fr;
+  std::vector<int> freq;
+  {
+    std::shared_lock lock(j->mu);
+    if (j->plans.count(idx)) return;
+    if (idx < 0 || idx >= static_cast<int>(j->model.points.size()))
+      throw std::out_of_range(fmt::format("plan index {} out of range", idx));
+    model = shallow(j->model);
+    spec = j->spec;
+    fr = j->frontier;
+    if (!j->model.explicit_plans.empty()) freq = j->model.explicit_plans[idx];
+  }
+  const bool explicit_plan = !freq.empty();
+  if (!explicit_plan) {
+    if (!fr) {  // after a restart: re-derive the frontier (deterministic) once
+      std::lock_guard solve_lock(j->solve_mu);
+      {
+        std::shared_lock lock(j->mu);
+        fr = j->frontier;
+      }
+      if (!fr) {
+        fr = solve_model_frontier(model, spec);
+        if (fr->size() != model.points.size())
+          throw std::runtime_error("the re-derived frontier differs from the stored one");
+        std::unique_lock lock(j->mu);
+        j->frontier = fr;
+      }
+    }
+    freq = fr->plan(idx).freq_mhz;
+  }
+  auto plan = render_plan(*model.dag, idx, model.points[idx], std::move(freq));
+  std::unique_lock lock(j->mu);
+  if (j->deleted || j->plans.count(idx)) return;
+  j->plans[idx] = plan;
+  if (!explicit_plan) store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+}
+
+namespace {
+json job_summary(const Job& j) {
+  return {{"job_id", j.id},         {"name", j.spec.name},       {"status", j.status},
+          {"created_s", j.created_s}, {"world_size", j.spec.world_size()}, {"ranks_registered", j.ranks.size()},
+          {"last_activity_s", j.last_activity_s.load()}};
+}
+}  // namespace
+
+Reply JobManager::list_jobs() {
+  std::vector<std::shared_ptr<Job>> all;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, j] : jobs_) all.push_back(j);
+  }
+  json arr = json::array();
+  for (const auto& j : all) {
+    std::shared_lock lock(j->mu);
+    arr.push_back(job_summary(*j));
+  }
+  return {200, json{{"jobs", arr}}.dump()};
+}
+
+Reply JobManager::get_job(const std::string& job_id) {
+  auto j = find_or_404(job_id);
+  std::shared_lock lock(j->mu);
+  json out = job_summary(*j);
+  out["error"] = j->error;
+  out["spec"] = j->spec.summary_json();
+  out["version"] = j->version_counter;
+  json fr = {{"num_points", j->model.points.size()}, {"fastest_index", j->model.fastest_index()}};
+  if (!j->model.points.empty() && j->model.points.size() <= 20000) {
+    json pts = json::array();
+    for (const auto& p : j->model.points) pts.push_back({number_or_null(p.time_s), number_or_null(p.energy_j)});
+    fr["points"] = pts;  // [time_s, energy_j] per plan index
+  }
+  out["frontier"] = fr;
+  json pipes = json::array();
+  for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) {
+    const auto& a = j->pipelines[d];
+    pipes.push_back({{"pipeline", d}, {"plan_index", a.plan_index}, {"version", a.version},
+                     {"iteration_time_s", a.plan ? number_or_null(a.plan->point.time_s) : json(nullptr)},
+                     {"straggler", j->stragglers.count(d) > 0}});
+  }
+  out["pipelines"] = pipes;
+  json strag = json::array();
+  for (const auto& [d, s] : j->stragglers)
+    strag.push_back({{"pipeline", d}, {"target_time_s", s.target_time_s}, {"slowdown", s.slowdown},
+                     {"created_s", s.created_s}});
+  out["stragglers"] = strag;
+  out["decisions"] = json(std::vector<json>(j->decisions.begin(), j->decisions.end()));
+  out["decisions_total"] = j->decisions_total;
+  if (j->sweep) out["profiling"] = j->sweep->progress_json();
+  {
+    std::lock_guard s(j->stats_mu);
+    out["measurements"] = {{"count", j->num_measurements},
+                           {"mean_iteration_time_s", j->num_measurements ? json(j->sum_time_s / j->num_measurements) : json(nullptr)},
+                           {"mean_iteration_energy_j", j->num_measurements ? json(j->sum_energy_j / j->num_measurements) : json(nullptr)}};
+  }
+  return {200, out.dump()};
+}
+
+Reply JobManager::delete_job(const std::string& job_id) {
+  std::shared_ptr<Job> j;
+  {
+    std::unique_lock lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) throw ApiError(404, "unknown_job", fmt::format("no job \"{}\"", job_id.substr(0, 64)));
+    j = it->second;
+    jobs_.erase(it);
+  }
+  std::unique_lock lock(j->mu);
+  j->deleted = true;
+  store_.delete_job(job_id);
+  return {200, json{{"job_id", job_id}, {"deleted", true}}.dump()};
+}
+
+std::size_t JobManager::expire_idle(double now) {
+  std::vector<std::shared_ptr<Job>> all;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, j] : jobs_) all.push_back(j);
+  }
+  std::size_t expired = 0;
+  for (const auto& j : all) {
+    if (opt_.job_idle_ttl_s > 0 && now - j->last_activity_s.load() > opt_.job_idle_ttl_s) {
+      try {
+        delete_job(j->id);
+        ++expired;
+        counters_.jobs_expired++;
+      } catch (const ApiError&) {
+      }
+      continue;
+    }
+    if (j->activity_dirty.exchange(false)) store_.set_last_activity(j->id, j->last_activity_s.load());
+  }
+  return expired;
+}
+
+std::size_t JobManager::load() {
+  std::size_t n = 0;
+  for (auto& sj : store_.load_all()) {
+    auto j = std::make_shared<Job>();
+    j->id = sj.job_id;
+    j->created_s = sj.created_s;
+    j->last_activity_s = sj.last_activity_s;
+    j->status = sj.status;
+    j->error = sj.error;
+    j->version_counter = sj.version_counter;
+    j->num_measurements = sj.num_measurements;
+    j->sum_time_s = sj.sum_time_s;
+    j->sum_energy_j = sj.sum_energy_j;
+    j->zeus_next_iteration = sj.max_iteration + 1;
+    bool solve = false;
+    try {
+      j->spec = JobSpec::from_json(json::parse(sj.spec_json));
+      j->pipelines.resize(j->spec.dp);
+      for (const auto& r : sj.ranks) {
+        j->ranks[r.rank] = r;
+        j->slots[{r.dp_rank, r.pp_rank, r.tp_rank}] = r.rank;
+      }
+      for (const auto& s : sj.stragglers) j->stragglers[s.pipeline] = s;
+      for (const auto& d : sj.decisions) {
+        j->decisions.push_back(json::parse(d));
+        if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
+      }
+      j->decisions_total = static_cast<std::int64_t>(sj.decisions.size());
+      j->model = prepare_model(j->spec, sj.built_profile_csv);
+      if (!sj.points_json.empty()) j->model.points = parse_points(sj.points_json);
+      for (const auto& [idx, text] : sj.plans) {
+        auto freq = json::parse(text).get<std::vector<int>>();
+        if (static_cast<int>(freq.size()) != j->model.dag->num_ops()) continue;
+        PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+        if (idx >= 0 && idx < static_cast<int>(j->model.points.size())) pt = j->model.points[idx];
+        else if (idx == kAllMaxPlanIndex && j->model.profile) pt = all_max_point(j->model, j->spec, freq);
+        j->plans[idx] = render_plan(*j->model.dag, idx, pt, std::move(freq));
+      }
+      for (const auto& a : sj.assignments) {
+        if (a.pipeline < 0 || a.pipeline >= j->spec.dp) continue;
+        auto& p = j->pipelines[a.pipeline];
+        p.plan_index = a.plan_index;
+        p.version = std::max(p.version, a.version);
+      }
+      const bool sweeping = j->spec.source == PlanSource::kProfiling && sj.built_profile_csv.empty();
+      if (sweeping) {
+        j->sweep = make_sweep(*j);
+        if (j->sweep) {
+          for (const auto& m : store_.measurements(j->id)) {
+            auto r = j->ranks.find(m.rank);
+            if (r != j->ranks.end()) feed_sweep(*j, r->second, json::parse(m.body_json));
+          }
+          // A crash between storing a measurement and storing the new version: fix it up.
+          const std::int64_t expected = 1 + j->sweep->step();
+          if (j->version_counter < expected) j->version_counter = expected;
+          for (auto& a : j->pipelines) a.version = std::max(a.version, expected);
+          j->plans[kSweepPlanIndex] = render_sweep_plan(*j);
+          store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+        }
+      }
+      for (auto& p : j->pipelines) {
+        if (!j->plans.count(p.plan_index) && p.plan_index >= 0 && !j->model.explicit_plans.empty() &&
+            p.plan_index < static_cast<int>(j->model.explicit_plans.size()))
+          j->plans[p.plan_index] = render_plan(*j->model.dag, p.plan_index, j->model.points[p.plan_index],
+                                               j->model.explicit_plans[p.plan_index]);
+        auto it = j->plans.find(p.plan_index);
+        p.plan = it == j->plans.end() ? nullptr : it->second;
+        if (!p.plan && !(sweeping && !j->sweep))
+          throw std::runtime_error(fmt::format("stored plan {} is missing", p.plan_index));
+      }
+      if (sweeping && j->sweep && j->sweep->done()) {
+        finish_profiling(j);  // the crash came between the last step and storing the profile
+      } else if (j->status == kStatusPlanning) {
+        solve = true;
+      }
+    } catch (const std::exception& e) {
+      j->status = kStatusFailed;
+      j->error = fmt::format("could not reload the job: {}", e.what());
+      if (j->pipelines.size() != static_cast<std::size_t>(j->spec.dp)) j->pipelines.resize(j->spec.dp);
+    }
+    {
+      std::unique_lock lock(mu_);
+      jobs_[j->id] = j;
+    }
+    if (solve) start_solve(j, true);
+    ++n;
+  }
+  return n;
+}
+
+std::string JobManager::metrics_text() const {
+  std::map<std::string, int> by_status;
+  std::size_t ranks = 0, jobs = 0;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, j] : jobs_) {
+      std::shared_lock jl(j->mu);
+      by_status[j->status]++;
+      ranks += j->ranks.size();
+      ++jobs;
+    }
+  }
+  std::string out;
+  auto counter = [&](const char* name, const char* help, std::uint64_t v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
+  };
+  counter("perseus_http_requests_total", "HTTP requests handled.", counters_.requests.load());
+  counter("perseus_http_client_errors_total", "Requests answered with 4xx.", counters_.errors_4xx.load());
+  counter("perseus_http_server_errors_total", "Requests answered with 5xx.", counters_.errors_5xx.load());
+  counter("perseus_http_rate_limited_total", "Requests refused with 429.", counters_.rate_limited.load());
+  counter("perseus_plan_fetches_total", "Plan fetches answered 200.", counters_.plan_fetches.load());
+  counter("perseus_plan_not_modified_total", "Plan fetches answered 304.", counters_.plan_not_modified.load());
+  counter("perseus_measurements_total", "Measurements accepted.", counters_.measurements.load());
+  counter("perseus_measurement_duplicates_total", "Repeated measurements ignored.", counters_.measurement_duplicates.load());
+  counter("perseus_straggler_decisions_total", "Straggler decisions taken.", counters_.straggler_decisions.load());
+  counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());
+  counter("perseus_jobs_expired_total", "Jobs deleted for idleness.", counters_.jobs_expired.load());
+  counter("perseus_frontiers_solved_total", "Frontiers solved.", counters_.plans_solved.load());
+  out += "# HELP perseus_jobs Jobs held, by status.\n# TYPE perseus_jobs gauge\n";
+  for (const char* s : {kStatusPlanning, kStatusProfiling, kStatusReady, kStatusFailed})
+    out += fmt::format("perseus_jobs{{status=\"{}\"}} {}\n", s, by_status[s]);
+  out += fmt::format("# HELP perseus_ranks_registered Ranks registered over all jobs.\n"
+                     "# TYPE perseus_ranks_registered gauge\nperseus_ranks_registered {}\n", ranks);
+  (void)jobs;
+  return out;
+}
+
+}  // namespace perseus::server

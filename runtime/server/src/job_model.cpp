@@ -1,0 +1,239 @@
+// JobModel: schedule/DAG/profile preparation, precomputed plan parsing, plan rendering.
+#include "perseus/server/job_model.hpp"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/error.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/schedule.hpp"
+#include "perseus/server/zeus_plan.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string number_json(double x) {
+  if (!std::isfinite(x)) return "null";
+  return json(x).dump();
+}
+
+bool is_compute(std::string_view name) { return parse_instruction_kind(name).has_value(); }
+
+/// Per-op frequencies from one entry of "plans" (`{"time_s","energy_j","ranks": [[...], ...]}`).
+std::vector<int> plan_from_json(const JobModel& m, const JobSpec& spec, const json& p, std::size_t idx) {
+  const auto where = [&](std::string_view what) { return fmt::format("plans[{}]: {}", idx, what); };
+  if (!p.is_object()) throw InputError(where("must be an object"));
+  auto rit = p.find("ranks");
+  if (rit == p.end() || !rit->is_array() || rit->size() != static_cast<std::size_t>(spec.pp))
+    throw InputError(where(fmt::format("\"ranks\" must be an array of {} per-rank lists", spec.pp)));
+  const Dag& dag = *m.dag;
+  std::vector<int> freq(dag.num_ops(), 0);
+  for (int r = 0; r < spec.pp; ++r) {
+    const json& list = (*rit)[r];
+    const auto& ops = dag.rank_ops(r);
+    if (!list.is_array() || list.size() != ops.size())
+      throw InputError(where(fmt::format("ranks[{}] must list {} computations", r, ops.size())));
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      const json& e = list[k];
+      const auto bad = [&](std::string_view what) {
+        return InputError(where(fmt::format("ranks[{}][{}]: {}", r, k, what)));
+      };
+      if (!e.is_object()) throw bad("must be an object");
+      auto f = e.find("freq_mhz");
+      if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 || f->get<std::int64_t>() > 100000)
+        throw bad("\"freq_mhz\" must be a positive integer");
+      int op = ops[k];
+      auto ins = e.find("instruction");
+      auto mb = e.find("microbatch");
+      if (ins != e.end() || mb != e.end()) {
+        if (ins == e.end() || !ins->is_string()) throw bad("\"instruction\" must be a string");
+        auto kind = parse_instruction_kind(ins->get<std::string>());
+        if (!kind) throw bad(fmt::format("unknown instruction \"{}\"", ins->get<std::string>()));
+        if (mb == e.end() || !mb->is_number_integer()) throw bad("\"microbatch\" must be an integer");
+        int stage = dag.op(op).stage;
+        if (auto st = e.find("stage"); st != e.end()) {
+          if (!st->is_number_integer()) throw bad("\"stage\" must be an integer");
+          stage = st->get<int>();
+        } else if (spec.chunks == 1) {
+          stage = r;
+        }
+        const int found = dag.find(Computation{stage, mb->get<int>(), *kind});
+        if (found < 0 || dag.rank_of(found) != r)
+          throw bad(fmt::format("no computation {} of microbatch {} on stage {} of this rank",
+                                ins->get<std::string>(), mb->get<int>(), stage));
+        op = found;
+      }
+      if (freq[op] != 0) throw bad("computation listed twice");
+      freq[op] = f->get<int>();
+    }
+  }
+  return freq;
+}
+
+/// Per-op frequencies from a Zeus plan: the outer list is per pp rank (stage for 1 chunk);
+/// compute entries are consumed in the rank's execution order, other names are skipped.
+std::vector<int> plan_from_zeus(const JobModel& m, const JobSpec& spec, const ZeusPlan& z, std::size_t idx) {
+  const Dag& dag = *m.dag;
+  if (z.size() != static_cast<std::size_t>(spec.pp))
+    throw InputError(fmt::format("zeus_plans[{}]: has {} stage lists, the job has pp = {}", idx, z.size(), spec.pp));
+  std::vector<int> freq(dag.num_ops(), 0);
+  for (int r = 0; r < spec.pp; ++r) {
+    const auto& ops = dag.rank_ops(r);
+    std::size_t k = 0;
+    for (const auto& e : z[r]) {
+      if (e.instruction && !is_compute(*e.instruction)) continue;  // load, p2p, step, ...
+      if (k >= ops.size())
+        throw InputError(fmt::format("zeus_plans[{}]: stage {} has more than the {} computations of the schedule",
+                                     idx, r, ops.size()));
+      const auto kind = dag.op(ops[k]).kind;
+      if (e.instruction && *e.instruction != to_string(kind))
+        throw InputError(fmt::format("zeus_plans[{}]: stage {} entry {} is \"{}\", the schedule runs \"{}\" there", idx,
+                                     r, k, *e.instruction, to_string(kind)));
+      freq[ops[k++]] = e.freq_mhz;
+    }
+    if (k != ops.size())
+      throw InputError(fmt::format("zeus_plans[{}]: stage {} has {} computations, the schedule has {}", idx, r, k,
+                                   ops.size()));
+  }
+  return freq;
+}
+
+PlanPoint evaluate(const JobModel& m, const JobSpec& spec, const std::vector<int>& freq) {
+  const FrequencyPlan p = evaluate_plan(*m.dag, *m.profile, freq, spec.p2p_power_w);
+  return {p.timeline.time_s, p.total_energy_j()};
+}
+
+}  // namespace
+
+std::shared_ptr<const ServedPlan> render_plan(const Dag& dag, int plan_index, PlanPoint point,
+                                              std::vector<int> freq_mhz) {
+  auto p = std::make_shared<ServedPlan>();
+  p->plan_index = plan_index;
+  p->point = point;
+  p->time_json = number_json(point.time_s);
+  p->energy_json = number_json(point.energy_j);
+  for (int r = 0; r < dag.num_ranks(); ++r) {
+    std::string ins = "[", zeus = "[";
+    bool first = true;
+    for (int op : dag.rank_ops(r)) {
+      const Computation& c = dag.op(op);
+      const std::string_view name = to_string(c.kind);
+      ins += fmt::format("{}{{\"instruction\":\"{}\",\"stage\":{},\"microbatch\":{},\"freq_mhz\":{}}}", first ? "" : ",",
+                         name, c.stage, c.microbatch, freq_mhz[op]);
+      zeus += fmt::format("{}[\"{}\",{}]", first ? "" : ",", name, freq_mhz[op]);
+      first = false;
+    }
+    p->rank_instructions_json.push_back(ins + "]");
+    p->rank_zeus_json.push_back(zeus + "]");
+  }
+  p->freq_mhz = std::move(freq_mhz);
+  return p;
+}
+
+int JobModel::fastest_index() const {
+  if (points.empty()) return -1;
+  if (!times_known()) return static_cast<int>(points.size()) - 1;
+  int best = 0;
+  for (int i = 1; i < static_cast<int>(points.size()); ++i) {
+    const auto& a = points[i];
+    const auto& b = points[best];
+    if (a.time_s < b.time_s || (a.time_s == b.time_s && a.energy_j < b.energy_j)) best = i;
+  }
+  return best;
+}
+
+int JobModel::lowest_energy_within(double deadline_s) const {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(points.size()); ++i) {
+    const auto& a = points[i];
+    if (!(a.time_s <= deadline_s)) continue;
+    if (best < 0 || a.energy_j < points[best].energy_j ||
+        (a.energy_j == points[best].energy_j && a.time_s < points[best].time_s))
+      best = i;
+  }
+  return best < 0 ? fastest_index() : best;
+}
+
+bool JobModel::times_known() const {
+  for (const auto& p : points)
+    if (!std::isfinite(p.time_s) || !std::isfinite(p.energy_j)) return false;
+  return true;
+}
+
+JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
+  JobModel m;
+  m.schedule = std::make_shared<const Schedule>(make_schedule(spec.schedule, spec.pp, spec.microbatches, spec.chunks));
+  m.dag = std::make_shared<const Dag>(Dag::build(*m.schedule));
+  if (m.dag->num_ranks() != spec.pp)
+    throw InputError(fmt::format("schedule {} has {} ranks, expected pp = {}", spec.schedule, m.dag->num_ranks(), spec.pp));
+  const std::string& csv = profile_csv.empty() ? spec.profile_csv : profile_csv;
+  if (!csv.empty())
+    m.profile = std::make_shared<const Profile>(parse_profile_csv(csv, "profile_csv", spec.num_stages()));
+  if (spec.source == PlanSource::kPlans) {
+    for (std::size_t i = 0; i < spec.plans.size(); ++i) {
+      const json& p = spec.plans[i];
+      m.explicit_plans.push_back(plan_from_json(m, spec, p, i));
+      PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+      if (m.profile) pt = evaluate(m, spec, m.explicit_plans.back());
+      auto num = [&](const char* key, double& out) {
+        auto it = p.find(key);
+        if (it == p.end() || it->is_null()) return;
+        if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
+          throw InputError(fmt::format("plans[{}]: \"{}\" must be a non-negative number", i, key));
+        out = it->get<double>();
+      };
+      num("time_s", pt.time_s);
+      num("energy_j", pt.energy_j);
+      if (!std::isfinite(pt.time_s) || !std::isfinite(pt.energy_j))
+        throw InputError(fmt::format("plans[{}]: \"time_s\" and \"energy_j\" are required (or give profile_csv)", i));
+      m.points.push_back(pt);
+    }
+  } else if (spec.source == PlanSource::kZeusPlans) {
+    for (std::size_t i = 0; i < spec.zeus_plans.size(); ++i) {
+      const ZeusPlan z = parse_zeus_plan(spec.zeus_plans[i], fmt::format("zeus_plans[{}]", i));
+      m.explicit_plans.push_back(plan_from_zeus(m, spec, z, i));
+      PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+      if (m.profile) pt = evaluate(m, spec, m.explicit_plans.back());
+      m.points.push_back(pt);
+    }
+  } else if (spec.source == PlanSource::kProfile && !m.profile) {
+    throw InputError("profile_csv is empty");
+  }
+  return m;
+}
+
+std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec) {
+  if (!model.profile) throw InputError("the job has no profile to plan from");
+  PlannerOptions opt;
+  opt.p2p_power_w = spec.p2p_power_w;
+  opt.unit_time_s = spec.unit_time_s;
+  return std::make_shared<const Frontier>(solve_frontier(*model.dag, *model.profile, opt));
+}
+
+std::vector<PlanPoint> frontier_points(const Frontier& frontier) {
+  std::vector<PlanPoint> out;
+  out.reserve(frontier.size());
+  for (const auto& p : frontier.points()) out.push_back({p.time_s, p.energy_j});
+  return out;
+}
+
+std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec) {
+  if (!model.profile) throw InputError("the job has no profile");
+  return all_max_plan(*model.dag, *model.profile, spec.p2p_power_w).freq_mhz;
+}
+
+std::string profile_csv_text(const std::vector<ProfileRow>& rows) {
+  std::string out = "stage,instruction,frequency,time,energy\n";
+  for (const auto& r : rows)
+    out += fmt::format("{},{},{},{:.9g},{:.9g}\n", r.stage, to_string(r.kind), r.freq_mhz, r.time_s, r.energy_j);
+  return out;
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,118 @@
+// JobSpec validation and (de)serialization.
+#include "perseus/server/job_spec.hpp"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+
+#include "perseus/server/api_error.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+namespace {
+constexpr std::int64_t kMaxPp = 1024, kMaxDp = 65536, kMaxTp = 1024, kMaxWorld = 1 << 20;
+constexpr std::int64_t kMaxMicrobatches = 4096, kMaxChunks = 64, kMaxOps = 4'000'000;
+constexpr std::size_t kMaxPayload = std::size_t{1} << 30;
+}  // namespace
+
+const char* to_string(PlanSource source) {
+  switch (source) {
+    case PlanSource::kProfile: return "profile";
+    case PlanSource::kPlans: return "plans";
+    case PlanSource::kZeusPlans: return "zeus_plans";
+    case PlanSource::kProfiling: return "profiling";
+  }
+  return "unknown";
+}
+
+JobSpec JobSpec::from_json(const json& body) {
+  require_object(body, "request body");
+  JobSpec s;
+  s.name = get_string(body, "name", std::string(), 256);
+  s.pp = static_cast<int>(get_int(body, "pp", std::nullopt, 1, kMaxPp));
+  s.dp = static_cast<int>(get_int(body, "dp", 1, 1, kMaxDp));
+  s.tp = static_cast<int>(get_int(body, "tp", 1, 1, kMaxTp));
+  if (std::int64_t{s.pp} * s.dp * s.tp > kMaxWorld)
+    throw ApiError(422, "invalid_field", fmt::format("pp*dp*tp must be at most {}", kMaxWorld));
+  s.microbatches = static_cast<int>(get_int(body, "microbatches", std::nullopt, 1, kMaxMicrobatches));
+  s.chunks = static_cast<int>(get_int(body, "chunks", 1, 1, kMaxChunks));
+  if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxOps)
+    throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
+  s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
+  s.p2p_power_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
+  s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-9, 1e4);
+
+  const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
+  const bool has_plans = body.contains("plans") && !body["plans"].is_null();
+  const bool has_zeus = body.contains("zeus_plans") && !body["zeus_plans"].is_null();
+  const std::string mode = get_string(body, "mode", std::string(), 32);
+  if (!mode.empty() && mode != "profile" && mode != "plan")
+    throw ApiError(422, "invalid_field", "field \"mode\" must be \"profile\" or \"plan\"");
+  if (has_profile) s.profile_csv = get_string(body, "profile_csv", std::nullopt, kMaxPayload);
+  if (int(has_plans) + int(has_zeus) + int(mode == "profile") > 1)
+    throw ApiError(422, "invalid_field", "give only one of \"plans\", \"zeus_plans\" or \"mode\": \"profile\"");
+  if (mode == "profile") {
+    if (has_profile) throw ApiError(422, "invalid_field", "\"mode\": \"profile\" does not take a profile_csv");
+    s.source = PlanSource::kProfiling;
+    if (auto it = body.find("freqs_mhz"); it != body.end() && !it->is_null()) {
+      if (!it->is_array() || it->size() > 4096)
+        throw ApiError(422, "invalid_field", "field \"freqs_mhz\" must be an array of at most 4096 integers");
+      for (const auto& f : *it) {
+        if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > 100000)
+          throw ApiError(422, "invalid_field", "field \"freqs_mhz\" must hold integers in [1, 100000]");
+        s.freqs_mhz.push_back(f.get<int>());
+      }
+    }
+    s.min_freq_mhz = static_cast<int>(get_int(body, "min_freq_mhz", 0, 0, 100000));
+    s.profile_samples = static_cast<int>(get_int(body, "profile_samples", 3, 1, 1000));
+    s.max_energy_rises = static_cast<int>(get_int(body, "max_energy_rises", 5, 1, 1000));
+  } else if (has_plans) {
+    s.source = PlanSource::kPlans;
+    s.plans = body["plans"];
+    if (!s.plans.is_array() || s.plans.empty())
+      throw ApiError(422, "invalid_field", "field \"plans\" must be a non-empty array");
+  } else if (has_zeus) {
+    s.source = PlanSource::kZeusPlans;
+    const json& z = body["zeus_plans"];
+    if (!z.is_array() || z.empty())
+      throw ApiError(422, "invalid_field", "field \"zeus_plans\" must be a non-empty array of strings");
+    for (const auto& t : z) {
+      if (!t.is_string()) throw ApiError(422, "invalid_field", "field \"zeus_plans\" must hold strings");
+      s.zeus_plans.push_back(t.get<std::string>());
+    }
+  } else if (has_profile) {
+    s.source = PlanSource::kProfile;
+  } else {
+    throw ApiError(422, "missing_field",
+                   "give one of \"profile_csv\", \"plans\", \"zeus_plans\" or \"mode\": \"profile\"");
+  }
+  return s;
+}
+
+json JobSpec::summary_json() const {
+  json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
+            {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p2p_power_w},
+            {"unit_time_s", unit_time_s}, {"source", to_string(source)}, {"world_size", world_size()}};
+  if (source == PlanSource::kProfiling) {
+    j["freqs_mhz"] = freqs_mhz;
+    j["min_freq_mhz"] = min_freq_mhz;
+    j["profile_samples"] = profile_samples;
+    j["max_energy_rises"] = max_energy_rises;
+  }
+  return j;
+}
+
+json JobSpec::to_json() const {
+  json j = summary_json();
+  j.erase("source");
+  j.erase("world_size");
+  if (source == PlanSource::kProfiling) j["mode"] = "profile";
+  if (!profile_csv.empty()) j["profile_csv"] = profile_csv;
+  if (source == PlanSource::kPlans) j["plans"] = plans;
+  if (source == PlanSource::kZeusPlans) j["zeus_plans"] = zeus_plans;
+  return j;
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,154 @@
+// JobManager: straggler reports and the frontier plan switch of the other pipelines (Perseus §3.2).
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include "job.hpp"
+#include "perseus/server/api_error.hpp"
+#include "perseus/server/job_manager.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+namespace {
+
+/// The plan choice for a set of stragglers: T' = the largest target, chosen = lowest energy
+/// with T <= T' (fastest when there is no straggler).
+struct Choice {
+  double target_time_s = 0;
+  int chosen = 0, fastest = 0;
+};
+
+Choice choose(const Job& j, const std::map<int, StoredStraggler>& stragglers) {
+  Choice c;
+  c.fastest = j.model.fastest_index();
+  c.chosen = c.fastest;
+  if (stragglers.empty()) return c;
+  for (const auto& [d, s] : stragglers) c.target_time_s = std::max(c.target_time_s, s.target_time_s);
+  c.chosen = j.model.lowest_energy_within(c.target_time_s);
+  return c;
+}
+
+void check_ready(const Job& j) {
+  if (j.deleted) throw ApiError(404, "unknown_job", "the job was deleted");
+  if (j.status != "ready")
+    throw ApiError(409, "job_not_ready", fmt::format("job is {}; stragglers need its frontier (status ready)", j.status));
+  if (!j.model.times_known() || j.model.points.empty())
+    throw ApiError(409, "no_plan_times",
+                   "the job's plans have no iteration times (Zeus plans without profile_csv); cannot pick a plan for T'");
+}
+
+}  // namespace
+
+Reply JobManager::post_straggler(const std::string& job_id, const json& body) {
+  auto j = find_or_404(job_id);
+  require_object(body, "request body");
+  const int pipeline = static_cast<int>(get_int(body, "pipeline", std::nullopt, 0, j->spec.dp - 1));
+  const bool has_slowdown = body.contains("slowdown") && !body["slowdown"].is_null();
+  const bool has_time = body.contains("iteration_time_s") && !body["iteration_time_s"].is_null();
+  if (has_slowdown == has_time)
+    throw ApiError(422, "invalid_field", "give exactly one of \"slowdown\" (>= 1) or \"iteration_time_s\" (s)");
+  double slowdown = has_slowdown ? get_number(body, "slowdown", std::nullopt, 1.0, 1000.0) : 0.0;
+  const double t_given = has_time ? get_number(body, "iteration_time_s", std::nullopt, 1e-9, 1e7) : 0.0;
+  StoredStraggler s;
+  {
+    std::shared_lock lock(j->mu);
+    check_ready(*j);
+    const double t_min = j->model.points[j->model.fastest_index()].time_s;
+    s.target_time_s = has_slowdown ? slowdown * t_min : t_given;
+    if (!has_slowdown) slowdown = t_given / t_min;
+  }
+  s.pipeline = pipeline;
+  s.slowdown = slowdown;
+  s.created_s = now_s();
+  return apply_stragglers(j, s, std::nullopt);
+}
+
+Reply JobManager::clear_straggler(const std::string& job_id, std::int64_t pipeline) {
+  auto j = find_or_404(job_id);
+  if (pipeline >= j->spec.dp)
+    throw ApiError(404, "unknown_straggler", fmt::format("the job has no pipeline {}", pipeline));
+  return apply_stragglers(j, std::nullopt, static_cast<int>(pipeline));
+}
+
+Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<StoredStraggler> set,
+                                   std::optional<int> clear) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    Choice c;
+    {
+      std::shared_lock lock(j->mu);
+      check_ready(*j);
+      auto next = j->stragglers;
+      if (clear && !next.erase(*clear))
+        throw ApiError(404, "unknown_straggler", fmt::format("pipeline {} has no straggler report", *clear));
+      if (set) next[set->pipeline] = *set;
+      c = choose(*j, next);
+    }
+    ensure_materialized(j, c.chosen);  // may re-derive the frontier after a restart (no lock held)
+    ensure_materialized(j, c.fastest);
+
+    std::unique_lock lock(j->mu);
+    check_ready(*j);
+    auto next = j->stragglers;
+    if (clear && !next.erase(*clear))
+      throw ApiError(404, "unknown_straggler", fmt::format("pipeline {} has no straggler report", *clear));
+    if (set) next[set->pipeline] = *set;
+    c = choose(*j, next);
+    if (!j->plans.count(c.chosen) || !j->plans.count(c.fastest)) continue;  // raced with a change; retry
+
+    const auto& pts = j->model.points;
+    const int dp = j->spec.dp;
+    std::vector<int> switched;
+    const std::int64_t version = j->version_counter + 1;
+    for (int d = 0; d < dp; ++d) {
+      const int idx = next.count(d) ? c.fastest : c.chosen;
+      if (j->pipelines[d].plan_index == idx) continue;
+      j->pipelines[d] = {idx, version, j->plans.at(idx)};
+      switched.push_back(d);
+    }
+    if (!switched.empty()) j->version_counter = version;
+    j->stragglers = next;
+
+    // Predicted saving over "every pipeline at T_min, waiting for the straggler" (Perseus §3.2).
+    const double p_block = j->spec.p2p_power_w;
+    const int gpus_per_pipeline = j->spec.pp * j->spec.tp;
+    const int others = dp - static_cast<int>(next.size());
+    const PlanPoint fast = pts[c.fastest], pick = pts[c.chosen];
+    const double horizon = std::max({c.target_time_s, fast.time_s, pick.time_s});
+    const double base_j = j->spec.tp * fast.energy_j + p_block * gpus_per_pipeline * (horizon - fast.time_s);
+    const double pick_j = j->spec.tp * pick.energy_j + p_block * gpus_per_pipeline * (horizon - pick.time_s);
+    const double saving_j = next.empty() ? 0.0 : (base_j - pick_j) * others;
+    json decision = {
+        {"id", j->decisions_total + 1},
+        {"time_s", now_s()},
+        {"action", set ? "straggler_set" : "straggler_cleared"},
+        {"pipeline", set ? set->pipeline : *clear},
+        {"target_time_s", next.empty() ? json(nullptr) : json(c.target_time_s)},
+        {"slowdown", set ? json(set->slowdown) : json(nullptr)},
+        {"stragglers", [&] { json a = json::array(); for (const auto& [d, s] : next) a.push_back(d); return a; }()},
+        {"plan_index", c.chosen},
+        {"plan_time_s", pick.time_s},
+        {"plan_energy_j", pick.energy_j},
+        {"fastest_plan_index", c.fastest},
+        {"fastest_time_s", fast.time_s},
+        {"fastest_energy_j", fast.energy_j},
+        {"pipelines_switched", switched.size()},
+        {"version", j->version_counter},
+        {"predicted_saving_j_per_iteration", saving_j},
+        {"predicted_saving_pct", next.empty() || base_j <= 0 ? 0.0 : 100.0 * (base_j - pick_j) / base_j},
+    };
+    std::optional<StoredStraggler> up = set;
+    std::vector<StoredAssignment> changed;
+    for (int d : switched) changed.push_back({d, j->pipelines[d].plan_index, j->pipelines[d].version});
+    store_.update_assignments(j->id, j->version_counter, changed, up, clear, decision.dump());
+    j->decisions.push_back(decision);
+    ++j->decisions_total;
+    if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
+    counters_.straggler_decisions++;
+    return {200, json{{"decision", decision}}.dump()};
+  }
+  throw ApiError(503, "busy", "the job changed during the decision; retry");
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,336 @@
+// SQLite store: schema, transactions and loading.
+#include "perseus/server/store.hpp"
+
+#include <sqlite3.h>
+
+#include <stdexcept>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/error.hpp"
+
+namespace perseus::server {
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs(
+  job_id TEXT PRIMARY KEY, created_s REAL NOT NULL, last_activity_s REAL NOT NULL,
+  spec_json TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+  version_counter INTEGER NOT NULL, built_profile_csv TEXT NOT NULL DEFAULT '',
+  points_json TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS ranks(
+  job_id TEXT NOT NULL, rank INTEGER NOT NULL, dp_rank INTEGER NOT NULL, pp_rank INTEGER NOT NULL,
+  tp_rank INTEGER NOT NULL, freqs_json TEXT NOT NULL, PRIMARY KEY(job_id, rank));
+CREATE TABLE IF NOT EXISTS assignments(
+  job_id TEXT NOT NULL, pipeline INTEGER NOT NULL, plan_index INTEGER NOT NULL, version INTEGER NOT NULL,
+  PRIMARY KEY(job_id, pipeline));
+CREATE TABLE IF NOT EXISTS plans(
+  job_id TEXT NOT NULL, plan_index INTEGER NOT NULL, freqs_json TEXT NOT NULL, PRIMARY KEY(job_id, plan_index));
+CREATE TABLE IF NOT EXISTS stragglers(
+  job_id TEXT NOT NULL, pipeline INTEGER NOT NULL, target_time_s REAL NOT NULL, slowdown REAL NOT NULL,
+  created_s REAL NOT NULL, PRIMARY KEY(job_id, pipeline));
+CREATE TABLE IF NOT EXISTS decisions(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, decision_json TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS decisions_job ON decisions(job_id);
+CREATE TABLE IF NOT EXISTS measurements(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, rank INTEGER NOT NULL,
+  iteration INTEGER NOT NULL, time_s REAL NOT NULL, energy_j REAL NOT NULL, created_s REAL NOT NULL,
+  body_json TEXT NOT NULL, UNIQUE(job_id, rank, iteration));
+)sql";
+
+/// RAII prepared statement with positional binding.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(fmt::format("sqlite prepare: {}", sqlite3_errmsg(db)));
+  }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt& bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, std::int64_t v) { check(sqlite3_bind_int64(st_, i, v)); return *this; }
+  Stmt& bind(int i, int v) { check(sqlite3_bind_int64(st_, i, v)); return *this; }
+  Stmt& bind(int i, double v) { check(sqlite3_bind_double(st_, i, v)); return *this; }
+  /// Steps once: true when a row is available, false when done. Throws on error; a
+  /// constraint violation returns false and sets constraint().
+  bool step() {
+    const int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) { constraint_ = true; return false; }
+    throw std::runtime_error(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
+  }
+  bool constraint() const { return constraint_; }
+  std::int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
+  double f64(int c) const { return sqlite3_column_double(st_, c); }
+  std::string text(int c) const {
+    const auto* p = sqlite3_column_text(st_, c);
+    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(st_, c)) : std::string();
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+  bool constraint_ = false;
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw std::runtime_error(fmt::format("sqlite bind: {}", sqlite3_errmsg(db_)));
+  }
+};
+
+/// BEGIN IMMEDIATE ... COMMIT, rolled back if not committed.
+class Txn {
+ public:
+  explicit Txn(sqlite3* db) : db_(db) { run("BEGIN IMMEDIATE"); }
+  ~Txn() { if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
+  void commit() { run("COMMIT"); done_ = true; }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+  void run(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "?";
+      sqlite3_free(err);
+      throw std::runtime_error(fmt::format("sqlite {}: {}", sql, msg));
+    }
+  }
+};
+
+}  // namespace
+
+Store::Store(const std::string& path, bool sync_full) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw InputError(fmt::format("{}: cannot open database: {}", path, msg));
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  try {
+    exec("PRAGMA journal_mode=WAL");
+    exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    exec("PRAGMA foreign_keys=OFF");
+    exec(kSchema);
+    Stmt get(db_, "SELECT value FROM meta WHERE key='schema_version'");
+    if (get.step()) {
+      if (get.text(0) != std::to_string(kSchemaVersion))
+        throw InputError(fmt::format("{}: database schema version {} is not supported (expected {})", path,
+                                     get.text(0), kSchemaVersion));
+    } else {
+      Stmt put(db_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
+      put.bind(1, std::to_string(kSchemaVersion)).step();
+    }
+  } catch (const std::runtime_error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (dynamic_cast<const InputError*>(&e)) throw;
+    throw InputError(fmt::format("{}: not a usable Perseus database: {}", path, e.what()));
+  }
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw std::runtime_error(fmt::format("sqlite: {}", msg));
+  }
+}
+
+bool Store::insert_job(const std::string& job_id, double now_s, const std::string& spec_json,
+                       const std::string& status, std::int64_t version_counter,
+                       const std::vector<StoredAssignment>& assignments) {
+  std::lock_guard lock(mu_);
+  Txn txn(db_);
+  Stmt ins(db_, "INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter) "
+                "VALUES(?, ?, ?, ?, ?, ?)");
+  ins.bind(1, job_id).bind(2, now_s).bind(3, now_s).bind(4, spec_json).bind(5, status).bind(6, version_counter);
+  ins.step();
+  if (ins.constraint()) return false;
+  for (const auto& x : assignments) {
+    Stmt s(db_, "INSERT INTO assignments(job_id, pipeline, plan_index, version) VALUES(?, ?, ?, ?)");
+    s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).step();
+  }
+  txn.commit();
+  return true;
+}
+
+void Store::set_status(const std::string& job_id, const std::string& status, const std::string& error) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "UPDATE jobs SET status=?, error=? WHERE job_id=?");
+  s.bind(1, status).bind(2, error).bind(3, job_id).step();
+}
+
+void Store::set_built_profile(const std::string& job_id, const std::string& csv) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "UPDATE jobs SET built_profile_csv=? WHERE job_id=?");
+  s.bind(1, csv).bind(2, job_id).step();
+}
+
+void Store::set_points(const std::string& job_id, const std::string& points_json) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "UPDATE jobs SET points_json=? WHERE job_id=?");
+  s.bind(1, points_json).bind(2, job_id).step();
+}
+
+void Store::set_last_activity(const std::string& job_id, double now_s) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "UPDATE jobs SET last_activity_s=? WHERE job_id=?");
+  s.bind(1, now_s).bind(2, job_id).step();
+}
+
+void Store::put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "INSERT OR IGNORE INTO plans(job_id, plan_index, freqs_json) VALUES(?, ?, ?)");
+  s.bind(1, job_id).bind(2, plan_index).bind(3, freqs_json).step();
+}
+
+void Store::update_assignments(const std::string& job_id, std::int64_t version_counter,
+                               const std::vector<StoredAssignment>& assignments,
+                               const std::optional<StoredStraggler>& upsert_straggler,
+                               std::optional<int> delete_straggler, const std::string& decision_json) {
+  std::lock_guard lock(mu_);
+  Txn txn(db_);
+  {
+    Stmt s(db_, "UPDATE jobs SET version_counter=? WHERE job_id=?");
+    s.bind(1, version_counter).bind(2, job_id).step();
+  }
+  for (const auto& x : assignments) {
+    Stmt s(db_, "INSERT OR REPLACE INTO assignments(job_id, pipeline, plan_index, version) VALUES(?, ?, ?, ?)");
+    s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).step();
+  }
+  if (upsert_straggler) {
+    Stmt s(db_, "INSERT OR REPLACE INTO stragglers(job_id, pipeline, target_time_s, slowdown, created_s) "
+                "VALUES(?, ?, ?, ?, ?)");
+    s.bind(1, job_id).bind(2, upsert_straggler->pipeline).bind(3, upsert_straggler->target_time_s)
+        .bind(4, upsert_straggler->slowdown).bind(5, upsert_straggler->created_s).step();
+  }
+  if (delete_straggler) {
+    Stmt s(db_, "DELETE FROM stragglers WHERE job_id=? AND pipeline=?");
+    s.bind(1, job_id).bind(2, *delete_straggler).step();
+  }
+  if (!decision_json.empty()) {
+    Stmt s(db_, "INSERT INTO decisions(job_id, decision_json) VALUES(?, ?)");
+    s.bind(1, job_id).bind(2, decision_json).step();
+  }
+  txn.commit();
+}
+
+bool Store::insert_rank(const std::string& job_id, const StoredRank& r) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "INSERT INTO ranks(job_id, rank, dp_rank, pp_rank, tp_rank, freqs_json) VALUES(?, ?, ?, ?, ?, ?)");
+  s.bind(1, job_id).bind(2, r.rank).bind(3, r.dp_rank).bind(4, r.pp_rank).bind(5, r.tp_rank)
+      .bind(6, nlohmann::json(r.supported_freqs_mhz).dump());
+  s.step();
+  return !s.constraint();
+}
+
+bool Store::insert_measurement(const std::string& job_id, int rank, std::int64_t iteration, double time_s,
+                               double energy_j, const std::string& body_json, double now_s) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "INSERT INTO measurements(job_id, rank, iteration, time_s, energy_j, created_s, body_json) "
+              "VALUES(?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, job_id).bind(2, rank).bind(3, iteration).bind(4, time_s).bind(5, energy_j).bind(6, now_s)
+      .bind(7, body_json);
+  s.step();
+  return !s.constraint();
+}
+
+std::vector<StoredMeasurement> Store::measurements(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  std::vector<StoredMeasurement> out;
+  Stmt s(db_, "SELECT seq, rank, iteration, body_json FROM measurements WHERE job_id=? ORDER BY seq");
+  s.bind(1, job_id);
+  while (s.step()) out.push_back({s.i64(0), static_cast<int>(s.i64(1)), s.i64(2), s.text(3)});
+  return out;
+}
+
+void Store::delete_job(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  Txn txn(db_);
+  for (const char* table : {"jobs", "ranks", "assignments", "plans", "stragglers", "decisions", "measurements"}) {
+    Stmt s(db_, fmt::format("DELETE FROM {} WHERE job_id=?", table).c_str());
+    s.bind(1, job_id).step();
+  }
+  txn.commit();
+}
+
+std::vector<StoredJob> Store::load_all() {
+  std::lock_guard lock(mu_);
+  std::vector<StoredJob> jobs;
+  {
+    Stmt s(db_, "SELECT job_id, created_s, last_activity_s, spec_json, status, error, version_counter, "
+                "built_profile_csv, points_json FROM jobs ORDER BY created_s");
+    while (s.step()) {
+      StoredJob j;
+      j.job_id = s.text(0);
+      j.created_s = s.f64(1);
+      j.last_activity_s = s.f64(2);
+      j.spec_json = s.text(3);
+      j.status = s.text(4);
+      j.error = s.text(5);
+      j.version_counter = s.i64(6);
+      j.built_profile_csv = s.text(7);
+      j.points_json = s.text(8);
+      jobs.push_back(std::move(j));
+    }
+  }
+  for (auto& j : jobs) {
+    {
+      Stmt s(db_, "SELECT rank, dp_rank, pp_rank, tp_rank, freqs_json, rowid FROM ranks WHERE job_id=? ORDER BY rowid");
+      s.bind(1, j.job_id);
+      while (s.step()) {
+        StoredRank r{static_cast<int>(s.i64(0)), static_cast<int>(s.i64(1)), static_cast<int>(s.i64(2)),
+                     static_cast<int>(s.i64(3)), {}, s.i64(5)};
+        r.supported_freqs_mhz = nlohmann::json::parse(s.text(4)).get<std::vector<int>>();
+        j.ranks.push_back(std::move(r));
+      }
+    }
+    {
+      Stmt s(db_, "SELECT pipeline, plan_index, version FROM assignments WHERE job_id=? ORDER BY pipeline");
+      s.bind(1, j.job_id);
+      while (s.step()) j.assignments.push_back({static_cast<int>(s.i64(0)), static_cast<int>(s.i64(1)), s.i64(2)});
+    }
+    {
+      Stmt s(db_, "SELECT plan_index, freqs_json FROM plans WHERE job_id=?");
+      s.bind(1, j.job_id);
+      while (s.step()) j.plans.emplace_back(static_cast<int>(s.i64(0)), s.text(1));
+    }
+    {
+      Stmt s(db_, "SELECT pipeline, target_time_s, slowdown, created_s FROM stragglers WHERE job_id=?");
+      s.bind(1, j.job_id);
+      while (s.step()) j.stragglers.push_back({static_cast<int>(s.i64(0)), s.f64(1), s.f64(2), s.f64(3)});
+    }
+    {
+      Stmt s(db_, "SELECT decision_json FROM decisions WHERE job_id=? ORDER BY id");
+      s.bind(1, j.job_id);
+      while (s.step()) j.decisions.push_back(s.text(0));
+    }
+    {
+      Stmt s(db_, "SELECT COUNT(*), COALESCE(SUM(time_s), 0), COALESCE(SUM(energy_j), 0), COALESCE(MAX(iteration), -1) "
+                  "FROM measurements "
+                  "WHERE job_id=?");
+      s.bind(1, j.job_id);
+      if (s.step()) {
+        j.num_measurements = s.i64(0);
+        j.sum_time_s = s.f64(1);
+        j.sum_energy_j = s.f64(2);
+        j.max_iteration = s.i64(3);
+      }
+    }
+  }
+  return jobs;
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,97 @@
+// Zeus Pipeline Frequency Optimizer (PFO) wire compatibility, mapped onto /v1 jobs.
+#include <fmt/core.h>
+
+#include "job.hpp"
+#include "perseus/error.hpp"
+#include "perseus/server/api_error.hpp"
+#include "perseus/server/job_manager.hpp"
+#include "perseus/server/zeus_plan.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+Reply JobManager::zeus_register_job(const json& body) {
+  require_object(body, "JobInfo");
+  if (body.contains("job_id") && !(body["job_id"].is_string() && body["job_id"].get<std::string>().empty()) &&
+      !body["job_id"].is_null())
+    throw ApiError(422, "invalid_field", "JobInfo.job_id must be empty; the server assigns it");
+  const auto pp = get_int(body, "pp_degree", std::nullopt, 1, 1024);
+  const auto dp = get_int(body, "dp_degree", std::nullopt, 1, 65536);
+  const auto tp = get_int(body, "tp_degree", std::nullopt, 1, 1024);
+  const auto world = get_int(body, "world_size", std::nullopt, 1, 1 << 30);
+  if (world != pp * dp * tp)
+    throw ApiError(422, "invalid_field", fmt::format("world_size {} != pp*dp*tp = {}", world, pp * dp * tp));
+  const std::string meta = get_string(body, "job_metadata", std::string(), 256);
+  if (opt_.zeus_plan_texts.empty())
+    throw ApiError(503, "zeus_not_configured",
+                   "this server has no Zeus plan configured (start it with --zeus-plan FILE_OR_DIR)");
+  // Microbatches from the first plan's first stage: forwards (tuple form) or half the entries.
+  ZeusPlan first;
+  try {
+    first = parse_zeus_plan(opt_.zeus_plan_texts.front(), "--zeus-plan");
+  } catch (const InputError& e) {
+    throw ApiError(500, "zeus_plan_invalid", e.what());
+  }
+  std::int64_t forwards = 0, entries = 0;
+  for (const auto& e : first.front()) {
+    if (!e.instruction) ++entries;
+    else if (*e.instruction == "forward") ++forwards;
+  }
+  const std::int64_t microbatches = forwards > 0 ? forwards : entries / 2;
+  json req = {{"name", meta.empty() ? std::string("zeus") : meta},
+              {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
+              {"schedule", opt_.zeus_schedule}, {"p2p_power_w", opt_.zeus_p2p_power_w},
+              {"zeus_plans", opt_.zeus_plan_texts}};
+  if (!opt_.zeus_profile_csv.empty()) req["profile_csv"] = opt_.zeus_profile_csv;
+  const Reply r = create_job(req);
+  return {200, json(json::parse(r.body)["job_id"].get<std::string>()).dump()};
+}
+
+Reply JobManager::zeus_register_rank(const std::string& job_id, const json& body) {
+  require_object(body, "RankInfo");
+  json req = {{"rank", body.value("rank", json())}, {"dp_rank", body.value("dp_rank", json())},
+              {"pp_rank", body.value("pp_rank", json())}, {"tp_rank", body.value("tp_rank", json())}};
+  if (body.contains("available_frequencies")) req["supported_freqs_mhz"] = body["available_frequencies"];
+  register_rank(job_id, req);
+  return {200, "null"};
+}
+
+Reply JobManager::zeus_schedule(const std::string& job_id, std::int64_t rank) {
+  auto j = find_or_404(job_id);
+  std::shared_lock lock(j->mu);
+  auto it = j->ranks.find(static_cast<int>(rank));
+  if (rank > INT32_MAX || it == j->ranks.end())
+    throw ApiError(404, "unknown_rank", fmt::format("rank {} is not registered in job {}", rank, job_id));
+  const Assignment& a = j->pipelines[it->second.dp_rank];
+  if (!a.plan) throw ApiError(409, "no_plan", "the job has no plan yet");
+  counters_.plan_fetches++;
+  return {200, fmt::format("{{\"rank\":{},\"frequencies\":{}}}", rank, a.plan->rank_zeus_json[it->second.pp_rank])};
+}
+
+Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
+  auto j = find_or_404(job_id);
+  require_object(body, "ProfilingResult");
+  const auto rank = get_int(body, "rank", std::nullopt, 0, INT32_MAX);
+  const json& times = body.contains("iter_time") ? body["iter_time"] : json();
+  const json& energies = body.contains("iter_energy") ? body["iter_energy"] : json();
+  if (!times.is_array() || !energies.is_array() || times.size() != energies.size() || times.size() > 100000)
+    throw ApiError(422, "invalid_field", "iter_time and iter_energy must be arrays of equal length (<= 100000)");
+  json batch = json::array();
+  std::int64_t next;
+  {
+    std::unique_lock lock(j->mu);
+    next = j->zeus_next_iteration;
+    j->zeus_next_iteration += static_cast<std::int64_t>(times.size());
+  }
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    if (!times[i].is_number() || !energies[i].is_number())
+      throw ApiError(422, "invalid_field", "iter_time and iter_energy must hold numbers");
+    batch.push_back({{"iteration", next + static_cast<std::int64_t>(i)}, {"time_s", times[i]},
+                     {"energy_j", energies[i]}, {"source", "zeus"}});
+  }
+  if (!batch.empty()) post_measurements(job_id, rank, json{{"measurements", batch}});
+  return {200, "null"};
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,183 @@
+// Loopback integration: profile job, 2 DP x 8 PP ranks, plans, measurements, straggler switch.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "perseus/dag.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/profile.hpp"
+#include "perseus/schedule.hpp"
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+class ServerFlow : public ::testing::Test {
+ protected:
+  TempDir dir;
+};
+
+TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  ASSERT_EQ(api.get("/v1/health").status, 200);
+
+  auto created = api.post("/v1/jobs", profile_job());
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string job = created.j["job_id"];
+  EXPECT_EQ(created.j["status"], "planning");
+  const std::string base = "/v1/jobs/" + job;
+
+  // Ranks: rank = dp * 8 + pp.
+  for (int d = 0; d < 2; ++d)
+    for (int p = 0; p < 8; ++p) {
+      auto r = api.post(base + "/ranks", {{"rank", d * 8 + p}, {"dp_rank", d}, {"pp_rank", p}, {"tp_rank", 0},
+                                          {"supported_freqs_mhz", {1410, 1395}}});
+      ASSERT_EQ(r.status, 201) << r.body;
+    }
+  // While planning, ranks get the all-max plan at once (no barrier).
+  auto early = api.get(base + "/ranks/3/plan");
+  ASSERT_EQ(early.status, 200);
+  EXPECT_TRUE(early.j["plan_index"] == -1 || early.j["job_status"] == "ready") << early.body;
+
+  const json info = wait_status(api, job, "ready");
+  const json points = info["frontier"]["points"];
+  ASSERT_GT(points.size(), 2u);
+  const int fastest = info["frontier"]["fastest_index"];
+
+  // Cross-check with the planner library directly.
+  const Profile prof = parse_profile_csv(example_profile(), "x", 8);
+  const Dag dag = Dag::build(make_schedule("1f1b", 8, 4, 1));
+  PlannerOptions popt;
+  popt.p2p_power_w = 83.64;
+  popt.unit_time_s = 0.01;
+  const Frontier fr = solve_frontier(dag, prof, popt);
+  ASSERT_EQ(fr.size(), points.size());
+
+  std::map<int, json> plans;
+  for (int rank = 0; rank < 16; ++rank) {
+    auto r = api.get(base + "/ranks/" + std::to_string(rank) + "/plan");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.j["job_status"], "ready");
+    EXPECT_EQ(r.j["plan_index"], fastest);
+    EXPECT_EQ(r.j["version"], 2);
+    const auto& ins = r.j["instructions"];
+    ASSERT_EQ(ins.size(), 8u);  // 4 forward + 4 backward
+    for (const auto& i : ins) EXPECT_EQ(i["stage"], rank % 8);
+    std::multiset<std::string> kinds;
+    for (const auto& i : ins) kinds.insert(i["instruction"].get<std::string>());
+    EXPECT_EQ(kinds.count("forward"), 4u);
+    plans[rank] = r.j;
+  }
+  for (int p = 0; p < 8; ++p) EXPECT_EQ(plans[p]["instructions"], plans[8 + p]["instructions"]) << "DP replicas";
+  const auto expected = fr.plan(fastest);
+  for (const auto& i : plans[0]["instructions"]) {
+    const int op = dag.find({0, i["microbatch"].get<int>(), *parse_instruction_kind(i["instruction"].get<std::string>())});
+    EXPECT_EQ(i["freq_mhz"], expected.freq_mhz[op]);
+  }
+  EXPECT_EQ(api.get(base + "/ranks/0/plan?since_version=2").status, 304);
+  EXPECT_EQ(api.get(base + "/ranks/0/plan?since_version=1").status, 200);
+
+  // Measurements: idempotent per (rank, iteration); batch form.
+  json m = {{"iteration", 1}, {"time_s", 1.5}, {"energy_j", 300.0}, {"plan_version", 2},
+            {"instructions", {{{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410}, {"time_s", 0.05}}}}};
+  auto m1 = api.post(base + "/ranks/0/measurements", m);
+  EXPECT_EQ(m1.status, 202) << m1.body;
+  auto m2 = api.post(base + "/ranks/0/measurements", m);
+  EXPECT_EQ(m2.status, 200);
+  EXPECT_EQ(m2.j["duplicate"], true);
+  json batch = {{"measurements", {{{"iteration", 1}, {"time_s", 1.5}, {"energy_j", 300.0}},
+                                  {{"iteration", 2}, {"time_s", 1.4}, {"energy_j", 290.0}}}}};
+  auto mb = api.post(base + "/ranks/5/measurements", batch);
+  EXPECT_EQ(mb.status, 202) << mb.body;
+  EXPECT_EQ(mb.j["accepted"], 2);
+  EXPECT_EQ(api.post(base + "/ranks/5/measurements", batch).j["duplicates"], 2);
+  EXPECT_EQ(api.get(base).j["measurements"]["count"], 3);
+
+  // Straggler on pipeline 1: pipeline 0 moves to the lowest-energy plan with T <= T'.
+  const double t_min = points[fastest][0];
+  auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.2}});
+  ASSERT_EQ(s.status, 200) << s.body;
+  const json dec = s.j["decision"];
+  const double t_prime = 1.2 * t_min;
+  EXPECT_NEAR(dec["target_time_s"].get<double>(), t_prime, 1e-9);
+  const int chosen = dec["plan_index"];
+  EXPECT_EQ(static_cast<std::size_t>(chosen), fr.lowest_energy_within(t_prime));
+  EXPECT_LE(dec["plan_time_s"].get<double>(), t_prime + 1e-12);
+  EXPECT_LT(dec["plan_energy_j"].get<double>(), dec["fastest_energy_j"].get<double>());
+  EXPECT_GT(dec["predicted_saving_j_per_iteration"].get<double>(), 0);
+  EXPECT_EQ(dec["pipelines_switched"], 1);
+
+  auto p0 = api.get(base + "/ranks/3/plan?since_version=2");
+  ASSERT_EQ(p0.status, 200);
+  EXPECT_EQ(p0.j["version"], 3);
+  EXPECT_EQ(p0.j["plan_index"], chosen);
+  EXPECT_NE(p0.j["instructions"], plans[3]["instructions"]) << "frequencies changed";
+  const auto chosen_plan = fr.plan(chosen);
+  for (const auto& i : p0.j["instructions"]) {
+    const int op = dag.find({3, i["microbatch"].get<int>(), *parse_instruction_kind(i["instruction"].get<std::string>())});
+    EXPECT_EQ(i["freq_mhz"], chosen_plan.freq_mhz[op]);
+  }
+  EXPECT_EQ(api.get(base + "/ranks/11/plan?since_version=2").status, 304) << "the straggler keeps T_min";
+
+  // Clear: everyone back to the fastest plan.
+  EXPECT_EQ(api.del(base + "/stragglers/0").status, 404);
+  auto c = api.del(base + "/stragglers/1");
+  ASSERT_EQ(c.status, 200) << c.body;
+  auto back = api.get(base + "/ranks/3/plan?since_version=3");
+  ASSERT_EQ(back.status, 200);
+  EXPECT_EQ(back.j["version"], 4);
+  EXPECT_EQ(back.j["plan_index"], fastest);
+  const json after = api.get(base).j;
+  EXPECT_EQ(after["decisions"].size(), 2u);
+  EXPECT_TRUE(after["stragglers"].empty());
+
+  // Straggler by iteration time; list; metrics; delete.
+  auto s2 = api.post(base + "/stragglers", {{"pipeline", 0}, {"iteration_time_s", 10 * t_min}});
+  ASSERT_EQ(s2.status, 200) << s2.body;
+  EXPECT_EQ(s2.j["decision"]["plan_index"], fr.lowest_energy_within(10 * t_min));
+  EXPECT_EQ(api.get("/v1/jobs").j["jobs"].size(), 1u);
+  auto metrics = api.get("/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("perseus_plan_fetches_total"), std::string::npos);
+  EXPECT_EQ(api.del(base).status, 200);
+  EXPECT_EQ(api.get(base).status, 404);
+}
+
+TEST_F(ServerFlow, PrecomputedPlansAndIdenticalConcurrentJobs) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  // Two plans for pp=2, 2 microbatches, given as explicit per-rank lists.
+  auto rank_list = [](int stage, int f) {
+    json l = json::array();
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "forward"}, {"microbatch", m}, {"freq_mhz", f}});
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "backward"}, {"microbatch", m}, {"freq_mhz", f}});
+    (void)stage;
+    return l;
+  };
+  json body = {{"pp", 2}, {"dp", 1}, {"microbatches", 2}, {"schedule", "1f1b"},
+               {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(0, 1000), rank_list(1, 1000)}}},
+                          {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(0, 1400), rank_list(1, 1400)}}}}}};
+  std::vector<std::thread> ts;
+  std::vector<std::string> ids(8);
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      Api a(srv.port());
+      auto r = a.post("/v1/jobs", body);
+      if (r.status == 201) ids[i] = r.j["job_id"];
+    });
+  for (auto& t : ts) t.join();
+  std::set<std::string> unique(ids.begin(), ids.end());
+  EXPECT_EQ(unique.size(), 8u) << "job ids must be unique";
+  EXPECT_FALSE(unique.count(""));
+  const std::string base = "/v1/jobs/" + ids[0];
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 201);
+  auto p = api.get(base + "/ranks/1/plan");
+  ASSERT_EQ(p.status, 200);
+  EXPECT_EQ(p.j["plan_index"], 1);
+  EXPECT_EQ(p.j["instructions"][0]["freq_mhz"], 1400);
+  EXPECT_EQ(p.j["instructions"][0]["stage"], 1);
+}
+
+}  // namespace
+}  // namespace perseus::server::testing

@@ -1,0 +1,194 @@
+// Negative tests: every endpoint answers bad requests with a 4xx JSON error and keeps serving.
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+void expect_error(const Resp& r, int status, const std::string& what) {
+  EXPECT_EQ(r.status, status) << what << ": " << r.body;
+  ASSERT_TRUE(r.j.is_object()) << what << ": body is not JSON: " << r.body;
+  EXPECT_TRUE(r.j.contains("error")) << what;
+  EXPECT_TRUE(r.j["error"]["code"].is_string()) << what;
+  EXPECT_TRUE(r.j["error"]["message"].is_string()) << what;
+}
+
+class Negative : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir = new TempDir();
+    ServerOptions opt;
+    opt.max_body_bytes = 1 << 20;
+    srv = new LocalServer(dir->file("n.db"), opt);
+    Api api(srv->port());
+    auto r = api.post("/v1/jobs", profile_job(2, 8));
+    ASSERT_EQ(r.status, 201) << r.body;
+    job = r.j["job_id"];
+    wait_status(api, job, "ready");
+    ASSERT_EQ(api.post("/v1/jobs/" + job + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status,
+              201);
+  }
+  static void TearDownTestSuite() {
+    delete srv;
+    delete dir;
+  }
+  static inline TempDir* dir = nullptr;
+  static inline LocalServer* srv = nullptr;
+  static inline std::string job;
+  std::string base() const { return "/v1/jobs/" + job; }
+};
+
+TEST_F(Negative, AuthOnEveryRoute) {
+  Api none(srv->port(), "");
+  Api wrong(srv->port(), "wrong-token-wrong-token");
+  const std::vector<std::pair<std::string, std::string>> routes = {
+      {"GET", "/metrics"}, {"GET", "/v1/jobs"}, {"POST", "/v1/jobs"}, {"GET", base()}, {"DELETE", base()},
+      {"POST", base() + "/ranks"}, {"GET", base() + "/ranks/0/plan"}, {"POST", base() + "/ranks/0/measurements"},
+      {"POST", base() + "/stragglers"}, {"DELETE", base() + "/stragglers/0"}, {"POST", "/register_job"},
+      {"POST", "/register_rank/" + job}, {"GET", "/schedule/" + job + "?rank=0"}, {"POST", "/result/" + job}};
+  for (Api* api : {&none, &wrong})
+    for (const auto& [method, path] : routes) {
+      Resp r = method == "GET" ? api->get(path) : method == "DELETE" ? api->del(path) : api->post(path, json::object());
+      expect_error(r, 401, method + " " + path);
+    }
+  EXPECT_EQ(none.get("/v1/health").status, 200);
+  Api ok(srv->port());
+  EXPECT_EQ(ok.get(base()).status, 200) << "job still there";
+}
+
+TEST_F(Negative, MalformedJsonEverywhere) {
+  Api api(srv->port());
+  for (const std::string& path : {std::string("/v1/jobs"), base() + "/ranks", base() + "/ranks/0/measurements",
+                                 base() + "/stragglers", std::string("/register_job"), "/register_rank/" + job,
+                                 "/result/" + job}) {
+    expect_error(api.post_raw(path, "{\"pp\": 4,"), 400, path);
+    expect_error(api.post_raw(path, ""), 400, path + " empty");
+    expect_error(api.post_raw(path, "[1, 2]"), 422, path + " array");
+    expect_error(api.post_raw(path, "\xff\xfe garbage"), 400, path + " binary");
+  }
+}
+
+TEST_F(Negative, WrongTypesAndRanges) {
+  Api api(srv->port());
+  json j = profile_job();
+  j["pp"] = "8";
+  expect_error(api.post("/v1/jobs", j), 422, "pp string");
+  j = profile_job();
+  j["microbatches"] = 2.5;
+  expect_error(api.post("/v1/jobs", j), 422, "microbatches float");
+  j = profile_job();
+  j["schedule"] = "no-such-schedule";
+  expect_error(api.post("/v1/jobs", j), 422, "schedule");
+  j = profile_job();
+  j["profile_csv"] = "stage,instruction\n0,forward\n";
+  expect_error(api.post("/v1/jobs", j), 422, "bad csv");
+  j = profile_job(2, 4);  // profile has 8 stages
+  expect_error(api.post("/v1/jobs", j), 422, "stage count");
+  j = profile_job();
+  j["zeus_plans"] = {"[[1410]]"};
+  expect_error(api.post("/v1/jobs", j), 422, "zeus plan shape");
+  j = profile_job();
+  j.erase("profile_csv");
+  j["zeus_plans"] = {"__import__('os')"};
+  expect_error(api.post("/v1/jobs", j), 422, "zeus code");
+  j["zeus_plans"] = 5;
+  expect_error(api.post("/v1/jobs", j), 422, "zeus type");
+  j.erase("zeus_plans");
+  j["plans"] = {{{"time_s", 1}, {"energy_j", 1}, {"ranks", {{}}}}};
+  expect_error(api.post("/v1/jobs", j), 422, "plans shape");
+  j["dp"] = -1;
+  expect_error(api.post("/v1/jobs", j), 422, "dp negative");
+
+  expect_error(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "dup");
+  expect_error(api.post(base() + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "slot");
+  expect_error(api.post(base() + "/ranks", {{"rank", 16}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "range");
+  expect_error(api.post(base() + "/ranks", {{"rank", 2}, {"dp_rank", 2}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "dp");
+  expect_error(api.post(base() + "/ranks", {{"rank", 2}, {"dp_rank", 0}, {"pp_rank", 8}, {"tp_rank", 0}}), 422, "pp");
+  expect_error(api.post(base() + "/ranks", {{"rank", "2"}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "type");
+  expect_error(api.post(base() + "/ranks", {{"rank", 2}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0},
+                                            {"supported_freqs_mhz", {"x"}}}), 422, "freqs");
+
+  expect_error(api.get(base() + "/ranks/5/plan"), 404, "unregistered rank");
+  expect_error(api.get(base() + "/ranks/abc/plan"), 400, "rank path");
+  expect_error(api.get(base() + "/ranks/99999999999999999999/plan"), 400, "rank overflow");
+  expect_error(api.get(base() + "/ranks/0/plan?since_version=x"), 400, "since");
+
+  expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", -1}, {"time_s", 1}}), 422, "iteration");
+  expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}}), 422, "time missing");
+  expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", "1"}}), 422, "time type");
+  expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}, {"instructions", 3}}), 422,
+               "instructions");
+  expect_error(api.post(base() + "/ranks/0/measurements", {{"measurements", json::array()}}), 422, "empty batch");
+  expect_error(api.post(base() + "/ranks/9/measurements", {{"iteration", 1}, {"time_s", 1}}), 404, "rank");
+
+  expect_error(api.post(base() + "/stragglers", {{"pipeline", 2}, {"slowdown", 1.1}}), 422, "pipeline");
+  expect_error(api.post(base() + "/stragglers", {{"pipeline", 0}, {"slowdown", 0.5}}), 422, "slowdown");
+  expect_error(api.post(base() + "/stragglers", {{"pipeline", 0}}), 422, "neither");
+  expect_error(api.post(base() + "/stragglers", {{"pipeline", 0}, {"slowdown", 1.1}, {"iteration_time_s", 3}}), 422, "both");
+  expect_error(api.del(base() + "/stragglers/1"), 404, "no straggler");
+  expect_error(api.del(base() + "/stragglers/x"), 400, "pipeline path");
+
+  expect_error(api.get("/schedule/" + job), 400, "zeus rank missing");
+  expect_error(api.post("/register_job", {{"job_id", "x"}, {"pp_degree", 1}, {"dp_degree", 1}, {"tp_degree", 1},
+                                          {"world_size", 1}}), 422, "zeus job id");
+  expect_error(api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
+                                          {"world_size", 3}}), 422, "zeus world");
+  expect_error(api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
+                                          {"world_size", 2}}), 503, "zeus not configured");
+  expect_error(api.post("/result/" + job, {{"rank", 0}, {"iter_time", {1.0}}, {"iter_energy", {}}}), 422, "zeus result");
+}
+
+TEST_F(Negative, UnknownJobEverywhere) {
+  Api api(srv->port());
+  const std::string b = "/v1/jobs/job-doesnotexist";
+  expect_error(api.get(b), 404, "get");
+  expect_error(api.del(b), 404, "delete");
+  expect_error(api.post(b + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 404, "ranks");
+  expect_error(api.get(b + "/ranks/0/plan"), 404, "plan");
+  expect_error(api.post(b + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}}), 404, "measure");
+  expect_error(api.post(b + "/stragglers", {{"pipeline", 0}, {"slowdown", 1.1}}), 404, "straggler");
+  expect_error(api.del(b + "/stragglers/0"), 404, "clear");
+  expect_error(api.post("/register_rank/nope", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 404, "z");
+  expect_error(api.get("/schedule/nope?rank=0"), 404, "zeus schedule");
+  expect_error(api.post("/result/nope", {{"rank", 0}, {"iter_time", {1.0}}, {"iter_energy", {1.0}}}), 404, "zeus result");
+  expect_error(api.get("/no/such/route"), 404, "route");
+  expect_error(api.get("/v1/jobs/" + std::string(300, 'a')), 404, "long id");
+  expect_error(api.post("/v1/health", json::object()), 405, "method");
+  expect_error(api.del("/v1/jobs"), 405, "method");
+}
+
+TEST_F(Negative, HugeBodies) {
+  Api api(srv->port());
+  std::string big(2 << 20, ' ');
+  big[0] = '{';
+  big.back() = '}';
+  for (const std::string& path : {std::string("/v1/jobs"), base() + "/ranks", base() + "/ranks/0/measurements"})
+    expect_error(api.post_raw(path, big), 413, path);
+  // Deeply nested JSON within the limit: rejected cleanly, no crash.
+  std::string deep(200000, '[');
+  expect_error(api.post_raw("/v1/jobs", deep), 400, "deep");
+  EXPECT_EQ(api.get("/v1/health").status, 200);
+  EXPECT_EQ(api.get(base()).status, 200);
+}
+
+TEST(RateLimit, Answers429) {
+  TempDir dir;
+  ServerOptions opt;
+  opt.rate_limit_rps = 5;
+  opt.rate_limit_burst = 5;
+  LocalServer srv(dir.file("r.db"), opt);
+  Api api(srv.port());
+  int limited = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto r = api.get("/v1/jobs");
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_EQ(r.j["error"]["code"], "rate_limited");
+    }
+  }
+  EXPECT_GT(limited, 10);
+}
+
+}  // namespace
+}  // namespace perseus::server::testing

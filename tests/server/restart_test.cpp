@@ -1,0 +1,212 @@
+// Durability: kill -9 the real `perseus serve` mid-job and restart it; profiling mode with a
+// restart in the middle of the sweep.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+/// Runs `perseus serve` as a child process.
+class ServeProcess {
+ public:
+  ServeProcess(const TempDir& dir, const std::string& db) {
+    const std::string port_file = dir.file("port");
+    std::filesystem::remove(port_file);
+    std::ofstream(dir.file("token")) << kToken << "\n";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = dir.file("serve.log");
+      FILE* f = std::freopen(log.c_str(), "a", stderr);
+      (void)f;
+      ::execl(PERSEUS_BINARY, PERSEUS_BINARY, "serve", "--db", db.c_str(), "--port", "0", "--port-file",
+              port_file.c_str(), "--token-file", dir.file("token").c_str(), static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    for (int i = 0; i < 500 && port_ == 0; ++i) {
+      std::ifstream in(port_file);
+      if (!(in >> port_)) port_ = 0;
+      if (!port_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_GT(port_, 0) << "perseus serve did not start: " << read_file(dir.file("serve.log"));
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) kill_hard();
+  }
+  void kill_hard() {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  int terminate() {
+    ::kill(pid_, SIGTERM);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+TEST(Durability, KillNineAndRestartKeepsEverything) {
+  TempDir dir;
+  const std::string db = dir.file("perseus.db");
+  std::string job;
+  json plan3, plan11, info_before;
+  {
+    ServeProcess p(dir, db);
+    ASSERT_GT(p.port(), 0);
+    Api api(p.port());
+    auto c = api.post("/v1/jobs", profile_job());
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    wait_status(api, job, "ready");
+    const std::string base = "/v1/jobs/" + job;
+    for (int r = 0; r < 16; ++r)
+      ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status, 201);
+    for (int it = 0; it < 3; ++it)
+      ASSERT_EQ(api.post(base + "/ranks/2/measurements", {{"iteration", it}, {"time_s", 1.0}, {"energy_j", 5.0}}).status, 202);
+    ASSERT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 200);
+    plan3 = api.get(base + "/ranks/3/plan").j;
+    plan11 = api.get(base + "/ranks/11/plan").j;
+    info_before = api.get(base).j;
+    p.kill_hard();  // no shutdown path runs
+  }
+  ServeProcess p(dir, db);
+  ASSERT_GT(p.port(), 0);
+  Api api(p.port());
+  const std::string base = "/v1/jobs/" + job;
+  const json info = api.get(base).j;
+  EXPECT_EQ(info["status"], "ready");
+  EXPECT_EQ(info["ranks_registered"], 16);
+  EXPECT_EQ(info["measurements"]["count"], 3);
+  EXPECT_EQ(info["stragglers"], info_before["stragglers"]);
+  EXPECT_EQ(info["decisions"], info_before["decisions"]);
+  EXPECT_EQ(info["pipelines"], info_before["pipelines"]);
+  EXPECT_EQ(info["frontier"], info_before["frontier"]);
+  EXPECT_EQ(api.get(base + "/ranks/3/plan").j, plan3);
+  EXPECT_EQ(api.get(base + "/ranks/11/plan").j, plan11);
+  EXPECT_EQ(api.get(base + "/ranks/3/plan?since_version=" + std::to_string(plan3["version"].get<int>())).status, 304);
+  // Accepted measurements and ranks are remembered.
+  EXPECT_EQ(api.post(base + "/ranks/2/measurements", {{"iteration", 1}, {"time_s", 1.0}}).j["duplicate"], true);
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 409);
+  // A new straggler target needs a plan never served before: the frontier is re-derived.
+  const json& pts = info["frontier"]["points"];
+  const int fastest = info["frontier"]["fastest_index"];
+  const double t_min = pts[fastest][0];
+  auto expected_index = [&](double slowdown) {
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(pts.size()); ++i)
+      if (pts[i][0].get<double>() <= slowdown * t_min &&
+          (best < 0 || pts[i][1].get<double>() < pts[best][1].get<double>()))
+        best = i;
+    return best;
+  };
+  double slowdown = 0;
+  for (double s : {1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0})
+    if (expected_index(s) != plan3["plan_index"].get<int>() && expected_index(s) != fastest) {
+      slowdown = s;
+      break;
+    }
+  ASSERT_GT(slowdown, 0) << "the frontier is too short for this test";
+  auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", slowdown}});
+  EXPECT_EQ(s.j["decision"]["plan_index"], expected_index(slowdown));
+  ASSERT_EQ(s.status, 200) << s.body;
+  auto moved = api.get(base + "/ranks/3/plan");
+  EXPECT_GT(moved.j["version"].get<int>(), plan3["version"].get<int>());
+  EXPECT_EQ(moved.j["plan_index"], s.j["decision"]["plan_index"]);
+  EXPECT_EQ(api.del(base + "/stragglers/1").status, 200);
+  EXPECT_EQ(api.get(base + "/ranks/3/plan").j["plan_index"], info["frontier"]["fastest_index"]);
+  EXPECT_EQ(p.terminate(), 0) << "SIGTERM stops the server cleanly";
+}
+
+/// Plays the ranks of a profiling job for `iterations` iterations: every rank fetches its plan
+/// and reports per-instruction time/energy at the frequency it was given (a synthetic GPU:
+/// time ~ 1/f, energy lowest around 1380 MHz).
+int play(Api& api, const std::string& job, int ranks, int first_iteration, int iterations) {
+  const std::string base = "/v1/jobs/" + job;
+  int it = first_iteration;
+  for (; it < first_iteration + iterations; ++it) {
+    for (int r = 0; r < ranks; ++r) {
+      auto p = api.get(base + "/ranks/" + std::to_string(r) + "/plan");
+      if (p.status != 200 || p.j["job_status"] != "profiling") return it;
+      json ins = json::array();
+      for (const auto& i : p.j["instructions"]) {
+        const int f = i["freq_mhz"];
+        const double scale = i["instruction"] == "forward" ? 1.0 : 2.0;
+        ins.push_back({{"instruction", i["instruction"]}, {"microbatch", i["microbatch"]}, {"freq_mhz", f},
+                       {"time_s", scale * 100.0 / f}, {"energy_j", scale * (10.0 + std::pow((f - 1380.0) / 15.0, 2))}});
+      }
+      auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                        {{"iteration", it}, {"time_s", 1.0}, {"energy_j", 100.0}, {"instructions", ins},
+                         {"plan_version", p.j["version"]}});
+      EXPECT_EQ(m.status, 202) << m.body;
+    }
+  }
+  return it;
+}
+
+TEST(Profiling, SweepSurvivesRestartAndEndsOptimized) {
+  TempDir dir;
+  const std::string db = dir.file("p.db");
+  json body = {{"pp", 2}, {"dp", 1}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 50.0},
+               {"unit_time_s", 0.001}, {"mode", "profile"}, {"profile_samples", 1}, {"max_energy_rises", 2},
+               {"min_freq_mhz", 1300}};
+  std::string job;
+  int next_it = 0;
+  std::int64_t version_mid = 0;
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    auto c = api.post("/v1/jobs", body);
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    EXPECT_EQ(c.j["status"], "profiling");
+    const json freqs = {1410, 1395, 1380, 1365, 1350, 1335, 1320, 1305, 1290, 1275};
+    for (int r = 0; r < 2; ++r)
+      ASSERT_EQ(api.post("/v1/jobs/" + job + "/ranks",
+                         {{"rank", r}, {"dp_rank", 0}, {"pp_rank", r}, {"tp_rank", 0}, {"supported_freqs_mhz", freqs}})
+                    .status,
+                201);
+    auto first = api.get("/v1/jobs/" + job + "/ranks/0/plan");
+    ASSERT_EQ(first.status, 200) << first.body;
+    EXPECT_EQ(first.j["instructions"][0]["freq_mhz"], 1410);
+    next_it = play(api, job, 2, 0, 2);
+    const json info = api.get("/v1/jobs/" + job).j;
+    EXPECT_EQ(info["profiling"]["step"], 2);
+    version_mid = api.get("/v1/jobs/" + job + "/ranks/0/plan").j["version"];
+    EXPECT_EQ(version_mid, 3);
+  }
+  LocalServer srv(db);  // reload: the sweep is replayed from stored measurements
+  Api api(srv.port());
+  auto again = api.get("/v1/jobs/" + job + "/ranks/0/plan");
+  ASSERT_EQ(again.status, 200);
+  EXPECT_EQ(again.j["version"], version_mid);
+  EXPECT_EQ(again.j["instructions"][0]["freq_mhz"], 1380);
+  play(api, job, 2, next_it, 50);
+  const json done = wait_status(api, job, "ready");
+  // Energy rose twice after 1380 MHz (1365, 1350), so the sweep stopped there; 1300 floor unused.
+  EXPECT_EQ(done["profiling"]["keys_done"], 4);
+  auto fin = api.get("/v1/jobs/" + job + "/ranks/1/plan");
+  EXPECT_EQ(fin.j["job_status"], "ready");
+  EXPECT_GE(fin.j["plan_index"].get<int>(), 0);
+  for (const auto& i : fin.j["instructions"]) {
+    EXPECT_GE(i["freq_mhz"].get<int>(), 1350);
+    EXPECT_LE(i["freq_mhz"].get<int>(), 1410);
+  }
+}
+
+}  // namespace
+}  // namespace perseus::server::testing

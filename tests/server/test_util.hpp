@@ -1,0 +1,140 @@
+// Helpers of the server tests: an in-process server on loopback and a JSON HTTP client.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/server/job_manager.hpp"
+#include "perseus/server/server.hpp"
+
+namespace perseus::server::testing {
+
+using nlohmann::json;
+
+inline const std::string kToken = "test-token-0123456789abcdef";
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::string example_profile() { return read_file(std::string(PERSEUS_EXAMPLES_DIR) + "/stage_profile_gpt3-175b_a100_sxm.csv"); }
+
+/// A fresh temporary directory, removed at destruction.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("perseus-server-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  static int& counter() { static int c = 0; return c; }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+/// Result of one request: status, body text and parsed JSON (null if not JSON).
+struct Resp {
+  int status = 0;
+  std::string body;
+  json j;
+};
+
+/// Small JSON client with the bearer token set.
+class Api {
+ public:
+  explicit Api(int port, std::string token = kToken) : cli_("127.0.0.1", port), token_(std::move(token)) {
+    cli_.set_connection_timeout(5);
+    cli_.set_read_timeout(30);
+  }
+  Resp get(const std::string& path) { return wrap(cli_.Get(path.c_str(), headers())); }
+  Resp del(const std::string& path) { return wrap(cli_.Delete(path.c_str(), headers())); }
+  Resp post(const std::string& path, const json& body) { return post_raw(path, body.dump()); }
+  Resp post_raw(const std::string& path, const std::string& body, const std::string& type = "application/json") {
+    return wrap(cli_.Post(path.c_str(), headers(), body, type.c_str()));
+  }
+  void set_token(std::string t) { token_ = std::move(t); }
+
+ private:
+  httplib::Client cli_;
+  std::string token_;
+  httplib::Headers headers() const {
+    if (token_.empty()) return {};
+    return {{"Authorization", "Bearer " + token_}};
+  }
+  static Resp wrap(const httplib::Result& r) {
+    Resp out;
+    if (!r) {
+      out.status = -1;
+      return out;
+    }
+    out.status = r->status;
+    out.body = r->body;
+    out.j = json::parse(r->body, nullptr, false);
+    if (out.j.is_discarded()) out.j = nullptr;
+    return out;
+  }
+};
+
+/// perseus serve in this process, on a free loopback port.
+class LocalServer {
+ public:
+  explicit LocalServer(const std::string& db, ServerOptions opt = {}) {
+    opt.port = 0;
+    opt.db_path = db;
+    if (opt.token.empty()) opt.token = kToken;
+    server_ = std::make_unique<Server>(opt);
+    port_ = server_->bind();
+    thread_ = std::thread([this] { server_->run(); });
+    for (int i = 0; i < 200; ++i) {  // wait until it answers
+      httplib::Client c("127.0.0.1", port_);
+      if (auto r = c.Get("/v1/health"); r && r->status == 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~LocalServer() {
+    server_->stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  Server& server() { return *server_; }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+/// Polls GET /v1/jobs/{id} until its status is `status` (or timeout_s passes).
+inline json wait_status(Api& api, const std::string& job, const std::string& status, double timeout_s = 30) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  json j;
+  while (std::chrono::steady_clock::now() < end) {
+    j = api.get("/v1/jobs/" + job).j;
+    if (j.is_object() && j.value("status", "") == status) return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "job " << job << " did not reach status " << status << ": " << j.dump();
+  return j;
+}
+
+/// The standard job of the tests: the bundled GPT-3 profile, 8 stages, 4 microbatches.
+inline json profile_job(int dp = 2, int pp = 8) {
+  return {{"name", "test"}, {"pp", pp}, {"dp", dp}, {"tp", 1}, {"microbatches", 4}, {"schedule", "1f1b"},
+          {"p2p_power_w", 83.64}, {"unit_time_s", 0.01}, {"profile_csv", example_profile()}};
+}
+
+}  // namespace perseus::server::testing

@@ -1,0 +1,124 @@
+// Unit tests of server pieces: Zeus plan parser, sweep, rate limiter, field access, job spec.
+#include <gtest/gtest.h>
+
+#include "perseus/error.hpp"
+#include "perseus/server/api_error.hpp"
+#include "perseus/server/job_spec.hpp"
+#include "perseus/server/rate_limiter.hpp"
+#include "perseus/server/sweep.hpp"
+#include "perseus/server/zeus_plan.hpp"
+
+namespace perseus::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(ZeusPlan, ParsesIntegerListsWithComments) {
+  const auto p = parse_zeus_plan("[[1410, 1395,], [1200, 1100]]\n# cost change: 1.0\n# total cost: 3\n", "t");
+  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(p[0].size(), 2u);
+  EXPECT_EQ(p[0][1].freq_mhz, 1395);
+  EXPECT_FALSE(p[0][0].instruction.has_value());
+  EXPECT_EQ(p[1][1].freq_mhz, 1100);
+}
+
+TEST(ZeusPlan, ParsesTuplesAndRoundTrips) {
+  const auto p = parse_zeus_plan("[[('forward', 1410), (\"backward\", 1200)], [[\"forward\", 900]]]", "t");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(*p[0][1].instruction, "backward");
+  EXPECT_EQ(p[1][0].freq_mhz, 900);
+  const auto q = parse_zeus_plan(format_zeus_plan(p), "t");
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(*q[0][0].instruction, "forward");
+}
+
+TEST(ZeusPlan, RejectsCodeAndGarbage) {
+  for (const char* bad : {"__import__('os').system('x')", "[[1410]] + [[1]]", "[[1.5]]", "[[-3]]", "[[0]]",
+                          "[[\"forward\"]]", "", "[]", "[[1410]", "[[1e3]]", "[[(\"f\\n\", 1)]]", "[[open('x')]]"}) {
+    EXPECT_THROW(parse_zeus_plan(bad, "t"), InputError) << bad;
+  }
+}
+
+TEST(ZeusPlan, EntryLimit) {
+  EXPECT_THROW(parse_zeus_plan("[[1,2,3,4]]", "t", 3), InputError);
+}
+
+TEST(Sweep, StepsDownAndStopsOnEnergyRises) {
+  Sweep s({{1400, 1300, 1200, 1100, 1000, 900, 800, 700, 600}, 2, 2}, {{0, 0}, {0, 1}});
+  EXPECT_EQ(s.freq_mhz({0, 0}), 1400);
+  // Key (0,0): energy falls, then rises twice -> stops at 1100 after measuring 1100.
+  const double e00[] = {10, 9, 9.5, 9.8};
+  const double e01[] = {20, 19, 18, 17, 16, 15, 14, 13, 12};
+  int f = 0;
+  for (int step = 0; step < 4; ++step, ++f) {
+    for (int k = 0; k < 2; ++k) {
+      const int fr = 1400 - 100 * step;
+      s.add_sample({0, 0}, fr, 1.0 + step, e00[step]);
+      EXPECT_EQ(s.add_sample({0, 1}, fr, 1.0, e01[step]), k == 1) << step;
+    }
+  }
+  EXPECT_EQ(s.step(), 4);
+  EXPECT_EQ(s.freq_mhz({0, 0}), 1400) << "stopped keys run at the top frequency";
+  EXPECT_EQ(s.freq_mhz({0, 1}), 1000);
+  EXPECT_FALSE(s.done());
+  // Samples at a stale frequency are ignored.
+  EXPECT_FALSE(s.add_sample({0, 1}, 1100, 1, 1));
+  for (int step = 4; step < 9; ++step) {
+    const int fr = 1400 - 100 * step;
+    s.add_sample({0, 1}, fr, 1.0, e01[step]);
+    s.add_sample({0, 1}, fr, 1.0, e01[step]);
+  }
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(s.rows().size(), 4u + 9u);
+}
+
+TEST(RateLimiter, TokenBucket) {
+  RateLimiter r(10, 5);
+  int ok = 0;
+  for (int i = 0; i < 20; ++i) ok += r.allow("a", 100.0);
+  EXPECT_EQ(ok, 5);
+  EXPECT_TRUE(r.allow("b", 100.0));
+  EXPECT_TRUE(r.allow("a", 100.2));  // 2 tokens refilled
+  RateLimiter off(0, 0);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(off.allow("a", 0));
+}
+
+TEST(ApiFields, TypesAndRanges) {
+  const json j = {{"i", 3}, {"f", 2.5}, {"s", "x"}, {"neg", -1}, {"big", 18446744073709551615ull}};
+  EXPECT_EQ(get_int(j, "i", std::nullopt, 0, 10), 3);
+  EXPECT_EQ(get_int(j, "missing", 7, 0, 10), 7);
+  EXPECT_THROW(get_int(j, "f", std::nullopt, 0, 10), ApiError);
+  EXPECT_THROW(get_int(j, "s", std::nullopt, 0, 10), ApiError);
+  EXPECT_THROW(get_int(j, "neg", std::nullopt, 0, 10), ApiError);
+  EXPECT_THROW(get_int(j, "big", std::nullopt, 0, 10), ApiError);
+  EXPECT_THROW(get_int(j, "missing", std::nullopt, 0, 10), ApiError);
+  EXPECT_DOUBLE_EQ(get_number(j, "i", std::nullopt, 0, 10), 3.0);
+  EXPECT_THROW(get_number(j, "s", std::nullopt, 0, 10), ApiError);
+  EXPECT_THROW(parse_json_body("{"), ApiError);
+  EXPECT_THROW(parse_index("12a", "rank"), ApiError);
+  EXPECT_THROW(parse_index("-1", "rank"), ApiError);
+  EXPECT_EQ(parse_index("42", "rank"), 42);
+  const json e = json::parse(error_body("c", "m"));
+  EXPECT_EQ(e["error"]["code"], "c");
+}
+
+TEST(JobSpec, ValidatesAndRoundTrips) {
+  json body = {{"pp", 4}, {"dp", 2}, {"microbatches", 8}, {"profile_csv", "x"}};
+  const JobSpec s = JobSpec::from_json(body);
+  EXPECT_EQ(s.world_size(), 8);
+  EXPECT_EQ(s.source, PlanSource::kProfile);
+  const JobSpec t = JobSpec::from_json(s.to_json());
+  EXPECT_EQ(t.pp, 4);
+  EXPECT_EQ(t.profile_csv, "x");
+  EXPECT_THROW(JobSpec::from_json({{"pp", 4}, {"microbatches", 8}}), ApiError);  // no plan source
+  EXPECT_THROW(JobSpec::from_json({{"pp", "4"}, {"microbatches", 8}, {"profile_csv", "x"}}), ApiError);
+  EXPECT_THROW(JobSpec::from_json({{"pp", 0}, {"microbatches", 8}, {"profile_csv", "x"}}), ApiError);
+  EXPECT_THROW(JobSpec::from_json({{"pp", 1024}, {"dp", 65536}, {"microbatches", 8}, {"profile_csv", "x"}}), ApiError);
+  EXPECT_THROW(JobSpec::from_json(json::array()), ApiError);
+  const JobSpec p = JobSpec::from_json({{"pp", 2}, {"microbatches", 2}, {"mode", "profile"}, {"freqs_mhz", {1400, 1300}}});
+  EXPECT_EQ(p.source, PlanSource::kProfiling);
+  EXPECT_EQ(JobSpec::from_json(p.to_json()).freqs_mhz.size(), 2u);
+}
+
+}  // namespace
+}  // namespace perseus::server
