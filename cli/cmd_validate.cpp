@@ -1,0 +1,48 @@
+// `perseus validate`: predict the iteration time of plans measured on real GPUs and report the error.
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "perseus/error.hpp"
+#include "perseus/validation.hpp"
+
+namespace perseus::cli {
+
+void register_validate(CLI::App& app) {
+  auto dirs = std::make_shared<std::vector<std::string>>();
+  auto markdown = std::make_shared<std::string>();
+  auto per_plan = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Predict measured real-GPU plans' iteration times with the DAG simulator and report the error");
+  cmd->add_option("--real-gpu", *dirs, "Workload folders (shared/data/real_gpu/<workload>)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--markdown", *markdown, "Also write the summary table to this Markdown file");
+  cmd->add_flag("--per-plan", *per_plan, "Print every plan's measured and predicted time");
+  cmd->callback([dirs, markdown, per_plan] {
+    std::vector<RealGpuValidation> results;
+    for (const auto& d : *dirs) results.push_back(validate_real_gpu(d));
+    if (*per_plan) {
+      fmt::print("workload,plan,all_max,measured_s,dag_s,predicted_s,error_pct\n");
+      for (const auto& r : results) {
+        for (const auto& p : r.plans) {
+          fmt::print("{},{},{},{:.6f},{:.6f},{:.6f},{:.3f}\n", r.workload, p.plan, p.all_max ? 1 : 0,
+                     p.measured_time_s, p.dag_time_s, p.predicted_time_s, p.error_pct);
+        }
+      }
+    }
+    const std::string md = validation_markdown(results);
+    fmt::print("{}", md);
+    if (!markdown->empty()) {
+      std::ofstream out(*markdown);
+      out << md;
+      if (!out) throw InputError(fmt::format("--markdown {}: cannot write", *markdown));
+    }
+  });
+}
+
+}  // namespace perseus::cli

@@ -1,0 +1,115 @@
+// Extrinsic energy bloat: data-parallel pipelines with one straggler (Perseus SOSP'24 §3.2, §6.3).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "perseus/baselines.hpp"
+#include "perseus/frontier.hpp"
+
+namespace perseus {
+
+/// Methods compared by the emulation, in output order.
+inline constexpr const char* kEmulationMethods[] = {"perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max"};
+
+/// One candidate plan of a method, reduced to what the emulation needs (one pipeline,
+/// unscaled profile units): iteration time and energy including the pipeline's own blocking.
+struct PlanPoint {
+  double time_s = 0;    ///< Iteration time T, s.
+  double energy_j = 0;  ///< E = computation + P_block × idle, J (one GPU per rank).
+};
+
+/// A method's plans as the emulation sees them.
+/// The no-straggler plan is `points[intrinsic]`. With a straggler, the non-straggler
+/// pipelines run `points[choose(deadline)]` when `adapts`, else the no-straggler plan.
+struct MethodPlans {
+  std::string method;               ///< One of kEmulationMethods.
+  std::vector<PlanPoint> points;    ///< Candidate plans (>= 1).
+  std::size_t intrinsic = 0;        ///< Index of the plan run without straggler.
+  bool adapts = false;              ///< Picks a slower plan when a straggler gives it time.
+  bool use_frontier_rule = false;   ///< perseus: choose by Frontier::lowest_energy_within() on `frontier`.
+  const Frontier* frontier = nullptr;  ///< Required when use_frontier_rule.
+};
+
+/// Cluster shape and scaling of the emulation.
+/// Scaling follows the artifact notebook (reference/PERSEUS_PLANNER.md §7.1): the profile
+/// covers 1/time_scale of a stage's layers on one of tp_degree tensor-parallel GPUs, so
+/// times scale by time_scale, computation energy by time_scale × tp_degree, and blocking
+/// power by tp_degree. Savings in % do not depend on either.
+struct ClusterShape {
+  int num_pipelines = 1;     ///< Data-parallel pipelines (>= 1), one of them the straggler.
+  int num_ranks = 1;         ///< GPUs (stages) per pipeline, before TP.
+  int tp_degree = 1;         ///< Tensor-parallel degree K (>= 1).
+  double time_scale = 1;     ///< Time scale X (> 0).
+  double p_block_w = 0;      ///< P2P blocking power of one GPU, W.
+  double t_min_s = 0;        ///< T_min of one pipeline (Perseus' fastest plan), unscaled s (> 0).
+};
+
+/// One method under one slowdown (all energies in scaled joules, times in scaled seconds).
+struct EmulationRow {
+  std::string method;
+  double slowdown = 1;               ///< s: the straggler pipeline is s times slower.
+  double straggler_time_s = 0;       ///< T' = s × T_min (scaled), the same for every method.
+  double iteration_time_s = 0;       ///< Cluster iteration time, max(T', chosen_time_s).
+  double chosen_time_s = 0;          ///< T of the plan the non-straggler pipelines run.
+  double pipeline_energy_j = 0;      ///< One non-straggler pipeline, blocking until iteration_time_s.
+  double straggler_energy_j = 0;     ///< The straggler pipeline: s × its no-straggler energy (+ blocking if others are slower).
+  double cluster_energy_j = 0;       ///< (P−1) × pipeline_energy_j + straggler_energy_j.
+  double pipeline_saving_pct = 0;    ///< Non-straggler pipeline vs all-max's, %.
+  double intrinsic_saving_pct = 0;   ///< No-straggler plan vs all-max's, one pipeline each at its own T, %.
+  double extrinsic_saving_pct = 0;   ///< Cluster vs the same method without adapting to the straggler, %.
+  double total_saving_pct = 0;       ///< Cluster vs all-max with the same straggler, %.
+};
+
+/// Runs the straggler emulation for every method and slowdown.
+/// Model (docs/baselines.md): for slowdown s, the straggler pipeline finishes at
+/// T' = s·T_min; its energy is s·E0, E0 the energy of the method's no-straggler plan (the
+/// artifact notebook's convention). The other P−1 pipelines run, for adapting methods, the
+/// lowest-energy plan with T <= T' (Perseus: Frontier::lowest_energy_within(T')), else the
+/// no-straggler plan, then block at P_block until the cluster iteration time
+/// max(T', T_chosen) (the straggler blocks too if it is not the last). Rows are ordered by
+/// slowdown, then method.
+/// `methods` must contain "all_max" (the reference of the savings).
+/// Throws InputError when a slowdown is < 1 or not finite, shape values are out of range,
+/// or all_max is missing.
+std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& methods, const ClusterShape& shape,
+                                             const std::vector<double>& slowdowns);
+
+/// Inputs of `perseus emulate`.
+struct EmulationConfig {
+  std::string profile_path;        ///< Profile CSV (load_profile_csv()).
+  int stages = 0;                  ///< GPUs per pipeline (1F1B, one stage per GPU).
+  int microbatches = 0;            ///< Microbatches per iteration M.
+  int pipelines = 0;               ///< Data-parallel pipelines P; 0: derive from global_batch.
+  int global_batch = 0;            ///< Microbatches per global batch B; P = B / M (must divide).
+  double p2p_power_w = 0;          ///< P_block of one GPU, W (>= 0).
+  int tp_degree = 1;               ///< Tensor-parallel degree K.
+  double time_scale = 1;           ///< Time scale X.
+  double unit_time_s = 1e-3;       ///< Planner (and EnvPipe) time quantum u, s.
+  std::vector<double> slowdowns;   ///< Slowdown factors s >= 1 (at least one).
+};
+
+/// What run_emulation() computed.
+struct EmulationResult {
+  int num_pipelines = 0;
+  double t_min_s = 0;              ///< Perseus T_min, scaled s.
+  std::size_t frontier_size = 0;   ///< Perseus frontier points.
+  double solve_time_s = 0;         ///< Frontier solve wall time, s.
+  EnvPipeResult envpipe;           ///< EnvPipe's run (unscaled plan); status/message for warnings.
+  std::vector<EmulationRow> rows;
+};
+
+/// Loads the profile, solves the Perseus frontier once (solve_frontier), builds the
+/// baselines once (all-max, EnvPipe, ZeusGlobal and ZeusPerStage candidates) and runs
+/// emulate_stragglers(). Throws InputError on bad inputs (pipelines/global batch, slowdowns,
+/// missing max-frequency rows, ...) and when EnvPipe hits its iteration cap.
+EmulationResult run_emulation(const EmulationConfig& config);
+
+/// Writes `<out_dir>/emulation.csv` with the header
+/// method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct
+/// through a temporary file renamed into place (the folder is created if needed).
+/// Throws InputError when it cannot be written.
+void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir);
+
+}  // namespace perseus

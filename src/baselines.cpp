@@ -1,0 +1,198 @@
+// Baselines: all-max checks, ZeusGlobal, ZeusPerStage (EnvPipe is in baselines_envpipe.cpp).
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "perseus/baselines.hpp"
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+namespace {
+
+constexpr double kDeadlineTolerance = 1e-9;  // relative, for T <= deadline
+
+// (stage, kind) pairs used by the DAG, in a fixed order.
+std::vector<std::pair<int, InstructionKind>> used_kinds(const Dag& dag) {
+  std::set<std::pair<int, int>> seen;
+  for (int i = 0; i < dag.num_ops(); ++i) seen.emplace(dag.op(i).stage, static_cast<int>(dag.op(i).kind));
+  std::vector<std::pair<int, InstructionKind>> out;
+  for (const auto& [s, k] : seen) out.emplace_back(s, static_cast<InstructionKind>(k));
+  return out;
+}
+
+const OperatingPoint* find_point(const Profile& profile, int stage, InstructionKind kind, int freq_mhz) {
+  for (const auto& p : profile.points(stage, kind)) {
+    if (p.freq_mhz == freq_mhz) return &p;
+  }
+  return nullptr;
+}
+
+void require_kinds(const Dag& dag, const Profile& profile) {
+  for (const auto& [s, k] : used_kinds(dag)) {
+    if (!profile.has(s, k)) {
+      throw InputError(fmt::format("profile {}: no rows for stage {} {}", profile.source, s, to_string(k)));
+    }
+  }
+}
+
+// Frequencies shared by the given (stage, kind) pairs, highest first.
+std::vector<int> shared_frequencies(const Profile& profile, const std::vector<std::pair<int, InstructionKind>>& kinds) {
+  std::vector<int> out;
+  if (kinds.empty()) return out;
+  for (const auto& p : profile.points(kinds[0].first, kinds[0].second)) {
+    const bool everywhere = std::all_of(kinds.begin(), kinds.end(), [&](const auto& sk) {
+      return find_point(profile, sk.first, sk.second, p.freq_mhz) != nullptr;
+    });
+    if (everywhere) out.push_back(p.freq_mhz);
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+FrequencyPlan pick(std::vector<FrequencyPlan> plans, int ranks, double p_block_w, std::optional<double> target) {
+  const std::size_t i = target ? lowest_energy_within(plans, ranks, p_block_w, *target) : lowest_energy(plans);
+  return std::move(plans[i]);
+}
+
+}  // namespace
+
+void require_max_frequency(const Dag& dag, const Profile& profile) {
+  require_kinds(dag, profile);
+  const int fmax = profile.max_freq_mhz();
+  for (const auto& [s, k] : used_kinds(dag)) {
+    if (find_point(profile, s, k, fmax) == nullptr) {
+      throw InputError(fmt::format(
+          "profile {}: field 'frequency': stage {} {} has no row at the profile's maximum frequency {} MHz "
+          "(its highest is {} MHz); the all-max baseline and EnvPipe need every computation profiled at {} MHz",
+          profile.source, s, to_string(k), fmax, profile.max_freq_mhz(s, k), fmax));
+    }
+  }
+}
+
+std::vector<int> common_frequencies(const Dag& dag, const Profile& profile) {
+  return shared_frequencies(profile, used_kinds(dag));
+}
+
+double energy_at_deadline(const FrequencyPlan& plan, int num_ranks, double p_block_w, double deadline_s) {
+  return plan.total_energy_j() + p_block_w * num_ranks * std::max(0.0, deadline_s - plan.timeline.time_s);
+}
+
+std::size_t lowest_energy_within(const std::vector<FrequencyPlan>& plans, int num_ranks, double p_block_w,
+                                 double deadline_s) {
+  if (plans.empty()) throw std::invalid_argument("lowest_energy_within: no plans");
+  std::size_t best = plans.size(), fastest = 0;
+  double best_e = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const double t = plans[i].timeline.time_s;
+    if (t < plans[fastest].timeline.time_s) fastest = i;
+    if (t > deadline_s * (1 + kDeadlineTolerance)) continue;
+    const double e = energy_at_deadline(plans[i], num_ranks, p_block_w, deadline_s);
+    if (e < best_e) {
+      best_e = e;
+      best = i;
+    }
+  }
+  return best == plans.size() ? fastest : best;
+}
+
+std::size_t lowest_energy(const std::vector<FrequencyPlan>& plans) {
+  if (plans.empty()) throw std::invalid_argument("lowest_energy: no plans");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < plans.size(); ++i) {
+    if (plans[i].total_energy_j() < plans[best].total_energy_j()) best = i;
+  }
+  return best;
+}
+
+std::vector<FrequencyPlan> zeus_global_candidates(const Dag& dag, const Profile& profile, double p_block_w) {
+  require_kinds(dag, profile);
+  const std::vector<int> freqs = common_frequencies(dag, profile);
+  if (freqs.empty()) {
+    throw InputError(fmt::format(
+        "profile {}: field 'frequency': no frequency is profiled for every stage and instruction; ZeusGlobal "
+        "needs one clock that all computations can run at",
+        profile.source));
+  }
+  std::vector<FrequencyPlan> out;
+  out.reserve(freqs.size());
+  for (int f : freqs) out.push_back(evaluate_plan(dag, profile, std::vector<int>(dag.num_ops(), f), p_block_w));
+  return out;
+}
+
+FrequencyPlan zeus_global_plan(const Dag& dag, const Profile& profile, double p_block_w,
+                               std::optional<double> target_time_s) {
+  return pick(zeus_global_candidates(dag, profile, p_block_w), dag.num_ranks(), p_block_w, target_time_s);
+}
+
+std::vector<FrequencyPlan> zeus_per_stage_candidates(const Dag& dag, const Profile& profile, double p_block_w) {
+  require_kinds(dag, profile);
+  const int stages = dag.num_stages();
+  // Per stage: its frequencies (common to all its kinds) with total time and effective energy.
+  struct Option {
+    int freq_mhz;
+    double time_s;
+    double eff_energy_j;
+  };
+  std::vector<std::vector<Option>> options(stages);
+  std::vector<std::vector<int>> stage_ops(stages);
+  for (int i = 0; i < dag.num_ops(); ++i) stage_ops[dag.op(i).stage].push_back(i);
+  for (int s = 0; s < stages; ++s) {
+    std::vector<std::pair<int, InstructionKind>> kinds;
+    for (int i : stage_ops[s]) {
+      const std::pair<int, InstructionKind> sk{s, dag.op(i).kind};
+      if (std::find(kinds.begin(), kinds.end(), sk) == kinds.end()) kinds.push_back(sk);
+    }
+    for (int f : shared_frequencies(profile, kinds)) {
+      Option o{f, 0, 0};
+      for (int i : stage_ops[s]) {
+        const OperatingPoint* p = find_point(profile, s, dag.op(i).kind, f);
+        o.time_s += p->time_s;
+        o.eff_energy_j += p->energy_j - p_block_w * p->time_s;
+      }
+      options[s].push_back(o);
+    }
+    if (options[s].empty()) {
+      throw InputError(fmt::format(
+          "profile {}: field 'frequency': stage {} has no frequency profiled for all its instructions; "
+          "ZeusPerStage needs one clock per stage",
+          profile.source, s));
+    }
+  }
+  // Heaviest stage: longest computation time at its highest frequency.
+  int heavy = 0;
+  for (int s = 1; s < stages; ++s) {
+    if (options[s].front().time_s > options[heavy].front().time_s) heavy = s;
+  }
+  std::vector<FrequencyPlan> out;
+  for (const Option& h : options[heavy]) {
+    std::vector<int> stage_freq(stages, 0);
+    for (int s = 0; s < stages; ++s) {
+      if (s == heavy) {
+        stage_freq[s] = h.freq_mhz;
+        continue;
+      }
+      const Option* best = nullptr;
+      const Option* fastest = &options[s].front();
+      for (const Option& o : options[s]) {
+        if (o.time_s < fastest->time_s) fastest = &o;
+        if (o.time_s <= h.time_s && (best == nullptr || o.eff_energy_j < best->eff_energy_j)) best = &o;
+      }
+      stage_freq[s] = (best ? best : fastest)->freq_mhz;
+    }
+    std::vector<int> freq(dag.num_ops());
+    for (int i = 0; i < dag.num_ops(); ++i) freq[i] = stage_freq[dag.op(i).stage];
+    out.push_back(evaluate_plan(dag, profile, std::move(freq), p_block_w));
+  }
+  return out;
+}
+
+FrequencyPlan zeus_per_stage_plan(const Dag& dag, const Profile& profile, double p_block_w,
+                                  std::optional<double> target_time_s) {
+  return pick(zeus_per_stage_candidates(dag, profile, p_block_w), dag.num_ranks(), p_block_w, target_time_s);
+}
+
+}  // namespace perseus

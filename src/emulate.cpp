@@ -1,0 +1,246 @@
+// Straggler emulation: Perseus and the baselines over data-parallel pipelines with one straggler.
+#include "perseus/emulate.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+#include "perseus/schedule.hpp"
+
+namespace perseus {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kDeadlineTolerance = 1e-9;  // relative, as lowest_energy_within() in baselines
+
+// Lowest energy when waiting until deadline_s among points with T <= deadline_s; fastest if none.
+std::size_t choose_point(const std::vector<PlanPoint>& points, int ranks, double p_block_w, double deadline_s) {
+  std::size_t best = points.size(), fastest = 0;
+  double best_e = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (points[i].time_s < points[fastest].time_s) fastest = i;
+    if (points[i].time_s > deadline_s * (1 + kDeadlineTolerance)) continue;
+    const double e = points[i].energy_j + p_block_w * ranks * std::max(0.0, deadline_s - points[i].time_s);
+    if (e < best_e) {
+      best_e = e;
+      best = i;
+    }
+  }
+  return best == points.size() ? fastest : best;
+}
+
+double pct_saving(double reference, double value) { return reference > 0 ? 100.0 * (reference - value) / reference : 0.0; }
+
+void check_shape(const ClusterShape& shape) {
+  if (shape.num_pipelines < 1) {
+    throw InputError(fmt::format("number of pipelines must be >= 1, got {}", shape.num_pipelines));
+  }
+  if (shape.num_ranks < 1) throw InputError(fmt::format("GPUs per pipeline must be >= 1, got {}", shape.num_ranks));
+  if (shape.tp_degree < 1) throw InputError(fmt::format("--tp must be >= 1, got {}", shape.tp_degree));
+  if (!(shape.time_scale > 0) || !std::isfinite(shape.time_scale)) {
+    throw InputError(fmt::format("--time-scale must be a finite number > 0, got {}", shape.time_scale));
+  }
+  if (!(shape.p_block_w >= 0) || !std::isfinite(shape.p_block_w)) {
+    throw InputError(fmt::format("--p2p-power must be a finite number >= 0 W, got {}", shape.p_block_w));
+  }
+  if (!(shape.t_min_s > 0) || !std::isfinite(shape.t_min_s)) {
+    throw InputError(fmt::format("emulation: T_min must be a finite time > 0 s, got {}", shape.t_min_s));
+  }
+}
+
+void check_slowdowns(const std::vector<double>& slowdowns) {
+  if (slowdowns.empty()) throw InputError("--slowdown: give at least one slowdown factor (e.g. 1.1,1.2)");
+  for (double s : slowdowns) {
+    if (!std::isfinite(s) || s < 1.0) {
+      throw InputError(fmt::format(
+          "--slowdown: every slowdown factor must be a finite number >= 1 (1 = no straggler), got {}", s));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& methods, const ClusterShape& shape,
+                                             const std::vector<double>& slowdowns) {
+  check_shape(shape);
+  check_slowdowns(slowdowns);
+  const auto am = std::find_if(methods.begin(), methods.end(), [](const MethodPlans& m) { return m.method == "all_max"; });
+  if (am == methods.end()) throw InputError("emulation: the all_max baseline is required (savings are relative to it)");
+  for (const MethodPlans& m : methods) {
+    if (m.points.empty() || m.intrinsic >= m.points.size()) {
+      throw InputError(fmt::format("emulation: method {} has no plan", m.method));
+    }
+    if (m.use_frontier_rule && (m.frontier == nullptr || m.frontier->size() != m.points.size())) {
+      throw InputError(fmt::format("emulation: method {} needs its frontier", m.method));
+    }
+  }
+  const double x = shape.time_scale;
+  const double k = shape.tp_degree;
+  const int ranks = shape.num_ranks;
+  const double p_pipe_w = shape.p_block_w * k * ranks;  // blocking power of one whole pipeline
+  const double others = shape.num_pipelines - 1;
+  // Scaled energy of one pipeline running `p` and then blocking until iteration time t_iter (scaled s).
+  auto scaled = [&](const PlanPoint& p, double t_iter) { return x * k * p.energy_j + p_pipe_w * (t_iter - x * p.time_s); };
+
+  struct Outcome {
+    EmulationRow row;
+    double reference_cluster_j = 0;  // the same method without adapting
+  };
+  auto run = [&](const MethodPlans& m, double s) {
+    Outcome o;
+    EmulationRow& r = o.row;
+    r.method = m.method;
+    r.slowdown = s;
+    const PlanPoint& p0 = m.points[m.intrinsic];
+    const double deadline = s * shape.t_min_s;  // unscaled
+    std::size_t chosen = m.intrinsic;
+    if (m.adapts) {
+      chosen = m.use_frontier_rule ? m.frontier->lowest_energy_within(deadline)
+                                   : choose_point(m.points, ranks, shape.p_block_w, deadline);
+    }
+    const PlanPoint& pc = m.points[chosen];
+    r.straggler_time_s = x * deadline;
+    r.chosen_time_s = x * pc.time_s;
+    r.iteration_time_s = std::max(r.straggler_time_s, r.chosen_time_s);
+    r.pipeline_energy_j = scaled(pc, r.iteration_time_s);
+    r.straggler_energy_j = s * x * k * p0.energy_j + p_pipe_w * (r.iteration_time_s - r.straggler_time_s);
+    r.cluster_energy_j = others * r.pipeline_energy_j + r.straggler_energy_j;
+    const double t_ref = std::max(r.straggler_time_s, x * p0.time_s);
+    o.reference_cluster_j = others * scaled(p0, t_ref) + s * x * k * p0.energy_j + p_pipe_w * (t_ref - r.straggler_time_s);
+    r.extrinsic_saving_pct = pct_saving(o.reference_cluster_j, r.cluster_energy_j);
+    return o;
+  };
+
+  std::vector<EmulationRow> rows;
+  for (double s : slowdowns) {
+    const Outcome base = run(*am, s);
+    const double base_e0 = am->points[am->intrinsic].energy_j;
+    for (const MethodPlans& m : methods) {
+      Outcome o = run(m, s);
+      EmulationRow& r = o.row;
+      r.intrinsic_saving_pct = pct_saving(base_e0, m.points[m.intrinsic].energy_j);
+      r.pipeline_saving_pct = pct_saving(base.row.pipeline_energy_j, r.pipeline_energy_j);
+      r.total_saving_pct = pct_saving(base.row.cluster_energy_j, r.cluster_energy_j);
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+EmulationResult run_emulation(const EmulationConfig& cfg) {
+  if (cfg.stages < 1) throw InputError(fmt::format("--stages must be >= 1, got {}", cfg.stages));
+  if (cfg.microbatches < 1) throw InputError(fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
+  if (cfg.pipelines < 0) throw InputError(fmt::format("--pipelines must be >= 1, got {}", cfg.pipelines));
+  if (cfg.global_batch < 0) throw InputError(fmt::format("--global-batch must be >= 1, got {}", cfg.global_batch));
+  int pipelines = cfg.pipelines;
+  if (cfg.global_batch > 0) {
+    if (cfg.global_batch % cfg.microbatches != 0) {
+      throw InputError(fmt::format(
+          "--global-batch {} is not a multiple of --microbatches {}: every pipeline runs the same number of "
+          "microbatches, so the number of pipelines B / M must be whole",
+          cfg.global_batch, cfg.microbatches));
+    }
+    const int derived = cfg.global_batch / cfg.microbatches;
+    if (pipelines > 0 && pipelines != derived) {
+      throw InputError(fmt::format("--pipelines {} contradicts --global-batch {} / --microbatches {} = {}", pipelines,
+                                   cfg.global_batch, cfg.microbatches, derived));
+    }
+    pipelines = derived;
+  }
+  if (pipelines < 1) throw InputError("--pipelines must be >= 1 (or give --global-batch, a multiple of --microbatches)");
+  if (!(cfg.unit_time_s > 0) || !std::isfinite(cfg.unit_time_s)) {
+    throw InputError(fmt::format("--unit-time must be a finite number > 0 s, got {}", cfg.unit_time_s));
+  }
+  ClusterShape shape{pipelines, cfg.stages, cfg.tp_degree, cfg.time_scale, cfg.p2p_power_w, 1.0};
+  check_shape(shape);
+  check_slowdowns(cfg.slowdowns);
+
+  const Profile profile = load_profile_csv(cfg.profile_path, cfg.stages);
+  const Dag dag = Dag::build(make_1f1b(cfg.stages, cfg.microbatches));
+  require_max_frequency(dag, profile);
+
+  PlannerOptions popt;
+  popt.p2p_power_w = cfg.p2p_power_w;
+  popt.unit_time_s = cfg.unit_time_s;
+  const Frontier frontier = solve_frontier(dag, profile, popt);
+  const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p2p_power_w);
+  EmulationResult result;
+  result.envpipe = envpipe_plan(dag, profile, cfg.p2p_power_w, EnvPipeOptions{cfg.unit_time_s, 10000});
+  if (result.envpipe.status == EnvPipeStatus::kIterationCap) throw InputError(result.envpipe.message);
+  const std::vector<FrequencyPlan> zg = zeus_global_candidates(dag, profile, cfg.p2p_power_w);
+  const std::vector<FrequencyPlan> zs = zeus_per_stage_candidates(dag, profile, cfg.p2p_power_w);
+
+  auto to_point = [](const FrequencyPlan& p) { return PlanPoint{p.timeline.time_s, p.total_energy_j()}; };
+  const double t_min = frontier.points().back().time_s;
+  std::vector<MethodPlans> methods(5);
+  methods[0].method = "perseus";
+  for (const FrontierPoint& fp : frontier.points()) methods[0].points.push_back({fp.time_s, fp.energy_j});
+  methods[0].intrinsic = frontier.size() - 1;
+  methods[0].adapts = true;
+  methods[0].use_frontier_rule = true;
+  methods[0].frontier = &frontier;
+  methods[1].method = "envpipe";
+  methods[1].points = {to_point(result.envpipe.plan)};
+  auto zeus = [&](MethodPlans& m, const char* name, const std::vector<FrequencyPlan>& cands) {
+    m.method = name;
+    for (const auto& p : cands) m.points.push_back(to_point(p));
+    m.intrinsic = lowest_energy_within(cands, dag.num_ranks(), cfg.p2p_power_w, t_min);
+    m.adapts = true;
+  };
+  zeus(methods[2], "zeus_global", zg);
+  zeus(methods[3], "zeus_per_stage", zs);
+  methods[4].method = "all_max";
+  methods[4].points = {to_point(all_max)};
+
+  result.num_pipelines = pipelines;
+  result.t_min_s = cfg.time_scale * t_min;
+  result.frontier_size = frontier.size();
+  result.solve_time_s = frontier.solve_time_s;
+  shape.t_min_s = t_min;
+  result.rows = emulate_stragglers(methods, shape, cfg.slowdowns);
+  return result;
+}
+
+void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
+  if (out_dir.empty()) throw InputError("--out: an output folder is required");
+  std::error_code ec;
+  const fs::path dir = fs::absolute(out_dir).lexically_normal();
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw InputError(fmt::format("--out {}: cannot create the output folder{}", out_dir, ec ? ": " + ec.message() : ""));
+  }
+  std::string csv =
+      "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n";
+  for (const EmulationRow& r : rows) {
+    csv += fmt::format("{},{},{:.6f},{:.3f},{:.4f},{:.4f},{:.4f}\n", r.method, r.slowdown, r.chosen_time_s,
+                       r.cluster_energy_j, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
+  }
+  const fs::path final_path = dir / "emulation.csv";
+  const fs::path tmp = dir / fmt::format(".emulation.csv.partial-{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << csv;
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);
+      throw InputError(fmt::format("{}: write failed", tmp.string()));
+    }
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw InputError(fmt::format("{}: cannot move into place: {}", final_path.string(), why));
+  }
+}
+
+}  // namespace perseus
