@@ -8,6 +8,10 @@
 namespace perseus::cli {
 
 void register_optimize(CLI::App& app);
+void register_emulate(CLI::App& app);
+void register_validate(CLI::App& app);
+void register_report(CLI::App& app);
+void register_schedule(CLI::App& app);
 #ifdef HAVE_PERSEUS_SERVER
 void register_serve(CLI::App& app);
 #endif

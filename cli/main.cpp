@@ -13,6 +13,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "perseus 0.1.0");
   perseus::cli::register_optimize(app);
+  perseus::cli::register_emulate(app);
+  perseus::cli::register_validate(app);
+  perseus::cli::register_report(app);
+  perseus::cli::register_schedule(app);
 #ifdef HAVE_PERSEUS_SERVER
   perseus::cli::register_serve(app);
 #endif

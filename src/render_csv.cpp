@@ -1,0 +1,125 @@
+// CSV tables for the report, and the time–energy point reader of the frontier plot.
+// Why not libfccp csv.h (used for profiles): its reader needs the column count at compile
+// time, while the report shows tables whose columns it does not know in advance
+// (emulation.csv) and accepts alternative column names (time / time_s).
+#include "render_csv.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+#include "perseus/render.hpp"
+
+namespace perseus {
+namespace render_detail {
+
+namespace {
+
+std::vector<std::string> split_line(const std::string& line, const std::string& source, int lineno) {
+  std::vector<std::string> out;
+  std::string cell;
+  bool quoted = false, was_quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"' && cell.empty() && !was_quoted) {
+      quoted = was_quoted = true;
+    } else if (c == ',') {
+      out.push_back(std::move(cell));
+      cell.clear();
+      was_quoted = false;
+    } else {
+      cell += c;
+    }
+  }
+  if (quoted) throw InputError(fmt::format("{}:{}: unterminated quoted field", source, lineno));
+  out.push_back(std::move(cell));
+  for (auto& f : out) {  // trim spaces (quoted content keeps inner spaces)
+    const auto b = f.find_first_not_of(" \t");
+    const auto e = f.find_last_not_of(" \t");
+    f = b == std::string::npos ? std::string() : f.substr(b, e - b + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+int CsvTable::column(std::initializer_list<const char*> names) const {
+  for (const char* n : names)
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == n) return static_cast<int>(i);
+  return -1;
+}
+
+CsvTable read_csv_table(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the file", path));
+  CsvTable t;
+  t.source = path;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    auto cells = split_line(line, path, lineno);
+    if (t.header.empty()) {
+      t.header = std::move(cells);
+      continue;
+    }
+    if (cells.size() != t.header.size()) {
+      throw InputError(fmt::format("{}:{}: expected {} fields like the header, got {}", path, lineno, t.header.size(),
+                                   cells.size()));
+    }
+    t.rows.push_back(std::move(cells));
+    t.lines.push_back(lineno);
+  }
+  if (t.header.empty()) throw InputError(fmt::format("{}: empty file (expected a header line)", path));
+  return t;
+}
+
+double csv_number(const CsvTable& t, std::size_t row, int col) {
+  const std::string& s = t.rows[row][col];
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
+    throw InputError(
+        fmt::format("{}:{}: field '{}': expected a finite number, got '{}'", t.source, t.lines[row], t.header[col], s));
+  }
+  return v;
+}
+
+}  // namespace render_detail
+
+std::vector<PlotPoint> load_plot_points_csv(const std::string& path) {
+  const auto t = render_detail::read_csv_table(path);
+  const int tc = t.column({"time_s", "time"});
+  const int ec = t.column({"energy_j", "energy"});
+  const int lc = t.column({"name", "method", "label", "plan"});
+  if (tc < 0) throw InputError(fmt::format("{}:1: missing column 'time_s' (or 'time'), iteration time in s", path));
+  if (ec < 0)
+    throw InputError(fmt::format("{}:1: missing column 'energy_j' (or 'energy'), iteration energy in J", path));
+  std::vector<PlotPoint> out;
+  out.reserve(t.rows.size());
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    PlotPoint p;
+    p.time_s = render_detail::csv_number(t, i, tc);
+    p.energy_j = render_detail::csv_number(t, i, ec);
+    p.label = lc >= 0 ? t.rows[i][lc] : std::to_string(i);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace perseus

@@ -1,0 +1,184 @@
+// Iteration time–energy frontier plot.
+#include <algorithm>
+#include <cmath>
+
+#include "perseus/error.hpp"
+#include "render_svg.hpp"
+
+namespace perseus {
+
+using render_detail::num;
+
+namespace {
+
+constexpr double kLeft = 84, kRight = 24, kBottom = 58;
+constexpr const char* kFrontierColor = "#1f77b4";
+constexpr const char* kReferenceColor = "#7f7f7f";
+constexpr const char* kAllMaxColor = "#d62728";
+// Categorical colours for named baselines (Tableau 10, minus blue/red/grey used above).
+constexpr const char* kBaselineColors[] = {"#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"};
+
+bool finite(const PlotPoint& p) { return std::isfinite(p.time_s) && std::isfinite(p.energy_j); }
+
+}  // namespace
+
+std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOptions& o) {
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  auto widen = [&](const PlotPoint& p) {
+    if (!finite(p)) return;
+    x0 = std::min(x0, p.time_s);
+    x1 = std::max(x1, p.time_s);
+    y0 = std::min(y0, p.energy_j);
+    y1 = std::max(y1, p.energy_j);
+  };
+  for (const auto* series : {&d.frontier, &d.plans, &d.baselines, &d.reference})
+    for (const auto& p : *series) widen(p);
+  if (d.all_max) widen(*d.all_max);
+  if (!(x0 <= x1)) throw InputError("frontier plot: no finite (time, energy) point to draw");
+  auto pad = [](double& lo, double& hi) {
+    const double span = hi > lo ? hi - lo : std::max(std::abs(lo) * 0.05, 1e-9);
+    lo -= 0.04 * span;
+    hi += 0.04 * span;
+  };
+  pad(x0, x1);
+  pad(y0, y1);
+
+  // Energy unit for the y labels.
+  const double emax = std::max(std::abs(y0), std::abs(y1));
+  const double escale = emax >= 1e7 ? 1e6 : emax >= 1e4 ? 1e3 : 1.0;
+  const char* eunit = escale == 1e6 ? "MJ" : escale == 1e3 ? "kJ" : "J";
+
+  const double top = o.title.empty() ? 16 : 38;
+  const double pw = o.width_px - kLeft - kRight, ph = o.height_px - top - kBottom;
+  auto X = [&](double t) { return kLeft + (t - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double e) { return top + ph - (e - y0) / (y1 - y0) * ph; };
+
+  std::string s = render_detail::svg_open(
+      o.width_px, o.height_px,
+      ".axis text{font-size:11px;fill:#333}.axis-title{font-size:12px;fill:#111}.grid{stroke:#e6e6e6}"
+      ".title{font-size:14px;font-weight:bold;fill:#111}.legend-text,.point-label{font-size:11px;fill:#222}");
+  if (!o.title.empty())
+    s += fmt::format("<text class=\"title\" x=\"{}\" y=\"22\">{}</text>\n", kLeft, xml_escape(o.title));
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#ffffff\" stroke=\"#333\"/>\n", kLeft,
+                   num(top), num(pw), num(ph));
+
+  // Grid, ticks and labels.
+  s += "<g class=\"axis\">\n";
+  const auto xt = nice_ticks(x0, x1, std::max(3, static_cast<int>(pw / 90)));
+  const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1;
+  for (double t : xt) {
+    s += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><line x1=\"{0}\" x2=\"{0}\" "
+        "y1=\"{2}\" y2=\"{3}\" stroke=\"#333\"/><text class=\"xtick\" x=\"{0}\" y=\"{4}\" "
+        "text-anchor=\"middle\">{5}</text>\n",
+        num(X(t)), num(top), num(top + ph), num(top + ph + 5), num(top + ph + 18), render_detail::tick_label(t, xstep));
+  }
+  const auto yt = nice_ticks(y0 / escale, y1 / escale, std::max(3, static_cast<int>(ph / 60)));
+  const double ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
+  for (double v : yt) {
+    s += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/><line x1=\"{3}\" x2=\"{0}\" "
+        "y1=\"{2}\" y2=\"{2}\" stroke=\"#333\"/><text class=\"ytick\" x=\"{4}\" y=\"{5}\" "
+        "text-anchor=\"end\">{6}</text>\n",
+        num(kLeft), num(kLeft + pw), num(Y(v * escale)), num(kLeft - 5), num(kLeft - 8), num(Y(v * escale) + 4),
+        render_detail::tick_label(v, ystep));
+  }
+  s += fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">iteration time (s)</text>\n",
+                   num(kLeft + pw / 2), num(top + ph + 42));
+  s += fmt::format(
+      "<text class=\"axis-title\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 {0} {1})\">iteration energy ({2})</text>\n</g>\n",
+      18, num(top + ph / 2), eunit);
+
+  // Lines, thinned to about one vertex per half pixel.
+  auto polyline = [&](std::vector<PlotPoint> pts, const char* cls, const char* color, const char* extra) {
+    std::erase_if(pts, [](const PlotPoint& p) { return !finite(p); });
+    if (pts.empty()) return;
+    std::sort(pts.begin(), pts.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.time_s < b.time_s; });
+    std::string coords;
+    double lx = -1e300, ly = -1e300;
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      const double px = X(pts[i].time_s), py = Y(pts[i].energy_j);
+      if (i + 1 < pts.size() && std::abs(px - lx) < 0.5 && std::abs(py - ly) < 0.5) continue;
+      coords += fmt::format("{}{},{}", coords.empty() ? "" : " ", num(px), num(py));
+      lx = px;
+      ly = py;
+    }
+    s += fmt::format("<polyline class=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" {}/>\n", cls, coords, color,
+                     extra);
+  };
+  polyline(d.reference, "reference", kReferenceColor, "stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
+  polyline(d.frontier, "frontier", kFrontierColor, "stroke-width=\"2\"");
+
+  // Points.
+  for (const auto& p : d.plans) {
+    if (!finite(p)) continue;
+    s += fmt::format(
+        "<circle class=\"plan\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\" stroke=\"#ffffff\" "
+        "stroke-width=\"0.8\"><title>{}: {:.4f} s, {:.1f} J</title></circle>\n",
+        num(X(p.time_s)), num(Y(p.energy_j)), kFrontierColor, xml_escape(p.label), p.time_s, p.energy_j);
+  }
+  auto label_at = [&](double px, double py, const std::string& text) {
+    // Left of the marker when near the right edge, else right of it.
+    const bool right = px > kLeft + pw * 0.75;
+    s += fmt::format("<text class=\"point-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}</text>\n",
+                     num(right ? px - 8 : px + 8), num(py - 6), right ? "end" : "start", xml_escape(text));
+  };
+  if (d.all_max && finite(*d.all_max)) {
+    const double px = X(d.all_max->time_s), py = Y(d.all_max->energy_j);
+    s += fmt::format(
+        "<rect class=\"allmax\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\" fill=\"{}\"><title>{}: "
+        "{:.4f} s, {:.1f} J</title></rect>\n",
+        num(px - 4.5), num(py - 4.5), kAllMaxColor, xml_escape(d.all_max->label), d.all_max->time_s,
+        d.all_max->energy_j);
+    label_at(px, py, d.all_max->label);
+  }
+  for (std::size_t i = 0; i < d.baselines.size(); ++i) {
+    const auto& p = d.baselines[i];
+    if (!finite(p)) continue;
+    const double px = X(p.time_s), py = Y(p.energy_j);
+    s += fmt::format(
+        "<polygon class=\"baseline\" points=\"{},{} {},{} {},{} {},{}\" fill=\"{}\" stroke=\"#333\" "
+        "stroke-width=\"0.6\"><title>{}: {:.4f} s, {:.1f} J</title></polygon>\n",
+        num(px), num(py - 6), num(px + 6), num(py), num(px), num(py + 6), num(px - 6), num(py),
+        kBaselineColors[i % std::size(kBaselineColors)], xml_escape(p.label), p.time_s, p.energy_j);
+    label_at(px, py, p.label);
+  }
+
+  // Legend (top right, inside the plot).
+  std::vector<std::pair<std::string, std::string>> entries;  // (marker svg at 0,0, text)
+  if (!d.frontier.empty())
+    entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"2\"/>"
+                                     "<circle cx=\"11\" cy=\"0\" r=\"3\" fill=\"{}\"/>",
+                                     kFrontierColor, kFrontierColor),
+                         "Perseus frontier (dots: plans written)");
+  if (!d.reference.empty())
+    entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"1.6\" "
+                                     "stroke-dasharray=\"6 4\"/>",
+                                     kReferenceColor),
+                         d.reference_label);
+  if (d.all_max)
+    entries.emplace_back(fmt::format("<rect x=\"6.5\" y=\"-4.5\" width=\"9\" height=\"9\" fill=\"{}\"/>", kAllMaxColor),
+                         d.all_max->label);
+  if (!entries.empty()) {
+    double longest = 0;
+    for (const auto& e : entries) longest = std::max(longest, static_cast<double>(e.second.size()));
+    const double bw = 40 + longest * 6.3, bh = 8 + 18.0 * static_cast<double>(entries.size());
+    const double bx = kLeft + pw - bw - 8, by = top + 8;
+    s += fmt::format(
+        "<g class=\"legend\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#ffffff\" "
+        "fill-opacity=\"0.9\" stroke=\"#bbb\"/>\n",
+        num(bx), num(by), num(bw), num(bh));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const double ey = by + 13 + 18.0 * static_cast<double>(i);
+      s += fmt::format(
+          "<g transform=\"translate({},{})\">{}</g><text class=\"legend-text\" x=\"{}\" y=\"{}\">{}</text>\n",
+          num(bx + 8), num(ey), entries[i].first, num(bx + 36), num(ey + 4), xml_escape(entries[i].second));
+    }
+    s += "</g>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace perseus

@@ -1,0 +1,453 @@
+// `perseus report`: one self-contained HTML page for an optimize output folder.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/error.hpp"
+#include "perseus/profile_transform.hpp"
+#include "perseus/render.hpp"
+#include "perseus/schedule.hpp"
+#include "perseus/schedule_io.hpp"
+#include "render_csv.hpp"
+#include "render_svg.hpp"
+
+namespace perseus {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read {}", path.string(), what));
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
+  }
+}
+
+const json& field(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
+  if (!obj.is_object() || !obj.contains(name)) {
+    throw InputError(fmt::format("{}: missing field '{}{}'", source, prefix, name));
+  }
+  return obj.at(name);
+}
+
+double number(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
+  const json& v = field(obj, source, prefix, name);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    throw InputError(fmt::format("{}: field '{}{}': expected a finite number, got {}", source, prefix, name, v.dump()));
+  }
+  return v.get<double>();
+}
+
+long integer(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
+  const json& v = field(obj, source, prefix, name);
+  if (!v.is_number_integer()) {
+    throw InputError(fmt::format("{}: field '{}{}': expected an integer, got {}", source, prefix, name, v.dump()));
+  }
+  return v.get<long>();
+}
+
+std::string text(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
+  const json& v = field(obj, source, prefix, name);
+  if (!v.is_string()) {
+    throw InputError(fmt::format("{}: field '{}{}': expected a string, got {}", source, prefix, name, v.dump()));
+  }
+  return v.get<std::string>();
+}
+
+/// Reads plans/plan_NNNNN.json into a FrequencyPlan on `dag`: with the profile, times and
+/// energies come from it (and must agree with the file's time_s); without, durations come
+/// from start_s/end_s and energies are 0.
+FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* profile, double p_block_w) {
+  const std::string src = path.string();
+  const json j = read_json(path, "plan file");
+  const double file_time_s = number(j, src, "", "time_s");
+  const json& ranks = field(j, src, "", "ranks");
+  if (!ranks.is_array()) throw InputError(fmt::format("{}: field 'ranks': expected an array", src));
+  std::vector<int> freq(dag.num_ops(), -1);
+  std::vector<double> dur(dag.num_ops(), 0.0);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::string rp = fmt::format("ranks[{}].", r);
+    const json& instrs = field(ranks[r], src, rp, "instructions");
+    if (!instrs.is_array()) throw InputError(fmt::format("{}: field '{}instructions': expected an array", src, rp));
+    for (std::size_t i = 0; i < instrs.size(); ++i) {
+      const std::string ip = fmt::format("{}instructions[{}].", rp, i);
+      const json& in = instrs[i];
+      const std::string kind_name = text(in, src, ip, "instruction");
+      const auto kind = parse_instruction_kind(kind_name);
+      if (!kind) {
+        throw InputError(
+            fmt::format("{}: field '{}instruction': expected forward, backward, backward_input or "
+                        "backward_weight, got '{}'",
+                        src, ip, kind_name));
+      }
+      Computation c;
+      c.stage = static_cast<std::int32_t>(integer(in, src, ip, "stage"));
+      c.microbatch = static_cast<std::int32_t>(integer(in, src, ip, "microbatch"));
+      c.kind = *kind;
+      const int id = dag.find(c);
+      if (id < 0) {
+        throw InputError(
+            fmt::format("{}: '{}': {} of stage {}, microbatch {} is not in the schedule described by "
+                        "summary.json's inputs",
+                        src, ip, kind_name, c.stage, c.microbatch));
+      }
+      if (freq[id] >= 0) {
+        throw InputError(fmt::format("{}: '{}': {} of stage {}, microbatch {} appears twice", src, ip, kind_name,
+                                     c.stage, c.microbatch));
+      }
+      const long f = integer(in, src, ip, "frequency_mhz");
+      if (f <= 0) throw InputError(fmt::format("{}: field '{}frequency_mhz': expected > 0, got {}", src, ip, f));
+      freq[id] = static_cast<int>(f);
+      dur[id] = number(in, src, ip, "end_s") - number(in, src, ip, "start_s");
+      if (!(dur[id] > 0)) throw InputError(fmt::format("{}: '{}': end_s must be greater than start_s", src, ip));
+    }
+  }
+  for (int id = 0; id < dag.num_ops(); ++id) {
+    if (freq[id] < 0) {
+      const Computation& c = dag.op(id);
+      throw InputError(fmt::format("{}: the plan lacks {} of stage {}, microbatch {}", src, to_string(c.kind), c.stage,
+                                   c.microbatch));
+    }
+  }
+  if (!profile) {
+    return evaluate_durations(dag, std::move(freq), std::move(dur), std::vector<double>(dag.num_ops(), 0.0), p_block_w);
+  }
+  FrequencyPlan plan;
+  try {
+    plan = evaluate_plan(dag, *profile, std::move(freq), p_block_w);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: does not match the profile {}: {}", src, profile->source, e.what()));
+  }
+  if (std::abs(plan.timeline.time_s - file_time_s) > 1e-6 * file_time_s + 1e-9) {
+    throw InputError(
+        fmt::format("{}: field 'time_s' is {} s but the profile {} gives {} s for this plan; was the "
+                    "profile changed? Pass the profile used by optimize with --profile",
+                    src, file_time_s, profile->source, plan.timeline.time_s));
+  }
+  return plan;
+}
+
+/// The job's schedule: a generator name, or a schedule CSV (resolved like the profile).
+Schedule report_schedule(const std::string& name, long stages, long microbatches, long chunks, const fs::path& dir,
+                         const std::string& ss) {
+  const auto names = schedule_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) {
+    if (stages < 1 || microbatches < 1 || chunks < 1 || stages > 100000 || microbatches > 1000000 || chunks > 1000) {
+      throw InputError(fmt::format("{}: inputs: stages, microbatches and chunks must be positive (got {}, {}, {})", ss,
+                                   stages, microbatches, chunks));
+    }
+    try {
+      return make_schedule(name, static_cast<int>(stages), static_cast<int>(microbatches), static_cast<int>(chunks));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: inputs: {}", ss, e.what()));
+    }
+  }
+  std::error_code ec;
+  if (fs::is_regular_file(name, ec)) return load_schedule_csv(name);
+  if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec))
+    return load_schedule_csv((dir / name).string());
+  throw InputError(
+      fmt::format("{}: field 'inputs.schedule': '{}' is neither a schedule name nor a readable schedule "
+                  "CSV file",
+                  ss, name));
+}
+
+/// The profile fitted to the schedule the way `perseus optimize` fits it (run_optimize()):
+/// a per-GPU profile is split over chunk stages, and a split-backward schedule on a profile
+/// without I/W rows gets its backward split. Keep in step with src/optimize.cpp.
+Profile fit_profile(Profile profile, const Schedule& schedule, double input_fraction) {
+  if (profile.num_stages() != schedule.num_stages && profile.num_stages() == schedule.num_ranks()) {
+    profile = split_profile_over_stages(profile, schedule.stage_rank);
+  }
+  if (schedule.split_backward) {
+    bool lacks = false;
+    for (int s = 0; s < profile.num_stages(); ++s) {
+      lacks = lacks || !profile.has(s, InstructionKind::kBackwardInput) ||
+              !profile.has(s, InstructionKind::kBackwardWeight);
+    }
+    if (lacks) profile = split_backward_profile(profile, input_fraction);
+  }
+  return profile;
+}
+
+std::optional<std::string> resolve_profile(const std::string& given, const fs::path& dir) {
+  if (given.empty()) return std::nullopt;
+  std::error_code ec;
+  if (fs::is_regular_file(given, ec)) return given;
+  const fs::path p(given);
+  if (p.is_relative() && fs::is_regular_file(dir / p, ec)) return (dir / p).string();
+  return std::nullopt;
+}
+
+std::string cell_text(const std::string& column, const std::string& value) {
+  double v = 0;
+  std::istringstream is(value);
+  if (!(is >> v) || !is.eof() || !std::isfinite(v)) return xml_escape(value);
+  auto ends = [&](std::string_view suffix) {
+    return column.size() >= suffix.size() && column.compare(column.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends("_pct")) return fmt::format("{:.2f}", v);
+  if (ends("_s")) return fmt::format("{:.4f}", v);
+  if (ends("_j") || ends("_w")) return fmt::format("{:.1f}", v);
+  return xml_escape(value);
+}
+
+std::string html_table(const render_detail::CsvTable& t) {
+  std::string s = "<table class=\"data\"><thead><tr>";
+  for (const auto& h : t.header) s += "<th>" + xml_escape(h) + "</th>";
+  s += "</tr></thead><tbody>\n";
+  for (const auto& row : t.rows) {
+    s += "<tr>";
+    for (std::size_t i = 0; i < row.size(); ++i) s += "<td>" + cell_text(t.header[i], row[i]) + "</td>";
+    s += "</tr>\n";
+  }
+  return s + "</tbody></table>\n";
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder and a rename, so a
+/// reader never sees a half-written file.
+void atomic_write(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) {
+      fs::remove(tmp, ec);
+      throw InputError(fmt::format("{}: cannot write the file", path.string()));
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw InputError(fmt::format("{}: cannot move the file into place: {}", path.string(), ec.message()));
+  }
+}
+
+constexpr const char* kCss =
+    "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px 32px;color:#111;background:#fff;"
+    "max-width:1500px}"
+    "h1{font-size:22px;margin:0 0 4px 0}h2{font-size:17px;margin:28px 0 8px 0;border-bottom:1px solid #ddd;"
+    "padding-bottom:3px}p.note{color:#555;font-size:13px;margin:4px 0 10px 0}"
+    "table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 10px}"
+    "th{background:#f2f2f2;text-align:left}table.data td{text-align:right}"
+    "table.kv td:first-child{text-align:left;background:#fafafa}table.kv td{text-align:right}"
+    ".row{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}"
+    ".scroll{overflow-x:auto;border:1px solid #eee;padding:4px}"
+    "svg{display:block}";
+
+}  // namespace
+
+std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
+  const fs::path dir(dir_arg);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InputError(fmt::format("{}: not a folder (expected the output folder of `perseus optimize`)", dir_arg));
+  }
+  const fs::path summary_path = dir / "summary.json";
+  if (!fs::exists(summary_path, ec)) {
+    throw InputError(
+        fmt::format("{}: missing; {} is not the output folder of `perseus optimize`", summary_path.string(), dir_arg));
+  }
+  const std::string ss = summary_path.string();
+  const json sum = read_json(summary_path, "summary");
+  const json& in = field(sum, ss, "", "inputs");
+  const std::string ip = "inputs.";
+  const std::string profile_given = opt.profile_path.empty() ? text(in, ss, ip, "profile") : opt.profile_path;
+  const long stages = integer(in, ss, ip, "stages");
+  const long microbatches = integer(in, ss, ip, "microbatches");
+  const std::string schedule_name = text(in, ss, ip, "schedule");
+  const long chunks = in.contains("chunks") ? integer(in, ss, ip, "chunks") : 1;
+  const double p_block_w = number(in, ss, ip, "p2p_power_w");
+  const double t_min_s = number(sum, ss, "", "t_min_s");
+  const double e_t_min_j = number(sum, ss, "", "energy_at_t_min_j");
+  const double t_max_s = number(sum, ss, "", "t_max_s");
+  const double e_t_max_j = number(sum, ss, "", "energy_at_t_max_j");
+  const double allmax_t = number(sum, ss, "", "allmax_time_s");
+  const double allmax_e = number(sum, ss, "", "allmax_energy_j");
+  const double saving = number(sum, ss, "", "intrinsic_saving_pct");
+  const long num_plans = integer(sum, ss, "", "num_plans");
+  const Schedule schedule = report_schedule(schedule_name, stages, microbatches, chunks, dir, ss);
+  const Dag dag = Dag::build(schedule);
+
+  std::optional<Profile> profile;
+  std::string profile_note;
+  if (const auto p = resolve_profile(profile_given, dir)) {
+    const double input_fraction =
+        in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
+    profile = fit_profile(load_profile_csv(*p), schedule, input_fraction);
+  } else if (!opt.profile_path.empty()) {
+    throw InputError(fmt::format("--profile {}: cannot read the file", opt.profile_path));
+  } else {
+    profile_note = fmt::format(
+        "The profile {} was not found, so boxes are coloured by SM frequency instead of power "
+        "(pass --profile to show power).",
+        profile_given);
+  }
+
+  // Frontier and written plans.
+  const fs::path frontier_csv = dir / "frontier.csv";
+  std::vector<PlotPoint> frontier = load_plot_points_csv(frontier_csv.string());
+  if (frontier.empty()) throw InputError(fmt::format("{}: no frontier points", frontier_csv.string()));
+  std::map<long, fs::path> plan_files;  // frontier index -> file
+  if (fs::is_directory(dir / "plans", ec)) {
+    for (const auto& e : fs::directory_iterator(dir / "plans")) {
+      const std::string name = e.path().filename().string();
+      if (name.size() == 15 && name.starts_with("plan_") && name.ends_with(".json")) {
+        const std::string digits = name.substr(5, 5);
+        if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+          plan_files[std::stol(digits)] = e.path();
+        }
+      }
+    }
+  }
+  if (plan_files.empty()) throw InputError(fmt::format("{}: no plans/plan_NNNNN.json files", dir_arg));
+  FrontierPlotData fd;
+  for (auto& p : frontier) p.label = "plan " + p.label;
+  for (const auto& [idx, path] : plan_files) {
+    if (idx >= 0 && static_cast<std::size_t>(idx) < frontier.size()) fd.plans.push_back(frontier[idx]);
+  }
+  // T_min: the fastest written plan; lowest energy: the written plan with the least energy.
+  const long fast_idx = plan_files.rbegin()->first;
+  long green_idx = plan_files.begin()->first;
+  for (const auto& [idx, path] : plan_files) {
+    if (static_cast<std::size_t>(idx) < frontier.size() && static_cast<std::size_t>(green_idx) < frontier.size() &&
+        frontier[idx].energy_j < frontier[green_idx].energy_j) {
+      green_idx = idx;
+    }
+  }
+  const Profile* prof = profile ? &*profile : nullptr;
+  const FrequencyPlan fast = load_plan(plan_files[fast_idx], dag, prof, p_block_w);
+  const FrequencyPlan green = load_plan(plan_files[green_idx], dag, prof, p_block_w);
+
+  fd.frontier = frontier;
+  fd.all_max = PlotPoint{"all-max frequency", allmax_t, allmax_e};
+  if (!opt.points_csv.empty()) fd.baselines = load_plot_points_csv(opt.points_csv);
+  if (!opt.reference_csv.empty()) {
+    fd.reference = load_plot_points_csv(opt.reference_csv);
+    fd.reference_label = opt.reference_label.empty() ? "reference: " + fs::path(opt.reference_csv).filename().string()
+                                                     : opt.reference_label;
+  }
+
+  // Timelines on one shared colour scale.
+  TimelineOptions to;
+  to.color_by = profile ? TimelineColor::kPower : TimelineColor::kFrequency;
+  to.p_block_w = p_block_w;
+  std::size_t ops_per_rank = 0;
+  for (int r = 0; r < dag.num_ranks(); ++r) ops_per_rank = std::max(ops_per_rank, dag.rank_ops(r).size());
+  to.width_px = std::clamp(80.0 + 14.0 * static_cast<double>(ops_per_rank), 1100.0, 4200.0);
+  const auto r1 = timeline_color_range(fast, to), r2 = timeline_color_range(green, to);
+  to.color_range = std::make_pair(std::min(r1.first, r2.first), std::max(r1.second, r2.second));
+  TimelineOptions to_fast = to, to_green = to;
+  to_fast.id_prefix = "fast-";
+  to_fast.title = fmt::format("Fastest plan (plan {}): T = {:.4f} s, E = {:.1f} J", fast_idx, fast.timeline.time_s,
+                              fast.total_energy_j());
+  to_green.id_prefix = "green-";
+  to_green.title = fmt::format("Lowest-energy plan written (plan {}): T = {:.4f} s, E = {:.1f} J", green_idx,
+                               green.timeline.time_s, green.total_energy_j());
+
+  // Page.
+  const std::string profile_name = fs::path(profile_given).filename().string();
+  std::string h =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
+      "<meta charset=\"utf-8\"/>\n";
+  h += fmt::format("<title>Perseus report: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(profile_name),
+                   kCss);
+  h += fmt::format("<h1>Perseus report: {}</h1>\n", xml_escape(profile_name));
+  h += fmt::format(
+      "<p class=\"note\">{} GPUs, {} stage(s) per GPU, {} microbatches, schedule {}, P_block = {} W. "
+      "Energies are of one pipeline (one GPU per rank), in the profile's units.</p>\n",
+      dag.num_ranks(), dag.num_stages() / std::max(1, dag.num_ranks()), dag.num_microbatches(),
+      xml_escape(schedule.name), p_block_w);
+
+  if (sum.contains("approximations") && sum["approximations"].is_array()) {
+    for (const auto& a : sum["approximations"]) {
+      if (a.is_string()) h += "<p class=\"note\">Approximation: " + xml_escape(a.get<std::string>()) + "</p>\n";
+    }
+  }
+  h += "<h2>Summary</h2>\n<div class=\"row\"><table class=\"kv\"><tbody>\n";
+  auto kv = [&](const std::string& k, const std::string& v) {
+    h += "<tr><td>" + xml_escape(k) + "</td><td>" + xml_escape(v) + "</td></tr>\n";
+  };
+  kv("T_min: fastest iteration time (s)", fmt::format("{:.4f}", t_min_s));
+  kv("energy at T_min (J)", fmt::format("{:.1f}", e_t_min_j));
+  kv("all-max frequency: time (s)", fmt::format("{:.4f}", allmax_t));
+  kv("all-max frequency: energy (J)", fmt::format("{:.1f}", allmax_e));
+  kv("intrinsic energy bloat removed at T_min (%)", fmt::format("{:.2f}", saving));
+  kv("slowest plan: time (s)", fmt::format("{:.4f}", t_max_s));
+  kv("slowest plan: energy (J)", fmt::format("{:.1f}", e_t_max_j));
+  if (sum.contains("reclaimed_energy_j"))
+    kv("energy from slack reclamation at T_min (J)", fmt::format("{:.1f}", number(sum, ss, "", "reclaimed_energy_j")));
+  kv("frontier plans", std::to_string(num_plans));
+  kv("plan files written", std::to_string(plan_files.size()));
+  if (sum.contains("num_steps")) kv("graph-cut steps", std::to_string(integer(sum, ss, "", "num_steps")));
+  if (sum.contains("solve_time_s")) kv("solve time (s)", fmt::format("{:.3f}", number(sum, ss, "", "solve_time_s")));
+  h += "</tbody></table>\n<table class=\"kv\"><tbody>\n";
+  for (const auto& [k, v] : in.items()) kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.dump());
+  h += "</tbody></table></div>\n";
+
+  h += "<h2>Iteration time–energy frontier</h2>\n";
+  h += "<p class=\"note\">Every point of the line is a frequency plan; dots are the plans written to plans/ (hover "
+       "for values). Lower and further left is better; the all-max square is what training runs at without "
+       "Perseus.</p>\n";
+  FrontierPlotOptions fo;
+  const std::string frontier_svg = render_frontier_svg(fd, fo);
+  h += "<figure>" + frontier_svg + "</figure>\n";
+
+  h += "<h2>Pipeline timelines</h2>\n";
+  h += fmt::format(
+      "<p class=\"note\">One row per GPU; box colour = {}; background = idle/blocking time{}; red "
+      "outline = one critical path. Labels F3/B3 = forward/backward of microbatch 3 (0-based), dropped "
+      "when they do not fit. Hover a box for its frequency, time and power.</p>\n",
+      profile ? "average power of the computation (energy/time)" : "SM frequency",
+      profile ? " drawn at P_block on the same scale" : "");
+  if (!profile_note.empty()) h += "<p class=\"note\">" + xml_escape(profile_note) + "</p>\n";
+  const std::string fast_svg = render_timeline_svg(dag, fast, to_fast);
+  const std::string green_svg = render_timeline_svg(dag, green, to_green);
+  h += "<div class=\"scroll\">" + fast_svg + "</div>\n";
+  h += "<div class=\"scroll\">" + green_svg + "</div>\n";
+
+  h += "<h2>Per-stage frequency histograms</h2>\n<div class=\"row\">\n";
+  HistogramOptions ho;
+  ho.width_px = 700;
+  ho.title = fmt::format("Fastest plan (plan {})", fast_idx);
+  h += "<div>" + render_frequency_histogram_svg(dag, fast, ho) + "</div>\n";
+  ho.title = fmt::format("Lowest-energy plan (plan {})", green_idx);
+  h += "<div>" + render_frequency_histogram_svg(dag, green, ho) + "</div>\n</div>\n";
+
+  const fs::path emu = dir / "emulation.csv";
+  if (fs::exists(emu, ec)) {
+    h += "<h2>Emulation: energy savings at scale</h2>\n";
+    h += "<p class=\"note\">From emulation.csv (perseus emulate): cluster energy and savings of each method for "
+         "the given straggler slowdown.</p>\n";
+    h += html_table(render_detail::read_csv_table(emu.string()));
+  }
+  h += "<p class=\"note\">Written by perseus report from summary.json, frontier.csv and plans/ in this folder.</p>\n";
+  h += "</body>\n</html>\n";
+
+  const fs::path out = dir / "report.html";
+  atomic_write(out, h);
+  if (opt.write_svgs) {
+    atomic_write(dir / "frontier.svg", frontier_svg);
+    atomic_write(dir / "timeline_fastest.svg", fast_svg);
+    atomic_write(dir / "timeline_lowest_energy.svg", green_svg);
+  }
+  return out.string();
+}
+
+}  // namespace perseus

@@ -1,0 +1,241 @@
+// `perseus report`: the HTML page of an optimize folder, its errors, and the CLI.
+#include <sys/wait.h>
+
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/error.hpp"
+#include "perseus/optimize.hpp"
+#include "perseus/render.hpp"
+#include "test_util.hpp"
+#include "xml_check.hpp"
+
+namespace perseus {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+/// A small optimize folder: 2 stages, 3 microbatches, three frequencies.
+struct Job {
+  TempDir tmp;
+  std::string profile, out;
+  Job() {
+    Profile p = testing::uniform_profile(2, {{1410, 0.10, 30}, {1200, 0.12, 27}, {1005, 0.16, 25}},
+                                         {{1410, 0.20, 80}, {1200, 0.24, 70}, {1005, 0.30, 65}});
+    profile = (tmp.path() / "profile.csv").string();
+    write_profile_csv(p, profile);
+    OptimizeConfig cfg;
+    cfg.profile_path = profile;
+    cfg.stages = 2;
+    cfg.microbatches = 3;
+    cfg.p2p_power_w = 40;
+    cfg.unit_time_s = 0.01;
+    cfg.out_dir = (tmp.path() / "out").string();
+    run_optimize(cfg);
+    out = cfg.out_dir;
+  }
+};
+
+std::string report_error(const std::string& dir, const ReportOptions& opt = {}) {
+  try {
+    write_report(dir, opt);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Report, SelfContainedPageWithAllSections) {
+  Job job;
+  std::ofstream(fs::path(job.out) / "emulation.csv")
+      << "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n"
+         "Perseus,1.2,0.95,123456.7,10.123,5.5,15.62\nEnvPipe,1.2,0.80,130000,8,0,8\n";
+  const auto points = job.tmp.write("points.csv", "name,time_s,energy_j\nZeusGlobal,1.0,250\n");
+  ReportOptions opt;
+  opt.write_svgs = true;
+  opt.points_csv = points;
+  opt.reference_csv = job.tmp.write("ref.csv", "time,energy\n1.2,200\n0.9,240\n");
+  const std::string path = write_report(job.out, opt);
+  EXPECT_EQ(path, (fs::path(job.out) / "report.html").string());
+  const std::string html = slurp(path);
+  EXPECT_EQ(testing::xml_problem(html, (job.tmp.path() / "r.xml").string()), "");
+  // Self-contained: no scripts, no external resources.
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(std::regex_search(html, std::regex("(href|url)\\(?=?\"?https?:")), false);
+  // 1 frontier plot + 2 timelines + 2 histograms.
+  EXPECT_EQ(count(html, "<svg "), 5u);
+  EXPECT_EQ(count(html, "class=\"op forward\""), 2u * 2 * 3);
+  EXPECT_NE(html.find("Fastest plan (plan "), std::string::npos);
+  EXPECT_NE(html.find("Lowest-energy plan written (plan 0)"), std::string::npos);
+  EXPECT_NE(html.find("average power (W)"), std::string::npos);  // profile found: power colours
+  // The two timelines do not share SVG ids.
+  EXPECT_NE(html.find("id=\"fast-hatch-b\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"green-hatch-b\""), std::string::npos);
+  // Summary values from summary.json, emulation table, baseline and reference.
+  const std::string summary = slurp(fs::path(job.out) / "summary.json");
+  const std::smatch m = [&] {
+    std::smatch mm;
+    std::regex_search(summary, mm, std::regex("\"t_min_s\": ([0-9.e+-]+)"));
+    return mm;
+  }();
+  ASSERT_FALSE(m.empty());
+  EXPECT_NE(html.find(fmt::format("<td>{:.4f}</td>", std::stod(m[1].str()))), std::string::npos);
+  EXPECT_NE(html.find("<th>total_saving_pct</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>15.62</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>123456.7</td>"), std::string::npos);
+  EXPECT_NE(html.find("ZeusGlobal"), std::string::npos);
+  EXPECT_NE(html.find("reference: ref.csv"), std::string::npos);
+  for (const char* f : {"frontier.svg", "timeline_fastest.svg", "timeline_lowest_energy.svg"}) {
+    const std::string svg = slurp(fs::path(job.out) / f);
+    EXPECT_EQ(svg.rfind("<svg ", 0), 0u) << f;
+    EXPECT_NE(html.find(svg), std::string::npos) << f << " is the picture inlined in the report";
+  }
+  // Atomic write leaves no temporary file.
+  for (const auto& e : fs::directory_iterator(job.out))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+TEST(Report, PlanPointsMatchFrontierCsvRows) {
+  Job job;
+  const std::string html = slurp(write_report(job.out));
+  EXPECT_EQ(html.find("Emulation"), std::string::npos);  // no emulation.csv: no table
+  const auto rows = load_plot_points_csv((fs::path(job.out) / "frontier.csv").string());
+  std::size_t plans = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(job.out) / "plans")) plans += e.path().extension() == ".json";
+  const std::regex circ("<circle class=\"plan\"[^>]*><title>plan ([0-9]+): ([0-9.]+) s, ([0-9.]+) J</title>");
+  std::size_t n = 0;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), circ); it != std::sregex_iterator(); ++it, ++n) {
+    const auto& row = rows.at(std::stoul((*it)[1].str()));
+    EXPECT_EQ((*it)[2].str(), fmt::format("{:.4f}", row.time_s));
+    EXPECT_EQ((*it)[3].str(), fmt::format("{:.1f}", row.energy_j));
+  }
+  EXPECT_EQ(n, plans);
+}
+
+TEST(Report, WithoutTheProfileBoxesShowFrequency) {
+  Job job;
+  fs::rename(job.profile, job.profile + ".moved");
+  const std::string html = slurp(write_report(job.out));
+  EXPECT_NE(html.find("was not found, so boxes are coloured by SM frequency"), std::string::npos);
+  EXPECT_NE(html.find("SM frequency (MHz)"), std::string::npos);
+  // --profile brings power back.
+  ReportOptions opt;
+  opt.profile_path = job.profile + ".moved";
+  EXPECT_NE(slurp(write_report(job.out, opt)).find("average power (W)"), std::string::npos);
+  opt.profile_path = job.profile + ".nope";
+  EXPECT_NE(report_error(job.out, opt).find("--profile " + opt.profile_path + ": cannot read"), std::string::npos);
+}
+
+TEST(ReportErrors, BadFolderAndSummary) {
+  TempDir tmp;
+  EXPECT_NE(report_error((tmp.path() / "nope").string()).find("nope: not a folder"), std::string::npos);
+  EXPECT_NE(report_error(tmp.path().string()).find("summary.json: missing"), std::string::npos);
+  tmp.write("summary.json", "{\"t_min_s\": 1,");
+  auto e = report_error(tmp.path().string());
+  EXPECT_NE(e.find("summary.json: malformed JSON"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(tmp.path() / "report.html"));
+
+  Job job;
+  const fs::path sum = fs::path(job.out) / "summary.json";
+  const std::string good = slurp(sum);
+  std::ofstream(sum) << std::regex_replace(good, std::regex("\"stages\": 2"), "\"stages\": \"two\"");
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 'inputs.stages': expected an integer, got \"two\""), std::string::npos) << e;
+  std::ofstream(sum) << std::regex_replace(good, std::regex("\"t_min_s\""), "\"t_minimum\"");
+  e = report_error(job.out);
+  EXPECT_NE(e.find("summary.json: missing field 't_min_s'"), std::string::npos) << e;
+  std::ofstream(sum) << std::regex_replace(good, std::regex("\"schedule\": \"1f1b\""), "\"schedule\": \"zigzag\"");
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 'inputs.schedule': 'zigzag' is neither a schedule name"), std::string::npos) << e;
+  std::ofstream(sum) << std::regex_replace(good, std::regex("\"microbatches\": 3"), "\"microbatches\": 4");
+  e = report_error(job.out);
+  EXPECT_NE(e.find("the plan lacks"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+}
+
+TEST(ReportErrors, PlanFileProblems) {
+  Job job;
+  fs::path plan;
+  for (const auto& e : fs::directory_iterator(fs::path(job.out) / "plans"))
+    if (plan.empty() || e.path() > plan) plan = e.path();  // the T_min plan, which the report draws
+  const std::string good = slurp(plan);
+  std::ofstream(plan) << std::regex_replace(good, std::regex("\"frequency_mhz\": [0-9]+"), "\"frequency_mhz\": 1234",
+                                            std::regex_constants::format_first_only);
+  auto e = report_error(job.out);
+  EXPECT_NE(e.find(plan.filename().string() + ": does not match the profile"), std::string::npos) << e;
+  std::ofstream(plan) << std::regex_replace(good, std::regex("\"instruction\": \"forward\""),
+                                            "\"instruction\": \"sideways\"", std::regex_constants::format_first_only);
+  e = report_error(job.out);
+  EXPECT_NE(e.find("instructions[0].instruction': expected forward, backward"), std::string::npos) << e;
+  {
+    auto j = nlohmann::json::parse(good);
+    j["time_s"] = 99.0;
+    std::ofstream(plan) << j.dump(1);
+  }
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 'time_s' is 99 s but the profile"), std::string::npos) << e;
+  std::ofstream(plan) << "[1, 2";
+  e = report_error(job.out);
+  EXPECT_NE(e.find(plan.filename().string() + ": malformed JSON"), std::string::npos) << e;
+}
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int rc = ::pclose(p);
+  return {WEXITSTATUS(rc), out};
+}
+
+TEST(ReportCli, ReportCommandAndOptimizeFlag) {
+  Job job;
+  auto r = run("report " + job.out);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("report.html"), std::string::npos) << r.output;
+  r = run("report " + (job.tmp.path() / "missing").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("perseus: error:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not a folder"), std::string::npos) << r.output;
+  const std::string out2 = (job.tmp.path() / "o2").string();
+  r = run("optimize --quiet --report --profile " + job.profile +
+          " --stages 2 --microbatches 3 --p2p-power 40 "
+          "--unit-time 0.01 --out " +
+          out2);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(out2) / "report.html")) << r.output;
+}
+
+}  // namespace
+}  // namespace perseus
