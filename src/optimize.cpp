@@ -95,37 +95,6 @@ Schedule resolve_schedule(const OptimizeConfig& cfg, bool from_file) {
   return s;
 }
 
-// The profile of a job, fitted to the schedule's stages and kinds (see run_optimize()).
-Profile fit_profile(const OptimizeConfig& cfg, const Schedule& schedule, std::vector<std::string>& approximations) {
-  Profile profile = load_profile_csv(cfg.profile_path);
-  if (profile.num_stages() != schedule.num_stages) {
-    if (profile.num_stages() != schedule.num_ranks()) {
-      throw InputError(fmt::format(
-          "{}: profile has {} stages, but schedule '{}' has {} stages on {} ranks; give one profile stage per "
-          "schedule stage, or one per rank (then each rank's stage is split evenly over its chunks)",
-          cfg.profile_path, profile.num_stages(), schedule.name, schedule.num_stages, schedule.num_ranks()));
-    }
-    profile = split_profile_over_stages(profile, schedule.stage_rank);
-    approximations.push_back(fmt::format(
-        "per-GPU profile ({} stages) split evenly over {} chunk stages: each chunk gets its GPU's time and energy "
-        "divided by the GPU's chunk count",
-        schedule.num_ranks(), schedule.num_stages));
-  }
-  if (schedule.split_backward) {
-    bool lacks = false;
-    for (int s = 0; s < profile.num_stages(); ++s) {
-      lacks = lacks || !profile.has(s, InstructionKind::kBackwardInput) || !profile.has(s, InstructionKind::kBackwardWeight);
-    }
-    if (lacks) {
-      profile = split_backward_profile(profile, cfg.backward_input_fraction);
-      approximations.push_back(fmt::format(
-          "profile has no backward_input/backward_weight rows: backward split {:g}/{:g} into I/W (time and energy)",
-          cfg.backward_input_fraction, 1 - cfg.backward_input_fraction));
-    }
-  }
-  return profile;
-}
-
 }  // namespace
 
 std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) {
@@ -169,7 +138,8 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   }
   const Schedule schedule = resolve_schedule(cfg, from_file);
   std::vector<std::string> approximations;
-  const Profile profile = fit_profile(cfg, schedule, approximations);
+  const Profile profile =
+      fit_profile_to_schedule(load_profile_csv(cfg.profile_path), schedule, cfg.backward_input_fraction, &approximations);
   const Dag dag = Dag::build(schedule);
 
   PlannerOptions opt;

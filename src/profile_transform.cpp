@@ -74,4 +74,42 @@ Profile split_backward_profile(const Profile& profile, double input_fraction) {
   return out;
 }
 
+Profile fit_profile_to_schedule(Profile profile, const Schedule& schedule, double backward_input_fraction,
+                                std::vector<std::string>* approximations) {
+  if (profile.num_stages() != schedule.num_stages) {
+    if (profile.num_stages() != schedule.num_ranks()) {
+      throw InputError(fmt::format(
+          "{}: profile has {} stages, but schedule '{}' has {} stages on {} ranks; give one profile stage per "
+          "schedule stage, or one per rank (then each rank's stage is split evenly over its chunks)",
+          profile.source, profile.num_stages(), schedule.name, schedule.num_stages, schedule.num_ranks()));
+    }
+    const std::string source = profile.source;
+    profile = split_profile_over_stages(profile, schedule.stage_rank);
+    profile.source = source;
+    if (approximations) {
+      approximations->push_back(fmt::format(
+          "per-GPU profile ({} stages) split evenly over {} chunk stages: each chunk gets its GPU's time and energy "
+          "divided by the GPU's chunk count",
+          schedule.num_ranks(), schedule.num_stages));
+    }
+  }
+  if (schedule.split_backward) {
+    bool lacks = false;
+    for (int s = 0; s < profile.num_stages(); ++s) {
+      lacks = lacks || !profile.has(s, InstructionKind::kBackwardInput) || !profile.has(s, InstructionKind::kBackwardWeight);
+    }
+    if (lacks) {
+      const std::string source = profile.source;
+      profile = split_backward_profile(profile, backward_input_fraction);
+      profile.source = source;
+      if (approximations) {
+        approximations->push_back(fmt::format(
+            "profile has no backward_input/backward_weight rows: backward split {:g}/{:g} into I/W (time and energy)",
+            backward_input_fraction, 1 - backward_input_fraction));
+      }
+    }
+  }
+  return profile;
+}
+
 }  // namespace perseus

@@ -166,24 +166,6 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
                   ss, name));
 }
 
-/// The profile fitted to the schedule the way `perseus optimize` fits it (run_optimize()):
-/// a per-GPU profile is split over chunk stages, and a split-backward schedule on a profile
-/// without I/W rows gets its backward split. Keep in step with src/optimize.cpp.
-Profile fit_profile(Profile profile, const Schedule& schedule, double input_fraction) {
-  if (profile.num_stages() != schedule.num_stages && profile.num_stages() == schedule.num_ranks()) {
-    profile = split_profile_over_stages(profile, schedule.stage_rank);
-  }
-  if (schedule.split_backward) {
-    bool lacks = false;
-    for (int s = 0; s < profile.num_stages(); ++s) {
-      lacks = lacks || !profile.has(s, InstructionKind::kBackwardInput) ||
-              !profile.has(s, InstructionKind::kBackwardWeight);
-    }
-    if (lacks) profile = split_backward_profile(profile, input_fraction);
-  }
-  return profile;
-}
-
 std::optional<std::string> resolve_profile(const std::string& given, const fs::path& dir) {
   if (given.empty()) return std::nullopt;
   std::error_code ec;
@@ -290,7 +272,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   if (const auto p = resolve_profile(profile_given, dir)) {
     const double input_fraction =
         in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
-    profile = fit_profile(load_profile_csv(*p), schedule, input_fraction);
+    profile = fit_profile_to_schedule(load_profile_csv(*p), schedule, input_fraction);
   } else if (!opt.profile_path.empty()) {
     throw InputError(fmt::format("--profile {}: cannot read the file", opt.profile_path));
   } else {

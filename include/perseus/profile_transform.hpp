@@ -1,9 +1,11 @@
 // Approximate profiles for schedules the measured profile does not match (chunks, split backward).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "perseus/profile.hpp"
+#include "perseus/schedule.hpp"
 
 namespace perseus {
 
@@ -36,5 +38,15 @@ Profile split_profile_over_stages(const Profile& per_gpu, const std::vector<int>
 /// Throws InputError when input_fraction is not in (0, 1), or a stage has neither a backward
 /// nor both I and W.
 Profile split_backward_profile(const Profile& profile, double input_fraction = 0.5);
+
+/// Fits a profile to a schedule's stages and kinds, as `perseus optimize` does: a per-GPU
+/// profile (one stage per rank) of a chunked schedule is split evenly over the chunk stages
+/// (split_profile_over_stages), and a split-backward schedule on a profile without I/W rows
+/// gets its backward split by `backward_input_fraction` (split_backward_profile). Each
+/// approximation applied is described in `*approximations` when given.
+/// Throws InputError (naming profile.source) when the stage count fits neither the schedule's
+/// stages nor its ranks.
+Profile fit_profile_to_schedule(Profile profile, const Schedule& schedule, double backward_input_fraction = 0.5,
+                                std::vector<std::string>* approximations = nullptr);
 
 }  // namespace perseus
