@@ -16,8 +16,9 @@ build: deps
 
 run: build
 	$(BUILD)/cli/perseus optimize --profile examples/stage_profile_gpt3-175b_a100_sxm.csv \
-	  --stages 8 --microbatches 12 --p2p-power 83.64 --format zeus --out $(OUT) \
-	  $(if $(wildcard cli/cmd_report.cpp),--report,)
+	  --stages 8 --microbatches 12 --p2p-power 83.64 --format zeus --report --out $(OUT)
+	@echo "open $(OUT)/report.html in a browser"
+
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -1,6 +1,8 @@
 // JobModel: schedule/DAG/profile preparation, precomputed plan parsing, plan rendering.
 #include "perseus/server/job_model.hpp"
 
+#include "perseus/profile_transform.hpp"
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -175,7 +177,9 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
     throw InputError(fmt::format("schedule {} has {} ranks, expected pp = {}", spec.schedule, m.dag->num_ranks(), spec.pp));
   const std::string& csv = profile_csv.empty() ? spec.profile_csv : profile_csv;
   if (!csv.empty())
-    m.profile = std::make_shared<const Profile>(parse_profile_csv(csv, "profile_csv", spec.num_stages()));
+    // A per-GPU profile is fitted to chunked / split-backward schedules as `perseus optimize` does.
+    m.profile = std::make_shared<const Profile>(
+        fit_profile_to_schedule(parse_profile_csv(csv, "profile_csv"), *m.schedule));
   if (spec.source == PlanSource::kPlans) {
     for (std::size_t i = 0; i < spec.plans.size(); ++i) {
       const json& p = spec.plans[i];
