@@ -1,6 +1,9 @@
 // Planner benchmark: whole-frontier solve time, frontier size and peak RSS per case.
 //   perseus_planner_bench paper  DATA_DIR UNIT_S   -> the paper's 8 GPT-3 175B cases (one row each)
+//   perseus_planner_bench case   DATA_DIR DEVICE MICROBATCHES UNIT_S -> one paper case
 //   perseus_planner_bench synth  STAGES MICROBATCHES [UNIT_S]  -> a synthetic pipeline, 40 freqs/op
+// "solve CPU s" is the user+system CPU time of the solve (getrusage), which a loaded machine
+// inflates much less than wall time; "solve s" is wall time.
 // Prints markdown table rows; bench/run_benchmarks.sh runs each case in its own process so
 // the peak RSS (getrusage) is per case.
 #include <sys/resource.h>
@@ -19,6 +22,13 @@
 #include "perseus/schedule.hpp"
 
 namespace {
+
+double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 double peak_rss_mib() {
   rusage u{};
@@ -53,12 +63,16 @@ perseus::Profile synthetic_profile(int stages) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "paper" && argc >= 4) {
-    const double unit = std::stod(argv[3]);
+  if ((mode == "paper" && argc >= 4) || (mode == "case" && argc >= 6)) {
+    const double unit = std::stod(argv[mode == "case" ? 5 : 3]);
     for (const auto& c : perseus::reference::load_paper_cases(argv[2])) {
+      if (mode == "case" && (c.device != argv[3] || c.microbatches != std::stoi(argv[4]))) continue;
+      const double c0 = cpu_s();
       const auto r = perseus::reference::run_case(c, argv[2], unit);
-      fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device, c.microbatches, r.num_ops,
-                 r.steps, r.num_plans, r.solve_time_s, r.saving_pct, c.paper_saving_pct, peak_rss_mib());
+      const double cpu = cpu_s() - c0;
+      fmt::print("| {} | {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device, c.microbatches,
+                 unit, r.num_ops, r.steps, r.num_plans, cpu, r.solve_time_s, r.saving_pct, c.paper_saving_pct,
+                 peak_rss_mib());
       std::string rel;
       for (std::size_t i = 0; i < r.ours_pct.size(); ++i) rel += fmt::format(" {:.2f} / {:.2f} |", r.ours_pct[i], r.paper_pct[i]);
       std::fprintf(stderr, "| %s mb%d |%s\n", c.device.c_str(), c.microbatches, rel.c_str());
@@ -73,11 +87,16 @@ int main(int argc, char** argv) {
     perseus::PlannerOptions opt;
     opt.p2p_power_w = 80.0;
     opt.unit_time_s = unit;
+    const double c0 = cpu_s();
     const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
-    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.0f} |\n", stages, mbs, dag.num_ops(), f.num_steps,
-               f.num_max_flows, f.size(), f.solve_time_s, peak_rss_mib());
+    const double cpu = cpu_s() - c0;
+    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.0f} |\n", stages, mbs, dag.num_ops(), f.num_steps,
+               f.num_max_flows, f.size(), cpu, f.solve_time_s, peak_rss_mib());
     return 0;
   }
-  std::fprintf(stderr, "usage: %s paper DATA_DIR UNIT_S | synth STAGES MICROBATCHES [UNIT_S]\n", argv[0]);
+  std::fprintf(stderr,
+               "usage: %s paper DATA_DIR UNIT_S | case DATA_DIR DEVICE MICROBATCHES UNIT_S | synth STAGES MICROBATCHES "
+               "[UNIT_S]\n",
+               argv[0]);
   return 2;
 }

@@ -1,24 +1,51 @@
 #!/usr/bin/env bash
-# Planner benchmarks (issues 2 and 5). Each case runs in its own process (peak RSS per case).
-# Usage: bench/run_benchmarks.sh [BUILD_DIR]   (default: build). Pin to one core with taskset.
+# Planner benchmarks (issues 2 and 5). Each case runs in its own process (peak RSS per case),
+# pinned to one core. Prints markdown tables; writes the scaling data to $OUT_CSV and the
+# scaling plot (solve CPU seconds vs computations) to $OUT_SVG.
+# Usage: bench/run_benchmarks.sh [BUILD_DIR]   (default: build)
+#   PERSEUS_BENCH_LARGE=1      also run 64 x 1024 (131,072 computations)
+#   PERSEUS_BENCH_TIMEOUT=S    per-case timeout (default 600 s)
+#   OUT_CSV / OUT_SVG          default: bench/planner_scaling.csv, docs/planner_scaling.svg
+# Regenerate the plot only: python3 bench/plot_scaling.py bench/planner_scaling.csv docs/planner_scaling.svg
 set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD=${1:-build}
 BIN="$BUILD/bench/perseus_planner_bench"
-DATA="$(cd "$(dirname "$0")/../.." && pwd)/shared/data"
+DATA="$(cd "$ROOT/.." && pwd)/shared/data"
+OUT_CSV=${OUT_CSV:-$ROOT/bench/planner_scaling.csv}
+OUT_SVG=${OUT_SVG:-$ROOT/docs/planner_scaling.svg}
+TMO=${PERSEUS_BENCH_TIMEOUT:-600}
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
-echo "## Paper cases (GPT-3 175B, 8 stages, 1F1B, unit time 1 ms)"
-echo "| device | microbatches | computations | steps | frontier plans | solve s | saving % | paper % | peak RSS MiB |"
-echo "|---|---|---|---|---|---|---|---|---|"
-$PIN "$BIN" paper "$DATA" 0.001 2>/tmp/perseus-bench-relative.md
+rel=$(mktemp)
+trap 'rm -f "$rel"' EXIT
+echo "series,label,computations,cpu_s" > "$OUT_CSV"
+echo "## Paper cases (GPT-3 175B, 8 stages, 1F1B)"
+echo "| device | microbatches | unit s | computations | steps | frontier plans | solve CPU s | solve wall s | saving % | paper % | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for dev in a100_sxm a40; do
+  for mb in 12 24 48 96; do
+    row=$($PIN "$BIN" case "$DATA" $dev $mb 0.001 2>>"$rel")
+    echo "$row"
+    echo "$row" | awk -F'|' -v d=$dev -v m=$mb '{gsub(/ /,""); print "paper,"d"_mb"m","$5","$8}' >> "$OUT_CSV"
+  done
+done
+# The paper's finest frontier: a40 mb96 at 0.1 ms (issue 5 target: <= 5 s).
+timeout "$TMO" $PIN "$BIN" case "$DATA" a40 96 0.0001 2>/dev/null || echo "| a40 | 96 | 0.0001 | timed out after $TMO s |"
 echo
 echo "## Energy / all-max baseline (%) at T/T_min = 1.00 1.01 1.02 1.05 1.10 1.20 (ours / paper)"
-cat /tmp/perseus-bench-relative.md
+cat "$rel"
 echo
-echo "## Synthetic pipelines (1F1B, 40 frequencies per op, seed 42, unit time 1 ms)"
-echo "| stages x microbatches | computations | steps | max-flows | frontier plans | solve s | peak RSS MiB |"
-echo "|---|---|---|---|---|---|---|"
-for case in "4 8" "8 32" "16 64" "32 128" "64 256" ${PERSEUS_BENCH_LARGE:+"64 1024"}; do
+echo "## Synthetic pipelines (1F1B, 40 frequencies per op, heterogeneous stages, seed 42, unit time 1 ms)"
+echo "| stages x microbatches | computations | steps | max-flows | frontier plans | solve CPU s | solve wall s | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|---|"
+for c in "4 8" "4 64" "8 32" "8 128" "16 64" "16 256" "32 128" "64 256" ${PERSEUS_BENCH_LARGE:+"64 1024"}; do
   # shellcheck disable=SC2086
-  timeout "${PERSEUS_BENCH_TIMEOUT:-600}" $PIN "$BIN" synth $case 0.001 || echo "| ${case/ / x } | timed out after ${PERSEUS_BENCH_TIMEOUT:-600} s |"
+  if row=$(timeout "$TMO" $PIN "$BIN" synth $c 0.001); then
+    echo "$row"
+    echo "$row" | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); gsub(/ /,"",$7); print "synthetic,"$2","$3","$7}' >> "$OUT_CSV"
+  else
+    echo "| ${c/ / x } | timed out after $TMO s |"
+  fi
 done
+python3 "$ROOT/bench/plot_scaling.py" "$OUT_CSV" "$OUT_SVG" && echo && echo "plot: $OUT_SVG"

@@ -22,15 +22,16 @@ bool use_lemon() {
 
 }  // namespace
 
-std::vector<char> MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
-                                double tolerance, double* cut_value) {
+const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
+                                       double tolerance, double* cut_value) {
   if (!use_lemon()) {
-    Dinic dinic;
-    dinic.reset(num_nodes);
-    for (const FlowArc& a : arcs) dinic.add_arc(a.from, a.to, a.capacity);
-    const double value = dinic.max_flow(source, sink, tolerance);
+    dinic_.reset(num_nodes);
+    for (const FlowArc& a : arcs) dinic_.add_arc(a.from, a.to, a.capacity);
+    double value = dinic_.push_short_paths(source, sink, tolerance);
+    value += dinic_.max_flow(source, sink, tolerance);
     if (cut_value) *cut_value = value;
-    return dinic.reachable_from(source, tolerance);
+    dinic_.reachable_from(source, tolerance, in_s_);
+    return in_s_;
   }
   using Graph = lemon::SmartDigraph;
   Graph g;
@@ -53,7 +54,8 @@ std::vector<char> MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs,
     if (a.capacity - f > tolerance) residual[a.from].emplace_back(a.to, a.capacity - f);
     if (f > tolerance) residual[a.to].emplace_back(a.from, f);
   }
-  std::vector<char> in_s(num_nodes, 0);
+  std::vector<char>& in_s = in_s_;
+  in_s.assign(num_nodes, 0);
   std::vector<int> queue{source};
   in_s[source] = 1;
   for (std::size_t h = 0; h < queue.size(); ++h) {

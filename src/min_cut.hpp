@@ -1,8 +1,11 @@
 // Facade over the max-flow engine: "max flow -> minimal source-side min cut" in one call.
-// Private to the library. The engine (LEMON's Preflow, push-relabel) can change behind it.
+// Private to the library. The engine (Dinic's algorithm by default, LEMON's Preflow with
+// PERSEUS_MIN_CUT_ENGINE=lemon) can change behind it.
 #pragma once
 
 #include <vector>
+
+#include "min_cut_dinic.hpp"
 
 namespace perseus::detail {
 
@@ -18,11 +21,18 @@ struct FlowArc {
 /// is in the *minimal* source side S (the nodes reachable from s in the residual graph of
 /// a maximum flow; unique, so the result does not depend on the max-flow algorithm), and
 /// the cut value in `*cut_value` when given. `tolerance` is the residual capacity treated
-/// as zero. Source: Ford–Fulkerson max-flow/min-cut theorem; LEMON Preflow (Goldberg–Tarjan).
+/// as zero. The returned reference stays valid until the next solve(); the object keeps
+/// its storage between calls (no allocation once warmed up).
+/// Source: Ford–Fulkerson max-flow/min-cut theorem; Dinic (1970) after a greedy pass over
+/// the s-t paths of <= 3 arcs; LEMON Preflow (Goldberg–Tarjan) on request.
 class MinCut {
  public:
-  std::vector<char> solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink, double tolerance,
-                          double* cut_value = nullptr);
+  const std::vector<char>& solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
+                                 double tolerance, double* cut_value = nullptr);
+
+ private:
+  Dinic dinic_;
+  std::vector<char> in_s_;
 };
 
 }  // namespace perseus::detail

@@ -1,0 +1,210 @@
+// Warm-started Dinic max-flow for the planner's per-step networks (see the header).
+#include "max_flow_warm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace perseus::detail {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink) {
+  n_ = num_nodes;
+  s_ = source;
+  t_ = sink;
+  const std::size_t m = arcs.size();
+  head_.resize(2 * m);
+  res_.assign(2 * m, 0.0);
+  cap_.assign(m, 0.0);
+  first_.assign(static_cast<std::size_t>(n_) + 1, 0);
+  for (const auto& [u, v] : arcs) {
+    ++first_[u + 1];
+    ++first_[v + 1];
+  }
+  for (int v = 0; v < n_; ++v) first_[v + 1] += first_[v];
+  adj_.resize(2 * m);
+  std::vector<int> pos(first_.begin(), first_.end() - 1);
+  for (std::size_t k = 0; k < m; ++k) {
+    const auto [u, v] = arcs[k];
+    head_[2 * k] = v;
+    head_[2 * k + 1] = u;
+    adj_[pos[u]++] = static_cast<int>(2 * k);
+    adj_[pos[v]++] = static_cast<int>(2 * k + 1);
+  }
+  level_.assign(n_, -1);
+  iter_.assign(n_, 0);
+}
+
+// Removes `amount` of flow through arc k along flow paths s ~> tail(k) and head(k) ~> t.
+void WarmMaxFlow::cancel(int k, double amount) {
+  const int fwd = 2 * k;
+  for (int round = 0; round < 1000 && amount > 0 && res_[fwd + 1] > 0; ++round) {
+    // Path back to s: follow reverse residuals (= flow on arcs entering the node).
+    stack_.clear();
+    double d = std::min(amount, res_[fwd + 1]);
+    bool ok = true;
+    for (int x = head_[fwd + 1]; x != s_ && ok;) {
+      int best = -1;  // reverse arc of the arc entering x with the most flow
+      for (int i = first_[x]; i < first_[x + 1]; ++i) {
+        const int r = adj_[i];
+        if ((r & 1) && res_[r] > 0 && (best < 0 || res_[r] > res_[best])) best = r;
+      }
+      ok = best >= 0;
+      if (ok) {
+        stack_.push_back(best);
+        d = std::min(d, res_[best]);
+        x = head_[best];
+      }
+    }
+    for (int x = head_[fwd]; x != t_ && ok;) {
+      int best = -1;  // the arc leaving x with the most flow
+      for (int i = first_[x]; i < first_[x + 1]; ++i) {
+        const int r = adj_[i];
+        if (!(r & 1) && res_[r + 1] > 0 && (best < 0 || res_[r + 1] > res_[best + 1])) best = r;
+      }
+      ok = best >= 0;
+      if (ok) {
+        stack_.push_back(best + 1);
+        d = std::min(d, res_[best + 1]);
+        x = head_[best];
+      }
+    }
+    if (!ok || !(d > 0)) {
+      // Rounding left no flow path: drop the remainder (at rounding level).
+      res_[fwd] += std::min(amount, res_[fwd + 1]);
+      res_[fwd + 1] -= std::min(amount, res_[fwd + 1]);
+      return;
+    }
+    stack_.push_back(fwd + 1);
+    for (int r : stack_) {  // r is a reverse residual: flow on r^1 decreases
+      res_[r] -= d;
+      res_[r ^ 1] += d;
+    }
+    amount -= d;
+  }
+}
+
+void WarmMaxFlow::set_capacity(int k, double capacity) {
+  const double flow = res_[2 * k + 1];
+  if (capacity < flow) {
+    cancel(k, flow - capacity);
+  }
+  cap_[k] = capacity;
+  res_[2 * k] = std::max(0.0, capacity - res_[2 * k + 1]);
+}
+
+bool WarmMaxFlow::push_short_paths(double eps) {
+  for (int i = first_[s_]; i < first_[s_ + 1]; ++i) {
+    const int a = adj_[i];
+    if (a & 1) continue;
+    const int x = head_[a];
+    if (res_[a] <= eps) continue;
+    for (int j = first_[x]; j < first_[x + 1] && res_[a] > eps; ++j) {
+      const int b = adj_[j];
+      const int y = head_[b];
+      if ((b & 1) || res_[b] <= eps) continue;
+      if (y == t_) {
+        const double d = std::min(res_[a], res_[b]);
+        if (d == kInf) return false;
+        res_[a] -= d, res_[a ^ 1] += d, res_[b] -= d, res_[b ^ 1] += d;
+        continue;
+      }
+      for (int k = first_[y]; k < first_[y + 1] && res_[a] > eps && res_[b] > eps; ++k) {
+        const int c = adj_[k];
+        if ((c & 1) || head_[c] != t_ || res_[c] <= eps) continue;
+        const double d = std::min({res_[a], res_[b], res_[c]});
+        if (d == kInf) return false;
+        res_[a] -= d, res_[a ^ 1] += d, res_[b] -= d, res_[b ^ 1] += d, res_[c] -= d, res_[c ^ 1] += d;
+      }
+    }
+  }
+  return true;
+}
+
+bool WarmMaxFlow::bfs(double eps) {
+  for (int v : queue_) level_[v] = -1;  // the nodes the previous phase labelled
+  level_[t_] = -1;
+  queue_.clear();
+  queue_.push_back(s_);
+  level_[s_] = 0;
+  for (std::size_t h = 0; h < queue_.size(); ++h) {
+    const int v = queue_[h];
+    for (int i = first_[v]; i < first_[v + 1]; ++i) {
+      const int r = adj_[i];
+      const int w = head_[r];
+      if (res_[r] > eps && level_[w] < 0) {
+        level_[w] = level_[v] + 1;
+        if (w == t_) return true;
+        queue_.push_back(w);
+      }
+    }
+  }
+  return false;
+}
+
+double WarmMaxFlow::augment(double eps) {
+  stack_.clear();
+  int v = s_;
+  while (true) {
+    if (v == t_) {
+      double d = kInf;
+      for (int r : stack_) d = std::min(d, res_[r]);
+      if (d == kInf) return d;
+      for (int r : stack_) {
+        res_[r] -= d;
+        res_[r ^ 1] += d;
+      }
+      return d;
+    }
+    int& i = iter_[v];
+    for (; i < first_[v + 1]; ++i) {
+      const int r = adj_[i];
+      if (res_[r] > eps && level_[head_[r]] == level_[v] + 1) break;
+    }
+    if (i < first_[v + 1]) {
+      stack_.push_back(adj_[i]);
+      v = head_[adj_[i]];
+    } else {
+      level_[v] = -1;
+      if (stack_.empty()) return 0.0;
+      v = head_[stack_.back() ^ 1];
+      stack_.pop_back();
+      ++iter_[v];
+    }
+  }
+}
+
+bool WarmMaxFlow::maximize(double eps, double eps_augment) {
+  if (!push_short_paths(eps_augment)) return false;
+  while (bfs(eps_augment)) {
+    for (int v : queue_) iter_[v] = first_[v];
+    iter_[t_] = first_[t_];
+    while (true) {
+      const double f = augment(eps_augment);
+      if (f == kInf) return false;
+      if (f <= eps_augment) break;
+    }
+  }
+  // Minimal source side: residual reachability from s with tolerance eps.
+  seen_.assign(n_, 0);
+  std::vector<int>& queue = stack_;
+  queue.clear();
+  queue.push_back(s_);
+  seen_[s_] = 1;
+  for (std::size_t h = 0; h < queue.size(); ++h) {
+    const int v = queue[h];
+    for (int i = first_[v]; i < first_[v + 1]; ++i) {
+      const int r = adj_[i];
+      if (res_[r] > eps && !seen_[head_[r]]) {
+        seen_[head_[r]] = 1;
+        queue.push_back(head_[r]);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace perseus::detail

@@ -1,0 +1,52 @@
+// Warm-started max-flow on a network of fixed structure whose capacities change a little
+// between solves (the planner's per-step critical networks). Private to the library.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+namespace perseus::detail {
+
+/// Maximum s-t flow on a fixed set of arcs whose capacities are set before each solve.
+/// The flow of the previous solve is kept: an arc whose new capacity is below its flow has
+/// the excess cancelled along flow-carrying paths s->...->tail and head->...->t (valid on
+/// acyclic networks, where every flow decomposes into s-t paths), then augmenting paths
+/// (a greedy pass over s-t paths of <= 3 arcs, then Dinic's phases) restore maximality.
+/// Capacities may be +infinity. The minimal min cut (nodes reachable from s in the residual
+/// graph) is unique, so it is the same as a max-flow from scratch would give.
+/// Source: Dinic (1970); warm starts after capacity changes as in Kohli & Torr (2007),
+/// "Dynamic graph cuts", with flow cancellation instead of reparametrization.
+class WarmMaxFlow {
+ public:
+  /// Fixes the structure: num_nodes nodes, `arcs` (from, to) pairs, source and sink. All
+  /// capacities start at 0. The network (ignoring capacity-0 arcs) must be acyclic.
+  void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink);
+  /// Current capacity of arc k.
+  double capacity(int k) const { return cap_[k]; }
+  /// Sets arc k's capacity (>= 0, may be +inf), cancelling flow above it.
+  void set_capacity(int k, double capacity);
+  /// Augments the current flow to a maximum flow. Returns false if the maximum flow is
+  /// infinite (an s-t path of infinite arcs); the flow is then unusable. eps: residuals
+  /// <= eps count as saturated.
+  /// Augmenting paths need a bottleneck > eps_augment (much smaller than eps, so the
+  /// rounding-level leftovers of earlier solves cannot hide a path); the cut uses eps.
+  bool maximize(double eps, double eps_augment);
+  /// After maximize() returned true: whether node v is reachable from s through residual
+  /// arcs > eps (the minimal source side).
+  bool in_source_side(int v) const { return seen_[v] != 0; }
+
+ private:
+  bool bfs(double eps);
+  double augment(double eps);
+  bool push_short_paths(double eps);
+  void cancel(int k, double amount);
+  int n_ = 0, s_ = 0, t_ = 0;
+  std::vector<int> head_;         // residual arc r -> head node (r = 2k forward, 2k+1 reverse)
+  std::vector<double> res_;       // residual capacity of r
+  std::vector<double> cap_;       // capacity of arc k
+  std::vector<int> first_, adj_;  // residual arcs leaving each node (CSR)
+  std::vector<int> level_, iter_, queue_, stack_;
+  std::vector<char> seen_;
+};
+
+}  // namespace perseus::detail
