@@ -37,9 +37,13 @@ struct Candidates {
   std::vector<std::int64_t> units;     ///< ceil(time_s / u) per point (ascending).
 };
 
-/// Pareto filter: keeps points not strictly dominated in (time_s, energy_j); among equal
-/// times keeps the lowest energy. Result sorted by time ascending. Source: Perseus §4.1.
-std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& points);
+/// Pareto filter: keeps points not strictly dominated in (time_s, effective energy
+/// energy_j − p_block_w × time_s); among equal times keeps the lowest. p_block_w = 0 (W) gives
+/// the plain (time, energy) filter; the planner uses P_block, because with the iteration time
+/// fixed only effective energy matters (a GPU that is not computing draws P_block anyway).
+/// Result sorted by time ascending. Source: Perseus §4.1 (Pareto-optimal frequencies, with
+/// the effective-energy cost of §4.2 applied to the filter itself).
+std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& points, double p_block_w = 0.0);
 
 /// The whole frontier, from the slowest sensible plan (every op at its slowest Pareto
 /// frequency) down to T_min (every critical op at its fastest), time strictly decreasing

@@ -47,6 +47,16 @@ TEST(Pareto, DropsDominatedPoints) {
   EXPECT_EQ(f[2].freq_mhz, 1100);
 }
 
+TEST(Pareto, EffectiveEnergyKeepsSlowerClocksThatBeatBlocking) {
+  // 900 MHz uses 0.5 J more than 1000 MHz and takes 0.01 s longer. Effective energy at
+  // P_block = 10 W: 8.5 - 1.3 = 7.2 J vs 8 - 1.2 = 6.8 J (dominated); at 100 W:
+  // 8.5 - 13 = -4.5 J vs 8 - 12 = -4 J (kept: computing slower beats blocking).
+  const std::vector<OperatingPoint> pts = {{1000, 0.12, 8.0}, {900, 0.13, 8.5}};
+  EXPECT_EQ(pareto_points(pts).size(), 1u);
+  EXPECT_EQ(pareto_points(pts, 10.0).size(), 1u);
+  EXPECT_EQ(pareto_points(pts, 100.0).size(), 2u);
+}
+
 TEST(Frontier, HandCheckedSingleGpu) {
   // One GPU, F then B; each has (1 s, 10 J) and (2 s, 6 J). No blocking on one GPU.
   // The frontier is (4 s, 12 J), (3 s, 16 J), (2 s, 20 J).
