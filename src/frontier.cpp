@@ -65,7 +65,7 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
   m.q_min = m.cand.units.front();
   m.q_max = m.cand.units.back();
   const std::int64_t range = m.q_max - m.q_min + 1;
-  if (range > 50'000'000) {
+  if (range > 1'000'000) {
     throw InputError(fmt::format("unit time {} s is too small for computations of up to {} s", unit_s,
                                  m.cand.points.back().time_s));
   }
@@ -225,11 +225,12 @@ class FrontierBuilder {
 };
 
 FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt) : opt_(opt) {
-  if (!(opt.unit_time_s > 0) || !std::isfinite(opt.unit_time_s)) {
-    throw InputError(fmt::format("unit time must be > 0 s, got {}", opt.unit_time_s));
+  // Bounds keep every sum finite and the tables small (documented in PlannerOptions).
+  if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
+    throw InputError(fmt::format("unit time must be in [1e-7, 10] s, got {}", opt.unit_time_s));
   }
-  if (!(opt.p2p_power_w >= 0) || !std::isfinite(opt.p2p_power_w)) {
-    throw InputError(fmt::format("P2P blocking power must be >= 0 W, got {}", opt.p2p_power_w));
+  if (!(opt.p2p_power_w >= 0 && opt.p2p_power_w <= 1e5)) {
+    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p2p_power_w));
   }
   f_.dag_ = std::make_shared<const Dag>(dag);
   f_.p_block_w = opt.p2p_power_w;

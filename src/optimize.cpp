@@ -129,10 +129,18 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
     std::error_code ec;
     if (fs::exists(out, ec)) {
       if (!fs::is_directory(out, ec)) throw InputError(fmt::format("--out {}: exists and is not a folder", cfg.out_dir));
-      if (!fs::is_empty(out, ec) && !fs::exists(out / "summary.json", ec)) {
-        throw InputError(fmt::format(
-            "--out {}: folder exists and is not a perseus output (no summary.json); refusing to replace it",
-            cfg.out_dir));
+      // Only files that `perseus optimize` / `perseus report` write may be in it.
+      for (const auto& entry : fs::directory_iterator(out, ec)) {
+        const std::string name = entry.path().filename().string();
+        const bool ours = name == "summary.json" || name == "frontier.csv" || name == "schedule.csv" ||
+                          name == "plans" || name == "report.html" || name == "emulation.csv" ||
+                          (name.size() > 4 && name.compare(name.size() - 4, 4, ".svg") == 0);
+        if (!ours) {
+          throw InputError(fmt::format(
+              "--out {}: folder holds '{}', which perseus did not write; refusing to replace it (choose another "
+              "--out or remove the folder)",
+              cfg.out_dir, name));
+        }
       }
     }
   }
@@ -156,6 +164,7 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
 
   OptimizeSummary sum;
   const auto& pts = frontier.points();
+  if (pts.empty()) throw InputError("planner: the frontier is empty (check the profile's times and energies)");
   sum.t_min_s = pts.back().time_s;
   sum.energy_at_t_min_j = pts.back().energy_j;
   sum.t_max_s = pts.front().time_s;

@@ -102,9 +102,11 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     const long freq = parse_int(ctx, "frequency", freq_s);
     if (freq <= 0 || freq > 100000) fail(ctx, "frequency", fmt::format("expected a clock in MHz (1..100000), got {}", freq));
     const double time = parse_double(ctx, "time", time_s);
-    if (time <= 0) fail(ctx, "time", fmt::format("expected a duration > 0 s, got {}", time));
+    if (time <= 0 || time > 1e5) fail(ctx, "time", fmt::format("expected a duration in (0, 100000] s, got {}", time));
     const double energy = parse_double(ctx, "energy", energy_s);
-    if (energy < 0) fail(ctx, "energy", fmt::format("expected an energy >= 0 J, got {}", energy));
+    if (energy < 0 || energy > 1e12) {
+      fail(ctx, "energy", fmt::format("expected an energy in [0, 1e12] J, got {}", energy));
+    }
     const auto key = std::make_tuple(stage, static_cast<int>(*kind), freq);
     if (auto [it, inserted] = seen.emplace(key, ctx.line); !inserted) {
       fail(ctx, "frequency",

@@ -17,6 +17,11 @@ void check_sizes(std::string_view name, int stages, int microbatches) {
   if (microbatches < 1) {
     throw InputError(fmt::format("schedule {}: microbatches must be >= 1, got {}", name, microbatches));
   }
+  // 10 million computations per iteration is far beyond any real job and keeps memory bounded.
+  if (static_cast<long long>(stages) * microbatches > 5'000'000) {
+    throw InputError(fmt::format("schedule {}: {} stages x {} microbatches is too large (at most 5,000,000)", name,
+                                 stages, microbatches));
+  }
 }
 
 Schedule one_stage_per_rank(std::string name, int stages, int microbatches) {
@@ -61,6 +66,11 @@ Schedule make_gpipe(int stages, int microbatches) {
 std::vector<std::string> schedule_names() { return {"1f1b", "gpipe", "interleaved-1f1b", "zb-h1"}; }
 
 Schedule make_schedule(std::string_view name, int ranks, int microbatches, int chunks) {
+  if (ranks >= 1 && microbatches >= 1 && chunks >= 1 &&
+      static_cast<long long>(ranks) * chunks * microbatches > 5'000'000) {
+    throw InputError(fmt::format("schedule {}: {} ranks x {} chunks x {} microbatches is too large (at most 5,000,000)",
+                                 name, ranks, chunks, microbatches));
+  }
   if (name == "interleaved-1f1b") return make_interleaved_1f1b(ranks, microbatches, chunks);
   if (chunks != 1 && (name == "1f1b" || name == "gpipe" || name == "zb-h1")) {
     throw InputError(fmt::format("schedule {}: holds one stage per GPU, so chunks must be 1 (got {})", name, chunks));

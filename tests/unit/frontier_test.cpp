@@ -133,6 +133,8 @@ TEST(FrontierErrors, BadOptionsAndMissingRows) {
   const Dag dag2 = Dag::build(make_1f1b(2, 2));
   EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = -1}), InputError);
   EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1, .unit_time_s = 0}), InputError);
+  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1e308}), InputError);   // would overflow sums
+  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1, .unit_time_s = 1e-9}), InputError);  // huge tables
 }
 
 class OptimizeJob : public ::testing::Test {
@@ -182,6 +184,20 @@ TEST_F(OptimizeJob, RefusesToReplaceForeignFolder) {
   std::ofstream(c.out_dir + "/precious.txt") << "keep me";
   EXPECT_THROW(run_optimize(c), InputError);
   EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/precious.txt"));
+}
+
+TEST_F(OptimizeJob, RefusesFolderWithForeignFileNextToSummary) {
+  auto c = cfg();
+  std::filesystem::create_directories(c.out_dir);
+  std::ofstream(c.out_dir + "/summary.json") << "{}";
+  std::ofstream(c.out_dir + "/my_profile.csv") << "keep me";
+  try {
+    run_optimize(c);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'my_profile.csv'"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/my_profile.csv"));
 }
 
 TEST_F(OptimizeJob, BadInputLeavesNoFolder) {

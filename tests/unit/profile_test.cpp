@@ -69,6 +69,10 @@ TEST(ProfileErrors, TimeAndEnergyRanges) {
   const std::string head = "stage,instruction,frequency,time,energy\n";
   auto e = error_of(head + "0,forward,1410,0,20\n");
   EXPECT_NE(e.find("p.csv:2: field 'time'"), std::string::npos) << e;
+  e = error_of(head + "0,forward,1410,1e308,1\n");
+  EXPECT_NE(e.find("p.csv:2: field 'time'"), std::string::npos) << e;
+  e = error_of(head + "0,forward,1410,0.1,1e300\n");
+  EXPECT_NE(e.find("p.csv:2: field 'energy'"), std::string::npos) << e;
   e = error_of(head + "0,forward,1410,0.1,-1\n");
   EXPECT_NE(e.find("p.csv:2: field 'energy'"), std::string::npos) << e;
 }

@@ -48,6 +48,8 @@ TEST(Schedule, BadSizesAndNames) {
     EXPECT_NE(std::string(e.what()).find("unknown schedule 'pipedream'"), std::string::npos);
   }
   EXPECT_THROW(make_schedule("1f1b", 4, 4, 2), InputError);
+  EXPECT_THROW(make_schedule("1f1b", 2147483647, 2), InputError);  // bounded, not bad_alloc
+  EXPECT_THROW(make_1f1b(100000, 100000), InputError);
 }
 
 TEST(Dag, SizesAndDependencies) {
