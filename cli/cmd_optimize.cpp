@@ -1,4 +1,6 @@
 // `perseus optimize`: the iteration time–energy frontier of a profile.
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -47,13 +49,14 @@ void register_optimize(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
-  cmd->add_flag("--quiet", *quiet, "No progress on stderr");
+  cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");
   cmd->add_flag("--report", *report, "Also write OUT/report.html (see `perseus report`)");
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
   cmd->callback([cfg, zeus, quiet, report] {
     cfg->zeus_format = *zeus == "zeus";
     std::function<void(double)> progress;
-    if (!*quiet) {
+    const bool show_progress = !*quiet && ::isatty(STDERR_FILENO) != 0;  // no \r floods in logs
+    if (show_progress) {
       progress = [last = -1](double f) mutable {
         const int pct = static_cast<int>(f * 100);
         if (pct != last) {
@@ -64,7 +67,7 @@ void register_optimize(CLI::App& app) {
       };
     }
     const OptimizeSummary s = run_optimize(*cfg, progress);
-    if (!*quiet) fmt::print(stderr, "\r                        \r");
+    if (show_progress) fmt::print(stderr, "\r                        \r");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
     fmt::print("Perseus frontier: {} plans from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut steps, {:.3f} s)\n",
                s.num_plans, s.t_max_s, s.t_min_s, s.num_steps, s.solve_time_s);
