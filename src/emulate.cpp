@@ -46,8 +46,12 @@ void check_shape(const ClusterShape& shape) {
   }
   if (shape.num_ranks < 1) throw InputError(fmt::format("GPUs per pipeline must be >= 1, got {}", shape.num_ranks));
   if (shape.tp_degree < 1) throw InputError(fmt::format("--tp must be >= 1, got {}", shape.tp_degree));
-  if (!(shape.time_scale > 0) || !std::isfinite(shape.time_scale)) {
-    throw InputError(fmt::format("--time-scale must be a finite number > 0, got {}", shape.time_scale));
+  if (!(shape.time_scale > 0 && shape.time_scale <= 1e6)) {
+    throw InputError(fmt::format("--time-scale must be in (0, 1e6], got {}", shape.time_scale));
+  }
+  if (shape.tp_degree > 1'000'000 || shape.num_pipelines > 100'000'000) {
+    throw InputError(fmt::format("--tp ({}) or the number of pipelines ({}) is unrealistically large", shape.tp_degree,
+                                 shape.num_pipelines));
   }
   if (!(shape.p_block_w >= 0) || !std::isfinite(shape.p_block_w)) {
     throw InputError(fmt::format("--p2p-power must be a finite number >= 0 W, got {}", shape.p_block_w));
@@ -60,9 +64,9 @@ void check_shape(const ClusterShape& shape) {
 void check_slowdowns(const std::vector<double>& slowdowns) {
   if (slowdowns.empty()) throw InputError("--slowdown: give at least one slowdown factor (e.g. 1.1,1.2)");
   for (double s : slowdowns) {
-    if (!std::isfinite(s) || s < 1.0) {
+    if (!(s >= 1.0 && s <= 100.0)) {
       throw InputError(fmt::format(
-          "--slowdown: every slowdown factor must be a finite number >= 1 (1 = no straggler), got {}", s));
+          "--slowdown: every slowdown factor must be in [1, 100] (1 = no straggler), got {}", s));
     }
   }
 }

@@ -86,11 +86,11 @@ void expect_error(const std::function<void()>& fn, const std::string& what) {
 TEST(Emulate, BadShapesAndSlowdowns) {
   const auto m = hand_methods();
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {0.9}); },
-               "every slowdown factor must be a finite number >= 1 (1 = no straggler), got 0.9");
+               "every slowdown factor must be in [1, 100] (1 = no straggler), got 0.9");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {}); }, "give at least one slowdown factor");
   expect_error([&] { emulate_stragglers(m, {0, 2, 1, 1, 1, 10}, {1.1}); }, "number of pipelines must be >= 1, got 0");
   expect_error([&] { emulate_stragglers(m, {3, 2, 0, 1, 1, 10}, {1.1}); }, "--tp must be >= 1, got 0");
-  expect_error([&] { emulate_stragglers(m, {3, 2, 1, -1, 1, 10}, {1.1}); }, "--time-scale must be a finite number > 0");
+  expect_error([&] { emulate_stragglers(m, {3, 2, 1, -1, 1, 10}, {1.1}); }, "--time-scale must be in (0, 1e6]");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, -5, 10}, {1.1}); }, "--p2p-power must be a finite number >= 0");
   std::vector<MethodPlans> no_base(m.begin(), m.begin() + 2);
   expect_error([&] { emulate_stragglers(no_base, {3, 2, 1, 1, 1, 10}, {1.1}); }, "the all_max baseline is required");
@@ -176,7 +176,7 @@ TEST(EmulateCli, BadInputs) {
   int rc = 0;
   std::string t = run_cli(prof + " --pipelines 4 --slowdown 0.9", &rc);
   EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("every slowdown factor must be a finite number >= 1"), std::string::npos) << t;
+  EXPECT_NE(t.find("every slowdown factor must be in [1, 100]"), std::string::npos) << t;
   t = run_cli(prof + " --pipelines 0 --slowdown 1.1", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(t.find("--pipelines must be >= 1"), std::string::npos) << t;
