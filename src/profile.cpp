@@ -32,7 +32,8 @@ const std::vector<OperatingPoint>& empty_points() {
   return kEmpty;
 }
 
-using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::no_quote_escape<','>>;
+using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::no_quote_escape<','>,
+                             io::throw_on_overflow, io::empty_line_comment>;  // blank lines are skipped
 
 struct RowContext {
   const std::string& source;

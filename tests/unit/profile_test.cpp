@@ -40,6 +40,12 @@ TEST(Profile, IgnoresExtraColumnsAndAnyColumnOrder) {
   EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kBackward)[0].energy_j, 40);
 }
 
+TEST(Profile, SkipsBlankLines) {
+  const Profile p = parse_profile_csv(
+      "stage,instruction,frequency,time,energy\n\n0,forward,1410,0.1,20\n0,backward,1410,0.2,40\n\n", "x");
+  EXPECT_EQ(p.num_stages(), 1);
+}
+
 TEST(Profile, SortsFrequenciesDescending) {
   const Profile p = parse_profile_csv(kGood, "x");
   EXPECT_EQ(p.points(0, InstructionKind::kForward)[0].freq_mhz, 1410);
