@@ -26,8 +26,8 @@ test: build
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs this too).
 asan: deps
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DPERSEUS_SANITIZE=ON \
-	  -DPERSEUS_BUILD_PYTHON=OFF -DPERSEUS_BUILD_BENCH=OFF >/dev/null
-	@cmake --build $(BUILD)-asan -j$(JOBS) --target perseus_unit_tests
+	  -DPERSEUS_BUILD_PYTHON=OFF -DPERSEUS_BUILD_BENCH=OFF -DPERSEUS_BUILD_RUNTIME=OFF >/dev/null
+	@cmake --build $(BUILD)-asan -j$(JOBS) --target perseus_unit_tests perseus
 	cd $(BUILD)-asan && ctest --output-on-failure -L unit -j$(JOBS)
 
 bench: build
