@@ -12,20 +12,7 @@
 namespace perseus {
 namespace {
 
-struct Result {
-  int status;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int rc = ::pclose(p);
-  return {WEXITSTATUS(rc), out};
-}
+using testing::run;
 
 TEST(Cli, BadArgumentsExitTwoWithUsage) {
   const auto r = run("optimize --stages 8");

@@ -204,20 +204,7 @@ TEST(ReportErrors, PlanFileProblems) {
   EXPECT_NE(e.find(plan.filename().string() + ": malformed JSON"), std::string::npos) << e;
 }
 
-struct Result {
-  int status;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int rc = ::pclose(p);
-  return {WEXITSTATUS(rc), out};
-}
+using testing::run;
 
 TEST(ReportCli, ReportCommandAndOptimizeFlag) {
   Job job;

@@ -1,7 +1,11 @@
 // Helpers shared by unit tests.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <array>
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -48,6 +52,22 @@ inline Profile uniform_profile(int stages, const std::vector<OperatingPoint>& fw
     for (const auto& o : bwd) p.add(s, InstructionKind::kBackward, o);
   }
   return p;
+}
+
+/// Exit status and combined stdout+stderr of `perseus ARGS` (the binary under test).
+struct Result {
+  int status;
+  std::string output;
+};
+
+inline Result run(const std::string& args) {
+  const std::string cmd = std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int rc = ::pclose(p);
+  return {WEXITSTATUS(rc), out};
 }
 
 }  // namespace perseus::testing

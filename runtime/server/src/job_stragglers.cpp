@@ -74,27 +74,28 @@ Reply JobManager::clear_straggler(const std::string& job_id, std::int64_t pipeli
 
 Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<StoredStraggler> set,
                                    std::optional<int> clear) {
+  // The straggler set after this request, and the plans it selects (caller holds j->mu).
+  auto next_choice = [&](auto& next) {
+    check_ready(*j);
+    next = j->stragglers;
+    if (clear && !next.erase(*clear))
+      throw ApiError(404, "unknown_straggler", fmt::format("pipeline {} has no straggler report", *clear));
+    if (set) next[set->pipeline] = *set;
+    return choose(*j, next);
+  };
   for (int attempt = 0; attempt < 5; ++attempt) {
     Choice c;
     {
       std::shared_lock lock(j->mu);
-      check_ready(*j);
-      auto next = j->stragglers;
-      if (clear && !next.erase(*clear))
-        throw ApiError(404, "unknown_straggler", fmt::format("pipeline {} has no straggler report", *clear));
-      if (set) next[set->pipeline] = *set;
-      c = choose(*j, next);
+      decltype(j->stragglers) next;
+      c = next_choice(next);
     }
     ensure_materialized(j, c.chosen);  // may re-derive the frontier after a restart (no lock held)
     ensure_materialized(j, c.fastest);
 
     std::unique_lock lock(j->mu);
-    check_ready(*j);
-    auto next = j->stragglers;
-    if (clear && !next.erase(*clear))
-      throw ApiError(404, "unknown_straggler", fmt::format("pipeline {} has no straggler report", *clear));
-    if (set) next[set->pipeline] = *set;
-    c = choose(*j, next);
+    decltype(j->stragglers) next;
+    c = next_choice(next);
     if (!j->plans.count(c.chosen) || !j->plans.count(c.fastest)) continue;  // raced with a change; retry
 
     const auto& pts = j->model.points;
