@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -28,6 +29,19 @@ double cpu_s() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/// PERSEUS_BENCH_DUMP=FILE: writes every frontier point (hex floats, exact) for diffing
+/// two planner builds.
+void maybe_dump(const perseus::Frontier& f) {
+  const char* path = std::getenv("PERSEUS_BENCH_DUMP");
+  if (path == nullptr || *path == '\0') return;
+  std::FILE* out = std::fopen(path, "w");
+  if (out == nullptr) return;
+  for (const auto& p : f.points())
+    std::fprintf(out, "%a %a %a %lld %a\n", p.time_s, p.energy_j, p.energy_before_reclaim_j,
+                 static_cast<long long>(p.step), p.tightened_to_s);
+  std::fclose(out);
 }
 
 double peak_rss_mib() {
@@ -68,10 +82,10 @@ int main(int argc, char** argv) {
     for (const auto& c : perseus::reference::load_paper_cases(argv[2])) {
       if (mode == "case" && (c.device != argv[3] || c.microbatches != std::stoi(argv[4]))) continue;
       const double c0 = cpu_s();
-      const auto r = perseus::reference::run_case(c, argv[2], unit);
+      const auto r = perseus::reference::run_case(c, argv[2], unit, maybe_dump);
       const double cpu = cpu_s() - c0;
-      fmt::print("| {} | {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device, c.microbatches,
-                 unit, r.num_ops, r.steps, r.num_plans, cpu, r.solve_time_s, r.saving_pct, c.paper_saving_pct,
+      fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device,
+                 c.microbatches, unit, r.num_ops, r.steps, r.max_flows, r.num_plans, cpu, r.solve_time_s, r.saving_pct, c.paper_saving_pct,
                  peak_rss_mib());
       std::string rel;
       for (std::size_t i = 0; i < r.ours_pct.size(); ++i) rel += fmt::format(" {:.2f} / {:.2f} |", r.ours_pct[i], r.paper_pct[i]);
@@ -90,6 +104,7 @@ int main(int argc, char** argv) {
     const double c0 = cpu_s();
     const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
     const double cpu = cpu_s() - c0;
+    maybe_dump(f);
     fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.0f} |\n", stages, mbs, dag.num_ops(), f.num_steps,
                f.num_max_flows, f.size(), cpu, f.solve_time_s, peak_rss_mib());
     return 0;

@@ -36,6 +36,20 @@ void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& ar
   }
   level_.assign(n_, -1);
   iter_.assign(n_, 0);
+  src_arcs_.clear();
+  src_in_.assign(m, 0);
+  src_dirty_ = false;
+}
+
+void WarmMaxFlow::compact_source_arcs() {
+  if (!src_dirty_) return;
+  std::erase_if(src_arcs_, [&](int r) {
+    const bool keep = cap_[r / 2] > 0;
+    if (!keep) src_in_[r / 2] = 0;
+    return !keep;
+  });
+  std::sort(src_arcs_.begin(), src_arcs_.end());
+  src_dirty_ = false;
 }
 
 // Removes `amount` of flow through arc k along flow paths s ~> tail(k) and head(k) ~> t.
@@ -94,11 +108,20 @@ void WarmMaxFlow::set_capacity(int k, double capacity) {
   }
   cap_[k] = capacity;
   res_[2 * k] = std::max(0.0, capacity - res_[2 * k + 1]);
+  if (head_[2 * k + 1] == s_) {
+    if (capacity > 0 && !src_in_[k]) {
+      src_in_[k] = 1;
+      src_arcs_.push_back(2 * k);
+      src_dirty_ = true;
+    } else if (capacity == 0 && src_in_[k]) {
+      src_dirty_ = true;  // removed at the next compaction
+    }
+  }
 }
 
 bool WarmMaxFlow::push_short_paths(double eps) {
-  for (int i = first_[s_]; i < first_[s_ + 1]; ++i) {
-    const int a = adj_[i];
+  for (const int* it = arcs_begin(s_); it != arcs_end(s_); ++it) {
+    const int a = *it;
     if (a & 1) continue;
     const int x = head_[a];
     if (res_[a] <= eps) continue;
@@ -124,21 +147,25 @@ bool WarmMaxFlow::push_short_paths(double eps) {
   return true;
 }
 
-bool WarmMaxFlow::bfs(double eps) {
+bool WarmMaxFlow::bfs(double eps, double eps_band) {
   for (int v : queue_) level_[v] = -1;  // the nodes the previous phase labelled
   level_[t_] = -1;
   queue_.clear();
   queue_.push_back(s_);
   level_[s_] = 0;
+  band_seen_ = false;
   for (std::size_t h = 0; h < queue_.size(); ++h) {
     const int v = queue_[h];
-    for (int i = first_[v]; i < first_[v + 1]; ++i) {
-      const int r = adj_[i];
+    for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
+      const int r = *it;
       const int w = head_[r];
-      if (res_[r] > eps && level_[w] < 0) {
-        level_[w] = level_[v] + 1;
-        if (w == t_) return true;
-        queue_.push_back(w);
+      if (res_[r] > eps) {
+        band_seen_ |= res_[r] <= eps_band;
+        if (level_[w] < 0) {
+          level_[w] = level_[v] + 1;
+          if (w == t_) return true;
+          queue_.push_back(w);
+        }
       }
     }
   }
@@ -159,14 +186,17 @@ double WarmMaxFlow::augment(double eps) {
       }
       return d;
     }
+    // iter_[v]: offset of the next arc to try in v's list.
+    const int* arcs = arcs_begin(v);
+    const int len = static_cast<int>(arcs_end(v) - arcs);
     int& i = iter_[v];
-    for (; i < first_[v + 1]; ++i) {
-      const int r = adj_[i];
+    for (; i < len; ++i) {
+      const int r = arcs[i];
       if (res_[r] > eps && level_[head_[r]] == level_[v] + 1) break;
     }
-    if (i < first_[v + 1]) {
-      stack_.push_back(adj_[i]);
-      v = head_[adj_[i]];
+    if (i < len) {
+      stack_.push_back(arcs[i]);
+      v = head_[arcs[i]];
     } else {
       level_[v] = -1;
       if (stack_.empty()) return 0.0;
@@ -178,26 +208,33 @@ double WarmMaxFlow::augment(double eps) {
 }
 
 bool WarmMaxFlow::maximize(double eps, double eps_augment) {
+  compact_source_arcs();
   if (!push_short_paths(eps_augment)) return false;
-  while (bfs(eps_augment)) {
-    for (int v : queue_) iter_[v] = first_[v];
-    iter_[t_] = first_[t_];
+  while (bfs(eps_augment, eps)) {
+    for (int v : queue_) iter_[v] = 0;
+    iter_[t_] = 0;
     while (true) {
       const double f = augment(eps_augment);
       if (f == kInf) return false;
       if (f <= eps_augment) break;
     }
   }
-  // Minimal source side: residual reachability from s with tolerance eps.
+  // Minimal source side: residual reachability from s with tolerance eps. The last BFS
+  // above found the nodes reachable through residuals > eps_augment; if none of the arcs it
+  // crossed had a residual in (eps_augment, eps], that is the same set, so reuse it.
   seen_.assign(n_, 0);
+  if (!band_seen_) {
+    for (int v : queue_) seen_[v] = 1;
+    return true;
+  }
   std::vector<int>& queue = stack_;
   queue.clear();
   queue.push_back(s_);
   seen_[s_] = 1;
   for (std::size_t h = 0; h < queue.size(); ++h) {
     const int v = queue[h];
-    for (int i = first_[v]; i < first_[v + 1]; ++i) {
-      const int r = adj_[i];
+    for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
+      const int r = *it;
       if (res_[r] > eps && !seen_[head_[r]]) {
         seen_[head_[r]] = 1;
         queue.push_back(head_[r]);

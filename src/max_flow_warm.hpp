@@ -36,7 +36,15 @@ class WarmMaxFlow {
   bool in_source_side(int v) const { return seen_[v] != 0; }
 
  private:
-  bool bfs(double eps);
+  /// Residual arcs leaving node v with possibly positive residual, in adjacency order: the
+  /// source's list holds only its arcs of capacity > 0 (the source has one arc per op, most
+  /// of them 0 at any step, and every phase starts by scanning it).
+  const int* arcs_begin(int v) const { return v == s_ ? src_arcs_.data() : adj_.data() + first_[v]; }
+  const int* arcs_end(int v) const { return v == s_ ? src_arcs_.data() + src_arcs_.size() : adj_.data() + first_[v + 1]; }
+  void compact_source_arcs();
+  /// Dinic level BFS through residuals > eps; notes in band_seen_ whether a crossed arc's
+  /// residual was <= eps_band.
+  bool bfs(double eps, double eps_band);
   double augment(double eps);
   bool push_short_paths(double eps);
   void cancel(int k, double amount);
@@ -47,6 +55,10 @@ class WarmMaxFlow {
   std::vector<int> first_, adj_;  // residual arcs leaving each node (CSR)
   std::vector<int> level_, iter_, queue_, stack_;
   std::vector<char> seen_;
+  std::vector<int> src_arcs_;   // arcs leaving s with capacity > 0 (sorted after compaction)
+  std::vector<char> src_in_;    // per arc k: listed in src_arcs_
+  bool src_dirty_ = false;
+  bool band_seen_ = false;
 };
 
 }  // namespace perseus::detail

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,21 +78,25 @@ inline double energy_within(const std::vector<std::pair<double, double>>& front,
 struct OurResult {
   double saving_pct = 0, t_min_s = 0, allmax_time_s = 0, allmax_energy_j = 0, solve_time_s = 0;
   std::size_t num_plans = 0, num_ops = 0;
-  std::int64_t steps = 0;
+  std::int64_t steps = 0, max_flows = 0;
   std::vector<double> ours_pct, paper_pct;  // energy / own all-max baseline at kRelativeTimes, %
 };
 
-inline OurResult run_case(const PaperCase& c, const std::string& data_dir, double unit_time_s) {
+/// Solves one paper case; `inspect` (optional) sees the whole frontier (benchmarks dump it).
+inline OurResult run_case(const PaperCase& c, const std::string& data_dir, double unit_time_s,
+                          const std::function<void(const Frontier&)>& inspect = {}) {
   const Profile profile = load_profile_csv(data_dir + "/emulation/stage_profile_gpt3-175b_" + c.device + ".csv", 8);
   const Dag dag = Dag::build(make_1f1b(8, c.microbatches));
   PlannerOptions opt;
   opt.p2p_power_w = c.p_block_w;
   opt.unit_time_s = unit_time_s;
   const Frontier frontier = solve_frontier(dag, profile, opt);
+  if (inspect) inspect(frontier);
   const FrequencyPlan allmax = all_max_plan(dag, profile, c.p_block_w);
   OurResult r;
   r.num_ops = static_cast<std::size_t>(dag.num_ops());
   r.steps = frontier.num_steps;
+  r.max_flows = frontier.num_max_flows;
   r.solve_time_s = frontier.solve_time_s;
   r.num_plans = frontier.size();
   r.t_min_s = frontier.points().back().time_s;
