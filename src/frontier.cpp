@@ -208,6 +208,13 @@ class FrontierBuilder {
   std::vector<int> edge_first_;  // first edge arc id of op v (edges in successor order)
   std::vector<double> op_ub_, op_lb_;  // per critical op (ub < 0: cannot speed up)
   std::vector<char> was_critical_;  // per op: critical in the previous warm network
+  // Per op: signature from compute_cpm() (bit 0: critical; bit 1 + j: edge to the j-th
+  // successor is critical), and the signature and duration its capacities were set for.
+  static constexpr int kSigEdges = 30;
+  static constexpr std::uint32_t kSigUnknown = 1u << 31;  // more successors than bits
+  std::vector<std::uint32_t> sig_, cap_sig_;
+  std::vector<std::int64_t> cap_dur_;
+  double prev_eps_ = 0;
   // CSR copy of the DAG (hot loops; avoids out-of-line span accessors).
   std::vector<int> topo_, pred_first_, pred_, succ_first_, succ_;
   std::vector<detail::FlowArc> arcs_, prev_arcs_, compact_;
@@ -267,6 +274,9 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   }
   es_.resize(n);
   lf_.resize(n);
+  sig_.assign(n, 0);
+  cap_sig_.assign(n, 0);
+  cap_dur_.assign(n, 0);
   node_id_.assign(2 * static_cast<std::size_t>(n) + 2, -1);
   ev_choice_.resize(n);
   ev_time_.resize(n);
@@ -299,9 +309,20 @@ void FrontierBuilder::compute_cpm() {
   }
   for (auto it = topo_.rbegin(); it != topo_.rend(); ++it) {
     const int v = *it;
+    // Latest finish, and the critical-network signature: successors are done (reverse
+    // topological order), so bit 1 + j says whether the edge to the j-th one is tight and
+    // leads to a critical op; it counts only if v itself turns out critical.
+    const std::int64_t ef = es_[v] + dur_[v];
     std::int64_t lf = T_;
-    for (int i = succ_first_[v]; i < succ_first_[v + 1]; ++i) lf = std::min(lf, lf_[succ_[i]] - dur_[succ_[i]]);
+    std::uint32_t edges = 0;
+    const int first = succ_first_[v], deg = succ_first_[v + 1] - first;
+    for (int j = 0; j < deg; ++j) {
+      const int w = succ_[first + j];
+      lf = std::min(lf, lf_[w] - dur_[w]);
+      if (j < kSigEdges && (sig_[w] & 1u) != 0 && ef == es_[w]) edges |= 2u << j;
+    }
     lf_[v] = lf;
+    sig_[v] = ef != lf ? 0u : 1u | edges | (deg > kSigEdges ? kSigUnknown : 0u);
   }
 }
 
@@ -330,7 +351,7 @@ bool FrontierBuilder::warm_cut() {
   const Dag& dag = *f_.dag_;
   const int n = dag.num_ops();
   const double inf = std::numeric_limits<double>::infinity();
-  auto critical_op = [&](int v) { return es_[v] + dur_[v] == lf_[v]; };
+  auto critical_op = [&](int v) { return (sig_[v] & 1u) != 0; };
   // Pass 1: critical ops, their speed-up cost ub and slow-down saving lb, and the tolerance
   // as in the cold path (Σ ub in op order, then each lb twice in node order).
   double finite_total = 0;
@@ -362,6 +383,10 @@ bool FrontierBuilder::warm_cut() {
       changed = true;
     }
   };
+  // An op that stays critical with the same duration and signature keeps its capacities,
+  // unless the new tolerance zeroes (or un-zeroes) one of them.
+  const double band_lo = std::min(eps, prev_eps_), band_hi = std::max(eps, prev_eps_);
+  auto flips = [&](double c) { return c > band_lo && c <= band_hi; };
   for (int v = 0; v < n; ++v) {
     const int k = 7 * v;
     const bool crit = critical_op(v);
@@ -374,6 +399,12 @@ bool FrontierBuilder::warm_cut() {
       continue;
     }
     const double ub = op_ub_[v], lb = op_lb_[v];
+    if (was && sig_[v] == cap_sig_[v] && dur_[v] == cap_dur_[v] && (sig_[v] & kSigUnknown) == 0 &&
+        !(eps != prev_eps_ && (flips(ub - lb) || flips(std::abs(lb))))) {
+      continue;
+    }
+    cap_sig_[v] = sig_[v];
+    cap_dur_[v] = dur_[v];
     set(k, ub >= 0 ? std::max(0.0, ub - lb) : inf);
     set(k + 1, es_[v] == 0 ? inf : 0.0);
     set(k + 2, es_[v] + dur_[v] == T_ && succ_first_[v] == succ_first_[v + 1] ? inf : 0.0);
@@ -387,6 +418,7 @@ bool FrontierBuilder::warm_cut() {
       set(e++, es_[v] + dur_[v] == es_[w] && critical_op(w) ? inf : 0.0);
     }
   }
+  prev_eps_ = eps;
   if (!changed && have_prev_cut_) return true;  // same network: same minimal cut
   ++f_.num_max_flows;
   if (!warm_flow_.maximize(eps, eps * kWarmAugmentFactor)) return false;

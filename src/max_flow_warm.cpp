@@ -207,9 +207,61 @@ double WarmMaxFlow::augment(double eps) {
   }
 }
 
+bool WarmMaxFlow::reaches_sink(double eps, double eps_augment) {
+  seen_.assign(n_, 0);
+  std::vector<int>& queue = stack_;
+  queue.clear();
+  band_.clear();
+  queue.push_back(s_);
+  seen_[s_] = 1;
+  // Phase A: residuals > eps (the source side if no augmenting path is left).
+  for (std::size_t h = 0; h < queue.size(); ++h) {
+    const int v = queue[h];
+    for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
+      const int r = *it;
+      if (res_[r] > eps) {
+        const int w = head_[r];
+        if (!seen_[w]) {
+          if (w == t_) return true;
+          seen_[w] = 1;
+          queue.push_back(w);
+        }
+      } else if (res_[r] > eps_augment) {
+        band_.push_back(r);
+      }
+    }
+  }
+  // Phase B: continue through residuals > eps_augment (marked 2, then unmarked).
+  const std::size_t phase_b = queue.size();
+  for (int r : band_) {
+    const int w = head_[r];
+    if (!seen_[w]) {
+      if (w == t_) return true;
+      seen_[w] = 2;
+      queue.push_back(w);
+    }
+  }
+  for (std::size_t h = phase_b; h < queue.size(); ++h) {
+    const int v = queue[h];
+    for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
+      const int r = *it;
+      const int w = head_[r];
+      if (res_[r] > eps_augment && !seen_[w]) {
+        if (w == t_) return true;
+        seen_[w] = 2;
+        queue.push_back(w);
+      }
+    }
+  }
+  for (std::size_t h = phase_b; h < queue.size(); ++h) seen_[queue[h]] = 0;
+  return false;
+}
+
 bool WarmMaxFlow::maximize(double eps, double eps_augment) {
   compact_source_arcs();
   if (!push_short_paths(eps_augment)) return false;
+  // Usually the warm flow is already maximum: one search then proves it and gives the cut.
+  if (!reaches_sink(eps, eps_augment)) return true;
   while (bfs(eps_augment, eps)) {
     for (int v : queue_) iter_[v] = 0;
     iter_[t_] = 0;

@@ -45,6 +45,9 @@ class WarmMaxFlow {
   /// Dinic level BFS through residuals > eps; notes in band_seen_ whether a crossed arc's
   /// residual was <= eps_band.
   bool bfs(double eps, double eps_band);
+  /// Whether t is reachable through residuals > eps_augment. If not, seen_ marks the nodes
+  /// reachable through residuals > eps (the minimal source side), so no Dinic phase is needed.
+  bool reaches_sink(double eps, double eps_augment);
   double augment(double eps);
   bool push_short_paths(double eps);
   void cancel(int k, double amount);
@@ -59,6 +62,7 @@ class WarmMaxFlow {
   std::vector<char> src_in_;    // per arc k: listed in src_arcs_
   bool src_dirty_ = false;
   bool band_seen_ = false;
+  std::vector<int> band_;        // residual arcs in (eps_augment, eps] met by reaches_sink()
 };
 
 }  // namespace perseus::detail
