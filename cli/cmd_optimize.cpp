@@ -51,6 +51,10 @@ void register_optimize(CLI::App& app) {
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");
   cmd->add_flag("--report", *report, "Also write OUT/report.html (see `perseus report`)");
+  cmd->add_option("--threads", cfg->threads,
+                  "Threads that evaluate and write plan files (0 = one per hardware thread); output is identical")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
   cmd->callback([cfg, zeus, quiet, report] {
     cfg->zeus_format = *zeus == "zeus";

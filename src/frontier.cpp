@@ -3,13 +3,17 @@
 #include "perseus/frontier.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -709,24 +713,63 @@ FrequencyPlan Frontier::make_plan(const std::vector<std::uint16_t>& choice_in, b
 }
 
 void Frontier::for_each_plan(const std::vector<std::size_t>& indices,
-                             const std::function<void(std::size_t, const FrequencyPlan&)>& fn) const {
+                             const std::function<void(std::size_t, const FrequencyPlan&)>& fn, int threads) const {
   std::vector<std::size_t> order = indices;
   for (std::size_t i : order)
     if (i >= points_.size()) throw std::out_of_range(fmt::format("frontier has {} points, asked for {}", points_.size(), i));
   // Replay steps in increasing order; the all-max point (step -1) needs no replay.
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return points_[a].step < points_[b].step; });
+  const std::size_t workers = static_cast<std::size_t>(std::max(1, threads));
+  // Batches of 2 x workers choice snapshots bound the memory; each batch is evaluated by
+  // `workers` threads (the plan of index i depends only on its snapshot).
+  const std::size_t batch = workers == 1 ? 1 : 2 * workers;
+  std::vector<std::vector<std::uint16_t>> snapshots(batch);
+  std::vector<std::size_t> batch_index(batch);
+  auto evaluate = [&](std::size_t slot) {
+    const std::size_t i = batch_index[slot];
+    fn(i, make_plan(snapshots[slot], reclaim_, points_[i].tightened_to_s));
+  };
   std::vector<std::uint16_t> choice = start_choice_;
   std::int64_t at = 0;
-  for (std::size_t i : order) {
-    const std::int64_t step = points_[i].step;
-    if (step < 0) {
-      fn(i, make_plan(std::vector<std::uint16_t>(choice.size(), 0), reclaim_, 0));
+  for (std::size_t first = 0; first < order.size(); first += batch) {
+    const std::size_t count = std::min(batch, order.size() - first);
+    for (std::size_t slot = 0; slot < count; ++slot) {
+      const std::size_t i = order[first + slot];
+      const std::int64_t step = points_[i].step;
+      batch_index[slot] = i;
+      if (step < 0) {
+        snapshots[slot].assign(choice.size(), 0);
+        continue;
+      }
+      for (; at < step; ++at) {
+        for (std::size_t k = step_end_[at]; k < step_end_[at + 1]; ++k) choice[changes_[k].first] = changes_[k].second;
+      }
+      snapshots[slot] = choice;
+    }
+    if (workers == 1) {
+      for (std::size_t slot = 0; slot < count; ++slot) evaluate(slot);
       continue;
     }
-    for (; at < step; ++at) {
-      for (std::size_t k = step_end_[at]; k < step_end_[at + 1]; ++k) choice[changes_[k].first] = changes_[k].second;
-    }
-    fn(i, make_plan(choice, reclaim_, points_[i].tightened_to_s));
+    std::atomic<std::size_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto work = [&] {
+      for (std::size_t slot; (slot = next.fetch_add(1)) < count;) {
+        try {
+          evaluate(slot);
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+          next = count;  // stop handing out work
+        }
+      }
+    };
+    {
+      std::vector<std::jthread> pool;
+      for (std::size_t w = 1; w < std::min(workers, count); ++w) pool.emplace_back(work);
+      work();
+    }  // joins
+    if (error) std::rethrow_exception(error);
   }
 }
 

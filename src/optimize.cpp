@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -122,6 +123,10 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   }
   if (cfg.chunks < 1) throw InputError(fmt::format("--chunks must be >= 1, got {}", cfg.chunks));
   if (cfg.sample < 0) throw InputError(fmt::format("--sample must be >= 0, got {}", cfg.sample));
+  if (cfg.threads < 0 || cfg.threads > 1024) {
+    throw InputError(fmt::format("--threads must be in [0, 1024] (0 = one per hardware thread), got {}", cfg.threads));
+  }
+  const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (cfg.out_dir.empty()) throw InputError("--out: an output folder is required");
   {
     // Never replace a folder that is not an earlier output (it could hold the user's files).
@@ -197,7 +202,7 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
     frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
       write_file(tmp / "plans" / fmt::format("plan_{:05d}.json", i), plan_json(dag, plan, i).dump(1) + "\n");
       if (cfg.zeus_format) write_file(tmp / "plans" / fmt::format("freqs_pipeline_{:05d}.py", i), zeus_plan(dag, plan, i));
-    });
+    }, threads);
     sum.plans_written = indices.size();
     json summary = {
         {"t_min_s", sum.t_min_s},

@@ -56,9 +56,14 @@ class Frontier {
   std::size_t size() const { return points_.size(); }
   /// Frequency plan of points()[i], evaluated with the profile. Throws std::out_of_range.
   FrequencyPlan plan(std::size_t i) const;
-  /// Calls fn(i, plan) for each index in `indices` (ascending), replaying the steps once.
+  /// Calls fn(i, plan) once for each index i in `indices`, replaying the graph-cut steps
+  /// once (in step order). threads > 1: up to `threads` plans are evaluated (slack
+  /// reclamation, timeline) and passed to fn concurrently, each call with its own index, in
+  /// no fixed order, so fn must be thread-safe; the plans themselves do not depend on
+  /// `threads`. Memory: O(threads × ops) beyond the frontier. The first exception thrown
+  /// by fn (or std::out_of_range for a bad index) is rethrown after the running calls end.
   void for_each_plan(const std::vector<std::size_t>& indices,
-                     const std::function<void(std::size_t, const FrequencyPlan&)>& fn) const;
+                     const std::function<void(std::size_t, const FrequencyPlan&)>& fn, int threads = 1) const;
   /// Index of the lowest-energy point with time_s <= deadline_s (the Perseus straggler
   /// rule, §3.2); the fastest point (last) if none meets it.
   std::size_t lowest_energy_within(double deadline_s) const;

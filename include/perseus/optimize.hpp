@@ -27,6 +27,9 @@ struct OptimizeConfig {
   bool zeus_format = false;    ///< Also write Zeus freqs_pipeline_NNNNN.py files.
   bool reclaim_slack = true;   ///< Slack reclamation after each step.
   std::string out_dir;         ///< Output folder (replaced atomically).
+  /// Threads that evaluate and write plan files (1..1024; 0 = one per hardware thread).
+  /// The output does not depend on it.
+  int threads = 1;
 };
 
 /// Headline results of an optimize job (also written to summary.json).

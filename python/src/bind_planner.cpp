@@ -230,8 +230,9 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
   m.def(
       "optimize",
       [](const py::object& profile_arg, int stages, int microbatches, const std::string& schedule_name, int chunks,
-         double p2p_power_w, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample) {
+         double p2p_power_w, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample, int threads) {
         check_finite(p2p_power_w, "p2p_power_w", true);
+        if (threads < 1 || threads > 1024) throw InputError(fmt::format("threads must be in [1, 1024], got {}", threads));
         check_finite(unit_time_s, "unit_time_s", false);
         if (sample < 0) throw InputError(fmt::format("sample must be >= 0, got {}", sample));
         const Schedule schedule = make_schedule(schedule_name, stages, microbatches, chunks);
@@ -251,7 +252,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           std::unique_ptr<Dag> dag;
           std::optional<Frontier> frontier;
           std::optional<FrequencyPlan> allmax;
-          std::vector<std::pair<std::size_t, FrequencyPlan>> plans;
+          std::vector<std::optional<FrequencyPlan>> plans;  // by position in `indices`
         } res;
         {
           py::gil_scoped_release release;
@@ -267,7 +268,14 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         const auto indices = plan_selection(plans, pts.size(), sample);
         {
           py::gil_scoped_release release;
-          res.frontier->for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& p) { res.plans.emplace_back(i, p); });
+          // `indices` is sorted and distinct: each call fills its own slot, so threads need no lock.
+          res.plans.resize(indices.size());
+          res.frontier->for_each_plan(
+              indices,
+              [&](std::size_t i, const FrequencyPlan& p) {
+                res.plans[std::lower_bound(indices.begin(), indices.end(), i) - indices.begin()] = p;
+              },
+              threads);
         }
         py::list frontier;
         for (std::size_t i = 0; i < pts.size(); ++i) {
@@ -280,7 +288,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           frontier.append(std::move(d));
         }
         py::list plan_list;
-        for (const auto& [i, p] : res.plans) plan_list.append(plan_dict(*res.dag, p, i));
+        for (std::size_t k = 0; k < indices.size(); ++k) plan_list.append(plan_dict(*res.dag, *res.plans[k], indices[k]));
         const double allmax_e = res.allmax->total_energy_j();
         py::dict summary;
         summary["t_min_s"] = pts.back().time_s;
@@ -305,7 +313,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       },
       py::arg("profile"), py::arg("stages"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
       py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("unit_time_s") = 1e-3,
-      py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, R"doc(
+      py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1, R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
 profile: a perseus.Profile or a CSV path (must have stages x chunks stages).
@@ -313,7 +321,8 @@ stages: GPUs in the pipeline; microbatches: per iteration; schedule: a schedule_
 chunks: stages per GPU. p2p_power_w: power of a GPU blocked on communication, W (>= 0).
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
-fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices.
+fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned
+sorted, without repeats). threads: plans evaluated in parallel (1..1024); the result does not depend on it.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step'}], slowest

@@ -113,6 +113,15 @@ class OptimizeTest(unittest.TestCase):
         self.assertLess(s["energy_at_t_min_j"], s["allmax_energy_j"])
         self.assertEqual(s["num_ops"], STAGES * MICROBATCHES * 2)
 
+    def test_threads_do_not_change_plans(self):
+        res = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                               plans=[3, 0, 3, 1], threads=3)
+        self.assertEqual([p["plan"] for p in res["plans"]], [0, 1, 3])
+        for plan in res["plans"]:
+            self.assertEqual(plan, self.res["plans"][plan["plan"]])
+        with self.assertRaises(perseus.InputError):
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, threads=0)
+
     def test_plans_are_consistent(self):
         plans = self.res["plans"]
         self.assertEqual(len(plans), len(self.res["frontier"]))

@@ -10,6 +10,7 @@
 #include "perseus/frontier.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
 #include "test_util.hpp"
 
 namespace perseus {
@@ -210,6 +211,59 @@ TEST_F(OptimizeJob, BadInputLeavesNoFolder) {
     EXPECT_NE(std::string(e.what()).find("profile has 8 stages"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(c.out_dir));
+}
+
+namespace {
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+TEST_F(OptimizeJob, ThreadsDoNotChangeTheOutput) {
+  auto one = cfg();
+  one.sample = 1;  // every plan
+  one.out_dir = (dir.path() / "one").string();
+  auto four = one;
+  four.threads = 4;
+  four.out_dir = (dir.path() / "four").string();
+  const auto s1 = run_optimize(one);
+  const auto s4 = run_optimize(four);
+  ASSERT_EQ(s1.plans_written, s4.plans_written);
+  ASSERT_GT(s1.plans_written, 10u);
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(one.out_dir)) {
+    if (!e.is_regular_file() || e.path().filename() == "summary.json") continue;  // holds the solve time
+    const auto rel = std::filesystem::relative(e.path(), one.out_dir);
+    EXPECT_EQ(read_all(e.path()), read_all(four.out_dir / rel)) << rel;
+    ++files;
+  }
+  EXPECT_EQ(files, 2 * s1.plans_written + 2);  // JSON + Zeus per plan, frontier.csv, schedule.csv
+  auto bad = one;
+  bad.threads = -1;
+  EXPECT_THROW(run_optimize(bad), InputError);
+}
+
+TEST(Frontier, ParallelPlansMatchSerialAndPropagateErrors) {
+  const Profile p = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
+  const Dag dag = Dag::build(make_1f1b(8, 6));
+  const Frontier f = solve_frontier(dag, p, {.p2p_power_w = 83.64, .unit_time_s = 0.004});
+  std::vector<std::size_t> all(f.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<FrequencyPlan> serial(f.size()), parallel(f.size());
+  f.for_each_plan(all, [&](std::size_t i, const FrequencyPlan& plan) { serial[i] = plan; });
+  std::vector<int> calls(f.size(), 0);
+  f.for_each_plan(all, [&](std::size_t i, const FrequencyPlan& plan) { parallel[i] = plan, ++calls[i]; }, 3);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(calls[i], 1);
+    EXPECT_EQ(serial[i].freq_mhz, parallel[i].freq_mhz) << i;
+    EXPECT_EQ(serial[i].total_energy_j(), parallel[i].total_energy_j()) << i;
+    EXPECT_EQ(serial[i].timeline.time_s, parallel[i].timeline.time_s) << i;
+  }
+  EXPECT_THROW(f.for_each_plan(all, [](std::size_t i, const FrequencyPlan&) {
+    if (i == 5) throw InputError("disk full");
+  }, 4), InputError);
+  EXPECT_THROW(f.for_each_plan({f.size()}, [](std::size_t, const FrequencyPlan&) {}, 2), std::out_of_range);
 }
 
 TEST(Sampling, KeepsFirstAndLast) {
