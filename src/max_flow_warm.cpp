@@ -172,19 +172,25 @@ bool WarmMaxFlow::bfs(double eps, double eps_band) {
   return false;
 }
 
-double WarmMaxFlow::augment(double eps) {
+bool WarmMaxFlow::blocking_flow(double eps) {
   stack_.clear();
   int v = s_;
   while (true) {
     if (v == t_) {
       double d = kInf;
       for (int r : stack_) d = std::min(d, res_[r]);
-      if (d == kInf) return d;
+      if (d == kInf) return false;
       for (int r : stack_) {
         res_[r] -= d;
         res_[r ^ 1] += d;
       }
-      return d;
+      // Continue from the tail of the first arc the augmentation saturated: a restart from
+      // s would walk the same unsaturated prefix (its arcs' iterators did not move).
+      std::size_t k = 0;
+      while (res_[stack_[k]] > eps) ++k;
+      v = head_[stack_[k] ^ 1];
+      stack_.resize(k);
+      continue;
     }
     // iter_[v]: offset of the next arc to try in v's list.
     const int* arcs = arcs_begin(v);
@@ -199,7 +205,7 @@ double WarmMaxFlow::augment(double eps) {
       v = head_[arcs[i]];
     } else {
       level_[v] = -1;
-      if (stack_.empty()) return 0.0;
+      if (stack_.empty()) return true;
       v = head_[stack_.back() ^ 1];
       stack_.pop_back();
       ++iter_[v];
@@ -265,11 +271,7 @@ bool WarmMaxFlow::maximize(double eps, double eps_augment) {
   while (bfs(eps_augment, eps)) {
     for (int v : queue_) iter_[v] = 0;
     iter_[t_] = 0;
-    while (true) {
-      const double f = augment(eps_augment);
-      if (f == kInf) return false;
-      if (f <= eps_augment) break;
-    }
+    if (!blocking_flow(eps_augment)) return false;
   }
   // Minimal source side: residual reachability from s with tolerance eps. The last BFS
   // above found the nodes reachable through residuals > eps_augment; if none of the arcs it

@@ -48,7 +48,9 @@ class WarmMaxFlow {
   /// Whether t is reachable through residuals > eps_augment. If not, seen_ marks the nodes
   /// reachable through residuals > eps (the minimal source side), so no Dinic phase is needed.
   bool reaches_sink(double eps, double eps_augment);
-  double augment(double eps);
+  /// One Dinic phase: augments along level-graph paths (residuals > eps) until none is
+  /// left. Returns false if a path of infinite residual exists.
+  bool blocking_flow(double eps);
   bool push_short_paths(double eps);
   void cancel(int k, double amount);
   int n_ = 0, s_ = 0, t_ = 0;
