@@ -73,5 +73,34 @@ TEST(WarmMaxFlow, MatchesColdSolveAfterCapacityChanges) {
   }
 }
 
+// Residuals between the augmenting threshold and the cut tolerance: the source side must be
+// the reachability through residuals > eps (the cut tolerance), not > eps_augment.
+TEST(WarmMaxFlow, SourceSideUsesCutToleranceNotAugmentThreshold) {
+  // Nodes: a = 0, b = 1, s = 2, t = 3. Max flow 2 - 1e-12 leaves 1e-12 on s->a and a->b.
+  const std::vector<std::pair<int, int>> arcs = {{2, 0}, {0, 3}, {0, 1}, {1, 3}};
+  const std::vector<double> caps = {2.0, 1.0, 1.0, 1.0 - 1e-12};
+  WarmMaxFlow warm;
+  warm.init(4, arcs, 2, 3);
+  for (int k = 0; k < 4; ++k) warm.set_capacity(k, caps[k]);
+  for (int solve = 0; solve < 2; ++solve) {  // cold start, then warm (nothing changed)
+    ASSERT_TRUE(warm.maximize(1e-9, 1e-15));
+    EXPECT_TRUE(warm.in_source_side(2));
+    EXPECT_FALSE(warm.in_source_side(0)) << "solve " << solve;
+    EXPECT_FALSE(warm.in_source_side(1)) << "solve " << solve;
+    EXPECT_FALSE(warm.in_source_side(3));
+  }
+  // Raising b->t opens an augmenting path only through the 1e-12 residuals; the warm solve
+  // must use it (threshold 1e-15) and then still report the eps-level source side.
+  warm.set_capacity(3, 1.0);
+  ASSERT_TRUE(warm.maximize(1e-9, 1e-15));
+  EXPECT_FALSE(warm.in_source_side(0));
+  std::vector<FlowArc> cold_arcs;
+  for (int k = 0; k < 4; ++k) cold_arcs.push_back({arcs[k].first, arcs[k].second, k == 3 ? 1.0 : caps[k]});
+  MinCut cold;
+  double value = 0;
+  const auto& in_s = cold.solve(4, cold_arcs, 2, 3, 1e-9, &value);
+  for (int v = 0; v < 4; ++v) EXPECT_EQ(warm.in_source_side(v), in_s[v] != 0) << v;
+}
+
 }  // namespace
 }  // namespace perseus::detail
