@@ -4,7 +4,9 @@
 # scaling plot (solve CPU seconds vs computations) to $OUT_SVG.
 # Usage: bench/run_benchmarks.sh [BUILD_DIR]   (default: build)
 #   PERSEUS_BENCH_LARGE=1      also run 64 x 1024 (131,072 computations)
-#   PERSEUS_BENCH_TIMEOUT=S    per-case timeout (default 600 s)
+#   PERSEUS_BENCH_TIMEOUT=S    per-case wall-clock timeout (default 600 s)
+#   PERSEUS_BENCH_BUDGET_S=S   synthetic cases stop after S s of solve CPU and report how far
+#                              they got and their RSS (default 300)
 #   OUT_CSV / OUT_SVG          default: bench/planner_scaling.csv, docs/planner_scaling.svg
 # Regenerate the plot only: python3 bench/plot_scaling.py bench/planner_scaling.csv docs/planner_scaling.svg
 set -euo pipefail
@@ -15,6 +17,7 @@ DATA="$(cd "$ROOT/.." && pwd)/shared/data"
 OUT_CSV=${OUT_CSV:-$ROOT/bench/planner_scaling.csv}
 OUT_SVG=${OUT_SVG:-$ROOT/docs/planner_scaling.svg}
 TMO=${PERSEUS_BENCH_TIMEOUT:-600}
+export PERSEUS_BENCH_BUDGET_S=${PERSEUS_BENCH_BUDGET_S:-300}
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
 rel=$(mktemp)
@@ -43,7 +46,10 @@ for c in "4 8" "4 64" "8 32" "8 128" "16 64" "16 256" "32 128" "64 256" ${PERSEU
   # shellcheck disable=SC2086
   if row=$(timeout "$TMO" $PIN "$BIN" synth $c 0.001); then
     echo "$row"
-    echo "$row" | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); gsub(/ /,"",$7); print "synthetic,"$2","$3","$7}' >> "$OUT_CSV"
+    # Only finished solves go into the plot.
+    case "$row" in *stopped*) ;; *)
+      echo "$row" | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); gsub(/ /,"",$7); print "synthetic,"$2","$3","$7}' >> "$OUT_CSV" ;;
+    esac
   else
     echo "| ${c/ / x } | timed out after $TMO s |"
   fi
