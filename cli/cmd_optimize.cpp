@@ -1,6 +1,7 @@
 // `perseus optimize`: the iteration time–energy frontier of a profile.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "commands.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/render.hpp"
+#include "perseus/schedule.hpp"
 
 namespace perseus::cli {
 
@@ -57,6 +59,15 @@ void register_optimize(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
   cmd->callback([cfg, zeus, quiet, report] {
+    // --stages/--microbatches are required unless the schedule comes from a file: a usage
+    // error (exit status 2), like any other missing option.
+    const auto names = schedule_names();
+    if (std::find(names.begin(), names.end(), cfg->schedule) != names.end()) {
+      if (cfg->stages == 0) throw CLI::RequiredError("--stages (required unless --schedule is a schedule CSV file)");
+      if (cfg->microbatches == 0) {
+        throw CLI::RequiredError("--microbatches (required unless --schedule is a schedule CSV file)");
+      }
+    }
     cfg->zeus_format = *zeus == "zeus";
     std::function<void(double)> progress;
     const bool show_progress = !*quiet && ::isatty(STDERR_FILENO) != 0;  // no \r floods in logs

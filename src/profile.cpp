@@ -72,6 +72,19 @@ long parse_int(const RowContext& ctx, std::string_view field, const char* text) 
   return value;
 }
 
+/// A CSV-level error of libfccp as "FILE:LINE: what, expected ..." (its own messages name
+/// the line differently and not the expected columns).
+[[noreturn]] void throw_row_error(const io::error::base& e, const std::string& source) {
+  const auto* at = dynamic_cast<const io::error::with_file_line*>(&e);
+  std::string what = e.what();
+  if (dynamic_cast<const io::error::too_few_columns*>(&e) != nullptr) what = "too few columns";
+  if (dynamic_cast<const io::error::too_many_columns*>(&e) != nullptr) what = "too many columns";
+  if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote";
+  if (at == nullptr || at->file_line < 0) throw InputError(fmt::format("{}: {}", source, what));
+  throw InputError(fmt::format("{}:{}: {}: expected 5 fields stage,instruction,frequency,time,energy", source,
+                               at->file_line, what));
+}
+
 Profile read_rows(Reader& reader, const std::string& source, std::optional<int> expected_stages) {
   try {
     reader.read_header(io::ignore_extra_column, "stage", "instruction", "frequency", "time", "energy");
@@ -89,7 +102,7 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     try {
       more = reader.read_row(stage_s, instr_s, freq_s, time_s, energy_s);
     } catch (const io::error::base& e) {
-      throw InputError(fmt::format("{}: {}", source, e.what()));
+      throw_row_error(e, source);
     }
     if (!more) break;
     const RowContext ctx{source, static_cast<int>(reader.get_file_line())};

@@ -20,6 +20,13 @@ TEST(Cli, BadArgumentsExitTwoWithUsage) {
   EXPECT_NE(r.output.find("--profile"), std::string::npos) << r.output;
   EXPECT_EQ(run("optimize --profile /nonexistent.csv --stages 8 --microbatches 4 --p2p-power 1 --out x").status, 2);
   EXPECT_EQ(run("frobnicate").status, 2);
+  // Conditionally required options are usage errors too.
+  const auto prof = testing::example("stage_profile_gpt3-175b_a100_sxm.csv");
+  const auto no_stages = run("optimize --profile " + prof + " --microbatches 4 --p2p-power 1 --out x");
+  EXPECT_EQ(no_stages.status, 2) << no_stages.output;
+  EXPECT_NE(no_stages.output.find("--stages"), std::string::npos) << no_stages.output;
+  EXPECT_EQ(run("optimize --profile " + prof + " --stages 8 --p2p-power 1 --out x").status, 2);
+  EXPECT_EQ(run("optimize --profile " + prof + " --stages 8 --microbatches 4 --p2p-power 1 --threads -1 --out x").status, 2);
 }
 
 TEST(Cli, BadProfileExitsOneWithMessage) {
