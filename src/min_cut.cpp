@@ -5,6 +5,8 @@
 
 #include "min_cut_dinic.hpp"
 
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <lemon/preflow.h>
 #include <lemon/smart_graph.h>
 
@@ -12,27 +14,45 @@ namespace perseus::detail {
 
 namespace {
 
-bool use_lemon() {
-  static const bool lemon = [] {
-    const char* e = std::getenv("PERSEUS_MIN_CUT_ENGINE");
-    return e != nullptr && std::strcmp(e, "lemon") == 0;
+enum class Engine { kDinic, kLemon, kBoykovKolmogorov };
+
+Engine engine() {
+  static const Engine e = [] {
+    const char* name = std::getenv("PERSEUS_MIN_CUT_ENGINE");
+    if (name != nullptr && std::strcmp(name, "lemon") == 0) return Engine::kLemon;
+    if (name != nullptr && std::strcmp(name, "boost-bk") == 0) return Engine::kBoykovKolmogorov;
+    return Engine::kDinic;
   }();
-  return lemon;
+  return e;
 }
 
-}  // namespace
-
-const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
-                                       double tolerance, double* cut_value) {
-  if (!use_lemon()) {
-    dinic_.reset(num_nodes);
-    for (const FlowArc& a : arcs) dinic_.add_arc(a.from, a.to, a.capacity);
-    double value = dinic_.push_short_paths(source, sink, tolerance);
-    value += dinic_.max_flow(source, sink, tolerance);
-    if (cut_value) *cut_value = value;
-    dinic_.reachable_from(source, tolerance, in_s_);
-    return in_s_;
+/// Minimal source side from a maximum flow given per arc: BFS from s over residual arcs
+/// (forward: capacity - flow, backward: flow) greater than `tolerance`.
+template <typename FlowOf>
+void residual_source_side(int num_nodes, const std::vector<FlowArc>& arcs, FlowOf flow_of, int source,
+                          double tolerance, std::vector<char>& in_s) {
+  std::vector<std::vector<int>> residual(num_nodes);
+  for (std::size_t i = 0; i < arcs.size(); ++i) {
+    const double f = flow_of(i);
+    const FlowArc& a = arcs[i];
+    if (a.capacity - f > tolerance) residual[a.from].push_back(a.to);
+    if (f > tolerance) residual[a.to].push_back(a.from);
   }
+  in_s.assign(num_nodes, 0);
+  std::vector<int> queue{source};
+  in_s[source] = 1;
+  for (std::size_t h = 0; h < queue.size(); ++h) {
+    for (int w : residual[queue[h]]) {
+      if (!in_s[w]) {
+        in_s[w] = 1;
+        queue.push_back(w);
+      }
+    }
+  }
+}
+
+double lemon_preflow(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink, double tolerance,
+                     std::vector<char>& in_s) {
   using Graph = lemon::SmartDigraph;
   Graph g;
   g.reserveNode(num_nodes);
@@ -44,29 +64,68 @@ const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>
   lemon::Preflow<Graph, Graph::ArcMap<double>> preflow(g, cap, g.nodeFromId(source), g.nodeFromId(sink));
   preflow.tolerance(lemon::Tolerance<double>(tolerance * 1e-3));
   preflow.run();
-  if (cut_value) *cut_value = preflow.flowValue();
+  residual_source_side(
+      num_nodes, arcs, [&](std::size_t i) { return preflow.flow(g.arcFromId(static_cast<int>(i))); }, source,
+      tolerance, in_s);
+  return preflow.flowValue();
+}
 
-  // Minimal source side: BFS from s over residual arcs (forward cap - flow, backward flow).
-  std::vector<std::vector<std::pair<int, double>>> residual(num_nodes);
-  for (int i = 0; i < static_cast<int>(arcs.size()); ++i) {
-    const double f = preflow.flow(g.arcFromId(i));
-    const FlowArc& a = arcs[i];
-    if (a.capacity - f > tolerance) residual[a.from].emplace_back(a.to, a.capacity - f);
-    if (f > tolerance) residual[a.to].emplace_back(a.from, f);
+/// Boost.Graph's Boykov–Kolmogorov max-flow (search trees grown from s and t), cold.
+double boost_boykov_kolmogorov(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
+                               double tolerance, std::vector<char>& in_s) {
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using Graph = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS,
+      boost::property<boost::vertex_index_t, long,
+                      boost::property<boost::vertex_color_t, boost::default_color_type,
+                                      boost::property<boost::vertex_distance_t, long,
+                                                      boost::property<boost::vertex_predecessor_t,
+                                                                      Traits::edge_descriptor>>>>,
+      boost::property<boost::edge_capacity_t, double,
+                      boost::property<boost::edge_residual_capacity_t, double,
+                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
+  Graph g(num_nodes);
+  auto cap = boost::get(boost::edge_capacity, g);
+  auto res = boost::get(boost::edge_residual_capacity, g);
+  auto rev = boost::get(boost::edge_reverse, g);
+  std::vector<Traits::edge_descriptor> forward(arcs.size());
+  for (std::size_t i = 0; i < arcs.size(); ++i) {
+    const auto e = boost::add_edge(arcs[i].from, arcs[i].to, g).first;
+    const auto r = boost::add_edge(arcs[i].to, arcs[i].from, g).first;
+    cap[e] = arcs[i].capacity;
+    cap[r] = 0;
+    rev[e] = r;
+    rev[r] = e;
+    forward[i] = e;
   }
-  std::vector<char>& in_s = in_s_;
-  in_s.assign(num_nodes, 0);
-  std::vector<int> queue{source};
-  in_s[source] = 1;
-  for (std::size_t h = 0; h < queue.size(); ++h) {
-    for (auto [w, c] : residual[queue[h]]) {
-      if (!in_s[w]) {
-        in_s[w] = 1;
-        queue.push_back(w);
-      }
-    }
+  const double value = boost::boykov_kolmogorov_max_flow(g, boost::vertex(source, g), boost::vertex(sink, g));
+  residual_source_side(
+      num_nodes, arcs, [&](std::size_t i) { return arcs[i].capacity - res[forward[i]]; }, source, tolerance, in_s);
+  return value;
+}
+
+}  // namespace
+
+const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
+                                       double tolerance, double* cut_value) {
+  double value = 0;
+  switch (engine()) {
+    case Engine::kDinic:
+      dinic_.reset(num_nodes);
+      for (const FlowArc& a : arcs) dinic_.add_arc(a.from, a.to, a.capacity);
+      value = dinic_.push_short_paths(source, sink, tolerance);
+      value += dinic_.max_flow(source, sink, tolerance);
+      dinic_.reachable_from(source, tolerance, in_s_);
+      break;
+    case Engine::kLemon:
+      value = lemon_preflow(num_nodes, arcs, source, sink, tolerance, in_s_);
+      break;
+    case Engine::kBoykovKolmogorov:
+      value = boost_boykov_kolmogorov(num_nodes, arcs, source, sink, tolerance, in_s_);
+      break;
   }
-  return in_s;
+  if (cut_value) *cut_value = value;
+  return in_s_;
 }
 
 }  // namespace perseus::detail

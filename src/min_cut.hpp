@@ -1,6 +1,7 @@
 // Facade over the max-flow engine: "max flow -> minimal source-side min cut" in one call.
 // Private to the library. The engine (Dinic's algorithm by default, LEMON's Preflow with
-// PERSEUS_MIN_CUT_ENGINE=lemon) can change behind it.
+// PERSEUS_MIN_CUT_ENGINE=lemon, Boost.Graph's Boykov–Kolmogorov with =boost-bk) can change
+// behind it.
 #pragma once
 
 #include <vector>
@@ -24,7 +25,8 @@ struct FlowArc {
 /// as zero. The returned reference stays valid until the next solve(); the object keeps
 /// its storage between calls (no allocation once warmed up).
 /// Source: Ford–Fulkerson max-flow/min-cut theorem; Dinic (1970) after a greedy pass over
-/// the s-t paths of <= 3 arcs; LEMON Preflow (Goldberg–Tarjan) on request.
+/// the s-t paths of <= 3 arcs; LEMON Preflow (Goldberg–Tarjan) or Boost.Graph
+/// Boykov–Kolmogorov (2004) on request.
 class MinCut {
  public:
   const std::vector<char>& solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
