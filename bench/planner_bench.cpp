@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <random>
 #include <string>
 
@@ -19,6 +20,7 @@
 
 #include "../tests/golden/paper_reference.hpp"
 #include "perseus/dag.hpp"
+#include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/schedule.hpp"
@@ -38,7 +40,7 @@ void maybe_dump(const perseus::Frontier& f) {
   const char* path = std::getenv("PERSEUS_BENCH_DUMP");
   if (path == nullptr || *path == '\0') return;
   std::FILE* out = std::fopen(path, "w");
-  if (out == nullptr) return;
+  if (out == nullptr) throw std::runtime_error(fmt::format("PERSEUS_BENCH_DUMP={}: cannot open for writing", path));
   for (const auto& p : f.points())
     std::fprintf(out, "%a %a %a %lld %a\n", p.time_s, p.energy_j, p.energy_before_reclaim_j,
                  static_cast<long long>(p.step), p.tightened_to_s);
@@ -74,14 +76,34 @@ perseus::Profile synthetic_profile(int stages) {
   return p;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+/// Bad arguments (exit status 2).
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A whole-string number, or a usage error naming the argument.
+double number(const char* text, const char* what) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v)) throw Usage(fmt::format("{}: expected a number, got '{}'", what, text));
+  return v;
+}
+int count(const char* text, const char* what) {
+  const double v = number(text, what);
+  if (v != std::floor(v) || v < 1 || v > 1e6) throw Usage(fmt::format("{}: expected an integer >= 1, got '{}'", what, text));
+  return static_cast<int>(v);
+}
+
+int run(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if ((mode == "paper" && argc >= 4) || (mode == "case" && argc >= 6)) {
-    const double unit = std::stod(argv[mode == "case" ? 5 : 3]);
+    const double unit = number(argv[mode == "case" ? 5 : 3], "UNIT_S");
+    const int mbs = mode == "case" ? count(argv[4], "MICROBATCHES") : 0;
+    int matched = 0;
     for (const auto& c : perseus::reference::load_paper_cases(argv[2])) {
-      if (mode == "case" && (c.device != argv[3] || c.microbatches != std::stoi(argv[4]))) continue;
+      if (mode == "case" && (c.device != argv[3] || c.microbatches != mbs)) continue;
+      ++matched;
       const double c0 = cpu_s();
       const auto r = perseus::reference::run_case(c, argv[2], unit, maybe_dump);
       const double cpu = cpu_s() - c0;
@@ -92,11 +114,16 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < r.ours_pct.size(); ++i) rel += fmt::format(" {:.2f} / {:.2f} |", r.ours_pct[i], r.paper_pct[i]);
       std::fprintf(stderr, "| %s mb%d |%s\n", c.device.c_str(), c.microbatches, rel.c_str());
     }
+    if (matched == 0) {
+      throw Usage(fmt::format("no paper case {}in DATA_DIR {} (DATA_DIR is the shared data folder that holds "
+                              "emulation/; devices a100_sxm, a40; microbatches 12, 24, 48, 96)",
+                              mode == "case" ? fmt::format("{} mb{} ", argv[3], mbs) : "", argv[2]));
+    }
     return 0;
   }
   if (mode == "synth" && argc >= 4) {
-    const int stages = std::stoi(argv[2]), mbs = std::stoi(argv[3]);
-    const double unit = argc > 4 ? std::stod(argv[4]) : 1e-3;
+    const int stages = count(argv[2], "STAGES"), mbs = count(argv[3], "MICROBATCHES");
+    const double unit = argc > 4 ? number(argv[4], "UNIT_S") : 1e-3;
     const perseus::Profile p = synthetic_profile(stages);
     const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
     perseus::PlannerOptions opt;
@@ -106,7 +133,8 @@ int main(int argc, char** argv) {
     // PERSEUS_BENCH_BUDGET_S=S: stop after S s of solve CPU and report how far the solve got
     // (share of the T_max -> T_min range, checked at each 1 % progress report) and its RSS.
     const char* budget_env = std::getenv("PERSEUS_BENCH_BUDGET_S");
-    const double budget = budget_env != nullptr ? std::atof(budget_env) : 0.0;
+    const double budget = budget_env != nullptr && *budget_env ? number(budget_env, "PERSEUS_BENCH_BUDGET_S") : 0.0;
+    if (budget < 0) throw Usage("PERSEUS_BENCH_BUDGET_S: expected seconds >= 0 (0 = no budget)");
     struct OverBudget {
       double done;
     };
@@ -121,7 +149,7 @@ int main(int argc, char** argv) {
     } catch (const OverBudget& b) {
       const double cpu = cpu_s() - c0;
       // No time estimate: later steps are slower (the critical network grows toward T_min).
-      fmt::print("| {} x {} | {} | — | — | — | > {:.0f} (stopped with {:.1f} % of T_max → T_min done) | | {:.0f} |\n",
+      fmt::print("| {} x {} | {} | — | — | — | > {:.1f} (stopped with {:.1f} % of T_max → T_min done) | | {:.0f} |\n",
                  stages, mbs, dag.num_ops(), cpu, 100 * b.done, peak_rss_mib());
       return 0;
     }
@@ -136,5 +164,22 @@ int main(int argc, char** argv) {
                "usage: %s paper DATA_DIR UNIT_S | case DATA_DIR DEVICE MICROBATCHES UNIT_S | synth STAGES MICROBATCHES "
                "[UNIT_S]\n",
                argv[0]);
-  return 2;
+  return mode == "--help" || mode == "-h" ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Usage& e) {
+    std::fprintf(stderr, "perseus_planner_bench: %s\n", e.what());
+    return 2;
+  } catch (const perseus::InputError& e) {
+    std::fprintf(stderr, "perseus_planner_bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "perseus_planner_bench: error: %s\n", e.what());
+    return 1;
+  }
 }
