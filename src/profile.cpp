@@ -2,9 +2,13 @@
 #include "perseus/profile.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -32,8 +36,18 @@ const std::vector<OperatingPoint>& empty_points() {
   return kEmpty;
 }
 
-using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::no_quote_escape<','>,
-                             io::throw_on_overflow, io::empty_line_comment>;  // blank lines are skipped
+// Standard CSV quoting ("forward", as pandas' QUOTE_ALL writes); blank lines are skipped.
+using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::double_quote_escape<',', '"'>,
+                             io::throw_on_overflow, io::empty_line_comment>;
+
+/// libfccp reads a line only up to a NUL byte, so a NUL would silently hide the rest of
+/// the line: reject it with its line number.
+void reject_nul(std::string_view text, const std::string& source) {
+  const auto pos = text.find('\0');
+  if (pos == std::string_view::npos) return;
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
+  throw InputError(fmt::format("{}:{}: contains a NUL byte (expected CSV text)", source, line));
+}
 
 struct RowContext {
   const std::string& source;
@@ -196,16 +210,17 @@ void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) 
 }
 
 Profile load_profile_csv(const std::string& path, std::optional<int> expected_stages) {
-  std::unique_ptr<Reader> reader;
-  try {
-    reader = std::make_unique<Reader>(path);
-  } catch (const io::error::base& e) {
-    throw InputError(fmt::format("{}: cannot read profile: {}", path, e.what()));
-  }
-  return read_rows(*reader, path, expected_stages);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: cannot read profile: is a folder", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read profile: {}", path, std::strerror(errno)));
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read profile: read error", path));
+  return parse_profile_csv(text, path, expected_stages);
 }
 
 Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {
+  reject_nul(text, source_name);
   Reader reader(source_name, text.data(), text.data() + text.size());
   return read_rows(reader, source_name, expected_stages);
 }

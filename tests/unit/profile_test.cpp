@@ -133,6 +133,23 @@ TEST(ProfileErrors, TooFewColumnsInRow) {
   EXPECT_EQ(q.rfind("p.csv:3: ", 0), 0u) << q;
 }
 
+TEST(ProfileErrors, NulByteIsRejectedWithItsLine) {
+  std::string text = "stage,instruction,frequency,time,energy\n0,forward,1410,0.1,20\n0,backward,1410,0.2,40";
+  text += std::string("\0,9,9,9\n", 8);
+  EXPECT_EQ(error_of(text), "p.csv:3: contains a NUL byte (expected CSV text)");
+}
+
+TEST(Profile, AcceptsStandardCsvQuoting) {
+  const Profile p = parse_profile_csv(
+      "\"stage\",\"instruction\",\"frequency\",\"time\",\"energy\"\n\"0\",\"forward\",\"1410\",\"0.1\",\"20\"\n"
+      "0,\"backward\",1410,0.2,40\n",
+      "q.csv");
+  EXPECT_EQ(p.points(0, InstructionKind::kForward).size(), 1u);
+  EXPECT_EQ(p.points(0, InstructionKind::kBackward).front().freq_mhz, 1410);
+  EXPECT_EQ(error_of("stage,instruction,frequency,time,energy\n0,\"forward,1410,0.1,20\n").rfind("p.csv:2: unclosed quote", 0),
+            0u);
+}
+
 TEST(ProfileErrors, BinaryGarbageDoesNotCrash) {
   std::string junk = "stage,instruction,frequency,time,energy\n";
   for (int i = 0; i < 2000; ++i) junk.push_back(static_cast<char>((i * 7919) % 256));
