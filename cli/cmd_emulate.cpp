@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/emulate.hpp"
 
 namespace perseus::cli {
@@ -17,8 +18,8 @@ void register_emulate(CLI::App& app) {
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline")->required()->check(integer_in(1, 1 << 20));
+  cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(integer_in(1, 1 << 20));
   auto* pipes = cmd->add_option("--pipelines", cfg->pipelines, "Data-parallel pipelines (one is the straggler)");
   auto* batch = cmd->add_option("--global-batch", cfg->global_batch,
                                 "Microbatches per global batch; pipelines = global batch / microbatches");

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
@@ -24,9 +26,9 @@ void register_optimize(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline (required unless --schedule is a file)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 20));
   cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration (required unless --schedule is a file)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 20));
   cmd->add_option("--schedule", cfg->schedule,
                   "Pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zb-h1, or a per-rank action list CSV "
                   "(torch.distributed.pipelining notation, e.g. 2F0; see docs/schedules.md)")
@@ -35,17 +37,19 @@ void register_optimize(CLI::App& app) {
                   "For zb-h1 on a profile without backward_input/backward_weight rows: share of the backward's "
                   "time/energy given to I (approximation)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0, 1));
   cmd->add_option("--chunks", cfg->chunks, "Stages (model chunks) per GPU for interleaved schedules")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1024));
   cmd->add_option("--p2p-power", cfg->p2p_power_w, "P2P blocking power P_block of one GPU, W")
       ->required()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(number_in(0, 1e5, "W"));
+  cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
+      ->capture_default_str()
+      ->check(number_in(1e-7, 10, "s"));
   cmd->add_option("--sample", cfg->sample, "Write every K-th plan (plus first and last); 0 = at most 100 plans")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, 1'000'000'000));
   cmd->add_option("--format", *zeus, "Plan file format: perseus (JSON) or zeus (JSON + Zeus freqs_pipeline_*.py)")
       ->check(CLI::IsMember({"perseus", "zeus"}))
       ->capture_default_str();
@@ -56,16 +60,24 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--threads", cfg->threads,
                   "Threads that evaluate and write plan files (0 = one per hardware thread); output is identical")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
+      ->check(integer_in(0, 1024));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
   cmd->callback([cfg, zeus, quiet, report] {
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
     // error (exit status 2), like any other missing option.
     const auto names = schedule_names();
-    if (std::find(names.begin(), names.end(), cfg->schedule) != names.end()) {
-      if (cfg->stages == 0) throw CLI::RequiredError("--stages (required unless --schedule is a schedule CSV file)");
+    const bool named = std::find(names.begin(), names.end(), cfg->schedule) != names.end();
+    std::error_code ec;
+    if (!named && !std::filesystem::is_regular_file(cfg->schedule, ec)) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name ({}) nor an existing schedule "
+                                                           "CSV file", cfg->schedule, list));
+    }
+    if (named) {
+      if (cfg->stages == 0) throw CLI::ValidationError("--stages", "required unless --schedule is a schedule CSV file");
       if (cfg->microbatches == 0) {
-        throw CLI::RequiredError("--microbatches (required unless --schedule is a schedule CSV file)");
+        throw CLI::ValidationError("--microbatches", "required unless --schedule is a schedule CSV file");
       }
     }
     cfg->zeus_format = *zeus == "zeus";

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/error.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
@@ -32,11 +33,11 @@ void register_schedule(CLI::App& app) {
       "to diff against a framework's order; a CSV given as --schedule is validated and rewritten");
   cmd->add_option("--schedule", a->schedule, "1f1b, gpipe, interleaved-1f1b, zb-h1, or a schedule CSV to validate")
       ->capture_default_str();
-  cmd->add_option("--stages", a->stages, "GPUs (pipeline ranks) per pipeline")->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->check(CLI::PositiveNumber);
+  cmd->add_option("--stages", a->stages, "GPUs (pipeline ranks) per pipeline")->check(integer_in(1, 1 << 20));
+  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->check(integer_in(1, 1 << 20));
   cmd->add_option("--chunks", a->chunks, "Stages (model chunks) per GPU for interleaved-1f1b")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 20));
   cmd->add_option("--out", a->out, "Output CSV file, or - for standard output")->required();
   cmd->callback([a] {
     const auto names = schedule_names();
@@ -45,8 +46,13 @@ void register_schedule(CLI::App& app) {
         std::filesystem::is_regular_file(a->schedule)) {
       s = load_schedule_csv(a->schedule);
     } else {
-      if (a->stages < 1) throw InputError("--stages is required (>= 1) with a schedule name");
-      if (a->microbatches < 1) throw InputError("--microbatches is required (>= 1) with a schedule name");
+      // Missing options are usage errors (exit status 2).
+      if (std::find(names.begin(), names.end(), a->schedule) == names.end()) {
+        throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name nor an existing schedule "
+                                                             "CSV file", a->schedule));
+      }
+      if (a->stages < 1) throw CLI::ValidationError("--stages", "required with a schedule name");
+      if (a->microbatches < 1) throw CLI::ValidationError("--microbatches", "required with a schedule name");
       s = make_schedule(a->schedule, a->stages, a->microbatches, a->chunks);
     }
     if (a->out == "-") {

@@ -153,7 +153,11 @@ TEST(SchedulesGpt3, CliExportAndImport) {
   std::ifstream e(err);
   std::string text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(bad + ":2 (rank 1), action 2: '1X0' has unknown kind 'X'"), std::string::npos) << text;
-  EXPECT_EQ(WEXITSTATUS(std::system((bin + " schedule --schedule zb-h1 --out - 2> " + err).c_str())), 1);
+  // A schedule name without --stages is a usage error (exit status 2), as for optimize.
+  EXPECT_EQ(WEXITSTATUS(std::system((bin + " schedule --schedule zb-h1 --out - 2> " + err).c_str())), 2);
+  std::ifstream e2(err);
+  std::string text2((std::istreambuf_iterator<char>(e2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text2.find("--stages: required with a schedule name"), std::string::npos) << text2;
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// Option validators with messages that say what was expected (CLI11's built-in range
+// checks print the full double range and accept NaN). A failed check is a usage error:
+// exit status 2, like an unknown or missing option.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+namespace perseus::cli {
+
+/// A finite decimal number in [lo, hi]; `unit` (e.g. "W", "s") is shown in messages.
+inline CLI::Validator number_in(double lo, double hi, const std::string& unit = "") {
+  const std::string range = fmt::format("[{}, {}]{}", lo, hi, unit.empty() ? "" : " " + unit);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) {
+          return fmt::format("expected a number in {}, got '{}'", range, text);
+        }
+        return {};
+      },
+      "NUMBER in " + range);
+}
+
+/// A decimal integer (digits, optional leading '-') in [lo, hi].
+inline CLI::Validator integer_in(long lo, long hi) {
+  const std::string range = fmt::format("[{}, {}]", lo, hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        long v = 0;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi) {
+          return fmt::format("expected an integer in {}, got '{}'", range, text);
+        }
+        return {};
+      },
+      "INT in " + range);
+}
+
+}  // namespace perseus::cli
