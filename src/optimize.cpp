@@ -1,9 +1,12 @@
 // The optimize job: solve, evaluate the baseline, write the output folder atomically.
 #include "perseus/optimize.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -94,6 +97,23 @@ Schedule resolve_schedule(const OptimizeConfig& cfg, bool from_file) {
                                  cfg.schedule, s.num_stages, s.num_ranks()));
   }
   return s;
+}
+
+/// Removes `.NAME.partial-PID` / `.NAME.old-PID` folders left by runs that were killed
+/// (Ctrl-C, kill -9) before they could clean up: only those whose process is gone.
+void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string file = entry.path().filename().string();
+    for (const std::string prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
+      if (file.rfind(prefix, 0) != 0) continue;
+      const std::string pid_text = file.substr(prefix.size());
+      int pid = 0;
+      const auto [ptr, err] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+      if (err != std::errc() || ptr != pid_text.data() + pid_text.size() || pid <= 0) continue;
+      if (::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+    }
+  }
 }
 
 }  // namespace
@@ -189,6 +209,7 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   std::error_code ec;
   fs::create_directories(parent, ec);
   const fs::path tmp = parent / fmt::format(".{}.partial-{}", out.filename().string(), ::getpid());
+  remove_stale_temporaries(parent, out.filename().string());
   fs::remove_all(tmp, ec);
   if (!fs::create_directories(tmp / "plans", ec) || ec) {
     throw InputError(fmt::format("{}: cannot create output folder: {}", out.string(), ec.message()));

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
@@ -232,7 +233,10 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       [](const py::object& profile_arg, int stages, int microbatches, const std::string& schedule_name, int chunks,
          double p2p_power_w, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample, int threads) {
         check_finite(p2p_power_w, "p2p_power_w", true);
-        if (threads < 1 || threads > 1024) throw InputError(fmt::format("threads must be in [1, 1024], got {}", threads));
+        if (threads < 0 || threads > 1024) {
+          throw InputError(fmt::format("threads must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
+        }
+        if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         check_finite(unit_time_s, "unit_time_s", false);
         if (sample < 0) throw InputError(fmt::format("sample must be >= 0, got {}", sample));
         const Schedule schedule = make_schedule(schedule_name, stages, microbatches, chunks);
@@ -322,7 +326,8 @@ chunks: stages per GPU. p2p_power_w: power of a GPU blocked on communication, W 
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned
-sorted, without repeats). threads: plans evaluated in parallel (1..1024); the result does not depend on it.
+sorted, without repeats). threads: plans evaluated in parallel (1..1024; 0 = one per hardware thread); the result does
+not depend on it.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step'}], slowest

@@ -119,8 +119,11 @@ class OptimizeTest(unittest.TestCase):
         self.assertEqual([p["plan"] for p in res["plans"]], [0, 1, 3])
         for plan in res["plans"]:
             self.assertEqual(plan, self.res["plans"][plan["plan"]])
+        auto = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                plans="fastest", threads=0)  # one per hardware thread
+        self.assertEqual(auto["plans"][0], self.res["plans"][-1])
         with self.assertRaises(perseus.InputError):
-            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, threads=0)
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, threads=-1)
 
     def test_plans_are_consistent(self):
         plans = self.res["plans"]

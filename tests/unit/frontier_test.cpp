@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -177,6 +179,19 @@ TEST_F(OptimizeJob, WritesCompleteFolder) {
   EXPECT_TRUE(std::filesystem::exists(out / "plans" / fmt::format("freqs_pipeline_{:05d}.py", s.num_plans - 1)));
   // No temporary folders left behind.
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) EXPECT_EQ(e.path().filename(), "out");
+}
+
+TEST_F(OptimizeJob, RemovesTemporariesOfKilledRuns) {
+  // A run killed mid-write leaves .out.partial-PID; a later run removes it when PID is gone,
+  // and leaves a live process's folder alone.
+  const auto stale = dir.path() / ".out.partial-999999999";
+  const auto live = dir.path() / fmt::format(".out.partial-{}", ::getppid());
+  std::filesystem::create_directories(stale / "plans");
+  std::filesystem::create_directories(live);
+  run_optimize(cfg());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "out" / "summary.json"));
 }
 
 TEST_F(OptimizeJob, RefusesToReplaceForeignFolder) {
