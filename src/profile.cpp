@@ -95,8 +95,9 @@ long parse_int(const RowContext& ctx, std::string_view field, const char* text) 
   if (dynamic_cast<const io::error::too_many_columns*>(&e) != nullptr) what = "too many columns";
   if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote";
   if (at == nullptr || at->file_line < 0) throw InputError(fmt::format("{}: {}", source, what));
-  throw InputError(fmt::format("{}:{}: {}: expected 5 fields stage,instruction,frequency,time,energy", source,
-                               at->file_line, what));
+  throw InputError(fmt::format("{}:{}: {}: expected one field per header column (stage,instruction,frequency,"
+                               "time,energy and any extra columns)",
+                               source, at->file_line, what));
 }
 
 Profile read_rows(Reader& reader, const std::string& source, std::optional<int> expected_stages) {

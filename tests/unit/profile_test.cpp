@@ -128,7 +128,9 @@ TEST(ProfileErrors, EmptyAndMissingFile) {
 
 TEST(ProfileErrors, TooFewColumnsInRow) {
   const auto e = error_of("stage,instruction,frequency,time,energy\n0,forward,1410\n");
-  EXPECT_EQ(e, "p.csv:2: too few columns: expected 5 fields stage,instruction,frequency,time,energy") << e;
+  EXPECT_EQ(e, "p.csv:2: too few columns: expected one field per header column (stage,instruction,frequency,time,"
+               "energy and any extra columns)")
+      << e;
   const auto q = error_of("stage,instruction,frequency,time,energy\n0,forward,1410,0.1,20\n0,\"forward,1200,0.1,20\n");
   EXPECT_EQ(q.rfind("p.csv:3: ", 0), 0u) << q;
 }
