@@ -22,14 +22,23 @@ class Dag {
   /// message names the computation(s) involved.
   static Dag build(const Schedule& schedule);
 
+  /// Computations (ops); ids are dense, 0..num_ops()-1.
   int num_ops() const { return static_cast<int>(ops_.size()); }
+  /// GPUs (pipeline ranks) of the schedule.
   int num_ranks() const { return num_ranks_; }
+  /// Pipeline stages (num_ranks() × chunks for interleaved schedules).
   int num_stages() const { return num_stages_; }
+  /// Microbatches per iteration.
   int num_microbatches() const { return num_microbatches_; }
+  /// Dependency edges (data dependencies plus each rank's execution order).
   std::size_t num_edges() const { return succ_.size(); }
+  /// The computation with id `id` (0 <= id < num_ops(); unchecked).
   const Computation& op(int id) const { return ops_[id]; }
+  /// The rank (GPU) that runs op `id` (unchecked).
   int rank_of(int id) const { return rank_[id]; }
+  /// Ops that depend on op `id` (CSR slice; valid while the Dag lives).
   std::span<const int> successors(int id) const;
+  /// Ops that op `id` depends on (CSR slice; valid while the Dag lives).
   std::span<const int> predecessors(int id) const;
   /// All op ids in one topological order.
   const std::vector<int>& topological_order() const { return topo_; }

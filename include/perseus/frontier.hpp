@@ -52,7 +52,9 @@ std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& poi
 /// graph-cut steps, so memory is O(ops + total frequency changes).
 class Frontier {
  public:
+  /// The frontier, slowest first: time_s strictly decreasing, energy_j strictly increasing.
   const std::vector<FrontierPoint>& points() const { return points_; }
+  /// Number of frontier points (frequency plans).
   std::size_t size() const { return points_.size(); }
   /// Frequency plan of points()[i], evaluated with the profile. Throws std::out_of_range.
   FrequencyPlan plan(std::size_t i) const;

@@ -79,6 +79,7 @@ class Store {
   /// Inserts a new job; false if the id exists.
   bool insert_job(const std::string& job_id, double now_s, const std::string& spec_json, const std::string& status,
                   std::int64_t version_counter, const std::vector<StoredAssignment>& assignments);
+  // Single-column updates of one job (no-ops for an unknown id); each is one transaction.
   void set_status(const std::string& job_id, const std::string& status, const std::string& error);
   void set_built_profile(const std::string& job_id, const std::string& csv);
   void set_points(const std::string& job_id, const std::string& points_json);
