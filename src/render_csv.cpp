@@ -116,6 +116,14 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path) {
     PlotPoint p;
     p.time_s = render_detail::csv_number(t, i, tc);
     p.energy_j = render_detail::csv_number(t, i, ec);
+    if (p.time_s <= 0) {
+      throw InputError(fmt::format("{}:{}: field '{}': expected an iteration time > 0 s, got {}", path, t.lines[i],
+                                   t.header[tc], t.rows[i][tc]));
+    }
+    if (p.energy_j < 0) {
+      throw InputError(fmt::format("{}:{}: field '{}': expected an energy >= 0 J, got {}", path, t.lines[i],
+                                   t.header[ec], t.rows[i][ec]));
+    }
     p.label = lc >= 0 ? t.rows[i][lc] : std::to_string(i);
     out.push_back(std::move(p));
   }
