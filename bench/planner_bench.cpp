@@ -8,6 +8,7 @@
 // the peak RSS (getrusage) is per case.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -36,8 +37,22 @@ double cpu_s() {
 }
 
 /// PERSEUS_BENCH_DUMP=FILE: writes every frontier point (hex floats, exact) for diffing
-/// two planner builds.
+/// two planner builds. PERSEUS_BENCH_STATS=1: prints the max-flow work (see below).
 void maybe_dump(const perseus::Frontier& f) {
+  // PERSEUS_BENCH_STATS=1: the warm max-flow's work, per max-flow, on stderr.
+  if (const char* stats = std::getenv("PERSEUS_BENCH_STATS"); stats != nullptr && std::string(stats) == "1") {
+    const auto& w = f.max_flow_work;
+    const double mf = static_cast<double>(std::max<std::int64_t>(1, f.num_max_flows));
+    std::fprintf(stderr,
+                 "max-flows %lld: per max-flow %.2f Dinic phases (BFS nodes %.0f each), %.2f augmenting paths "
+                 "(%.1f arcs each), %.2f cancelled flow paths\n",
+                 static_cast<long long>(f.num_max_flows), w.dinic_phases / mf,
+                 w.dinic_phases ? static_cast<double>(w.bfs_nodes) / static_cast<double>(w.dinic_phases) : 0.0,
+                 w.augmenting_paths / mf,
+                 w.augmenting_paths ? static_cast<double>(w.augmenting_arcs) / static_cast<double>(w.augmenting_paths)
+                                    : 0.0,
+                 w.cancelled_paths / mf);
+  }
   const char* path = std::getenv("PERSEUS_BENCH_DUMP");
   if (path == nullptr || *path == '\0') return;
   std::FILE* out = std::fopen(path, "w");

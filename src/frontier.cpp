@@ -688,6 +688,8 @@ Frontier FrontierBuilder::run() {
     const auto& fastest = f_.points_.back();
     f_.reclaimed_energy_j = fastest.energy_before_reclaim_j - fastest.energy_j;
   }
+  const auto& c = warm_flow_.counters();
+  f_.max_flow_work = {c.dinic_phases, c.bfs_nodes, c.augmenting_paths, c.augmenting_arcs, c.cancelled_paths};
   f_.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::move(f_);
 }

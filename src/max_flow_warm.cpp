@@ -93,6 +93,7 @@ void WarmMaxFlow::cancel(int k, double amount) {
       return;
     }
     stack_.push_back(fwd + 1);
+    ++counters_.cancelled_paths;
     for (int r : stack_) {  // r is a reverse residual: flow on r^1 decreases
       res_[r] -= d;
       res_[r ^ 1] += d;
@@ -154,8 +155,10 @@ bool WarmMaxFlow::bfs(double eps, double eps_band) {
   queue_.push_back(s_);
   level_[s_] = 0;
   band_seen_ = false;
+  ++counters_.dinic_phases;
   for (std::size_t h = 0; h < queue_.size(); ++h) {
     const int v = queue_[h];
+    ++counters_.bfs_nodes;
     for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
       const int r = *it;
       const int w = head_[r];
@@ -180,6 +183,8 @@ bool WarmMaxFlow::blocking_flow(double eps) {
       double d = kInf;
       for (int r : stack_) d = std::min(d, res_[r]);
       if (d == kInf) return false;
+      ++counters_.augmenting_paths;
+      counters_.augmenting_arcs += static_cast<long long>(stack_.size());
       for (int r : stack_) {
         res_[r] -= d;
         res_[r ^ 1] += d;
@@ -264,6 +269,7 @@ bool WarmMaxFlow::reaches_sink(double eps, double eps_augment) {
 }
 
 bool WarmMaxFlow::maximize(double eps, double eps_augment) {
+  ++counters_.searches;
   compact_source_arcs();
   if (!push_short_paths(eps_augment)) return false;
   // Usually the warm flow is already maximum: one search then proves it and gives the cut.

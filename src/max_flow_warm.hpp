@@ -35,6 +35,17 @@ class WarmMaxFlow {
   /// arcs > eps (the minimal source side).
   bool in_source_side(int v) const { return seen_[v] != 0; }
 
+  /// Work done so far (all solves): for benchmarks and docs/performance.md.
+  struct Counters {
+    long long searches = 0;          ///< maximize() calls (each starts with one s-search)
+    long long dinic_phases = 0;      ///< Dinic level BFSs
+    long long bfs_nodes = 0;         ///< nodes those BFSs visited
+    long long augmenting_paths = 0;  ///< augmentations in Dinic phases
+    long long augmenting_arcs = 0;   ///< total length of those paths, arcs
+    long long cancelled_paths = 0;   ///< flow paths cancelled after lowered capacities
+  };
+  const Counters& counters() const { return counters_; }
+
  private:
   /// Residual arcs leaving node v with possibly positive residual, in adjacency order: the
   /// source's list holds only its arcs of capacity > 0 (the source has one arc per op, most
@@ -63,6 +74,7 @@ class WarmMaxFlow {
   std::vector<int> src_arcs_;   // arcs leaving s with capacity > 0 (sorted after compaction)
   std::vector<char> src_in_;    // per arc k: listed in src_arcs_
   bool src_dirty_ = false;
+  Counters counters_;
   bool band_seen_ = false;
   std::vector<int> band_;        // residual arcs in (eps_augment, eps] met by reaches_sink()
 };

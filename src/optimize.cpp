@@ -105,7 +105,7 @@ void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
     const std::string file = entry.path().filename().string();
-    for (const std::string prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
+    for (const std::string& prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
       if (file.rfind(prefix, 0) != 0) continue;
       const std::string pid_text = file.substr(prefix.size());
       int pid = 0;

@@ -75,6 +75,15 @@ class Frontier {
                                      ///< when the critical network is unchanged).
   double solve_time_s = 0;           ///< Wall-clock seconds of solve_frontier().
   double reclaimed_energy_j = 0;     ///< Energy removed by slack reclamation at T_min, J.
+  /// Work of the default (warm) max-flow engine, all 0 with the cold engines. For
+  /// benchmarks: `PERSEUS_BENCH_STATS=1 perseus_planner_bench ...` prints them.
+  struct MaxFlowWork {
+    std::int64_t dinic_phases = 0;      ///< Dinic level BFSs (0 when the warm flow was maximum)
+    std::int64_t bfs_nodes = 0;         ///< nodes those BFSs visited
+    std::int64_t augmenting_paths = 0;  ///< augmenting paths in those phases
+    std::int64_t augmenting_arcs = 0;   ///< their total length, arcs
+    std::int64_t cancelled_paths = 0;   ///< flow paths cancelled after capacities were lowered
+  } max_flow_work;
   double p_block_w = 0;              ///< P_block used, W.
   double unit_time_s = 0;            ///< u used, s.
 
