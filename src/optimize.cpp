@@ -103,6 +103,7 @@ Schedule resolve_schedule(const OptimizeConfig& cfg, bool from_file) {
 /// (Ctrl-C, kill -9) before they could clean up: only those whose process is gone.
 void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
   std::error_code ec;
+  std::vector<fs::path> stale;  // removed after the listing, not while iterating
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
     const std::string file = entry.path().filename().string();
     for (const std::string& prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
@@ -111,9 +112,10 @@ void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
       int pid = 0;
       const auto [ptr, err] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
       if (err != std::errc() || ptr != pid_text.data() + pid_text.size() || pid <= 0) continue;
-      if (::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+      if (::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
     }
   }
+  for (const auto& path : stale) fs::remove_all(path, ec);
 }
 
 }  // namespace
