@@ -282,24 +282,12 @@ bool WarmMaxFlow::maximize(double eps, double eps_augment) {
   // Minimal source side: residual reachability from s with tolerance eps. The last BFS
   // above found the nodes reachable through residuals > eps_augment; if none of the arcs it
   // crossed had a residual in (eps_augment, eps], that is the same set, so reuse it.
-  seen_.assign(n_, 0);
+  // Otherwise search again: t is unreachable now, so reaches_sink() leaves exactly that set.
   if (!band_seen_) {
+    seen_.assign(n_, 0);
     for (int v : queue_) seen_[v] = 1;
-    return true;
-  }
-  std::vector<int>& queue = stack_;
-  queue.clear();
-  queue.push_back(s_);
-  seen_[s_] = 1;
-  for (std::size_t h = 0; h < queue.size(); ++h) {
-    const int v = queue[h];
-    for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
-      const int r = *it;
-      if (res_[r] > eps && !seen_[head_[r]]) {
-        seen_[head_[r]] = 1;
-        queue.push_back(head_[r]);
-      }
-    }
+  } else {
+    reaches_sink(eps, eps_augment);
   }
   return true;
 }
