@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "test_util.hpp"
@@ -27,6 +28,15 @@ TEST(Cli, BadArgumentsExitTwoWithUsage) {
   EXPECT_NE(no_stages.output.find("--stages"), std::string::npos) << no_stages.output;
   EXPECT_EQ(run("optimize --profile " + prof + " --stages 8 --p2p-power 1 --out x").status, 2);
   EXPECT_EQ(run("optimize --profile " + prof + " --stages 8 --microbatches 4 --p2p-power 1 --threads -1 --out x").status, 2);
+  // Range checks name the option and the expected range; NaN is not a number in range.
+  const auto nan = run("optimize --profile " + prof + " --stages 8 --microbatches 4 --p2p-power nan --out x");
+  EXPECT_EQ(nan.status, 2) << nan.output;
+  EXPECT_NE(nan.output.find("--p2p-power: expected a number in [0, 100000] W, got 'nan'"), std::string::npos)
+      << nan.output;
+  const auto bad_schedule = run("optimize --profile " + prof + " --schedule nosuch --p2p-power 1 --out x");
+  EXPECT_EQ(bad_schedule.status, 2) << bad_schedule.output;
+  EXPECT_NE(bad_schedule.output.find("'nosuch' is not a schedule name"), std::string::npos) << bad_schedule.output;
+  EXPECT_FALSE(std::filesystem::exists("x"));
 }
 
 TEST(Cli, BadProfileExitsOneWithMessage) {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# perseus_planner_bench rejects bad arguments with a message and exit status 2 (no abort).
+# Usage: bad_arguments_test.sh PERSEUS_PLANNER_BENCH
+set -uo pipefail
+bin=$1
+status=0
+expect() {  # expect EXPECTED_STATUS MESSAGE_PART ARGS...
+  local want=$1 part=$2
+  shift 2
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$want" ] || [[ "$out" != *"$part"* ]]; then
+    echo "FAIL: $* -> status $rc (want $want), output: $out (want: $part)" >&2
+    status=1
+  fi
+}
+expect 2 "STAGES: expected an integer >= 1, got '0'" synth 0 5
+expect 2 "STAGES: expected a number, got 'a'" synth a b
+expect 2 "UNIT_S: expected a number, got 'abc'" synth 4 8 abc
+expect 2 "unit time must be in [1e-7, 10] s" synth 4 8 0
+expect 2 "no paper case a40 mb96 in DATA_DIR /nonexistent" case /nonexistent a40 96 0.001
+PERSEUS_BENCH_BUDGET_S=x expect 2 "PERSEUS_BENCH_BUDGET_S: expected a number" synth 4 8
+PERSEUS_BENCH_DUMP=/nonexistent/dir/d.txt expect 1 "cannot open for writing" synth 4 8
+expect 0 "| 4 x 8 | 64 |" synth 4 8
+exit $status
