@@ -131,7 +131,7 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "| %s mb%d |%s\n", c.device.c_str(), c.microbatches, rel.c_str());
     }
     if (matched == 0) {
-      throw Usage(fmt::format("no paper case {}in DATA_DIR {} (DATA_DIR is the shared data folder that holds "
+      throw Usage(fmt::format("no paper case {}in DATA_DIR {} (DATA_DIR is the reference data folder, tests/data, that holds "
                               "emulation/; devices a100_sxm, a40; microbatches 12, 24, 48, 96)",
                               mode == "case" ? fmt::format("{} mb{} ", argv[3], mbs) : "", argv[2]));
     }

@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD=${1:-build}
 BIN="$BUILD/bench/perseus_planner_bench"
-DATA="$(cd "$ROOT/.." && pwd)/shared/data"
+DATA="$ROOT/tests/data"
 OUT_CSV=${OUT_CSV:-$ROOT/bench/planner_scaling.csv}
 OUT_SVG=${OUT_SVG:-$ROOT/docs/planner_scaling.svg}
 TMO=${PERSEUS_BENCH_TIMEOUT:-600}

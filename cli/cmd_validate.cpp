@@ -18,7 +18,7 @@ void register_validate(CLI::App& app) {
   auto per_plan = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "validate", "Predict measured real-GPU plans' iteration times with the DAG simulator and report the error");
-  cmd->add_option("--real-gpu", *dirs, "Workload folders (shared/data/real_gpu/<workload>)")
+  cmd->add_option("--real-gpu", *dirs, "Workload folders (tests/data/real_gpu/<workload>)")
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--markdown", *markdown, "Also write the summary table to this Markdown file");

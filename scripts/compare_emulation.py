@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs `perseus emulate` with the artifact notebook's settings on the GPT-3 175B emulation
-profiles and compares with shared/data/emulation/straggler_savings.csv and
+profiles and compares with tests/data/emulation/straggler_savings.csv and
 table6_intrinsic_saving.csv. Prints Markdown (used in docs/baselines.md) and exits 1 when
 a difference is outside the acceptance bounds (0.3 pp for straggler savings unless ours is
 better; 0.5 pp for EnvPipe's intrinsic saving).

@@ -19,7 +19,7 @@ struct RealPlanCheck {
   double dag_error_pct = 0;      ///< 100 × (dag_time − measured) / measured (no calibration).
 };
 
-/// Validation of one real-GPU workload folder (shared/data/real_gpu/<workload>/).
+/// Validation of one real-GPU workload folder (tests/data/real_gpu/<workload>/).
 struct RealGpuValidation {
   std::string workload;          ///< Folder name.
   int stages = 0;                ///< Pipeline stages (GPUs).

@@ -13,9 +13,9 @@ namespace {
 class PaperCaseTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(PaperCaseTest, MatchesOrBeatsThePaper) {
-  const std::string data = PERSEUS_SHARED_DATA;
+  const std::string data = PERSEUS_TEST_DATA;
   const auto cases = reference::load_paper_cases(data);
-  if (cases.empty()) GTEST_SKIP() << "reference data not found under " << data;
+  ASSERT_FALSE(cases.empty()) << "reference data missing under " << data << " (tests/data is part of the repository)";
   ASSERT_EQ(cases.size(), 8u);
   const auto& c = cases[GetParam()];
   const auto r = reference::run_case(c, data, 1e-3);

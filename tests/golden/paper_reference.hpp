@@ -1,4 +1,4 @@
-// Comparison of our frontier with the published Perseus artifact's (shared/data/emulation).
+// Comparison of our frontier with the published Perseus artifact's (tests/data/emulation).
 // Used by the golden test (assertions) and bench/paper_comparison (README table).
 #pragma once
 
@@ -39,7 +39,7 @@ inline std::vector<std::string> split_csv_line(const std::string& line) {
   return out;
 }
 
-/// Loads the 8 cases from `data_dir` (= shared/data). Empty if the data is missing.
+/// Loads the 8 cases from `data_dir` (= tests/data). Empty if the data is missing.
 inline std::vector<PaperCase> load_paper_cases(const std::string& data_dir) {
   std::vector<PaperCase> cases;
   std::ifstream t6(data_dir + "/emulation/table6_intrinsic_saving.csv");

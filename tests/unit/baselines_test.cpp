@@ -143,7 +143,7 @@ TEST(Baselines, EnvPipeBadOptions) {
 // reference/PERSEUS_PLANNER.md §9: GPT-3/A100-SXM, 12 microbatches: 87 iterations, last logged
 // iteration time 2.836511 s, final plan re-evaluated with 1× blocking: 503,476 J after ×80.
 TEST(Baselines, EnvPipeMatchesArtifactRun) {
-  const Profile prof = load_profile_csv(testing::shared_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"), 8);
+  const Profile prof = load_profile_csv(testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"), 8);
   const Dag dag = Dag::build(make_1f1b(8, 12));
   const EnvPipeResult r = envpipe_plan(dag, prof, 83.64, {0.001, 10000});
   EXPECT_EQ(r.status, EnvPipeStatus::kConverged);

@@ -98,7 +98,7 @@ TEST(Emulate, BadShapesAndSlowdowns) {
 
 EmulationConfig a100_mb12() {
   EmulationConfig c;
-  c.profile_path = testing::shared_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv");
+  c.profile_path = testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv");
   c.stages = 8;
   c.microbatches = 12;
   c.global_batch = 1536;
@@ -109,10 +109,10 @@ EmulationConfig a100_mb12() {
   return c;
 }
 
-// The notebook's straggler table (shared/data/emulation/straggler_savings.csv), a100_sxm mb12.
+// The notebook's straggler table (tests/data/emulation/straggler_savings.csv), a100_sxm mb12.
 TEST(Emulate, ReproducesNotebookStragglerSavings) {
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> ref;
-  std::ifstream in(testing::shared_data("emulation/straggler_savings.csv"));
+  std::ifstream in(testing::test_data("emulation/straggler_savings.csv"));
   std::string line;
   std::getline(in, line);
   while (std::getline(in, line)) {
@@ -155,7 +155,7 @@ TEST(EmulateCli, WritesCsvAndTable) {
   const std::string dir = (tmp.path() / "emu").string();
   int rc = 0;
   const std::string text = run_cli(
-      "--profile " + testing::shared_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+      "--profile " + testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
           " --stages 8 --microbatches 12 --pipelines 4 --p2p-power 83.64 --unit-time 0.01 --slowdown 1,1.2 --out " + dir,
       &rc);
   ASSERT_EQ(rc, 0) << text;
@@ -171,7 +171,7 @@ TEST(EmulateCli, WritesCsvAndTable) {
 }
 
 TEST(EmulateCli, BadInputs) {
-  const std::string prof = " --profile " + testing::shared_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+  const std::string prof = " --profile " + testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
                            " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 --out /tmp/perseus-emu-never";
   int rc = 0;
   std::string t = run_cli(prof + " --pipelines 4 --slowdown 0.9", &rc);
@@ -193,7 +193,7 @@ TEST(EmulateCli, BadInputs) {
 
 TEST(EmulateCli, ProfileWithoutMaxFrequency) {
   testing::TempDir tmp;
-  std::ifstream in(testing::shared_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"));
+  std::ifstream in(testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"));
   std::string text, line;
   while (std::getline(in, line)) {
     if (line.rfind("3,backward,1410,", 0) == 0) continue;

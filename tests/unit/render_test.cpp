@@ -373,7 +373,7 @@ TEST(PlotPointsCsv, ErrorsNameFileLineAndField) {
   const auto pts = load_plot_points_csv(tmp.write("q.csv", "method,time_s,energy_j\n\"Zeus, global\",1.5,20\n"));
   ASSERT_EQ(pts.size(), 1u);
   EXPECT_EQ(pts[0].label, "Zeus, global");
-  const auto ref = load_plot_points_csv(testing::shared_data("emulation/frontier_gpt3-175b_a100_sxm_mb12.csv"));
+  const auto ref = load_plot_points_csv(testing::test_data("emulation/frontier_gpt3-175b_a100_sxm_mb12.csv"));
   EXPECT_EQ(ref.size(), 639u);
   EXPECT_DOUBLE_EQ(ref[0].time_s, 3.456);
 }

@@ -122,7 +122,7 @@ TEST(Simulator, BadOptions) {
 
 // The planner's (T, E) and the simulator's agree bit for bit for every frontier plan.
 TEST(Simulator, AgreesWithPlannerOnEveryFrontierPlan) {
-  const Profile prof = load_profile_csv(testing::shared_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"), 8);
+  const Profile prof = load_profile_csv(testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"), 8);
   const Dag dag = Dag::build(make_1f1b(8, 12));
   PlannerOptions opt;
   opt.p2p_power_w = 83.64;

@@ -15,7 +15,7 @@
 
 namespace perseus::testing {
 
-inline std::string shared_data(const std::string& rel) { return std::string(PERSEUS_SHARED_DATA) + "/" + rel; }
+inline std::string test_data(const std::string& rel) { return std::string(PERSEUS_TEST_DATA) + "/" + rel; }
 inline std::string example(const std::string& rel) { return std::string(PERSEUS_EXAMPLES_DIR) + "/" + rel; }
 
 /// A fresh temporary folder per test, removed at destruction.

@@ -17,7 +17,7 @@ const char* kWorkloads[] = {"a100_pp4_gpt3-xl",          "a100_pp4_bert-huge-unc
 // calibrated on the all-max warm-up plans only. Measured: overall median |error| 0.21%.
 TEST(Validation, RealGpuMedianError) {
   std::vector<RealGpuValidation> all;
-  for (const char* w : kWorkloads) all.push_back(validate_real_gpu(testing::shared_data(std::string("real_gpu/") + w)));
+  for (const char* w : kWorkloads) all.push_back(validate_real_gpu(testing::test_data(std::string("real_gpu/") + w)));
   std::size_t scored = 0;
   for (const auto& r : all) {
     for (const auto& p : r.plans) scored += p.all_max ? 0 : 1;
