@@ -11,7 +11,7 @@ case.json: {"description": str, "profile": path relative to the repository root,
 Numbers are compared with a relative tolerance of 1e-9 (the planner is deterministic; the
 tolerance only absorbs the last printed digit); summary.json keys that measure the run itself
 (solve time) are not compared. Exit status: 0 all match, 1 a mismatch or a failed run, 2 usage.
-Standard library only.
+PERSEUS_GOLDEN_CASES=DIR reads the cases from DIR instead. Standard library only.
 """
 import csv
 import json
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CASES = os.path.join(ROOT, "tests", "golden", "cases")
+CASES = os.environ.get("PERSEUS_GOLDEN_CASES", os.path.join(ROOT, "tests", "golden", "cases"))
 VOLATILE = {"solve_time_s"}  # depends on the machine, not on the plan
 REL_TOL = 1e-9
 
@@ -115,7 +115,7 @@ def main(argv):
         print("| case | wall s | peak RSS MiB (largest child so far) |\n|---|---|---|")
     for name in names:
         if not os.path.isfile(os.path.join(CASES, name, "case.json")):
-            print(f"{name}: no such case (tests/golden/cases/{name}/case.json)", file=sys.stderr)
+            print(f"{name}: no such case ({CASES}/{name}/case.json)", file=sys.stderr)
             return 2
         case = load_case(name)
         tmp = tempfile.mkdtemp(prefix="perseus-golden-")
