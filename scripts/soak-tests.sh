@@ -5,7 +5,7 @@
 # Usage: scripts/soak-tests.sh [BUILD_DIR] [ROUNDS]    (after `make build`)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD=${1:-$ROOT/build}
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 ROUNDS=${2:-5}
 CPUS=$(nproc)
 [ -f "$BUILD/CTestTestfile.cmake" ] || { echo "soak: no test build in $BUILD (run make build)" >&2; exit 2; }
