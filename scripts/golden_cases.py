@@ -148,6 +148,8 @@ def main(argv):
                 print(f"{name}: FAILED")
                 for p in problems:
                     print(f"  {p}")
+                print(f"  if the change is intended: scripts/golden_cases.py {argv[1]} update {name} "
+                      "(or make golden-update), then review git diff tests/golden/cases")
             else:
                 print(f"{name}: ok")
         except RuntimeError as e:
