@@ -72,6 +72,8 @@ RankPlan parse_plan_json(const std::string& body) {
   try {
     plan.version = j.at("version").get<std::int64_t>();
     if (j.contains("job_status") && j["job_status"].is_string()) plan.job_status = j["job_status"].get<std::string>();
+    if (j.contains("iteration_time_s") && j["iteration_time_s"].is_number())
+      plan.iteration_time_s = j["iteration_time_s"].get<double>();
     for (const auto& i : j.at("instructions")) {
       PlanInstruction pi;
       pi.instruction = i.at("instruction").get<std::string>();

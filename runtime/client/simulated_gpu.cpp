@@ -45,7 +45,7 @@ void SimulatedGpu::set_locked_clocks(int freq_mhz) {
     throw GpuError(fmt::format("simulated GPU {} (stage {}): {} MHz is not a supported clock ({}..{} MHz)",
                                device_index_, stage_, freq_mhz, clocks_mhz_.back(), clocks_mhz_.front()));
   }
-  clock_mhz_ = freq_mhz;
+  if (!ignore_clocks_) clock_mhz_ = freq_mhz;
 }
 
 void SimulatedGpu::reset_locked_clocks() {
@@ -54,6 +54,7 @@ void SimulatedGpu::reset_locked_clocks() {
 }
 
 double SimulatedGpu::sim_now_locked() const {
+  if (virtual_clock_) return virtual_now_s_;
   const double real_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
   return real_s / time_scale_;
 }
@@ -93,11 +94,59 @@ double SimulatedGpu::compute(perseus::InstructionKind kind) {
     point = *std::min_element(points.begin(), points.end(), [&](const auto& a, const auto& b) {
       return std::abs(a.freq_mhz - clock_mhz_) < std::abs(b.freq_mhz - clock_mhz_);
     });
+    double factor = slowdown_;
+    if (jitter_ > 0) factor *= std::clamp(1.0 + jitter_ * std::normal_distribution<double>(0.0, 1.0)(rng_), 0.5, 1.5);
+    point.time_s *= factor;
+    point.energy_j *= factor;
     compute_energy_j_ += point.energy_j;
     compute_time_s_ += point.time_s;
+    if (virtual_clock_) {
+      virtual_now_s_ += point.time_s;
+      return point.time_s;
+    }
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(point.time_s * time_scale_));
   return point.time_s;
+}
+
+void SimulatedGpu::set_slowdown(double factor) {
+  if (!(factor > 0) || !std::isfinite(factor))
+    throw std::invalid_argument(fmt::format("simulated GPU: slowdown must be > 0, got {}", factor));
+  std::lock_guard lock(mutex_);
+  slowdown_ = factor;
+}
+
+void SimulatedGpu::set_jitter(double fraction, std::uint64_t seed) {
+  if (!(fraction >= 0 && fraction <= 0.1))
+    throw std::invalid_argument(fmt::format("simulated GPU: jitter must be in [0, 0.1], got {}", fraction));
+  std::lock_guard lock(mutex_);
+  jitter_ = fraction;
+  rng_.seed(seed);
+}
+
+void SimulatedGpu::set_ignore_clocks(bool ignore) {
+  std::lock_guard lock(mutex_);
+  ignore_clocks_ = ignore;
+  if (ignore) clock_mhz_ = clocks_mhz_.front();
+}
+
+void SimulatedGpu::use_virtual_clock() {
+  std::lock_guard lock(mutex_);
+  if (!virtual_clock_) virtual_now_s_ = sim_now_locked();
+  virtual_clock_ = true;
+}
+
+void SimulatedGpu::block(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    throw std::invalid_argument(fmt::format("simulated GPU: block time must be >= 0 s, got {}", seconds));
+  {
+    std::lock_guard lock(mutex_);
+    if (virtual_clock_) {
+      virtual_now_s_ += seconds;
+      return;
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds * time_scale_));
 }
 
 }  // namespace perseus::runtime

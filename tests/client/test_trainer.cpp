@@ -14,8 +14,20 @@
 // version the client has fetched to DIR/paused_<rank>_<K> and wait until DIR/resume_<K> exists.
 // Tests use it to order events (a straggler report, a server outage) against iterations
 // without relying on how fast the machine is.
+// Straggler emulation (simulated backend; docs/stragglers.md):
+//   --virtual-clock: no sleeping; times are simulated s, independent of the machine's load.
+//   --pipeline-model: after its computations the rank blocks (at blocking power) until
+//     plan iteration_time_s × (its busy time / the plan's busy time for it): its pipeline's
+//     iteration time when every computation is stretched alike (jitter, throttling, ignored clocks).
+//   --jitter F --seed N: 1 + F·N(0,1) on each computation (seed + rank makes ranks differ).
+//   --slowdown FROM:UNTIL:FACTOR: iterations [FROM, UNTIL) run FACTOR times slower (throttling).
+//   --ignore-clocks: the GPU accepts clock requests but keeps its highest clock.
+//   --energy-log PATH: one line per iteration "<iteration> <plan_version> <time_s> <energy_j>"
+//     (simulated s and J of this rank's GPU).
 // Exit status: 0 ok, 1 client error, 2 usage.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,6 +78,7 @@ int main(int argc, char** argv) {
   bool hang = false;
   bool follow_plan = false;
   bool no_coalesce = false;
+  bool virtual_clock = false, pipeline_model = false, ignore_clocks = false;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     if (k == "--hang") {
@@ -74,6 +87,12 @@ int main(int argc, char** argv) {
       no_coalesce = true;
     } else if (k == "--follow-plan") {
       follow_plan = true;
+    } else if (k == "--virtual-clock") {
+      virtual_clock = true;
+    } else if (k == "--pipeline-model") {
+      pipeline_model = true;
+    } else if (k == "--ignore-clocks") {
+      ignore_clocks = true;
     } else if (k.rfind("--", 0) == 0 && i + 1 < argc) {
       a[k.substr(2)] = argv[++i];
     } else {
@@ -109,6 +128,28 @@ int main(int argc, char** argv) {
     spec.log_path = get("dry-run-log");
     auto gpu = make_gpu(spec);
     auto sim = std::dynamic_pointer_cast<SimulatedGpu>(gpu);
+    int slow_from = -1, slow_until = -1;
+    double slow_factor = 1.0;
+    if (sim) {
+      if (virtual_clock) sim->use_virtual_clock();
+      if (ignore_clocks) sim->set_ignore_clocks(true);
+      if (a.count("jitter")) sim->set_jitter(num("jitter", 0), static_cast<std::uint64_t>(num("seed", 0)) * 1000 + o.ranks.rank);
+      if (a.count("slowdown") && std::sscanf(a["slowdown"].c_str(), "%d:%d:%lf", &slow_from, &slow_until, &slow_factor) != 3) {
+        fmt::print(stderr, "trainer: --slowdown wants FROM:UNTIL:FACTOR\n");
+        return 2;
+      }
+    } else if (virtual_clock || pipeline_model || ignore_clocks || a.count("jitter") || a.count("slowdown")) {
+      fmt::print(stderr, "trainer: straggler emulation options need --backend simulated\n");
+      return 2;
+    }
+    const perseus::Profile* profile = nullptr;
+    std::unique_ptr<perseus::Profile> profile_copy;
+    if (pipeline_model && sim) {
+      profile_copy = std::make_unique<perseus::Profile>(perseus::load_profile_csv(spec.profile_path));
+      profile = profile_copy.get();
+    }
+    std::ofstream energy_log;
+    if (!get("energy-log").empty()) energy_log.open(get("energy-log"), std::ios::app);
     auto client = Client::create(o, gpu);
 
     const int stages = static_cast<int>(num("stages", 1));
@@ -138,6 +179,10 @@ int main(int argc, char** argv) {
         }
       }
       const double t = unix_now();
+      if (sim) sim->set_slowdown(it >= slow_from && it < slow_until ? slow_factor : 1.0);
+      const double sim_t0 = sim ? sim->now_s() : 0.0;
+      const double sim_e0 = sim ? sim->total_energy_j().value_or(0.0) : 0.0;
+      double busy_s = 0, planned_busy_s = 0;
       client->on_step_begin();
       const RankPlan plan = client->plan();
       if (!get("plan-dir").empty() && plan.version != dumped_version) {
@@ -150,16 +195,32 @@ int main(int argc, char** argv) {
         seq.clear();
         for (const auto& i : client->plan().instructions) seq.push_back(i.instruction);
       }
-      for (const auto& name : seq) {
+      for (std::size_t n = 0; n < seq.size(); ++n) {
+        const auto& name = seq[n];
         client->on_instruction_begin(name);
         if (sim) {
-          sim->compute(*perseus::parse_instruction_kind(name));
+          const auto kind = *perseus::parse_instruction_kind(name);
+          busy_s += sim->compute(kind);
+          if (profile && n < plan.instructions.size()) {
+            const auto& pts = profile->points(o.ranks.pp_rank, kind);
+            const int f = plan.instructions[n].freq_mhz;
+            planned_busy_s += std::min_element(pts.begin(), pts.end(), [&](const auto& x, const auto& y) {
+                                return std::abs(x.freq_mhz - f) < std::abs(y.freq_mhz - f);
+                              })->time_s;
+          }
         } else {
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
         client->on_instruction_end(name);
       }
+      if (profile && planned_busy_s > 0 && plan.iteration_time_s > 0)
+        sim->block(std::max(0.0, plan.iteration_time_s * busy_s / planned_busy_s - busy_s));
       client->on_step_end();
+      if (energy_log.is_open() && sim) {
+        energy_log << fmt::format("{} {} {:.9f} {:.9f}\n", it, plan.version, sim->now_s() - sim_t0,
+                                  sim->total_energy_j().value_or(0.0) - sim_e0)
+                   << std::flush;
+      }
       if (progress.is_open()) {
         progress << fmt::format("{} {} {:.6f}\n", it, client->stats().plan_version, t) << std::flush;
       }

@@ -30,6 +30,7 @@ struct PlanInstruction {
 struct RankPlan {
   std::int64_t version = 0;                ///< Server's plan version (grows on every change).
   std::string job_status;                  ///< Server's job status, e.g. "running".
+  double iteration_time_s = 0;             ///< The plan's predicted iteration time, s (0: unknown).
   std::vector<PlanInstruction> instructions;
 };
 

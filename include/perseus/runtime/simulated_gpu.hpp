@@ -4,6 +4,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,25 @@ class SimulatedGpu : public GpuControl {
   /// Number of set_locked_clocks() calls that changed nothing or something (diagnostics).
   int set_calls() const;
 
+  // --- Fault and noise injection (tests of straggler detection, docs/stragglers.md) ---
+  /// Every later computation takes factor × its profile time and energy (thermal throttling;
+  /// the energy convention of `perseus emulate`). factor > 0, finite; 1 = healthy.
+  /// Throws std::invalid_argument otherwise.
+  void set_slowdown(double factor);
+  /// Every later computation's time and energy are multiplied by (1 + fraction × N(0, 1)),
+  /// clamped to [0.5, 1.5], from a std::mt19937_64 seeded with `seed` (reproducible).
+  /// fraction in [0, 0.1]; throws std::invalid_argument otherwise.
+  void set_jitter(double fraction, std::uint64_t seed);
+  /// When true, set_locked_clocks() is accepted (and validated) but the GPU keeps running at
+  /// its highest clock: a GPU that ignores requested clocks.
+  void set_ignore_clocks(bool ignore);
+  /// Virtual time: compute() no longer sleeps and now_s() advances only by computations and
+  /// block(); results are then independent of the machine's load.
+  void use_virtual_clock();
+  /// The GPU waits (P2P / collective blocking) for `seconds` simulated s at blocking power:
+  /// advances the virtual clock, or sleeps seconds × time_scale in real time. seconds >= 0.
+  void block(double seconds);
+
  private:
   double sim_now_locked() const;
 
@@ -65,6 +85,12 @@ class SimulatedGpu : public GpuControl {
   int set_calls_ = 0;
   double compute_energy_j_ = 0.0;  // Σ energy of computations so far
   double compute_time_s_ = 0.0;    // Σ simulated time of computations so far
+  double slowdown_ = 1.0;
+  double jitter_ = 0.0;
+  std::mt19937_64 rng_;
+  bool ignore_clocks_ = false;
+  bool virtual_clock_ = false;
+  double virtual_now_s_ = 0.0;
 };
 
 }  // namespace perseus::runtime

@@ -18,6 +18,7 @@
 #include "perseus/server/job_spec.hpp"
 #include "perseus/server/store.hpp"
 #include "perseus/server/sweep.hpp"
+#include "straggler_loop.hpp"
 
 namespace perseus::server {
 
@@ -58,6 +59,8 @@ struct Job {
   std::int64_t zeus_next_iteration = 0;
 
   std::mutex solve_mu;  // serializes frontier (re)derivation
+
+  StragglerLoop loop;  // detection and verification (own mutex; lock after mu)
 
   std::mutex stats_mu;  // guards the measurement summary
   std::int64_t num_measurements = 0;

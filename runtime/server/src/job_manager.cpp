@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include <fmt/core.h>
 
@@ -339,6 +340,20 @@ Reply JobManager::get_job(const std::string& job_id) {
   out["stragglers"] = strag;
   out["decisions"] = json(std::vector<json>(j->decisions.begin(), j->decisions.end()));
   out["decisions_total"] = j->decisions_total;
+  {
+    // In-memory closed-loop state (restarts with the server; stored stragglers reload as declared).
+    std::lock_guard loop_lock(j->loop.mu);
+    json lp = json::array();
+    for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) {
+      json p = j->loop.pipeline_json(d);
+      p["pipeline"] = d;
+      if (j->stragglers.count(d) && p["straggler_origin"].is_null()) p["straggler_origin"] = "declared";
+      lp.push_back(std::move(p));
+    }
+    out["straggler_loop"] = {{"options", j->spec.straggler.to_json()},
+                             {"measurements_processed", j->loop.measurements_processed.load()},
+                             {"pipelines", lp}};
+  }
   if (j->sweep) out["profiling"] = j->sweep->progress_json();
   {
     std::lock_guard s(j->stats_mu);
@@ -479,6 +494,7 @@ std::size_t JobManager::load() {
 std::string JobManager::metrics_text() const {
   std::map<std::string, int> by_status;
   std::size_t ranks = 0, jobs = 0;
+  std::map<std::string, std::string> straggler_families;  // per-job straggler loop gauges
   {
     std::shared_lock lock(mu_);
     for (const auto& [id, j] : jobs_) {
@@ -486,6 +502,10 @@ std::string JobManager::metrics_text() const {
       by_status[j->status]++;
       ranks += j->ranks.size();
       ++jobs;
+      std::set<int> stragglers;
+      for (const auto& [d, s] : j->stragglers) stragglers.insert(d);
+      std::lock_guard loop_lock(j->loop.mu);
+      j->loop.append_metrics(j->id, j->spec.dp, stragglers, straggler_families);
     }
   }
   std::string out;
@@ -509,6 +529,10 @@ std::string JobManager::metrics_text() const {
     out += fmt::format("perseus_jobs{{status=\"{}\"}} {}\n", s, by_status[s]);
   out += fmt::format("# HELP perseus_ranks_registered Ranks registered over all jobs.\n"
                      "# TYPE perseus_ranks_registered gauge\nperseus_ranks_registered {}\n", ranks);
+  for (const auto& [name, help] : StragglerLoop::metric_families()) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help.first, name, help.second);
+    out += straggler_families[name];
+  }
   (void)jobs;
   return out;
 }

@@ -48,6 +48,19 @@ const StoredRank& rank_or_404(const Job& j, std::int64_t rank) {
   return it->second;
 }
 
+/// Feeds an accepted measurement to the job's straggler loop when it was measured on the
+/// pipeline's current plan (older plan versions would mix two plans' times). Caller holds j.mu.
+void feed_straggler_loop(Job& j, const StoredRank& r, const json& m, std::vector<LoopAction>& out) {
+  const Assignment& a = j.pipelines[r.dp_rank];
+  if (!a.plan || m.value("plan_version", std::int64_t{0}) != a.version) return;
+  std::lock_guard lock(j.loop.mu);
+  j.loop.init(j.spec);
+  const double expected = std::isfinite(a.plan->point.time_s) ? a.plan->point.time_s : 0.0;
+  for (auto& act : j.loop.feed(r.dp_rank, r.rank, m["iteration"].get<std::int64_t>(), m["time_s"].get<double>(),
+                               m.value("energy_j", 0.0), expected))
+    out.push_back(std::move(act));
+}
+
 }  // namespace
 
 Reply JobManager::register_rank(const std::string& job_id, const json& body) {
@@ -177,6 +190,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   const StoredRank r = rank_or_404(*j, rank);
   const double now = now_s();
   json results = json::array();
+  std::vector<LoopAction> loop_actions;  // straggler detection / verification, run after unlocking
   int accepted = 0, duplicates = 0;
   for (const json* m : items) {
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
@@ -197,6 +211,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       j->sum_time_s += time_s;
       j->sum_energy_j += energy_j;
     }
+    if (j->status == kStatusReady) feed_straggler_loop(*j, r, *m, loop_actions);
     if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
       if (j->sweep->done()) {
         finish_profiling(j);
@@ -209,12 +224,19 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       }
     }
   }
+  Reply reply;
   if (!batch) {
     const bool dup = duplicates > 0;
-    return {dup ? 200 : 202, json{{"accepted", !dup}, {"duplicate", dup}, {"job_status", j->status}}.dump()};
+    reply = {dup ? 200 : 202, json{{"accepted", !dup}, {"duplicate", dup}, {"job_status", j->status}}.dump()};
+  } else {
+    reply = {202, json{{"accepted", accepted}, {"duplicates", duplicates}, {"results", results},
+                       {"job_status", j->status}}.dump()};
   }
-  return {202, json{{"accepted", accepted}, {"duplicates", duplicates}, {"results", results},
-                    {"job_status", j->status}}.dump()};
+  if (excl.owns_lock()) excl.unlock();
+  if (shared.owns_lock()) shared.unlock();
+  if (!loop_actions.empty()) run_straggler_actions(j, loop_actions);
+  j->loop.measurements_processed += accepted;
+  return reply;
 }
 
 }  // namespace perseus::server

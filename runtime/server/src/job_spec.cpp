@@ -43,6 +43,7 @@ JobSpec JobSpec::from_json(const json& body) {
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
   s.p2p_power_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
   s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-9, 1e4);
+  s.straggler = StragglerOptions::from_json(body);
 
   const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
   const bool has_plans = body.contains("plans") && !body["plans"].is_null();
@@ -94,7 +95,8 @@ JobSpec JobSpec::from_json(const json& body) {
 json JobSpec::summary_json() const {
   json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
             {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p2p_power_w},
-            {"unit_time_s", unit_time_s}, {"source", to_string(source)}, {"world_size", world_size()}};
+            {"unit_time_s", unit_time_s}, {"source", to_string(source)}, {"world_size", world_size()},
+            {"straggler_detection", straggler.to_json()}};
   if (source == PlanSource::kProfiling) {
     j["freqs_mhz"] = freqs_mhz;
     j["min_freq_mhz"] = min_freq_mhz;

@@ -1,5 +1,6 @@
 // JobManager: straggler reports and the frontier plan switch of the other pipelines (Perseus §3.2).
 #include <cmath>
+#include <set>
 
 #include <fmt/core.h>
 
@@ -73,7 +74,7 @@ Reply JobManager::clear_straggler(const std::string& job_id, std::int64_t pipeli
 }
 
 Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<StoredStraggler> set,
-                                   std::optional<int> clear) {
+                                   std::optional<int> clear, const std::string& origin) {
   // The straggler set after this request, and the plans it selects (caller holds j->mu).
   auto next_choice = [&](auto& next) {
     check_ready(*j);
@@ -83,27 +84,50 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     if (set) next[set->pipeline] = *set;
     return choose(*j, next);
   };
+  const bool replan = !set && !clear;  // verification re-targets or reverts some pipelines
+  // Per pipeline: the plan it runs for a choice; verification overrides apply only to re-plans
+  // (a new straggler set or a clearance starts a fresh decision). Caller holds j->mu and loop.mu.
+  auto plan_for = [&](int d, const auto& next, const Choice& c) {
+    if (next.count(d)) return c.fastest;
+    if (!replan || next.empty()) return c.chosen;
+    if (j->loop.reverted.count(d)) return c.fastest;
+    if (auto it = j->loop.target_override_s.find(d); it != j->loop.target_override_s.end())
+      return j->model.lowest_energy_within(it->second);
+    return c.chosen;
+  };
   for (int attempt = 0; attempt < 5; ++attempt) {
     Choice c;
+    std::set<int> needed;
     {
       std::shared_lock lock(j->mu);
+      std::lock_guard loop_lock(j->loop.mu);
       decltype(j->stragglers) next;
       c = next_choice(next);
+      for (int d = 0; d < j->spec.dp; ++d) needed.insert(plan_for(d, next, c));
     }
-    ensure_materialized(j, c.chosen);  // may re-derive the frontier after a restart (no lock held)
-    ensure_materialized(j, c.fastest);
+    needed.insert(c.chosen);
+    needed.insert(c.fastest);
+    for (int idx : needed) ensure_materialized(j, idx);  // may re-derive the frontier (no lock held)
 
     std::unique_lock lock(j->mu);
+    std::lock_guard loop_lock(j->loop.mu);
+    j->loop.init(j->spec);
     decltype(j->stragglers) next;
     c = next_choice(next);
-    if (!j->plans.count(c.chosen) || !j->plans.count(c.fastest)) continue;  // raced with a change; retry
+    std::vector<int> idx_of(j->spec.dp);
+    bool missing = false;
+    for (int d = 0; d < j->spec.dp; ++d) {
+      idx_of[d] = plan_for(d, next, c);
+      missing |= !j->plans.count(idx_of[d]);
+    }
+    if (missing || !j->plans.count(c.fastest)) continue;  // raced with a change; retry
 
     const auto& pts = j->model.points;
     const int dp = j->spec.dp;
     std::vector<int> switched;
     const std::int64_t version = j->version_counter + 1;
     for (int d = 0; d < dp; ++d) {
-      const int idx = next.count(d) ? c.fastest : c.chosen;
+      const int idx = idx_of[d];
       if (j->pipelines[d].plan_index == idx) continue;
       j->pipelines[d] = {idx, version, j->plans.at(idx)};
       switched.push_back(d);
@@ -116,29 +140,49 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     const int gpus_per_pipeline = j->spec.pp * j->spec.tp;
     const int others = dp - static_cast<int>(next.size());
     const PlanPoint fast = pts[c.fastest], pick = pts[c.chosen];
-    const double horizon = std::max({c.target_time_s, fast.time_s, pick.time_s});
-    const double base_j = j->spec.tp * fast.energy_j + p_block * gpus_per_pipeline * (horizon - fast.time_s);
-    const double pick_j = j->spec.tp * pick.energy_j + p_block * gpus_per_pipeline * (horizon - pick.time_s);
-    const double saving_j = next.empty() ? 0.0 : (base_j - pick_j) * others;
+    auto saving_of = [&](const PlanPoint& p) {  // per pipeline and iteration, J
+      const double horizon = std::max({c.target_time_s, fast.time_s, p.time_s});
+      const double base_j = j->spec.tp * fast.energy_j + p_block * gpus_per_pipeline * (horizon - fast.time_s);
+      const double pick_j = j->spec.tp * p.energy_j + p_block * gpus_per_pipeline * (horizon - p.time_s);
+      return std::pair{base_j - pick_j, base_j};
+    };
+    const auto [pick_saving_j, base_j] = saving_of(pick);
+    double saving_j = 0;
+    auto& loop = j->loop;
+    loop.predicted_saving_j.clear();
+    std::map<int, double> predicted_time, targets;
+    for (int d = 0; d < dp && !next.empty(); ++d) {
+      if (next.count(d)) continue;
+      const double s = saving_of(pts[idx_of[d]]).first;
+      saving_j += s;
+      loop.predicted_saving_j[d] = s;
+      if (replan && loop.reverted.count(d)) continue;  // back on the fastest plan: nothing to verify
+      predicted_time[d] = pts[idx_of[d]].time_s;
+      targets[d] = loop.target_override_s.count(d) && replan ? loop.target_override_s.at(d) : c.target_time_s;
+    }
+    const char* action = set ? "straggler_set" : clear ? "straggler_cleared" : "replanned";
     json decision = {
         {"id", j->decisions_total + 1},
         {"time_s", now_s()},
-        {"action", set ? "straggler_set" : "straggler_cleared"},
-        {"pipeline", set ? set->pipeline : *clear},
+        {"action", action},
+        {"origin", origin},
+        {"pipeline", set ? json(set->pipeline) : clear ? json(*clear) : json(nullptr)},
         {"target_time_s", next.empty() ? json(nullptr) : json(c.target_time_s)},
         {"slowdown", set ? json(set->slowdown) : json(nullptr)},
         {"stragglers", [&] { json a = json::array(); for (const auto& [d, s] : next) a.push_back(d); return a; }()},
         {"plan_index", c.chosen},
         {"plan_time_s", pick.time_s},
         {"plan_energy_j", pick.energy_j},
+        {"pipeline_plans", idx_of},
         {"fastest_plan_index", c.fastest},
         {"fastest_time_s", fast.time_s},
         {"fastest_energy_j", fast.energy_j},
         {"pipelines_switched", switched.size()},
         {"version", j->version_counter},
         {"predicted_saving_j_per_iteration", saving_j},
-        {"predicted_saving_pct", next.empty() || base_j <= 0 ? 0.0 : 100.0 * (base_j - pick_j) / base_j},
+        {"predicted_saving_pct", next.empty() || base_j <= 0 ? 0.0 : 100.0 * pick_saving_j / base_j},
     };
+    (void)others;
     std::optional<StoredStraggler> up = set;
     std::vector<StoredAssignment> changed;
     for (int d : switched) changed.push_back({d, j->pipelines[d].plan_index, j->pipelines[d].version});
@@ -147,6 +191,29 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     ++j->decisions_total;
     if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
     counters_.straggler_decisions++;
+
+    // The closed loop: who is a straggler and why, and verify the new assignment.
+    if (set) loop.origin[set->pipeline] = origin == "detected" ? "detected" : "declared";
+    if (clear) loop.origin.erase(*clear);
+    if (set && origin != "detected") loop.detector->set_state(set->pipeline, true);
+    if (clear && origin != "detected") loop.detector->set_state(*clear, false);
+    if (!replan) {
+      loop.target_override_s.clear();
+      loop.reverted.clear();
+      loop.measured_saving_j.clear();
+    }
+    loop.verification.clear();
+    loop.actions[action]++;
+    loop.current_decision = decision["id"].get<std::int64_t>();
+    if (next.empty()) {
+      loop.verifier->stop();
+    } else {
+      std::set<int> strag;
+      for (const auto& [d, s] : next) strag.insert(d);
+      loop.verifier->start(decision["id"].get<std::int64_t>(), predicted_time, targets, strag, !replan);
+      for (const auto& [d, t] : predicted_time) loop.verification[d] = "pending";
+      for (int d : loop.reverted) loop.verification[d] = "reverted";
+    }
     return {200, json{{"decision", decision}}.dump()};
   }
   throw ApiError(503, "busy", "the job changed during the decision; retry");

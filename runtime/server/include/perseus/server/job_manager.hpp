@@ -22,6 +22,7 @@
 namespace perseus::server {
 
 struct Job;
+struct LoopAction;
 
 /// An HTTP-independent reply: status code and JSON body (empty for 304).
 struct Reply {
@@ -114,7 +115,12 @@ class JobManager {
   void start_solve(const std::shared_ptr<Job>& job, bool assign_when_done);
   void finish_profiling(const std::shared_ptr<Job>& job);
   void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);
-  Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear);
+  /// Applies a straggler set/clear (or, with neither, re-plans after verification) and records
+  /// the decision; origin: "declared" (API), "detected" or "verification".
+  Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear,
+                         const std::string& origin = "declared");
+  /// Acts on what the closed loop decided from measurements (no job lock held).
+  void run_straggler_actions(const std::shared_ptr<Job>& job, const std::vector<LoopAction>& actions);
 };
 
 }  // namespace perseus::server

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "perseus/server/straggler_options.hpp"
+
 namespace perseus::server {
 
 /// Where a job's plans come from.
@@ -40,6 +42,7 @@ struct JobSpec {
   int min_freq_mhz = 0;         ///< The sweep never goes below this, MHz.
   int profile_samples = 3;      ///< Samples (rank-iterations) needed per frequency step.
   int max_energy_rises = 5;     ///< Stop a (stage, instruction) after this many rises in a row.
+  StragglerOptions straggler;   ///< "straggler_detection": detection and verification (docs/stragglers.md).
 
   int world_size() const { return pp * dp * tp; }
   int num_stages() const { return pp * chunks; }

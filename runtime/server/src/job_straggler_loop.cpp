@@ -1,0 +1,124 @@
+// JobManager: the closed straggler loop. Measurements feed StragglerLoop (detector + verifier);
+// what it decides is applied here through the same path as a declaration (apply_stragglers).
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/core.h>
+
+#include "job.hpp"
+#include "perseus/server/api_error.hpp"
+#include "perseus/server/job_manager.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+namespace {
+
+const char* verdict_name(PipelineVerdict::Kind k) {
+  switch (k) {
+    case PipelineVerdict::Kind::kVerified: return "verified";
+    case PipelineVerdict::Kind::kRetarget: return "retargeted";
+    case PipelineVerdict::Kind::kRevert: return "reverted";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std::vector<LoopAction>& actions) {
+  for (const auto& a : actions) {
+    try {
+      if (a.kind == LoopAction::Kind::kDetected) {
+        StoredStraggler s;
+        {
+          std::shared_lock lock(j->mu);
+          if (j->deleted || j->status != kStatusReady || j->stragglers.count(a.event.pipeline) ||
+              !j->model.times_known() || j->model.points.empty())
+            continue;  // a declaration wins; no frontier yet
+          // T' on the plans' time scale: the measured slowdown over the healthy pipelines × T_min.
+          s.target_time_s = a.event.slowdown * j->model.points[j->model.fastest_index()].time_s;
+        }
+        s.pipeline = a.event.pipeline;
+        s.slowdown = a.event.slowdown;
+        s.created_s = now_s();
+        apply_stragglers(j, s, std::nullopt, "detected");
+      } else if (a.kind == LoopAction::Kind::kCleared) {
+        {
+          std::shared_lock lock(j->mu);
+          std::lock_guard loop_lock(j->loop.mu);
+          auto o = j->loop.origin.find(a.event.pipeline);
+          if (!j->stragglers.count(a.event.pipeline) || o == j->loop.origin.end() || o->second != "detected")
+            continue;  // declared stragglers are cleared only through the API
+        }
+        apply_stragglers(j, std::nullopt, a.event.pipeline, "detected");
+      } else {
+        bool replan = false;
+        {
+          std::unique_lock lock(j->mu);
+          std::lock_guard loop_lock(j->loop.mu);
+          auto& loop = j->loop;
+          if (j->deleted || a.round.decision_id != loop.current_decision) continue;  // superseded
+          json verdicts = json::array();
+          double predicted = 0, measured = 0;
+          for (const auto& v : a.round.verdicts) {
+            const int d = v.pipeline;
+            std::string kind = verdict_name(v.kind);
+            if (v.kind == PipelineVerdict::Kind::kRetarget) {
+              // The frontier may have no slower/faster plan: if the pipeline follows its plan
+              // (measured within tolerance of predicted) and the new target picks the same
+              // plan, the straggler is simply beyond the frontier's reach.
+              const int idx = j->model.lowest_energy_within(v.new_target_time_s);
+              const bool follows = std::abs(v.measured_time_s / v.predicted_time_s - 1.0) <= loop.opt.verify_tolerance;
+              if (idx == j->pipelines[d].plan_index && follows) {
+                kind = "verified_frontier_limit";
+              } else {
+                loop.target_override_s[d] = v.new_target_time_s;
+                replan = true;
+              }
+            } else if (v.kind == PipelineVerdict::Kind::kRevert) {
+              loop.reverted.insert(d);
+              loop.target_override_s.erase(d);
+              replan = true;
+            }
+            loop.verification[d] = kind;
+            loop.measured_saving_j[d] = v.measured_saving_j;
+            const double p = loop.predicted_saving_j.count(d) ? loop.predicted_saving_j.at(d) : 0.0;
+            predicted += p;
+            measured += v.measured_saving_j;
+            verdicts.push_back({{"pipeline", d},
+                                {"verdict", kind},
+                                {"predicted_time_s", v.predicted_time_s},
+                                {"measured_time_s", v.measured_time_s},
+                                {"straggler_time_s", v.straggler_time_s},
+                                {"new_target_time_s", v.kind == PipelineVerdict::Kind::kRetarget
+                                                          ? json(v.new_target_time_s) : json(nullptr)},
+                                {"predicted_saving_j_per_iteration", p},
+                                {"measured_saving_j_per_iteration", v.measured_saving_j}});
+          }
+          json decision = {{"id", j->decisions_total + 1},
+                           {"time_s", now_s()},
+                           {"action", "verification"},
+                           {"origin", "verification"},
+                           {"verifies", a.round.decision_id},
+                           {"replans_before", a.round.replans},
+                           {"verdicts", verdicts},
+                           {"predicted_saving_j_per_iteration", predicted},
+                           {"measured_saving_j_per_iteration", measured},
+                           {"version", j->version_counter}};
+          store_.update_assignments(j->id, j->version_counter, {}, std::nullopt, std::nullopt, decision.dump());
+          j->decisions.push_back(decision);
+          ++j->decisions_total;
+          if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
+          loop.actions["verification"]++;
+        }
+        if (replan) apply_stragglers(j, std::nullopt, std::nullopt, "verification");
+      }
+    } catch (const ApiError& e) {
+      // The job changed meanwhile (deleted, not ready, straggler cleared): nothing to do.
+      std::fprintf(stderr, "perseus serve: job %s: straggler loop action skipped: %s\n", j->id.c_str(), e.what());
+    }
+  }
+}
+
+}  // namespace perseus::server

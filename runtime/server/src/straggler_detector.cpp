@@ -1,0 +1,149 @@
+// Straggler detection: pipeline iteration aggregation, running medians, hysteresis.
+#include "straggler_detector.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/core.h>
+
+#include "perseus/server/api_error.hpp"
+
+namespace perseus::server {
+
+using nlohmann::json;
+
+StragglerOptions StragglerOptions::from_json(const json& body) {
+  StragglerOptions o;
+  auto it = body.find("straggler_detection");
+  if (it == body.end() || it->is_null()) return o;
+  const json& s = require_object(*it, "field \"straggler_detection\"");
+  static const std::set<std::string> known = {"enabled", "window", "threshold", "consecutive", "clear_threshold",
+                                              "clear_consecutive", "verify_iterations", "verify_tolerance",
+                                              "max_replans"};
+  for (const auto& [k, v] : s.items())
+    if (!known.count(k))
+      throw ApiError(422, "invalid_field", fmt::format("unknown field \"straggler_detection.{}\"", k.substr(0, 64)));
+  if (auto e = s.find("enabled"); e != s.end() && !e->is_null()) {
+    if (!e->is_boolean()) throw ApiError(422, "invalid_field", "field \"straggler_detection.enabled\" must be a boolean");
+    o.enabled = e->get<bool>();
+  }
+  o.window = static_cast<int>(get_int(s, "window", o.window, 1, 100));
+  o.threshold = get_number(s, "threshold", o.threshold, 1e-4, 10.0);
+  o.consecutive = static_cast<int>(get_int(s, "consecutive", o.consecutive, 1, 100));
+  o.clear_threshold = get_number(s, "clear_threshold", std::min(o.clear_threshold, o.threshold / 2), 0.0, 10.0);
+  if (o.clear_threshold >= o.threshold)
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"straggler_detection.clear_threshold\" must be below threshold ({}) "
+                               "so that the state cannot flap", o.threshold));
+  o.clear_consecutive = static_cast<int>(get_int(s, "clear_consecutive", o.clear_consecutive, 1, 100));
+  o.verify_iterations = static_cast<int>(get_int(s, "verify_iterations", o.verify_iterations, 1, 100));
+  o.verify_tolerance = get_number(s, "verify_tolerance", o.verify_tolerance, 1e-4, 1.0);
+  o.max_replans = static_cast<int>(get_int(s, "max_replans", o.max_replans, 0, 10));
+  return o;
+}
+
+json StragglerOptions::to_json() const {
+  return {{"enabled", enabled},
+          {"window", window},
+          {"threshold", threshold},
+          {"consecutive", consecutive},
+          {"clear_threshold", clear_threshold},
+          {"clear_consecutive", clear_consecutive},
+          {"verify_iterations", verify_iterations},
+          {"verify_tolerance", verify_tolerance},
+          {"max_replans", max_replans}};
+}
+
+double median_of(std::vector<double> v) {
+  const std::size_t n = v.size(), mid = n / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  if (n % 2) return v[mid];
+  const double hi = v[mid];
+  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
+}
+
+std::optional<PipelineSample> IterationAggregator::add(int pipeline, int rank, std::int64_t iteration, double time_s,
+                                                       double energy_j, double expected_time_s) {
+  auto& open = open_[pipeline];
+  if (!open.empty() && iteration < open.rbegin()->first - kKeep) return std::nullopt;  // too old
+  Partial& p = open[iteration];
+  if (!p.ranks.emplace(rank, true).second) return std::nullopt;
+  if (p.ranks.size() == 1) p.s = {pipeline, iteration, time_s, 0.0, expected_time_s};
+  p.s.time_s = std::max(p.s.time_s, time_s);
+  p.s.energy_j += energy_j;
+  p.s.expected_time_s = std::max(p.s.expected_time_s, expected_time_s);
+  std::optional<PipelineSample> done;
+  if (static_cast<int>(p.ranks.size()) >= ranks_) {
+    done = p.s;
+    open.erase(iteration);
+  }
+  while (!open.empty() && open.begin()->first < open.rbegin()->first - kKeep) open.erase(open.begin());
+  return done;
+}
+
+StragglerDetector::StragglerDetector(StragglerOptions options, int num_pipelines)
+    : opt_(options), state_(static_cast<std::size_t>(std::max(0, num_pipelines))) {}
+
+std::optional<double> StragglerDetector::ratio(int pipeline) const {
+  const auto& s = state_.at(pipeline);
+  if (s.ratios.empty()) return std::nullopt;
+  return median_of({s.ratios.begin(), s.ratios.end()});
+}
+
+std::optional<double> StragglerDetector::time_s(int pipeline) const {
+  const auto& s = state_.at(pipeline);
+  if (s.times.empty()) return std::nullopt;
+  return median_of({s.times.begin(), s.times.end()});
+}
+
+std::optional<double> StragglerDetector::healthy_reference(int except) const {
+  std::vector<double> r;
+  for (int d = 0; d < static_cast<int>(state_.size()); ++d) {
+    const auto& s = state_[d];
+    if (d == except || s.straggler || static_cast<int>(s.ratios.size()) < opt_.window) continue;
+    r.push_back(*ratio(d));
+  }
+  if (r.empty()) return std::nullopt;
+  return median_of(std::move(r));
+}
+
+void StragglerDetector::set_state(int pipeline, bool straggler) {
+  auto& s = state_.at(pipeline);
+  s.straggler = straggler;
+  s.count = 0;
+}
+
+std::optional<StragglerEvent> StragglerDetector::observe(const PipelineSample& sample) {
+  if (sample.pipeline < 0 || sample.pipeline >= static_cast<int>(state_.size()) || !(sample.time_s > 0))
+    return std::nullopt;
+  auto& s = state_[sample.pipeline];
+  const double expected = sample.expected_time_s > 0 ? sample.expected_time_s : 1.0;
+  s.ratios.push_back(sample.time_s / expected);
+  s.times.push_back(sample.time_s);
+  while (static_cast<int>(s.ratios.size()) > opt_.window) {
+    s.ratios.pop_front();
+    s.times.pop_front();
+  }
+  if (!opt_.enabled || static_cast<int>(s.ratios.size()) < opt_.window) return std::nullopt;
+  const auto ref = healthy_reference(sample.pipeline);
+  if (!ref || !(*ref > 0)) return std::nullopt;
+  const double slowdown = *ratio(sample.pipeline) / *ref;
+  const bool beyond = s.straggler ? slowdown > 1.0 + opt_.clear_threshold : slowdown > 1.0 + opt_.threshold;
+  if (s.straggler == beyond) {  // the state holds
+    s.count = 0;
+    return std::nullopt;
+  }
+  const int needed = s.straggler ? opt_.clear_consecutive : opt_.consecutive;
+  if (++s.count < needed) return std::nullopt;
+  s.straggler = !s.straggler;
+  s.count = 0;
+  StragglerEvent e;
+  e.kind = s.straggler ? StragglerEvent::Kind::kDetected : StragglerEvent::Kind::kCleared;
+  e.pipeline = sample.pipeline;
+  e.iteration = sample.iteration;
+  e.slowdown = slowdown;
+  e.measured_time_s = *time_s(sample.pipeline);
+  return e;
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,90 @@
+// Straggler detection from measured iteration times (extrinsic bloat, Perseus §3.2 closed loop).
+// Pure logic: no clock, no locks, no I/O. Fed with per-rank measurements, it says when a
+// data-parallel pipeline became a straggler and when it recovered. Private to the server.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/server/straggler_options.hpp"
+
+namespace perseus::server {
+
+/// One complete iteration of one pipeline.
+struct PipelineSample {
+  int pipeline = 0;
+  std::int64_t iteration = 0;
+  double time_s = 0;           ///< max over the pipeline's ranks of their iteration time, s.
+  double energy_j = 0;         ///< Σ over the pipeline's ranks of their iteration energy, J.
+  double expected_time_s = 0;  ///< The plan's predicted iteration time, s (0: unknown, use 1).
+};
+
+/// Groups per-rank measurements into pipeline iterations. A pipeline iteration is complete
+/// when `ranks_per_pipeline` ranks reported it; its time is the max of their times (the
+/// pipeline finishes with its slowest stage) and its energy their sum. Iterations more than
+/// `kKeep` behind the newest of a pipeline are dropped unfinished (a lost report).
+class IterationAggregator {
+ public:
+  static constexpr std::int64_t kKeep = 64;
+  explicit IterationAggregator(int ranks_per_pipeline) : ranks_(ranks_per_pipeline) {}
+  /// Adds one rank's measurement; returns the pipeline's sample when this completed it.
+  /// A rank reporting the same iteration twice is counted once (the store drops duplicates).
+  std::optional<PipelineSample> add(int pipeline, int rank, std::int64_t iteration, double time_s, double energy_j,
+                                    double expected_time_s);
+
+ private:
+  struct Partial {
+    std::map<int, bool> ranks;
+    PipelineSample s;
+  };
+  int ranks_;
+  std::map<int, std::map<std::int64_t, Partial>> open_;
+};
+
+/// What the detector decided for one pipeline.
+struct StragglerEvent {
+  enum class Kind { kDetected, kCleared } kind = Kind::kDetected;
+  int pipeline = 0;
+  std::int64_t iteration = 0;   ///< The iteration whose sample triggered the event.
+  double slowdown = 1;          ///< Pipeline's running ratio / healthy median ratio (>= 1 when detected).
+  double measured_time_s = 0;   ///< Pipeline's running median time, s.
+};
+
+/// Per pipeline, a running median over `window` iterations of measured/expected time (the
+/// "ratio"; 1 = as planned). A pipeline is detected when its ratio exceeds the median ratio of
+/// the other healthy pipelines by more than `threshold` in `consecutive` successive samples,
+/// and cleared when it is within `clear_threshold` for `clear_consecutive` samples (hysteresis).
+/// Normalizing by the plan's prediction keeps the healthy reference stable after a switch:
+/// switched pipelines run slower plans on purpose. Needs >= 2 pipelines with full windows.
+class StragglerDetector {
+ public:
+  StragglerDetector(StragglerOptions options, int num_pipelines);
+  /// Feeds one complete pipeline iteration; returns an event when the state changed.
+  std::optional<StragglerEvent> observe(const PipelineSample& s);
+  /// Forces the state of a pipeline (a manual declaration or clearance) and restarts its count.
+  void set_state(int pipeline, bool straggler);
+  bool is_straggler(int pipeline) const { return state_.at(pipeline).straggler; }
+  /// Running median ratio and time of a pipeline (nullopt before its first sample).
+  std::optional<double> ratio(int pipeline) const;
+  std::optional<double> time_s(int pipeline) const;
+
+ private:
+  struct State {
+    std::deque<double> ratios, times;
+    bool straggler = false;
+    int count = 0;  // consecutive samples beyond the active threshold
+  };
+  std::optional<double> healthy_reference(int except) const;
+  StragglerOptions opt_;
+  std::vector<State> state_;
+};
+
+/// Median of a non-empty vector (mean of the two middle values for even sizes).
+double median_of(std::vector<double> v);
+
+}  // namespace perseus::server
