@@ -15,7 +15,8 @@
 // Tests use it to order events (a straggler report, a server outage) against iterations
 // without relying on how fast the machine is.
 // Straggler emulation (simulated backend; docs/stragglers.md):
-//   --virtual-clock: no sleeping; times are simulated s, independent of the machine's load.
+//   --virtual-clock: no sleeping; times are simulated s, independent of the machine's load;
+//     each computation waits until the controller applied its clock.
 //   --pipeline-model: after its computations the rank blocks (at blocking power) until
 //     plan iteration_time_s × (its busy time / the plan's busy time for it): its pipeline's
 //     iteration time when every computation is stretched alike (jitter, throttling, ignored clocks).
@@ -198,6 +199,9 @@ int main(int argc, char** argv) {
       for (std::size_t n = 0; n < seq.size(); ++n) {
         const auto& name = seq[n];
         client->on_instruction_begin(name);
+        // The controller sets clocks on its own thread; a real kernel runs long enough for it,
+        // a virtual-clock computation takes no time at all, so wait until the clock is set.
+        if (virtual_clock) client->controller().flush();
         if (sim) {
           const auto kind = *perseus::parse_instruction_kind(name);
           busy_s += sim->compute(kind);

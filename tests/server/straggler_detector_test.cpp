@@ -122,6 +122,18 @@ TEST(StragglerDetector, NormalizesByThePlanSoSwitchedPipelinesStayHealthy) {
   EXPECT_FALSE(det.is_straggler(1));
 }
 
+TEST(StragglerDetector, APipelineFasterThanItsPlanDoesNotMakeTheOthersLookSlow) {
+  // Pipeline 1 ignores its clocks (17 % faster than planned), pipeline 2 is a declared straggler.
+  StragglerDetector det({}, 4);
+  det.set_state(2, true);
+  for (int it = 0; it < 50; ++it) {
+    EXPECT_FALSE(det.observe({0, it, 1.2, 0, 1.2}));
+    EXPECT_FALSE(det.observe({1, it, 1.0, 0, 1.2}));
+    det.observe({2, it, 1.2, 0, 1.0});
+    EXPECT_FALSE(det.observe({3, it, 1.21, 0, 1.2}));
+  }
+}
+
 TEST(StragglerDetector, ManualStateRestartsTheCount) {
   StragglerDetector det({}, 2);
   det.set_state(1, true);

@@ -104,7 +104,10 @@ std::optional<double> StragglerDetector::healthy_reference(int except) const {
     r.push_back(*ratio(d));
   }
   if (r.empty()) return std::nullopt;
-  return median_of(std::move(r));
+  // Upper median: with an even count the higher middle value, so that one pipeline running
+  // faster than its plan (e.g. its GPUs ignore clocks) cannot make the others look slow.
+  std::sort(r.begin(), r.end());
+  return r[r.size() / 2];
 }
 
 void StragglerDetector::set_state(int pipeline, bool straggler) {

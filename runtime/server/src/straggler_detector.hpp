@@ -56,8 +56,8 @@ struct StragglerEvent {
 };
 
 /// Per pipeline, a running median over `window` iterations of measured/expected time (the
-/// "ratio"; 1 = as planned). A pipeline is detected when its ratio exceeds the median ratio of
-/// the other healthy pipelines by more than `threshold` in `consecutive` successive samples,
+/// "ratio"; 1 = as planned). A pipeline is detected when its ratio exceeds the (upper) median
+/// ratio of the other healthy pipelines by more than `threshold` in `consecutive` successive samples,
 /// and cleared when it is within `clear_threshold` for `clear_consecutive` samples (hysteresis).
 /// Normalizing by the plan's prediction keeps the healthy reference stable after a switch:
 /// switched pipelines run slower plans on purpose. Needs >= 2 pipelines with full windows.
