@@ -234,7 +234,7 @@ bool is_detected_straggler(const json& job, int d) {
 }
 
 TEST_F(StragglerE2E, DetectsSwitchesVerifiesClearsAndSavesWhatEmulatePredicts) {
-  constexpr int kIterations = 60, kSlowFrom = 10, kSlowUntil = 40;
+  constexpr int kIterations = 50, kSlowFrom = 10, kSlowUntil = 35;
   const std::string slowdown = std::to_string(kSlowFrom) + ":" + std::to_string(kSlowUntil) + ":1.2";
   const LockstepRun with = run("with", true, kIterations, slowdown);
   ASSERT_FALSE(HasFailure());
