@@ -208,6 +208,7 @@ TEST(StragglerOptions, DefaultsAndValidation) {
   expect_422({{"straggler_detection", {{"threshold", -1}}}}, "threshold");
   expect_422({{"straggler_detection", {{"threshold", 0.05}, {"clear_threshold", 0.05}}}}, "clear_threshold");
   expect_422({{"straggler_detection", {{"enabled", "yes"}}}}, "enabled");
+  expect_422({{"straggler_detection", {{"verify", 1}}}}, "verify");
   expect_422({{"straggler_detection", {{"windw", 3}}}}, "straggler_detection.windw");
   expect_422({{"straggler_detection", {{"max_replans", 11}}}}, "max_replans");
 }

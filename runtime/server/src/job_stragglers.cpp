@@ -205,7 +205,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     loop.verification.clear();
     loop.actions[action]++;
     loop.current_decision = decision["id"].get<std::int64_t>();
-    if (next.empty()) {
+    if (next.empty() || !loop.opt.verify) {
       loop.verifier->stop();
     } else {
       std::set<int> strag;

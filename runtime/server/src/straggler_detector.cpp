@@ -18,14 +18,17 @@ StragglerOptions StragglerOptions::from_json(const json& body) {
   if (it == body.end() || it->is_null()) return o;
   const json& s = require_object(*it, "field \"straggler_detection\"");
   static const std::set<std::string> known = {"enabled", "window", "threshold", "consecutive", "clear_threshold",
-                                              "clear_consecutive", "verify_iterations", "verify_tolerance",
+                                              "clear_consecutive", "verify", "verify_iterations", "verify_tolerance",
                                               "max_replans"};
   for (const auto& [k, v] : s.items())
     if (!known.count(k))
       throw ApiError(422, "invalid_field", fmt::format("unknown field \"straggler_detection.{}\"", k.substr(0, 64)));
-  if (auto e = s.find("enabled"); e != s.end() && !e->is_null()) {
-    if (!e->is_boolean()) throw ApiError(422, "invalid_field", "field \"straggler_detection.enabled\" must be a boolean");
-    o.enabled = e->get<bool>();
+  for (auto [key, field] : {std::pair{"enabled", &o.enabled}, std::pair{"verify", &o.verify}}) {
+    auto e = s.find(key);
+    if (e == s.end() || e->is_null()) continue;
+    if (!e->is_boolean())
+      throw ApiError(422, "invalid_field", fmt::format("field \"straggler_detection.{}\" must be a boolean", key));
+    *field = e->get<bool>();
   }
   o.window = static_cast<int>(get_int(s, "window", o.window, 1, 100));
   o.threshold = get_number(s, "threshold", o.threshold, 1e-4, 10.0);
@@ -49,6 +52,7 @@ json StragglerOptions::to_json() const {
           {"consecutive", consecutive},
           {"clear_threshold", clear_threshold},
           {"clear_consecutive", clear_consecutive},
+          {"verify", verify},
           {"verify_iterations", verify_iterations},
           {"verify_tolerance", verify_tolerance},
           {"max_replans", max_replans}};

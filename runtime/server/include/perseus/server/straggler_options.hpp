@@ -16,6 +16,7 @@ struct StragglerOptions {
   int consecutive = 2;          ///< ... for this many consecutive iterations: declared, [1, 100].
   double clear_threshold = 0.025;  ///< Cleared when no longer slower by this fraction, [0, threshold).
   int clear_consecutive = 2;    ///< ... for this many consecutive iterations, [1, 100].
+  bool verify = true;           ///< Verify every switch (declared or detected) from measurements.
   int verify_iterations = 3;    ///< Iterations on a new plan before verifying it, [1, 100].
   double verify_tolerance = 0.03;  ///< |switched − straggler| / straggler above this: re-target, (0, 1].
   int max_replans = 2;          ///< Re-targets per decision before reverting, [0, 10].
