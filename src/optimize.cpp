@@ -1,21 +1,16 @@
-// The optimize job: solve, evaluate the baseline, write the output folder atomically.
+// The optimize job: solve and evaluate the baseline (optimize()), then write the output folder (write_optimize_folder()).
 #include "perseus/optimize.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
-#include "perseus/profile_transform.hpp"
+#include "perseus/output_folder.hpp"
+#include "perseus/plan_files.hpp"
 #include "perseus/schedule_io.hpp"
 
 namespace perseus {
@@ -25,97 +20,57 @@ using nlohmann::json;
 
 namespace {
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: write failed", path.string()));
+void check_options(const OptimizeConfig& cfg) {
+  if (cfg.sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", cfg.sample));
+  if (cfg.threads < 0 || cfg.threads > 1024) {
+    throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", cfg.threads));
+  }
 }
 
-json plan_json(const Dag& dag, const FrequencyPlan& plan, std::size_t index) {
-  json ranks = json::array();
-  for (int r = 0; r < dag.num_ranks(); ++r) {
-    json instrs = json::array();
-    for (int id : dag.rank_ops(r)) {
-      const Computation& c = dag.op(id);
-      instrs.push_back({{"instruction", to_string(c.kind)},
-                        {"stage", c.stage},
-                        {"microbatch", c.microbatch},
-                        {"frequency_mhz", plan.freq_mhz[id]},
-                        {"start_s", plan.timeline.start_s[id]},
-                        {"end_s", plan.timeline.end_s[id]}});
-    }
-    ranks.push_back({{"rank", r}, {"instructions", std::move(instrs)}});
-  }
-  return {{"plan", index},
-          {"time_s", plan.timeline.time_s},
-          {"energy_j", plan.total_energy_j()},
-          {"compute_energy_j", plan.compute_energy_j},
-          {"blocking_energy_j", plan.blocking_energy_j},
-          {"ranks", std::move(ranks)}};
+std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
+  std::string csv = "plan,time_s,energy_j\n";
+  for (std::size_t i = 0; i < pts.size(); ++i) csv += fmt::format("{},{:.9f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j);
+  return csv;
 }
 
-std::string zeus_plan(const Dag& dag, const FrequencyPlan& plan, std::size_t index) {
-  std::string out = "[\n";
-  for (int r = 0; r < dag.num_ranks(); ++r) {
-    out += "    [";
-    bool first = true;
-    for (int id : dag.rank_ops(r)) {
-      out += fmt::format("{}(\"{}\", {})", first ? "" : ", ", to_string(dag.op(id).kind), plan.freq_mhz[id]);
-      first = false;
-    }
-    out += "],\n";
-  }
-  out += fmt::format("]\n# Plan {}: iteration time {:.6f} s, energy {:.3f} J (perseus optimize)\n", index,
-                     plan.timeline.time_s, plan.total_energy_j());
-  return out;
-}
-
-// The schedule of a job: a generator by name, or a CSV file (see run_optimize()).
-Schedule resolve_schedule(const OptimizeConfig& cfg, bool from_file) {
-  if (!from_file) {
-    const auto names = schedule_names();
-    if (std::find(names.begin(), names.end(), cfg.schedule) == names.end()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw InputError(fmt::format("--schedule {}: not a schedule name ({}) nor an existing schedule CSV file",
-                                   cfg.schedule, list));
-    }
-    return make_schedule(cfg.schedule, cfg.stages, cfg.microbatches, cfg.chunks);
-  }
-  Schedule s = load_schedule_csv(cfg.schedule);
-  if (cfg.stages > 0 && cfg.stages != s.num_ranks()) {
-    throw InputError(fmt::format("--stages {} does not match schedule file {}, which has {} ranks (rows)", cfg.stages,
-                                 cfg.schedule, s.num_ranks()));
-  }
-  if (cfg.microbatches > 0 && cfg.microbatches != s.num_microbatches) {
-    throw InputError(fmt::format("--microbatches {} does not match schedule file {}, which has {} microbatches",
-                                 cfg.microbatches, cfg.schedule, s.num_microbatches));
-  }
-  if (cfg.chunks > 1 && cfg.chunks * s.num_ranks() != s.num_stages) {
-    throw InputError(fmt::format("--chunks {} does not match schedule file {}: {} stages on {} ranks", cfg.chunks,
-                                 cfg.schedule, s.num_stages, s.num_ranks()));
-  }
-  return s;
-}
-
-/// Removes `.NAME.partial-PID` / `.NAME.old-PID` folders left by runs that were killed
-/// (Ctrl-C, kill -9) before they could clean up: only those whose process is gone.
-void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
-  std::error_code ec;
-  std::vector<fs::path> stale;  // removed after the listing, not while iterating
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    const std::string file = entry.path().filename().string();
-    for (const std::string& prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
-      if (file.rfind(prefix, 0) != 0) continue;
-      const std::string pid_text = file.substr(prefix.size());
-      int pid = 0;
-      const auto [ptr, err] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
-      if (err != std::errc() || ptr != pid_text.data() + pid_text.size() || pid <= 0) continue;
-      if (::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
-    }
-  }
-  for (const auto& path : stale) fs::remove_all(path, ec);
+json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
+  const OptimizeSummary& sum = r.summary;
+  const Schedule& schedule = r.problem.schedule;
+  return {
+      {"t_min_s", sum.t_min_s},
+      {"energy_at_t_min_j", sum.energy_at_t_min_j},
+      {"t_max_s", sum.t_max_s},
+      {"energy_at_t_max_j", sum.energy_at_t_max_j},
+      {"allmax_time_s", sum.allmax_time_s},
+      {"allmax_energy_j", sum.allmax_energy_j},
+      {"intrinsic_saving_pct", sum.intrinsic_saving_pct},
+      {"reclaimed_energy_j", sum.reclaimed_energy_j},
+      {"num_plans", sum.num_plans},
+      {"plans_written", sum.plans_written},
+      {"num_steps", sum.num_steps},
+      {"num_max_flows", r.frontier.num_max_flows},
+      {"solve_time_s", sum.solve_time_s},
+      {"approximations", sum.approximations},
+      {"schedule",
+       {{"name", schedule.name},
+        {"ranks", schedule.num_ranks()},
+        {"stages", schedule.num_stages},
+        {"microbatches", schedule.num_microbatches},
+        {"split_backward", schedule.split_backward}}},
+      // Key names are the file format (docs): "stages" counts GPUs, "p2p_power_w" is P_block.
+      {"inputs",
+       {{"profile", cfg.profile_path},
+        {"stages", cfg.problem.num_ranks},
+        {"microbatches", cfg.problem.microbatches},
+        {"schedule", cfg.problem.schedule},
+        {"chunks", cfg.problem.chunks},
+        {"backward_input_fraction", cfg.problem.backward_input_fraction},
+        {"p2p_power_w", cfg.problem.p_block_w},
+        {"unit_time_s", cfg.unit_time_s},
+        {"sample", cfg.sample},
+        {"format_zeus", cfg.zeus_format},
+        {"reclaim_slack", cfg.reclaim_slack}}},
+  };
 }
 
 }  // namespace
@@ -129,56 +84,12 @@ std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) 
   return out;
 }
 
-OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
-  const auto names = schedule_names();
-  const bool from_file = std::find(names.begin(), names.end(), cfg.schedule) == names.end() &&
-                         fs::is_regular_file(cfg.schedule);
-  if (!from_file && cfg.stages < 1) {
-    throw InputError(cfg.stages == 0 ? std::string("--stages is required (GPUs per pipeline) unless --schedule is a "
-                                                   "schedule CSV file")
-                                     : fmt::format("--stages must be >= 1, got {}", cfg.stages));
-  }
-  if (!from_file && cfg.microbatches < 1) {
-    throw InputError(cfg.microbatches == 0
-                         ? std::string("--microbatches is required unless --schedule is a schedule CSV file")
-                         : fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
-  }
-  if (cfg.chunks < 1) throw InputError(fmt::format("--chunks must be >= 1, got {}", cfg.chunks));
-  if (cfg.sample < 0) throw InputError(fmt::format("--sample must be >= 0, got {}", cfg.sample));
-  if (cfg.threads < 0 || cfg.threads > 1024) {
-    throw InputError(fmt::format("--threads must be in [0, 1024] (0 = one per hardware thread), got {}", cfg.threads));
-  }
-  const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (cfg.out_dir.empty()) throw InputError("--out: an output folder is required");
-  {
-    // Never replace a folder that is not an earlier output (it could hold the user's files).
-    const fs::path out = cfg.out_dir;
-    std::error_code ec;
-    if (fs::exists(out, ec)) {
-      if (!fs::is_directory(out, ec)) throw InputError(fmt::format("--out {}: exists and is not a folder", cfg.out_dir));
-      // Only files that `perseus optimize` / `perseus report` write may be in it.
-      for (const auto& entry : fs::directory_iterator(out, ec)) {
-        const std::string name = entry.path().filename().string();
-        const bool ours = name == "summary.json" || name == "frontier.csv" || name == "schedule.csv" ||
-                          name == "plans" || name == "report.html" || name == "emulation.csv" ||
-                          (name.size() > 4 && name.compare(name.size() - 4, 4, ".svg") == 0);
-        if (!ours) {
-          throw InputError(fmt::format(
-              "--out {}: folder holds '{}', which perseus did not write; refusing to replace it (choose another "
-              "--out or remove the folder)",
-              cfg.out_dir, name));
-        }
-      }
-    }
-  }
-  const Schedule schedule = resolve_schedule(cfg, from_file);
-  std::vector<std::string> approximations;
-  const Profile profile =
-      fit_profile_to_schedule(load_profile_csv(cfg.profile_path), schedule, cfg.backward_input_fraction, &approximations);
-  const Dag dag = Dag::build(schedule);
+OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
+  check_options(cfg);
+  Problem problem = load_problem(cfg.problem, cfg.profile_path);
 
   PlannerOptions opt;
-  opt.p2p_power_w = cfg.p2p_power_w;
+  opt.p_block_w = problem.p_block_w;
   opt.unit_time_s = cfg.unit_time_s;
   opt.reclaim_slack = cfg.reclaim_slack;
   if (progress) {
@@ -186,12 +97,12 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
       progress(t_max > t_min ? static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min) : 1.0);
     };
   }
-  const Frontier frontier = solve_frontier(dag, profile, opt);
-  const FrequencyPlan allmax = all_max_plan(dag, profile, cfg.p2p_power_w);
+  Frontier frontier = solve_frontier(problem.dag, problem.profile, opt);
+  FrequencyPlan allmax = all_max_plan(problem.dag, problem.profile, problem.p_block_w);
 
-  OptimizeSummary sum;
   const auto& pts = frontier.points();
   if (pts.empty()) throw InputError("planner: the frontier is empty (check the profile's times and energies)");
+  OptimizeSummary sum;
   sum.t_min_s = pts.back().time_s;
   sum.energy_at_t_min_j = pts.back().energy_j;
   sum.t_max_s = pts.front().time_s;
@@ -203,82 +114,39 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   sum.num_plans = pts.size();
   sum.num_steps = frontier.num_steps;
   sum.solve_time_s = frontier.solve_time_s;
-  sum.approximations = approximations;
+  sum.approximations = problem.approximations;
+  return OptimizeResult{std::move(problem), std::move(frontier), std::move(allmax), std::move(sum)};
+}
 
-  // Write into a temporary sibling, then rename into place.
-  const fs::path out = fs::absolute(cfg.out_dir).lexically_normal();
-  const fs::path parent = out.parent_path();
+void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
+  check_options(cfg);
+  const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  OutputFolder folder(cfg.out_dir, is_optimize_output);
+  const fs::path& tmp = folder.dir();
   std::error_code ec;
-  fs::create_directories(parent, ec);
-  const fs::path tmp = parent / fmt::format(".{}.partial-{}", out.filename().string(), ::getpid());
-  remove_stale_temporaries(parent, out.filename().string());
-  fs::remove_all(tmp, ec);
   if (!fs::create_directories(tmp / "plans", ec) || ec) {
-    throw InputError(fmt::format("{}: cannot create output folder: {}", out.string(), ec.message()));
+    throw InputError(fmt::format("{}: cannot create output folder: {}", (tmp / "plans").string(), ec.message()));
   }
-  try {
-    std::string csv = "plan,time_s,energy_j\n";
-    for (std::size_t i = 0; i < pts.size(); ++i) csv += fmt::format("{},{:.9f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j);
-    write_file(tmp / "frontier.csv", csv);
-    write_file(tmp / "schedule.csv", format_schedule_csv(schedule));  // the order planned, to diff
-    const auto indices = sample_plan_indices(pts.size(), cfg.sample);
-    frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
-      write_file(tmp / "plans" / fmt::format("plan_{:05d}.json", i), plan_json(dag, plan, i).dump(1) + "\n");
-      if (cfg.zeus_format) write_file(tmp / "plans" / fmt::format("freqs_pipeline_{:05d}.py", i), zeus_plan(dag, plan, i));
-    }, threads);
-    sum.plans_written = indices.size();
-    json summary = {
-        {"t_min_s", sum.t_min_s},
-        {"energy_at_t_min_j", sum.energy_at_t_min_j},
-        {"t_max_s", sum.t_max_s},
-        {"energy_at_t_max_j", sum.energy_at_t_max_j},
-        {"allmax_time_s", sum.allmax_time_s},
-        {"allmax_energy_j", sum.allmax_energy_j},
-        {"intrinsic_saving_pct", sum.intrinsic_saving_pct},
-        {"reclaimed_energy_j", sum.reclaimed_energy_j},
-        {"num_plans", sum.num_plans},
-        {"plans_written", sum.plans_written},
-        {"num_steps", sum.num_steps},
-        {"num_max_flows", frontier.num_max_flows},
-        {"solve_time_s", sum.solve_time_s},
-        {"approximations", sum.approximations},
-        {"schedule",
-         {{"name", schedule.name},
-          {"ranks", schedule.num_ranks()},
-          {"stages", schedule.num_stages},
-          {"microbatches", schedule.num_microbatches},
-          {"split_backward", schedule.split_backward}}},
-        {"inputs",
-         {{"profile", cfg.profile_path},
-          {"stages", cfg.stages},
-          {"microbatches", cfg.microbatches},
-          {"schedule", cfg.schedule},
-          {"chunks", cfg.chunks},
-          {"backward_input_fraction", cfg.backward_input_fraction},
-          {"p2p_power_w", cfg.p2p_power_w},
-          {"unit_time_s", cfg.unit_time_s},
-          {"sample", cfg.sample},
-          {"format_zeus", cfg.zeus_format},
-          {"reclaim_slack", cfg.reclaim_slack}}},
-    };
-    write_file(tmp / "summary.json", summary.dump(2) + "\n");  // last: marks the folder complete
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-  // Swap into place: an old folder is moved aside first, then removed.
-  const fs::path old = parent / fmt::format(".{}.old-{}", out.filename().string(), ::getpid());
-  if (fs::exists(out)) {
-    fs::rename(out, old, ec);
-    if (ec) {
-      fs::remove_all(tmp, ec);
-      throw InputError(fmt::format("{}: cannot replace existing folder", out.string()));
-    }
-  }
-  fs::rename(tmp, out, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot move output into place: {}", out.string(), ec.message()));
-  fs::remove_all(old, ec);
-  return sum;
+  const auto& pts = r.frontier.points();
+  const Dag& dag = r.problem.dag;
+  write_file(tmp / "frontier.csv", frontier_csv_text(pts));
+  write_file(tmp / "schedule.csv", format_schedule_csv(r.problem.schedule));  // the order planned, to diff
+  const auto indices = sample_plan_indices(pts.size(), cfg.sample);
+  r.frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
+    write_file(tmp / "plans" / plan_json_file_name(i), plan_json_text(dag, plan, i));
+    if (cfg.zeus_format) write_file(tmp / "plans" / zeus_plan_file_name(i), zeus_plan_text(dag, plan, i));
+  }, threads);
+  r.summary.plans_written = indices.size();
+  write_file(tmp / "summary.json", summary_json(r, cfg).dump(2) + "\n");  // last: marks the folder complete
+  folder.commit();
+}
+
+OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
+  check_options(cfg);
+  { OutputFolder check(cfg.out_dir, is_optimize_output); }  // fail before the solve, not after
+  OptimizeResult result = optimize(cfg, progress);
+  write_optimize_folder(result, cfg);
+  return result.summary;
 }
 
 }  // namespace perseus
