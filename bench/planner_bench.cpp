@@ -20,7 +20,7 @@
 
 #include <fmt/core.h>
 
-#include "../tests/golden/paper_reference.hpp"
+#include "../src/eval/paper_reference.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
