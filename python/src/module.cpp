@@ -30,7 +30,7 @@ void bind_errors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const perseus::InputError& e) {
       const bool in_file = !e.source().empty();
-      py::object exc = error(py::str(e.phrased(keyword_for_field)));
+      py::object exc = py::handle(error.ptr())(py::str(e.phrased(keyword_for_field)));
       exc.attr("field") = in_file ? e.field() : keyword_for_field(e.field());
       exc.attr("source") = e.source();
       exc.attr("line") = e.line();

@@ -75,7 +75,7 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
     }
     const auto& ops = dag.rank_ops(r);
     if (!list->is_array() || list->size() != ops.size())
-      throw InputError(where(fmt::format("ranks[{}] must list {} computations", r, ops.size())));
+      throw InputError(where(fmt::format("ranks[{}] must list {} computations, as the schedule runs on that rank", r, ops.size())));
     for (std::size_t k = 0; k < ops.size(); ++k) {
       const json& e = (*list)[k];
       const auto bad = [&](std::string_view what) {
