@@ -23,7 +23,7 @@ class ExampleTest(unittest.TestCase):
         env = {k: v for k, v in os.environ.items() if k != "PERSEUS_BINARY"}
         r = subprocess.run([sys.executable, "examples/torch_pipeline.py", "--stages", "2", "--iterations", "3"],
                            cwd=SOURCE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=600)
+                           timeout=1500)
         self.assertEqual(r.returncode, 0, r.stdout[-4000:])
         self.assertRegex(r.stdout, r"frontier: \d+ plans")
         losses = [float(x) for x in re.findall(r"iteration \d+: loss ([0-9.]+)", r.stdout)]

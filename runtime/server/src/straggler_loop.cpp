@@ -12,7 +12,7 @@ using nlohmann::json;
 void StragglerLoop::init(const JobSpec& spec) {
   if (initialized) return;
   opt = spec.straggler;
-  p_block_w = spec.p2p_power_w;
+  p_block_w = spec.p_block_w;
   gpus_per_pipeline = spec.pp * spec.tp;
   aggregator = std::make_unique<IterationAggregator>(gpus_per_pipeline);
   detector = std::make_unique<StragglerDetector>(opt, spec.dp);
