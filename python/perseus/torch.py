@@ -4,7 +4,7 @@ Works with any framework that runs forward/backward computations per microbatch 
 DeepSpeed, torch pipelining, a hand-written schedule)::
 
     import perseus.torch as pt
-    job_id = pt.create_job(url, token=tok, pp=4, dp=2, microbatches=8, profile_csv=csv)  # rank 0 creates
+    job_id = pt.create_job(url, token=tok, pp=4, dp=2, microbatches=8, profile_csv=csv, p2p_power_w=83.64)  # rank 0 creates
     rt = pt.PipelineRuntime(url, job_id, token=tok, dp_rank=d, pp_rank=p, device=dev)
     for it in range(iters):
         with rt.step():

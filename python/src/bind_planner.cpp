@@ -231,7 +231,13 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
   m.def(
       "optimize",
       [](const py::object& profile_arg, int stages, int microbatches, const std::string& schedule_name, int chunks,
-         double p2p_power_w, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample, int threads) {
+         std::optional<double> p2p_power_arg, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
+         int threads) {
+        if (!p2p_power_arg) {
+          throw InputError("p2p_power_w is required: the power of a GPU blocked on P2P communication, W (P_block, "
+                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
+        }
+        const double p2p_power_w = *p2p_power_arg;
         check_finite(p2p_power_w, "p2p_power_w", true);
         if (threads < 0 || threads > 1024) {
           throw InputError(fmt::format("threads must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
@@ -316,13 +322,14 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         return out;
       },
       py::arg("profile"), py::arg("stages"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
-      py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("unit_time_s") = 1e-3,
+      py::arg("chunks") = 1, py::arg("p2p_power_w") = py::none(), py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1, R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
 profile: a perseus.Profile or a CSV path (must have stages x chunks stages).
 stages: GPUs in the pipeline; microbatches: per iteration; schedule: a schedule_names() entry;
-chunks: stages per GPU. p2p_power_w: power of a GPU blocked on communication, W (>= 0).
+chunks: stages per GPU. p2p_power_w: power of a GPU blocked on communication, W (>= 0; required:
+raises perseus.InputError when missing, as the CLI's --p2p-power).
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned

@@ -15,8 +15,8 @@
  * 00000000:0<i+1>:00.0; name "Fake A100".
  *
  * Scenario file: one directive per line, '#' starts a comment. DEV is a device index or '*'
- * (all devices). READ counts this process's nvmlDeviceGetTotalEnergyConsumption calls on
- * that device, from 1.
+ * (all devices). READ counts nvmlDeviceGetTotalEnergyConsumption calls on that device since
+ * the last nvmlInit_v2 of this process, from 1. The scenario is read at every nvmlInit_v2.
  *   devices N                 number of GPUs (overrides FAKE_NVML_DEVICES)
  *   uuid DEV UUID             the device's UUID ("GPU-..." or a MIG-enabled GPU's UUID)
  *   pci DEV BUSID             the device's PCI bus id, e.g. 00000000:41:00.0
@@ -239,6 +239,11 @@ static int num_devices(void) {
 }
 
 nvmlReturn_t nvmlInit_v2(void) {
+  /* Every session re-reads the scenario (tests change it between clients of one process). */
+  g_loaded = 0;
+  g_num_rules = g_num_not_supported = g_num_missing = g_num_delay = 0;
+  memset(g_reads, 0, sizeof g_reads);
+  memset(g_lost_call, 0, sizeof g_lost_call);
   load();
   record("nvmlInit_v2");
   return env_int("FAKE_NVML_INIT_RESULT", 0);

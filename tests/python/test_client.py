@@ -131,9 +131,15 @@ class ClientTest(unittest.TestCase):
             API(self.server.url, "wrong").get_job(self.job_id)
         self.assertEqual(cm.exception.http_status, 401)
         with self.assertRaises(APIError) as cm:
-            self.server.api.create_job(pp=0, microbatches=3, profile_csv=self.csv)
+            self.server.api.create_job(pp=0, microbatches=3, profile_csv=self.csv, p2p_power_w=80.0)
         self.assertEqual(cm.exception.http_status, 422)
         self.assertIn("pp", cm.exception.message)
+        with self.assertRaises(ValueError):  # P_block is required, as in the CLI
+            self.server.api.create_job(pp=2, microbatches=3, profile_csv=self.csv)
+        with self.assertRaises(APIError) as cm:  # and the server says which field is missing
+            self.server.api.request("POST", "/v1/jobs", dict(pp=2, microbatches=3, profile_csv=self.csv))
+        self.assertEqual(cm.exception.http_status, 422)
+        self.assertIn("p2p_power_w", cm.exception.message)
         with self.assertRaises(APIError) as cm:
             API("http://127.0.0.1:1", timeout_s=1).health()
         self.assertEqual(cm.exception.code, "unreachable")

@@ -100,7 +100,11 @@ TEST_F(Negative, WrongTypesAndRanges) {
   j["dp"] = -1;
   expect_error(api.post("/v1/jobs", j), 422, "dp negative");
 
-  expect_error(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "dup");
+  // The same rank, coordinates and clocks again is a restarted trainer: 200; other coordinates: 409.
+  EXPECT_EQ(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
+  expect_error(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "dup");
+  expect_error(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                            {"supported_freqs_mhz", {1410}}}), 409, "dup clocks");
   expect_error(api.post(base() + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "slot");
   expect_error(api.post(base() + "/ranks", {{"rank", 16}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "range");
   expect_error(api.post(base() + "/ranks", {{"rank", 2}, {"dp_rank", 2}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "dp");

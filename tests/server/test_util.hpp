@@ -131,6 +131,13 @@ inline json wait_status(Api& api, const std::string& job, const std::string& sta
   return j;
 }
 
+/// An A100's supported SM clocks, MHz: 1410 down to 210 in 15 MHz steps.
+inline json a100_clocks() {
+  json out = json::array();
+  for (int f = 1410; f >= 210; f -= 15) out.push_back(f);
+  return out;
+}
+
 /// The standard job of the tests: the bundled GPT-3 profile, 8 stages, 4 microbatches.
 inline json profile_job(int dp = 2, int pp = 8) {
   return {{"name", "test"}, {"pp", pp}, {"dp", dp}, {"tp", 1}, {"microbatches", 4}, {"schedule", "1f1b"},

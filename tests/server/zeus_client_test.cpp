@@ -30,7 +30,7 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
   const std::string id = job.j;
   for (int r = 0; r < 4; ++r) {
     auto rr = zeus.post("/register_rank/" + id, {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0},
-                                                 {"available_frequencies", {1410, 1395, 1380}}});
+                                                 {"available_frequencies", a100_clocks()}});
     ASSERT_EQ(rr.status, 200) << rr.body;
     EXPECT_TRUE(rr.j.is_null());
   }

@@ -62,6 +62,7 @@ struct Job {
   std::mutex stats_mu;  // guards the measurement summary
   std::int64_t num_measurements = 0;
   double sum_time_s = 0, sum_energy_j = 0;
+  std::int64_t num_energy_known = 0;  // measurements with a known energy_j (the mean's divisor)
 
   void touch(double now_s) {
     last_activity_s.store(now_s, std::memory_order_relaxed);

@@ -344,7 +344,8 @@ Reply JobManager::get_job(const std::string& job_id) {
     std::lock_guard s(j->stats_mu);
     out["measurements"] = {{"count", j->num_measurements},
                            {"mean_iteration_time_s", j->num_measurements ? json(j->sum_time_s / j->num_measurements) : json(nullptr)},
-                           {"mean_iteration_energy_j", j->num_measurements ? json(j->sum_energy_j / j->num_measurements) : json(nullptr)}};
+                           {"mean_iteration_energy_j", j->num_energy_known ? json(j->sum_energy_j / j->num_energy_known) : json(nullptr)},
+                           {"energy_unknown", j->num_measurements - j->num_energy_known}};
   }
   return {200, out.dump()};
 }
@@ -399,6 +400,7 @@ std::size_t JobManager::load() {
     j->num_measurements = sj.num_measurements;
     j->sum_time_s = sj.sum_time_s;
     j->sum_energy_j = sj.sum_energy_j;
+    j->num_energy_known = sj.num_measurements;  // not persisted: after a restart, unknowns count as known (0 J)
     j->zeus_next_iteration = sj.max_iteration + 1;
     bool solve = false;
     try {
@@ -500,6 +502,8 @@ std::string JobManager::metrics_text() const {
   counter("perseus_plan_not_modified_total", "Plan fetches answered 304.", counters_.plan_not_modified.load());
   counter("perseus_measurements_total", "Measurements accepted.", counters_.measurements.load());
   counter("perseus_measurement_duplicates_total", "Repeated measurements ignored.", counters_.measurement_duplicates.load());
+  counter("perseus_measurements_rejected_total", "Measurements of a batch refused one by one (422 per item).",
+          counters_.measurements_rejected.load());
   counter("perseus_straggler_decisions_total", "Straggler decisions taken.", counters_.straggler_decisions.load());
   counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());
   counter("perseus_jobs_expired_total", "Jobs deleted for idleness.", counters_.jobs_expired.load());

@@ -1,11 +1,16 @@
 // JobManager: rank registration, plan fetches (hot path), measurements, profiling sweep steps.
 #include <cmath>
 
+#include <set>
+
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "job.hpp"
 #include "perseus/error.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/runtime/clock_check.hpp"
+#include "perseus/runtime/telemetry.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
 
@@ -18,12 +23,28 @@ namespace {
 constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
-/// Validates one measurement object; throws ApiError 422.
+/// 422 when energy_j over time_s implies an impossible average power (telemetry.hpp, the
+/// bound the client and `perseus monitor` use). `where` names the item.
+void check_power(const json& obj, const std::string& where) {
+  auto e = obj.find("energy_j");
+  if (e == obj.end() || e->is_null()) return;  // unknown energy: fine
+  const double energy = e->get<double>(), time = obj["time_s"].get<double>();
+  const runtime::TelemetryLimits limits;
+  if (!runtime::plausible_energy(energy, time, limits))
+    throw ApiError(422, "implausible_energy",
+                   fmt::format("{}: energy_j {} J in time_s {} s implies {:.0f} W, above the {:.0f} W a GPU can draw "
+                               "(an energy counter anomaly? leave energy_j out when it is unknown)",
+                               where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
+}
+
+/// Validates one measurement object; throws ApiError 422. energy_j may be absent or null
+/// (unknown); when present it must be plausible for its time_s.
 void validate_measurement(const json& m) {
   require_object(m, "measurement");
   get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53);
   get_number(m, "time_s", std::nullopt, 0, 1e7);
-  get_number(m, "energy_j", 0.0, 0, 1e13);
+  if (m.contains("energy_j") && !m["energy_j"].is_null()) get_number(m, "energy_j", 0.0, 0, 1e13);
+  check_power(m, "measurement");
   get_int(m, "plan_version", 0, 0, INT64_MAX);
   auto it = m.find("instructions");
   if (it == m.end() || it->is_null()) return;
@@ -36,9 +57,64 @@ void validate_measurement(const json& m) {
     get_int(e, "microbatch", 0, 0, 1 << 24);
     get_int(e, "stage", 0, 0, 1 << 24);
     get_int(e, "freq_mhz", std::nullopt, 1, 100000);
+    get_int(e, "planned_freq_mhz", 0, 0, 100000);
     get_number(e, "time_s", std::nullopt, 0, 1e7);
-    get_number(e, "energy_j", 0.0, 0, 1e13);
+    if (e.contains("energy_j") && !e["energy_j"].is_null()) get_number(e, "energy_j", 0.0, 0, 1e13);
+    check_power(e, fmt::format("instruction '{}' microbatch {}", e.value("instruction", std::string("?")),
+                               e.value("microbatch", 0)));
   }
+}
+
+/// Answer to a registration: the rank's place and the job's shape (the client bounds plan
+/// responses with it). Caller holds j.mu.
+json registration_reply(const Job& j, const StoredRank& r) {
+  return {{"job_id", j.id},
+          {"rank", r.rank},
+          {"pipeline", r.dp_rank},
+          {"pp_rank", r.pp_rank},
+          {"tp_rank", r.tp_rank},
+          {"ranks_registered", j.ranks.size()},
+          {"world_size", j.spec.world_size()},
+          {"microbatches", j.spec.microbatches},
+          {"chunks", j.spec.chunks},
+          {"job_status", j.status}};
+}
+
+/// Clocks the job's plans may give rank r's GPU: the profile's frequencies of the stages and
+/// computations this rank runs, or the explicit plans' clocks of its computations. Caller
+/// holds j.mu.
+std::set<int> planned_clocks(const Job& j, int pp_rank) {
+  std::set<int> out;
+  const JobModel& m = j.model;
+  if (!m.dag || pp_rank >= m.dag->num_ranks()) return out;
+  for (int id : m.dag->rank_ops(pp_rank)) {
+    const auto& op = m.dag->op(id);
+    if (m.profile) {
+      for (const auto& p : m.profile->points(op.stage, op.kind)) out.insert(p.freq_mhz);
+    }
+    for (const auto& plan : m.explicit_plans)
+      if (static_cast<std::size_t>(id) < plan.size()) out.insert(plan[static_cast<std::size_t>(id)]);
+  }
+  return out;
+}
+
+/// 422 when a clock the job's plans may give this rank is not one of the GPU's supported
+/// clocks (within the client's snapping tolerance): the plan would be refused by the client
+/// (or, without the check, sent to the driver). No list = nothing to check.
+void check_rank_clocks(const Job& j, const StoredRank& r) {
+  if (r.supported_freqs_mhz.empty()) return;
+  std::vector<std::string> bad;
+  for (int f : planned_clocks(j, r.pp_rank)) {
+    const auto c = runtime::check_clock(f, r.supported_freqs_mhz);
+    if (!c.ok && bad.size() < 5) bad.push_back(fmt::format("{} MHz (nearest {} MHz)", f, c.nearest_mhz));
+  }
+  if (!bad.empty())
+    throw ApiError(422, "unsupported_clock",
+                   fmt::format("field \"supported_freqs_mhz\": the job's plans for pp_rank {} use clocks this GPU does "
+                               "not support ({}; tolerance {} MHz): {}. Profile on this GPU model, or register the "
+                               "rank on the GPU the job was planned for",
+                               r.pp_rank, runtime::describe_clocks(r.supported_freqs_mhz),
+                               runtime::kDefaultClockToleranceMhz, fmt::join(bad, ", ")));
 }
 
 const StoredRank& rank_or_404(const Job& j, std::int64_t rank) {
@@ -70,8 +146,23 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   }
   std::unique_lock lock(j->mu);
   if (j->deleted) throw ApiError(404, "unknown_job", "the job was deleted");
-  if (j->ranks.count(r.rank))
-    throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered", r.rank));
+  if (auto old = j->ranks.find(r.rank); old != j->ranks.end()) {
+    const StoredRank& o = old->second;
+    if (o.dp_rank != r.dp_rank || o.pp_rank != r.pp_rank || o.tp_rank != r.tp_rank)
+      throw ApiError(409, "duplicate_rank",
+                     fmt::format("rank {} is already registered as (dp_rank {}, pp_rank {}, tp_rank {}), not (dp_rank "
+                                 "{}, pp_rank {}, tp_rank {})",
+                                 r.rank, o.dp_rank, o.pp_rank, o.tp_rank, r.dp_rank, r.pp_rank, r.tp_rank));
+    if (o.supported_freqs_mhz != r.supported_freqs_mhz)
+      throw ApiError(409, "duplicate_rank",
+                     fmt::format("rank {} is already registered from a GPU with other supported clocks ({} then, {} "
+                                 "now): another process or another GPU model",
+                                 r.rank, runtime::describe_clocks(o.supported_freqs_mhz),
+                                 runtime::describe_clocks(r.supported_freqs_mhz)));
+    // The same coordinates and clocks: the same trainer restarted. Idempotent.
+    return {200, registration_reply(*j, o).dump()};
+  }
+  check_rank_clocks(*j, r);
   if (auto s = j->slots.find({r.dp_rank, r.pp_rank, r.tp_rank}); s != j->slots.end())
     throw ApiError(409, "duplicate_rank", fmt::format("(dp_rank {}, pp_rank {}, tp_rank {}) is already rank {}",
                                                       r.dp_rank, r.pp_rank, r.tp_rank, s->second));
@@ -98,10 +189,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
     j->plans[kSweepPlanIndex] = plan;
     for (auto& a : j->pipelines) a.plan = plan;
   }
-  json out = {{"job_id", j->id},         {"rank", r.rank},         {"pipeline", r.dp_rank},
-              {"pp_rank", r.pp_rank},     {"tp_rank", r.tp_rank},   {"ranks_registered", j->ranks.size()},
-              {"world_size", spec.world_size()}, {"job_status", j->status}};
-  return {201, out.dump()};
+  return {201, registration_reply(*j, r).dump()};
 }
 
 Reply JobManager::get_plan(const std::string& job_id, std::int64_t rank, std::optional<std::int64_t> since) {
@@ -166,7 +254,24 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   } else {
     items.push_back(&body);
   }
-  for (const json* m : items) validate_measurement(*m);
+  // Per item: a batch keeps its valid reports and names the rejected ones (one bad counter
+  // reading must not cost the other iterations); a single report is refused with 422.
+  json rejected = json::array();
+  {
+    std::vector<const json*> valid;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      try {
+        validate_measurement(*items[i]);
+        valid.push_back(items[i]);
+      } catch (const ApiError& e) {
+        if (!batch) throw;
+        json it = items[i]->is_object() && items[i]->contains("iteration") ? (*items[i])["iteration"] : json(nullptr);
+        rejected.push_back({{"index", i}, {"iteration", it}, {"error", e.code() + ": " + e.what()}});
+        counters_.measurements_rejected++;
+      }
+    }
+    items.swap(valid);
+  }
 
   const bool profiling = j->spec.source == PlanSource::kProfiling;
   std::unique_lock<std::shared_mutex> excl(j->mu, std::defer_lock);
@@ -181,7 +286,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   for (const json* m : items) {
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
     const double time_s = (*m)["time_s"].get<double>();
-    const double energy_j = m->value("energy_j", 0.0);
+    const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
+    const double energy_j = energy_known ? (*m)["energy_j"].get<double>() : 0.0;  // the stored JSON keeps "unknown"
     const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, m->dump(), now);
     results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
@@ -196,6 +302,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       ++j->num_measurements;
       j->sum_time_s += time_s;
       j->sum_energy_j += energy_j;
+      if (energy_known) ++j->num_energy_known;
     }
     if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
       if (j->sweep->done()) {
@@ -214,7 +321,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     return {dup ? 200 : 202, json{{"accepted", !dup}, {"duplicate", dup}, {"job_status", j->status}}.dump()};
   }
   return {202, json{{"accepted", accepted}, {"duplicates", duplicates}, {"results", results},
-                    {"job_status", j->status}}.dump()};
+                    {"rejected", rejected}, {"job_status", j->status}}.dump()};
 }
 
 }  // namespace perseus::server

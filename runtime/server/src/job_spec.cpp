@@ -41,7 +41,8 @@ JobSpec JobSpec::from_json(const json& body) {
   if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxOps)
     throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
-  s.p2p_power_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
+  // Required, as `perseus optimize --p2p-power` is: a silent 0 W changes every plan.
+  s.p2p_power_w = get_number(body, "p2p_power_w", std::nullopt, 0.0, 1e5);
   s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-9, 1e4);
 
   const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
