@@ -45,6 +45,14 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def test_conflicting_registration_raises(self):
+        # Issue 16 row 3: rank 1 is registered as (dp 0, pp 1); a process claiming rank 1 at
+        # pp_rank 0 must not silently run stage 0's plan.
+        self.client(1)
+        with self.assertRaises(perseus.ServerRefusedError) as cm:
+            self.client(1, pp_rank=0)
+        self.assertIn("409", str(cm.exception))
+
     def test_hooks_reports_and_clock_log(self):
         log = os.path.join(temp_dir(self), "freq.json")
         c = self.client(0)

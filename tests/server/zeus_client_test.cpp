@@ -35,8 +35,8 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
     EXPECT_TRUE(rr.j.is_null());
   }
   EXPECT_EQ(zeus.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
-                                               {"available_frequencies", {1410}}}).status, 409)
-      << "duplicates are rejected instead of hanging the job";
+                                               {"available_frequencies", {1410}}}).status, 422)
+      << "a re-registration from a GPU that lacks the plans' clocks is refused";
 
   auto s0 = zeus.get("/schedule/" + id + "?rank=0");
   ASSERT_EQ(s0.status, 200) << s0.body;

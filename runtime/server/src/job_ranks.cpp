@@ -153,13 +153,9 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
                      fmt::format("rank {} is already registered as (dp_rank {}, pp_rank {}, tp_rank {}), not (dp_rank "
                                  "{}, pp_rank {}, tp_rank {})",
                                  r.rank, o.dp_rank, o.pp_rank, o.tp_rank, r.dp_rank, r.pp_rank, r.tp_rank));
-    if (o.supported_freqs_mhz != r.supported_freqs_mhz)
-      throw ApiError(409, "duplicate_rank",
-                     fmt::format("rank {} is already registered from a GPU with other supported clocks ({} then, {} "
-                                 "now): another process or another GPU model",
-                                 r.rank, runtime::describe_clocks(o.supported_freqs_mhz),
-                                 runtime::describe_clocks(r.supported_freqs_mhz)));
-    // The same coordinates and clocks: the same trainer restarted. Idempotent.
+    // The same coordinates: the same trainer restarted (maybe on another GPU, whose clocks
+    // must fit the plans too). Idempotent.
+    check_rank_clocks(*j, r);
     return {200, registration_reply(*j, o).dump()};
   }
   check_rank_clocks(*j, r);
