@@ -109,6 +109,7 @@ typedef struct perseus_client_stats {
   int64_t server_failures; /**< Failed requests. */
   int32_t gpu_failures;    /**< Failed clock changes. */
   int32_t applied_mhz;     /**< SM clock in force as far as the client knows (0 = unlocked). */
+  int64_t latest_plan_version; /**< Newest plan fetched, switched in at the next step begin (-1 = none). */
   int64_t plans_refused;   /**< Plan versions refused (a clock the GPU lacks, too big a plan). */
   int64_t clocks_snapped;  /**< Plan clocks snapped to the nearest supported clock. */
   int64_t energy_unknown;  /**< Computations and steps reported with unknown energy. */
