@@ -127,9 +127,9 @@ struct Client::Impl {
       const ClockCheck c = check_clock(i.freq_mhz, supported_mhz, opt.clock_snap_tolerance_mhz);
       if (!c.ok) {
         ++st.plans_refused;
-        st.last_plan_error = fmt::format("plan version {} refused: {} {} (stage {}, microbatch {}): {}; the previous "
+        st.last_plan_error = fmt::format("plan version {} refused: {} (stage {}, microbatch {}): {}; the previous "
                                          "plan stays in use",
-                                         p.version, i.instruction, i.microbatch, i.stage, i.microbatch, c.reason);
+                                         p.version, i.instruction, i.stage, i.microbatch, c.reason);
         if (refused_version != p.version) {
           fmt::print(stderr, "perseus client: rank {}: WARNING: {}\n", opt.ranks.rank, st.last_plan_error);
         }
