@@ -71,12 +71,13 @@ bool equal_ct(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-/// True for a Content-Type the JSON routes accept: none, application/json or any "+json" type.
+/// True for a Content-Type the JSON routes accept: none, application/json, any "+json" type, or
+/// text/plain (what many tools send by default).
 bool json_content_type(const std::string& type) {
   std::string t = type.substr(0, type.find(';'));
   while (!t.empty() && t.back() == ' ') t.pop_back();
   for (auto& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return t.empty() || t == "application/json" || (t.size() > 5 && t.compare(t.size() - 5, 5, "+json") == 0);
+  return t.empty() || t == "application/json" || t == "text/plain" || (t.size() > 5 && t.compare(t.size() - 5, 5, "+json") == 0);
 }
 
 HttpResponse error_response(int status, std::string_view code, std::string_view message) {

@@ -1,0 +1,250 @@
+// Hostile-input suite: every row of issue 15's reliability probe (and a few more), on loopback.
+// Each test waits on events (an answer, a closed connection), never on elapsed time; counts are
+// small and every blocking read is bounded by RawConn's safety timeout.
+#include <gtest/gtest.h>
+
+#include <netinet/tcp.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "http_daemon.hpp"
+#include "perseus/error.hpp"
+#include "raw_socket.hpp"
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+std::string request_head(const std::string& method, const std::string& path, const std::string& extra,
+                         bool auth = true) {
+  return method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+         (auth ? "Authorization: Bearer " + kToken + "\r\n" : std::string()) + extra + "\r\n";
+}
+
+bool health_ok(int port) {
+  Api api(port, "");
+  return api.get("/v1/health").status == 200;
+}
+
+ServerOptions small_limits() {
+  ServerOptions opt;
+  opt.max_body_bytes = 1 << 20;
+  opt.max_header_bytes = 16 << 10;
+  opt.threads = 2;
+  return opt;
+}
+
+// Row 2: a chunked body past the limit, before auth, is refused without reading it.
+TEST(Hostile, ChunkedBodyBeforeAuthRefusedAtHeaders) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Transfer-Encoding: chunked\r\n", /*auth=*/false)));
+  const std::string resp = c.read_response();
+  EXPECT_EQ(raw_status(resp), 401) << resp;
+  EXPECT_TRUE(c.wait_closed()) << "the server never reads the body of a refused request";
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Row 2 (authenticated): a chunked body is cut off at max_body_bytes, not buffered whole.
+TEST(Hostile, ChunkedBodyPastLimitClosesConnection) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Transfer-Encoding: chunked\r\n")));
+  const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";  // 64 KiB chunks
+  std::size_t sent = 0;
+  const std::size_t cap = std::size_t(256) << 20;  // the test's own bound: 256 MiB
+  while (sent < cap && c.send(chunk)) sent += 0x10000;
+  EXPECT_LT(sent, cap) << "the server kept reading a chunked body far past its 1 MiB limit";
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Row 3: compressed bodies are never inflated: 415 at the headers.
+TEST(Hostile, ContentEncodingRefused) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Content-Encoding: gzip\r\nContent-Length: 1048000\r\n", false)));
+  const std::string resp = c.read_response();
+  EXPECT_EQ(raw_status(resp), 415) << resp;
+  EXPECT_NE(raw_body(resp).find("never decompresses"), std::string::npos) << resp;
+}
+
+// Row 4: a huge request line or header block is cut off at max_header_bytes.
+TEST(Hostile, HugeRequestLineAndHeadersCutOff) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  {
+    RawConn c(srv.port());
+    c.send("GET /" + std::string(1 << 20, 'a'));  // the server may close while we write
+    const std::string resp = c.read_all();
+    const int st = raw_status(resp);
+    EXPECT_TRUE(st == 414 || st == 431 || st == 400 || resp.empty()) << resp.substr(0, 200);
+  }
+  {
+    RawConn c(srv.port());
+    std::string head = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
+    bool open = c.send(head);
+    for (int i = 0; open && i < 100000; ++i) open = c.send("X-Junk-" + std::to_string(i) + ": y\r\n");
+    const std::string resp = open ? c.read_all() : std::string();
+    const int st = raw_status(resp);
+    EXPECT_TRUE(!open || st == 431 || st == 400 || st == 413 || resp.empty()) << resp.substr(0, 200);
+  }
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Row 5: slow senders cost no worker, and the whole-request deadline closes them.
+TEST(Hostile, SlowHeaderSendersDoNotBlockOthersAndHitTheDeadline) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.request_deadline_s = 0.5;
+  opt.threads = 1;  // one event loop: a blocked worker would show at once
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.push_back(std::make_unique<RawConn>(srv.port()));
+    ASSERT_TRUE(slow.back()->send("GET /v1/health HTTP/1.1\r\nX-A: "));
+  }
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(health_ok(srv.port())) << "probe " << i;
+  // A sender that keeps trickling bytes is still cut off by the deadline (not by idleness).
+  std::atomic<bool> closed{false};
+  std::thread trickle([&] {
+    RawConn c(srv.port());
+    c.send("GET /v1/health HTTP/1.1\r\nX-A: ");
+    while (c.send("a")) {
+      pollfd p{c.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) break;  // the server closed (EOF readable)
+    }
+    closed = c.wait_closed();
+  });
+  trickle.join();
+  EXPECT_TRUE(closed);
+  for (auto& c : slow) EXPECT_TRUE(c->wait_closed());
+}
+
+// Row 6: 1000 connections opened at once: the backlog holds them and health still answers.
+TEST(Hostile, ThousandIdleConnectsDoNotStall) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.max_connections_per_ip = 0;
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 1000; ++i) idle.push_back(std::make_unique<RawConn>(srv.port()));
+  int connected = 0;
+  for (auto& c : idle) connected += c->connected();
+  EXPECT_EQ(connected, 1000);
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Per-peer connection cap: the connection past the cap is closed at once.
+TEST(Hostile, PerAddressConnectionCap) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.max_connections_per_ip = 4;
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 4; ++i) {  // each one answered once, so the server has surely accepted it
+    held.push_back(std::make_unique<RawConn>(srv.port()));
+    ASSERT_TRUE(held.back()->send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_EQ(raw_status(held.back()->read_response()), 200);
+  }
+  RawConn extra(srv.port());
+  extra.send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(raw_status(extra.read_response()), -1) << "5th connection from one address must be refused";
+  held.clear();
+}
+
+// Row 7: 64 keep-alive pollers on 2 event-loop threads: every one is served.
+TEST(Hostile, KeepAlivePollersAllServed) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  std::atomic<int> served{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 64; ++t)
+    ts.emplace_back([&] {
+      httplib::Client c("127.0.0.1", srv.port());
+      c.set_keep_alive(true);
+      c.set_read_timeout(60);
+      int ok = 0;
+      for (int i = 0; i < 3; ++i)
+        if (auto res = c.Get("/v1/health"); res && res->status == 200) ++ok;
+      if (ok == 3) served++;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(served.load(), 64);
+}
+
+// Row 12: a second server on a taken port refuses to start, naming the cause.
+TEST(Hostile, SecondServerOnTakenPortRefuses) {
+  TempDir dir;
+  LocalServer first(dir.file("a.db"));
+  ServerOptions opt;
+  opt.port = first.port();
+  opt.db_path = dir.file("b.db");
+  opt.token = kToken;
+  Server second(opt);
+  try {
+    second.bind();
+    FAIL() << "bind on a taken port succeeded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
+  }
+}
+
+// Row 13: content types: form type gets 415 naming the fix (not a bare 413); empty body names it.
+TEST(Hostile, ContentTypesAndEmptyBodies) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  Api api(srv.port());
+  std::string big = profile_job().dump();
+  auto r = api.post_raw("/v1/jobs", big, "application/x-www-form-urlencoded");
+  EXPECT_EQ(r.status, 415) << r.body;
+  EXPECT_NE(r.body.find("Content-Type: application/json"), std::string::npos) << r.body;
+  {  // no Content-Type at all: accepted as JSON
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Content-Length: " + std::to_string(big.size()) + "\r\n") + big));
+    const std::string resp = c.read_response();
+    EXPECT_EQ(raw_status(resp), 201) << resp.substr(0, 300);
+  }
+  r = api.post_raw("/v1/jobs", big, "text/plain");
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = api.post_raw("/v1/jobs", big, "application/json; charset=utf-8");
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = api.post_raw("/v1/jobs", "");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.j["error"]["code"], "empty_body") << r.body;
+}
+
+// Row 14: TCP_NODELAY on the listening socket (accepted sockets get it too).
+TEST(Hostile, ListenSocketHasNoDelay) {
+  int port = 0;
+  const int fd = open_listen_socket("127.0.0.1", 0, 64, &port);
+  int v = 0;
+  socklen_t len = sizeof v;
+  ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+  EXPECT_NE(v, 0);
+  EXPECT_GT(port, 0);
+  ::close(fd);
+}
+
+// Junk that is not HTTP at all: answered 400 or closed, and the server keeps serving.
+TEST(Hostile, BinaryJunkInsteadOfHttp) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  {
+    RawConn c(srv.port());
+    std::string junk(1 << 16, '\0');
+    for (std::size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131 + 7) & 0xff);
+    c.send(junk);
+    const std::string resp = c.read_all();
+    const int st = raw_status(resp);
+    EXPECT_TRUE(st == 400 || st == 414 || st == 431 || st == 505 || resp.empty()) << st;
+  }
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
