@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <netinet/tcp.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <thread>
@@ -192,6 +193,25 @@ TEST(Hostile, SecondServerOnTakenPortRefuses) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
   }
+}
+
+// Row 12 (database): a second server on a database in use refuses to start; files are private.
+TEST(Hostile, SecondServerOnSameDatabaseRefuses) {
+  TempDir dir;
+  LocalServer first(dir.file("same.db"));
+  ServerOptions opt;
+  opt.db_path = dir.file("same.db");
+  opt.token = kToken;
+  try {
+    Server second(opt);
+    FAIL() << "a second server opened a database in use";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another"), std::string::npos) << e.what();
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("same.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "database file must be created private";
+  EXPECT_TRUE(health_ok(first.port())) << "the first server is unaffected";
 }
 
 // Row 13: content types: form type gets 415 naming the fix (not a bare 413); empty body names it.
