@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <netinet/tcp.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -264,6 +265,153 @@ TEST(Hostile, BinaryJunkInsteadOfHttp) {
     EXPECT_TRUE(st == 400 || st == 414 || st == 431 || st == 505 || resp.empty()) << st;
   }
   EXPECT_TRUE(health_ok(srv.port()));
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
+
+namespace perseus::server::testing {
+namespace {
+
+/// A ready job (profile, dp x 8 stages) with every rank registered.
+std::string ready_job(Api& api, int dp) {
+  auto r = api.post("/v1/jobs", profile_job(dp, 8));
+  EXPECT_EQ(r.status, 201) << r.body;
+  const std::string job = r.j["job_id"];
+  wait_status(api, job, "ready");
+  for (int d = 0; d < dp; ++d)
+    for (int p = 0; p < 8; ++p)
+      EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks", {{"rank", d * 8 + p}, {"dp_rank", d}, {"pp_rank", p}, {"tp_rank", 0}})
+                    .status,
+                201);
+  return job;
+}
+
+// Row 1: 100,000 levels of nesting, in a measurement and in a job's plans: 400 naming the limit.
+TEST(Hostile, DeepNestingRefusedBeforeParsing) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 1);
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = api.post_raw("/v1/jobs/" + job + "/ranks/0/measurements",
+                        R"({"iteration":1,"time_s":1,"extra":)" + deep + "}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "too_deep");
+  EXPECT_NE(r.body.find("limit of 64 levels"), std::string::npos) << r.body;
+  json j = profile_job(1, 8);
+  r = api.post_raw("/v1/jobs", j.dump().substr(0, j.dump().size() - 1) + R"(,"plans":)" + deep + "}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200) << "server alive";
+}
+
+// Numbers outside the range of a double: 400, not 500.
+TEST(Hostile, NumbersOutOfDoubleRange) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 1);
+  auto r = api.post_raw("/v1/jobs/" + job + "/ranks/0/measurements", R"({"iteration":1,"time_s":1e400})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "number_out_of_range") << r.body;
+}
+
+// Unknown fields of a measurement are not stored (validated fields only).
+TEST(Hostile, MeasurementExtrasNotStored) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 1);
+  auto r = api.post("/v1/jobs/" + job + "/ranks/0/measurements",
+                    {{"iteration", 1}, {"time_s", 1.0}, {"junk", std::string(100000, 'x')}});
+  EXPECT_EQ(r.status, 202) << r.body;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("h.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT body_json FROM measurements", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  const std::string body = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  EXPECT_EQ(body.find("junk"), std::string::npos) << body;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+// Row 16: the planner's own range for unit_time_s, checked at POST time and naming the field.
+TEST(Hostile, UnitTimeOutsidePlannerRangeRefusedAtPost) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  json j = profile_job(1, 8);
+  j["unit_time_s"] = 1e-9;
+  auto r = api.post("/v1/jobs", j);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("unit_time_s"), std::string::npos) << r.body;
+  j["unit_time_s"] = 11.0;
+  EXPECT_EQ(api.post("/v1/jobs", j).status, 422);
+}
+
+// Row 17: dp = 2 with both pipelines stragglers: nothing switches, no saving is claimed.
+TEST(Hostile, AllPipelinesStragglersClaimNoSaving) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 2);
+  auto r = api.post("/v1/jobs/" + job + "/stragglers", {{"pipeline", 0}, {"slowdown", 1.2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = api.post("/v1/jobs/" + job + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json d = r.j["decision"];
+  EXPECT_EQ(d["predicted_saving_pct"], 0.0) << d.dump();
+  EXPECT_EQ(d["predicted_saving_j_per_iteration"], 0.0) << d.dump();
+  EXPECT_EQ(d["plan_index"], d["fastest_plan_index"]) << d.dump();
+  for (int rank : {0, 8}) {
+    auto p = api.get("/v1/jobs/" + job + "/ranks/" + std::to_string(rank) + "/plan");
+    EXPECT_EQ(p.j["plan_index"], d["fastest_plan_index"]) << "every pipeline runs the fastest plan";
+  }
+}
+
+/// Holds an exclusive SQLite lock on a database from a second connection while alive.
+struct ExclusiveDbLock {
+  sqlite3* db = nullptr;
+  explicit ExclusiveDbLock(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  ~ExclusiveDbLock() {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+};
+
+// Row 11: a write that fails leaves no trace in memory: rank not registered, straggler not applied,
+// version unchanged; the same requests succeed once the database is writable again.
+TEST(Hostile, FailedWritesLeaveNoTrace) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  auto r = api.post("/v1/jobs", profile_job(2, 8));
+  ASSERT_EQ(r.status, 201);
+  const std::string job = r.j["job_id"];
+  const std::string base = "/v1/jobs/" + job;
+  wait_status(api, job, "ready");
+  for (int p = 0; p < 8; ++p)
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", p}, {"dp_rank", 0}, {"pp_rank", p}, {"tp_rank", 0}}).status, 201);
+  const json before = api.get(base).j;
+  {
+    ExclusiveDbLock lock(dir.file("h.db"));
+    EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 500);
+    EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 500);
+  }
+  const json after = api.get(base).j;
+  EXPECT_EQ(after["ranks_registered"], before["ranks_registered"]);
+  EXPECT_EQ(after["version"], before["version"]);
+  EXPECT_EQ(after["stragglers"].size(), 0u);
+  EXPECT_EQ(after["decisions_total"], before["decisions_total"]);
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  // A retried registration (same fields) is answered again, not refused.
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 409);
+  EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 200);
 }
 
 }  // namespace

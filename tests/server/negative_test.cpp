@@ -101,7 +101,9 @@ TEST_F(Negative, WrongTypesAndRanges) {
   j["dp"] = -1;
   expect_error(api.post("/v1/jobs", j), 422, "dp negative");
 
-  expect_error(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "dup");
+  expect_error(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                           {"supported_freqs_mhz", {1410}}}),
+               409, "dup with other fields");
   expect_error(api.post(base() + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}), 409, "slot");
   expect_error(api.post(base() + "/ranks", {{"rank", 16}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "range");
   expect_error(api.post(base() + "/ranks", {{"rank", 2}, {"dp_rank", 2}, {"pp_rank", 1}, {"tp_rank", 0}}), 422, "dp");

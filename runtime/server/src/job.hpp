@@ -56,6 +56,7 @@ struct Job {
   std::int64_t decisions_total = 0;
   std::unique_ptr<Sweep> sweep;
   std::int64_t zeus_next_iteration = 0;
+  std::deque<std::uint64_t> zeus_result_digests;  // recent Zeus /result bodies (retries answered, not re-counted)
 
   std::mutex solve_mu;  // serializes frontier (re)derivation
 

@@ -225,19 +225,25 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
         j->frontier = fr;
         return;
       }
-      j->frontier = fr;
-      j->model.points = pts;
-      const int idx = j->model.fastest_index();
+      JobModel solved = model;
+      solved.points = pts;
+      const int idx = solved.fastest_index();
       auto plan = render_plan(*model.dag, idx, pts[idx], fr->plan(idx).freq_mhz);
+      const std::int64_t version = j->version_counter + 1;
+      std::vector<StoredAssignment> next;
+      for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, idx, version});
+      // Stored first (each write idempotent; a crash in between re-plans at reload), then applied.
       store_.set_points(j->id, points_json(pts));
       store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+      store_.update_assignments(j->id, version, next);
+      store_.set_status(j->id, kStatusReady, "");
+      j->frontier = fr;
+      j->model.points = pts;
       j->plans[idx] = plan;
-      ++j->version_counter;
-      for (auto& a : j->pipelines) a = {idx, j->version_counter, plan};
-      store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+      j->version_counter = version;
+      for (auto& a : j->pipelines) a = {idx, version, plan};
       j->status = kStatusReady;
       j->error.clear();
-      store_.set_status(j->id, j->status, "");
     } catch (const std::exception& e) {
       std::unique_lock lock(j->mu);
       if (j->deleted || !assign_when_done) return;

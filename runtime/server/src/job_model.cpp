@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 
+#include <set>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -169,6 +171,23 @@ bool JobModel::times_known() const {
   return true;
 }
 
+void check_time_quantum(const Dag& dag, const Profile& profile, double unit_time_s) {
+  std::set<std::pair<int, int>> seen;
+  for (int i = 0; i < dag.num_ops(); ++i) {
+    const Computation& c = dag.op(i);
+    if (!seen.insert({c.stage, static_cast<int>(c.kind)}).second) continue;
+    const auto pts = pareto_points(profile.points(c.stage, c.kind));
+    if (pts.empty()) continue;  // the planner names the missing rows itself
+    const double quanta = (pts.back().time_s - pts.front().time_s) / unit_time_s;
+    if (quanta > kMaxQuantaPerComputation)
+      throw InputError(fmt::format(
+          "field \"unit_time_s\" = {} s is too small for this profile: stage {} {} spans {:.6g} s, {:.3g} quanta "
+          "(the planner allows at most {:.0f}); use unit_time_s >= {:.3g}",
+          unit_time_s, c.stage, to_string(c.kind), pts.back().time_s - pts.front().time_s, quanta,
+          kMaxQuantaPerComputation, (pts.back().time_s - pts.front().time_s) / kMaxQuantaPerComputation));
+  }
+}
+
 JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
   JobModel m;
   m.schedule = std::make_shared<const Schedule>(make_schedule(spec.schedule, spec.pp, spec.microbatches, spec.chunks));
@@ -180,6 +199,8 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
     // A per-GPU profile is fitted to chunked / split-backward schedules as `perseus optimize` does.
     m.profile = std::make_shared<const Profile>(
         fit_profile_to_schedule(parse_profile_csv(csv, "profile_csv"), *m.schedule));
+  if (m.profile && spec.source != PlanSource::kPlans && spec.source != PlanSource::kZeusPlans)
+    check_time_quantum(*m.dag, *m.profile, spec.unit_time_s);
   if (spec.source == PlanSource::kPlans) {
     for (std::size_t i = 0; i < spec.plans.size(); ++i) {
       const json& p = spec.plans[i];

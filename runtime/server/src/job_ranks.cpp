@@ -19,26 +19,32 @@ constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
 /// Validates one measurement object; throws ApiError 422.
-void validate_measurement(const json& m) {
+/// Validates one measurement and returns only its validated fields (what is stored and replayed:
+/// never the raw body, whose unknown fields could be arbitrarily large).
+json validated_measurement(const json& m) {
   require_object(m, "measurement");
-  get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53);
-  get_number(m, "time_s", std::nullopt, 0, 1e7);
-  get_number(m, "energy_j", 0.0, 0, 1e13);
-  get_int(m, "plan_version", 0, 0, INT64_MAX);
+  json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
+              {"time_s", get_number(m, "time_s", std::nullopt, 0, 1e7)},
+              {"energy_j", get_number(m, "energy_j", 0.0, 0, 1e13)},
+              {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
   auto it = m.find("instructions");
-  if (it == m.end() || it->is_null()) return;
+  if (it == m.end() || it->is_null()) return out;
   if (!it->is_array() || it->size() > kMaxInstructions)
     throw ApiError(422, "invalid_field",
                    fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
+  json list = json::array();
   for (const auto& e : *it) {
     require_object(e, "each of \"instructions\"");
-    get_string(e, "instruction", std::nullopt, 64);
-    get_int(e, "microbatch", 0, 0, 1 << 24);
-    get_int(e, "stage", 0, 0, 1 << 24);
-    get_int(e, "freq_mhz", std::nullopt, 1, 100000);
-    get_number(e, "time_s", std::nullopt, 0, 1e7);
-    get_number(e, "energy_j", 0.0, 0, 1e13);
+    json item = {{"instruction", get_string(e, "instruction", std::nullopt, 64)},
+                 {"microbatch", get_int(e, "microbatch", 0, 0, 1 << 24)},
+                 {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
+                 {"time_s", get_number(e, "time_s", std::nullopt, 0, 1e7)},
+                 {"energy_j", get_number(e, "energy_j", 0.0, 0, 1e13)}};
+    if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
+    list.push_back(std::move(item));
   }
+  out["instructions"] = std::move(list);
+  return out;
 }
 
 const StoredRank& rank_or_404(const Job& j, std::int64_t rank) {
@@ -70,8 +76,19 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   }
   std::unique_lock lock(j->mu);
   if (j->deleted) throw ApiError(404, "unknown_job", "the job was deleted");
-  if (j->ranks.count(r.rank))
-    throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered", r.rank));
+  auto registered = [&](const StoredRank& x) {
+    json out = {{"job_id", j->id},         {"rank", x.rank},         {"pipeline", x.dp_rank},
+                {"pp_rank", x.pp_rank},     {"tp_rank", x.tp_rank},   {"ranks_registered", j->ranks.size()},
+                {"world_size", spec.world_size()}, {"job_status", j->status}};
+    return out.dump();
+  };
+  if (auto it = j->ranks.find(r.rank); it != j->ranks.end()) {
+    const StoredRank& o = it->second;
+    if (o.dp_rank == r.dp_rank && o.pp_rank == r.pp_rank && o.tp_rank == r.tp_rank &&
+        o.supported_freqs_mhz == r.supported_freqs_mhz)
+      return {200, registered(o)};  // a retry of the same registration: same answer, nothing written
+    throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered with other fields", r.rank));
+  }
   if (auto s = j->slots.find({r.dp_rank, r.pp_rank, r.tp_rank}); s != j->slots.end())
     throw ApiError(409, "duplicate_rank", fmt::format("(dp_rank {}, pp_rank {}, tp_rank {}) is already rank {}",
                                                       r.dp_rank, r.pp_rank, r.tp_rank, s->second));
@@ -87,7 +104,15 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
       throw ApiError(422, "invalid_field", e.what());
     }
   }
-  if (!store_.insert_rank(j->id, r)) {
+  bool inserted = false;
+  try {
+    inserted = store_.insert_rank(j->id, r);
+  } catch (...) {  // the write failed: leave no trace in memory either
+    j->ranks.erase(r.rank);
+    if (new_sweep) j->sweep.reset();
+    throw;
+  }
+  if (!inserted) {
     j->ranks.erase(r.rank);
     if (new_sweep) j->sweep.reset();
     throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered", r.rank));
@@ -98,10 +123,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
     j->plans[kSweepPlanIndex] = plan;
     for (auto& a : j->pipelines) a.plan = plan;
   }
-  json out = {{"job_id", j->id},         {"rank", r.rank},         {"pipeline", r.dp_rank},
-              {"pp_rank", r.pp_rank},     {"tp_rank", r.tp_rank},   {"ranks_registered", j->ranks.size()},
-              {"world_size", spec.world_size()}, {"job_status", j->status}};
-  return {201, out.dump()};
+  return {201, registered(r)};
 }
 
 Reply JobManager::get_plan(const std::string& job_id, std::int64_t rank, std::optional<std::int64_t> since) {
@@ -155,18 +177,17 @@ void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
 Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank, const json& body) {
   auto j = find_or_404(job_id);
   require_object(body, "request body");
-  std::vector<const json*> items;
+  std::vector<json> items;  // validated fields only
   const bool batch = body.contains("measurements");
   if (batch) {
     const json& arr = body["measurements"];
     if (!arr.is_array() || arr.empty() || arr.size() > kMaxBatch)
       throw ApiError(422, "invalid_field",
                      fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxBatch));
-    for (const auto& m : arr) items.push_back(&m);
+    for (const auto& m : arr) items.push_back(validated_measurement(m));
   } else {
-    items.push_back(&body);
+    items.push_back(validated_measurement(body));
   }
-  for (const json* m : items) validate_measurement(*m);
 
   const bool profiling = j->spec.source == PlanSource::kProfiling;
   std::unique_lock<std::shared_mutex> excl(j->mu, std::defer_lock);
@@ -178,10 +199,11 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   const double now = now_s();
   json results = json::array();
   int accepted = 0, duplicates = 0;
-  for (const json* m : items) {
+  for (const json& item : items) {
+    const json* m = &item;
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
     const double time_s = (*m)["time_s"].get<double>();
-    const double energy_j = m->value("energy_j", 0.0);
+    const double energy_j = (*m)["energy_j"].get<double>();
     const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, m->dump(), now);
     results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
@@ -202,10 +224,13 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
         finish_profiling(j);
       } else {
         auto plan = render_sweep_plan(*j);
+        const std::int64_t version = j->version_counter + 1;
+        std::vector<StoredAssignment> next;
+        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
+        store_.update_assignments(j->id, version, next);  // committed first, then applied
         j->plans[kSweepPlanIndex] = plan;
-        ++j->version_counter;
-        for (auto& a : j->pipelines) a = {kSweepPlanIndex, j->version_counter, plan};
-        store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+        j->version_counter = version;
+        for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
       }
     }
   }

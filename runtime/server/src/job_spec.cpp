@@ -42,7 +42,8 @@ JobSpec JobSpec::from_json(const json& body) {
     throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
   s.p2p_power_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
-  s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-9, 1e4);
+  // The planner's range (PlannerOptions::unit_time_s, src/frontier.cpp): checked here, at POST.
+  s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-7, 10.0);
 
   const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
   const bool has_plans = body.contains("plans") && !body["plans"].is_null();
