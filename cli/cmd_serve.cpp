@@ -39,13 +39,31 @@ std::string trim(std::string s) {
   return s;
 }
 
+/// Refuses a token file another user owns or that group/others may write: whoever can change it
+/// can make the server accept their token.
+void check_token_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot read token file", path));
+  if (st.st_uid != ::geteuid())
+    throw InputError(fmt::format("{}: token file is owned by uid {}, not by this server (uid {}); refusing it", path,
+                                 st.st_uid, ::geteuid()));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    throw InputError(fmt::format("{}: token file is group- or world-writable (mode {:o}); chmod 600 it", path,
+                                 st.st_mode & 0777));
+}
+
 /// Token from --token-file, else $PERSEUS_TOKEN, else the file <db>.token (created with a
-/// random token, mode 0600, when missing). Never from argv.
+/// random token, mode 0600, when missing). Never from argv. Existing token files must pass
+/// check_token_file().
 std::string resolve_token(const std::string& token_file, const std::string& db_path) {
-  if (!token_file.empty()) return trim(read_text(token_file, "token file"));
+  if (!token_file.empty()) {
+    check_token_file(token_file);
+    return trim(read_text(token_file, "token file"));
+  }
   if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) return trim(env);
   const std::string path = (db_path == ":memory:" ? std::string("perseus") : db_path) + ".token";
   if (std::filesystem::exists(path)) {
+    check_token_file(path);
     fmt::print(stderr, "perseus serve: using the token in {}\n", path);
     return trim(read_text(path, "token file"));
   }

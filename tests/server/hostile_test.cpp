@@ -416,3 +416,38 @@ TEST(Hostile, FailedWritesLeaveNoTrace) {
 
 }  // namespace
 }  // namespace perseus::server::testing
+
+namespace perseus::server::testing {
+namespace {
+
+/// A job whose frontier takes long to solve (64 microbatches at a fine time quantum).
+json big_job() {
+  json j = profile_job(1, 8);
+  j["microbatches"] = 256;
+  j["unit_time_s"] = 1e-5;
+  return j;
+}
+
+// Row 8: DELETE cancels a running solve (the planner thread is free again), and a job's planning
+// budget stops its solve with a clear error.
+TEST(Hostile, DeleteCancelsPlanningAndBudgetStopsIt) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  auto r = api.post("/v1/jobs", big_job());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(api.del("/v1/jobs/" + r.j["job_id"].get<std::string>()).status, 200);
+  EXPECT_TRUE(srv.server().manager().wait_idle(120)) << "the deleted job's solve did not stop";
+
+  json b = big_job();
+  b["planning_budget_s"] = 0.1;
+  r = api.post("/v1/jobs", b);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json info = wait_status(api, r.j["job_id"], "failed", 120);
+  EXPECT_NE(info["error"].get<std::string>().find("planning_budget_s"), std::string::npos) << info["error"];
+  EXPECT_EQ(api.get("/v1/jobs/" + r.j["job_id"].get<std::string>() + "/ranks/0/plan").status, 404)
+      << "(rank 0 not registered; the job still answers)";
+}
+
+}  // namespace
+}  // namespace perseus::server::testing

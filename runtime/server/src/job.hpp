@@ -41,6 +41,7 @@ struct Job {
   std::atomic<double> last_activity_s{0};
   std::atomic<bool> activity_dirty{false};
 
+  std::atomic<bool> deleted_flag{false};  // set (without mu) on DELETE: cancels a running solve
   mutable std::shared_mutex mu;  // guards everything below
   bool deleted = false;
   std::string status, error;

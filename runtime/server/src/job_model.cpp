@@ -234,9 +234,11 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
   return m;
 }
 
-std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec) {
+std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec,
+                                                     std::function<bool()> cancelled) {
   if (!model.profile) throw InputError("the job has no profile to plan from");
   PlannerOptions opt;
+  opt.cancelled = std::move(cancelled);
   opt.p2p_power_w = spec.p2p_power_w;
   opt.unit_time_s = spec.unit_time_s;
   return std::make_shared<const Frontier>(solve_frontier(*model.dag, *model.profile, opt));

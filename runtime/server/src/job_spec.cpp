@@ -44,6 +44,7 @@ JobSpec JobSpec::from_json(const json& body) {
   s.p2p_power_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
   // The planner's range (PlannerOptions::unit_time_s, src/frontier.cpp): checked here, at POST.
   s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-7, 10.0);
+  s.planning_budget_s = get_number(body, "planning_budget_s", 600.0, 0.1, 7 * 86400.0);
 
   const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
   const bool has_plans = body.contains("plans") && !body["plans"].is_null();
@@ -95,7 +96,8 @@ JobSpec JobSpec::from_json(const json& body) {
 json JobSpec::summary_json() const {
   json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
             {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p2p_power_w},
-            {"unit_time_s", unit_time_s}, {"source", to_string(source)}, {"world_size", world_size()}};
+            {"unit_time_s", unit_time_s}, {"planning_budget_s", planning_budget_s},
+            {"source", to_string(source)}, {"world_size", world_size()}};
   if (source == PlanSource::kProfiling) {
     j["freqs_mhz"] = freqs_mhz;
     j["min_freq_mhz"] = min_freq_mhz;

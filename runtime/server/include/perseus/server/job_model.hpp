@@ -1,6 +1,7 @@
 // Bridge between a job request and the planner library: DAG, profile, frontier, rendered plans.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,8 +71,10 @@ inline constexpr double kMaxQuantaPerComputation = 1e6;
 /// refuses the job at POST time instead of failing it later.
 void check_time_quantum(const Dag& dag, const Profile& profile, double unit_time_s);
 
-/// Solves the frontier of a profile job (slow: seconds to minutes). Throws InputError.
-std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec);
+/// Solves the frontier of a profile job (slow: seconds to minutes). Throws InputError, or
+/// PlanningCancelled when `cancelled` (checked once per graph-cut step) returns true.
+std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec,
+                                                     std::function<bool()> cancelled = {});
 
 /// Points of a solved frontier.
 std::vector<PlanPoint> frontier_points(const Frontier& frontier);
