@@ -37,13 +37,11 @@ rc=0
 rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
 echo "server RSS before junk: $(rss) KiB"
 head -c 1073741824 /dev/zero | curl -s -o /dev/null -w "chunked 1 GiB before auth: HTTP %{http_code}, %{size_upload} bytes sent\n" \
-  -H "Transfer-Encoding: chunked" -H "Content-Type: application/json" -T - "$url/v1/jobs" || true
+  -X POST -H "Transfer-Encoding: chunked" -H "Content-Type: application/json" -T - "$url/v1/jobs" || true
 echo "server RSS: $(rss) KiB"
 head -c 1073741824 /dev/zero | curl -s -o /dev/null -w "chunked 1 GiB with token: HTTP %{http_code}, %{size_upload} bytes sent\n" \
-  "${auth[@]}" -H "Transfer-Encoding: chunked" -T - "$url/v1/jobs" || true
+  "${auth[@]}" -X POST -H "Transfer-Encoding: chunked" -T - "$url/v1/jobs" || true
 echo "server RSS: $(rss) KiB"
-head -c 1073741824 /dev/zero | curl -s -o /dev/null -w "Content-Length 1 GiB: HTTP %{http_code}, %{size_upload} bytes sent\n" \
-  "${auth[@]}" -H "Content-Length: 1073741824" -T - "$url/v1/jobs" || true
 head -c 1048576 /dev/zero | curl -s -o /dev/null -w "gzip body: HTTP %{http_code}\n" \
   "${auth[@]}" -H "Content-Encoding: gzip" --data-binary @- "$url/v1/jobs" || true
 echo "server RSS after junk: $(rss) KiB"

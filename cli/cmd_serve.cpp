@@ -101,7 +101,7 @@ struct ServeArgs {
   server::ServerOptions opt;
   std::string token_file, zeus_plan, zeus_profile, port_file;
   double max_body_mb = 16;
-  std::size_t max_header_kb = 32;
+  std::size_t max_header_kb = 16;
   bool zeus_no_auth = false;
 };
 

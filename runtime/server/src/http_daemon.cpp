@@ -20,7 +20,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
-#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/core.h>
 
@@ -58,10 +58,10 @@ struct RequestCtx {
   bool answered = false;  // a response was queued early (before the body)
 };
 
-/// Per-connection state for the whole-request deadline.
+/// Per-connection state for the whole-request deadline (MHD's socket context).
 struct ConnState {
   int fd = -1;
-  double request_start_s = 0;  // when the current request's clock started (connect or last answer)
+  std::atomic<double> request_start_s{0};  // when the current request's clock started (connect or last answer)
 };
 
 }  // namespace
@@ -79,8 +79,8 @@ struct HttpDaemon::Impl {
   Logger logger;
   MHD_Daemon* daemon = nullptr;
 
-  std::mutex conn_mu;
-  std::unordered_map<MHD_Connection*, ConnState> conns;
+  mutable std::mutex conn_mu;  // guards the set (connect/close), not the per-request clock
+  std::unordered_set<ConnState*> conns;
   std::atomic<std::size_t> deadline_closures{0};
 
   std::mutex stop_mu;
@@ -185,27 +185,35 @@ struct HttpDaemon::Impl {
     return MHD_YES;
   }
 
-  void connection_event(MHD_Connection* c, MHD_ConnectionNotificationCode code) {
+  void connection_event(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
       const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-      const int fd = info ? info->connect_fd : -1;
-      if (fd >= 0) {
+      auto* st = new ConnState;
+      st->fd = info ? info->connect_fd : -1;
+      st->request_start_s = mono_s();
+      if (st->fd >= 0) {
         const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(st->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       }
+      *socket_context = st;
       std::lock_guard lock(conn_mu);
-      conns[c] = {fd, mono_s()};
+      conns.insert(st);
     } else {  // CLOSED: called before MHD closes the fd, so the reaper never touches a reused fd
-      std::lock_guard lock(conn_mu);
-      conns.erase(c);
+      auto* st = static_cast<ConnState*>(*socket_context);
+      {
+        std::lock_guard lock(conn_mu);
+        conns.erase(st);
+      }
+      delete st;
+      *socket_context = nullptr;
     }
   }
 
   void request_completed(MHD_Connection* c, void** con_cls) {
     delete static_cast<RequestCtx*>(*con_cls);
     *con_cls = nullptr;
-    std::lock_guard lock(conn_mu);
-    if (auto it = conns.find(c); it != conns.end()) it->second.request_start_s = mono_s();
+    const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (info && info->socket_context) static_cast<ConnState*>(info->socket_context)->request_start_s = mono_s();
   }
 
   void reap_loop() {
@@ -214,10 +222,10 @@ struct HttpDaemon::Impl {
     while (!stop_cv.wait_for(lock, std::chrono::duration<double>(period), [&] { return stopping; })) {
       const double now = mono_s();
       std::lock_guard cl(conn_mu);
-      for (auto& [c, s] : conns) {
-        if (s.fd >= 0 && now - s.request_start_s > lim.request_deadline_s) {
-          ::shutdown(s.fd, SHUT_RDWR);  // MHD sees the error and closes the connection
-          s.request_start_s = std::numeric_limits<double>::infinity();
+      for (ConnState* s : conns) {
+        if (s->fd >= 0 && now - s->request_start_s.load() > lim.request_deadline_s) {
+          ::shutdown(s->fd, SHUT_RDWR);  // MHD sees the error and closes the connection
+          s->request_start_s = std::numeric_limits<double>::infinity();
           deadline_closures++;
         }
       }
@@ -245,8 +253,8 @@ void HttpDaemon::start(int listen_fd) {
   auto completed = [](void* cls, MHD_Connection* c, void** con_cls, MHD_RequestTerminationCode) {
     static_cast<Impl*>(cls)->request_completed(c, con_cls);
   };
-  auto notify = [](void* cls, MHD_Connection* c, void**, MHD_ConnectionNotificationCode code) {
-    static_cast<Impl*>(cls)->connection_event(c, code);
+  auto notify = [](void* cls, MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
+    static_cast<Impl*>(cls)->connection_event(c, socket_context, code);
   };
   const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC;
   i->daemon = MHD_start_daemon(

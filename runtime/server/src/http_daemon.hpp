@@ -16,7 +16,7 @@ namespace perseus::server {
 struct HttpLimits {
   int threads = 4;                          ///< Event-loop threads (each epoll()s many connections).
   std::size_t max_body_bytes = 16u << 20;   ///< Largest request body, any transfer encoding, bytes.
-  std::size_t header_bytes = 32u << 10;     ///< Request line + headers + I/O buffers per connection, bytes.
+  std::size_t header_bytes = 16u << 10;     ///< Request line + headers + I/O buffers per connection, bytes.
   int idle_timeout_s = 15;                  ///< A connection silent this long is closed, s.
   double request_deadline_s = 30;           ///< Whole-request deadline (idle wait included), s.
   unsigned max_connections = 16384;         ///< Open connections in total.

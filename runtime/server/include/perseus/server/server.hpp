@@ -19,7 +19,7 @@ struct ServerOptions {
   std::string token;                ///< Bearer token every route but GET /v1/health requires (non-empty).
   int threads = 4;                  ///< HTTP event-loop threads; each serves many connections (epoll).
   std::size_t max_body_bytes = 16u << 20;  ///< Larger bodies (any transfer encoding) are refused, bytes.
-  std::size_t max_header_bytes = 32u << 10;  ///< Request line + headers per connection, bytes (431/414).
+  std::size_t max_header_bytes = 16u << 10;  ///< Request line + headers per connection, bytes (431/414).
   double rate_limit_rps = 20000;    ///< Requests/s per client address (token bucket); <= 0: off.
   double rate_limit_burst = 40000;  ///< Bucket size, requests.
   int keep_alive_s = 15;            ///< A connection silent this long is closed, s (idle keep-alive).
