@@ -20,7 +20,7 @@
 
 #include <fmt/core.h>
 
-#include "../tests/golden/paper_reference.hpp"
+#include "../src/eval/paper_reference.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
     const perseus::Profile p = synthetic_profile(stages);
     const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
     perseus::PlannerOptions opt;
-    opt.p2p_power_w = 80.0;
+    opt.p_block_w = 80.0;
     opt.unit_time_s = unit;
     const double c0 = cpu_s();
     // PERSEUS_BENCH_BUDGET_S=S: stop after S s of solve CPU and report how far the solve got

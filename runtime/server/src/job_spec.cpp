@@ -41,8 +41,8 @@ JobSpec JobSpec::from_json(const json& body) {
   if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxOps)
     throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
-  s.p2p_power_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
-  // The planner's range (PlannerOptions::unit_time_s, src/frontier.cpp): checked here, at POST.
+  s.p_block_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
+  // The planner's range (PlannerOptions::unit_time_s, src/planner/frontier.cpp): checked here, at POST.
   s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-7, 10.0);
   s.planning_budget_s = get_number(body, "planning_budget_s", 600.0, 0.1, 7 * 86400.0);
 
@@ -95,7 +95,7 @@ JobSpec JobSpec::from_json(const json& body) {
 
 json JobSpec::summary_json() const {
   json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
-            {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p2p_power_w},
+            {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p_block_w},
             {"unit_time_s", unit_time_s}, {"planning_budget_s", planning_budget_s},
             {"source", to_string(source)}, {"world_size", world_size()}};
   if (source == PlanSource::kProfiling) {

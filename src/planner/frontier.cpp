@@ -240,11 +240,11 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
     throw InputError(fmt::format("unit time must be in [1e-7, 10] s, got {}", opt.unit_time_s));
   }
-  if (!(opt.p2p_power_w >= 0 && opt.p2p_power_w <= 1e5)) {
-    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p2p_power_w));
+  if (!(opt.p_block_w >= 0 && opt.p_block_w <= 1e5)) {
+    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p_block_w));
   }
   f_.dag_ = std::make_shared<const Dag>(dag);
-  f_.p_block_w = opt.p2p_power_w;
+  f_.p_block_w = opt.p_block_w;
   f_.unit_time_s = opt.unit_time_s;
   f_.reclaim_ = opt.reclaim_slack;
   // One cost model per (stage, kind) used by the DAG.
@@ -259,7 +259,7 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
                                    c.stage, to_string(c.kind)));
     }
     index[key] = models_.size();
-    models_.push_back(build_cost_model(pts, opt.unit_time_s, opt.p2p_power_w));
+    models_.push_back(build_cost_model(pts, opt.unit_time_s, opt.p_block_w));
   }
   f_.candidates_ = std::make_shared<std::vector<Candidates>>();
   for (const auto& m : models_) f_.candidates_->push_back(m.cand);
