@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,6 +23,13 @@ namespace perseus::server::testing {
 using nlohmann::json;
 
 inline const std::string kToken = "test-token-0123456789abcdef";
+
+/// A server that refuses a body early closes the connection while a client may still be writing:
+/// the tests' clients must see EPIPE, not die of SIGPIPE.
+inline const bool kSigpipeIgnored = [] {
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path);

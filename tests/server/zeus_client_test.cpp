@@ -55,6 +55,12 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
   EXPECT_TRUE(res.j.is_null());
   Api v1(srv.port());
   EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 2);
+  // A retry of the same result (lost answer) is answered and not counted again.
+  res = zeus.post("/result/" + id, {{"rank", 3}, {"iter_time", {1.0, 1.1}}, {"iter_energy", {200.0, 210.0}}});
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 2);
+  res = zeus.post("/result/" + id, {{"rank", 3}, {"iter_time", {1.2}}, {"iter_energy", {220.0}}});
+  EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 3) << "a new result is counted";
   // The same job is visible to /v1 clients.
   EXPECT_EQ(v1.get("/v1/jobs/" + id + "/ranks/3/plan").j["instructions"][0]["freq_mhz"], 1200);
 }

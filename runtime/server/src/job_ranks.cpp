@@ -37,32 +37,38 @@ void check_power(const json& obj, const std::string& where) {
                                where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
 }
 
-/// Validates one measurement object; throws ApiError 422. energy_j may be absent or null
-/// (unknown); when present it must be plausible for its time_s.
-void validate_measurement(const json& m) {
+/// Validates one measurement and returns only its validated fields (what is stored and
+/// replayed: never the raw body, whose unknown fields could be arbitrarily large); throws
+/// ApiError 422. energy_j may be absent or null (unknown, then left out); when present it must
+/// be plausible for its time_s.
+json validated_measurement(const json& m) {
   require_object(m, "measurement");
-  get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53);
-  get_number(m, "time_s", std::nullopt, 0, 1e7);
-  if (m.contains("energy_j") && !m["energy_j"].is_null()) get_number(m, "energy_j", 0.0, 0, 1e13);
+  json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
+              {"time_s", get_number(m, "time_s", std::nullopt, 0, 1e7)},
+              {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
+  if (m.contains("energy_j") && !m["energy_j"].is_null()) out["energy_j"] = get_number(m, "energy_j", 0.0, 0, 1e13);
   check_power(m, "measurement");
-  get_int(m, "plan_version", 0, 0, INT64_MAX);
   auto it = m.find("instructions");
-  if (it == m.end() || it->is_null()) return;
+  if (it == m.end() || it->is_null()) return out;
   if (!it->is_array() || it->size() > kMaxInstructions)
     throw ApiError(422, "invalid_field",
                    fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
+  json list = json::array();
   for (const auto& e : *it) {
     require_object(e, "each of \"instructions\"");
-    get_string(e, "instruction", std::nullopt, 64);
-    get_int(e, "microbatch", 0, 0, 1 << 24);
-    get_int(e, "stage", 0, 0, 1 << 24);
-    get_int(e, "freq_mhz", std::nullopt, 1, 100000);
-    get_int(e, "planned_freq_mhz", 0, 0, 100000);
-    get_number(e, "time_s", std::nullopt, 0, 1e7);
-    if (e.contains("energy_j") && !e["energy_j"].is_null()) get_number(e, "energy_j", 0.0, 0, 1e13);
+    json item = {{"instruction", get_string(e, "instruction", std::nullopt, 64)},
+                 {"microbatch", get_int(e, "microbatch", 0, 0, 1 << 24)},
+                 {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
+                 {"time_s", get_number(e, "time_s", std::nullopt, 0, 1e7)}};
+    if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
+    if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
+    if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
     check_power(e, fmt::format("instruction '{}' microbatch {}", e.value("instruction", std::string("?")),
                                e.value("microbatch", 0)));
+    list.push_back(std::move(item));
   }
+  out["instructions"] = std::move(list);
+  return out;
 }
 
 /// Answer to a registration: the rank's place and the job's shape (the client bounds plan
@@ -174,7 +180,15 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
       throw ApiError(422, "invalid_field", e.what());
     }
   }
-  if (!store_.insert_rank(j->id, r)) {
+  bool inserted = false;
+  try {
+    inserted = store_.insert_rank(j->id, r);
+  } catch (...) {  // the write failed: leave no trace in memory either
+    j->ranks.erase(r.rank);
+    if (new_sweep) j->sweep.reset();
+    throw;
+  }
+  if (!inserted) {
     j->ranks.erase(r.rank);
     if (new_sweep) j->sweep.reset();
     throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered", r.rank));
@@ -239,34 +253,28 @@ void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
 Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank, const json& body) {
   auto j = find_or_404(job_id);
   require_object(body, "request body");
-  std::vector<const json*> items;
+  // Per item: a batch keeps its valid reports (validated fields only) and names the rejected
+  // ones (one bad counter reading must not cost the other iterations); a single report is
+  // refused with 422.
+  std::vector<json> items;
+  json rejected = json::array();
   const bool batch = body.contains("measurements");
   if (batch) {
     const json& arr = body["measurements"];
     if (!arr.is_array() || arr.empty() || arr.size() > kMaxBatch)
       throw ApiError(422, "invalid_field",
                      fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxBatch));
-    for (const auto& m : arr) items.push_back(&m);
-  } else {
-    items.push_back(&body);
-  }
-  // Per item: a batch keeps its valid reports and names the rejected ones (one bad counter
-  // reading must not cost the other iterations); a single report is refused with 422.
-  json rejected = json::array();
-  {
-    std::vector<const json*> valid;
-    for (std::size_t i = 0; i < items.size(); ++i) {
+    for (std::size_t i = 0; i < arr.size(); ++i) {
       try {
-        validate_measurement(*items[i]);
-        valid.push_back(items[i]);
+        items.push_back(validated_measurement(arr[i]));
       } catch (const ApiError& e) {
-        if (!batch) throw;
-        json it = items[i]->is_object() && items[i]->contains("iteration") ? (*items[i])["iteration"] : json(nullptr);
+        json it = arr[i].is_object() && arr[i].contains("iteration") ? arr[i]["iteration"] : json(nullptr);
         rejected.push_back({{"index", i}, {"iteration", it}, {"error", e.code() + ": " + e.what()}});
         counters_.measurements_rejected++;
       }
     }
-    items.swap(valid);
+  } else {
+    items.push_back(validated_measurement(body));
   }
 
   const bool profiling = j->spec.source == PlanSource::kProfiling;
@@ -279,7 +287,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   const double now = now_s();
   json results = json::array();
   int accepted = 0, duplicates = 0;
-  for (const json* m : items) {
+  for (const json& item : items) {
+    const json* m = &item;
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
     const double time_s = (*m)["time_s"].get<double>();
     const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
@@ -305,10 +314,13 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
         finish_profiling(j);
       } else {
         auto plan = render_sweep_plan(*j);
+        const std::int64_t version = j->version_counter + 1;
+        std::vector<StoredAssignment> next;
+        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
+        store_.update_assignments(j->id, version, next);  // committed first, then applied
         j->plans[kSweepPlanIndex] = plan;
-        ++j->version_counter;
-        for (auto& a : j->pipelines) a = {kSweepPlanIndex, j->version_counter, plan};
-        store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+        j->version_counter = version;
+        for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
       }
     }
   }

@@ -105,6 +105,7 @@ class JobManager {
   std::deque<std::function<void()>> queue_;
   int running_ = 0;
   bool stopping_ = false;
+  std::atomic<bool> shutting_down_{false};  // read by running solves (cancellation)
   std::vector<std::thread> workers_;
   void enqueue(std::function<void()> task);
   void worker_loop();
