@@ -124,16 +124,12 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
 
     const auto& pts = j->model.points;
     const int dp = j->spec.dp;
+    // The new state is computed aside, stored, and only then applied: a failed write leaves no trace.
     std::vector<int> switched;
     const std::int64_t version = j->version_counter + 1;
-    for (int d = 0; d < dp; ++d) {
-      const int idx = idx_of[d];
-      if (j->pipelines[d].plan_index == idx) continue;
-      j->pipelines[d] = {idx, version, j->plans.at(idx)};
-      switched.push_back(d);
-    }
-    if (!switched.empty()) j->version_counter = version;
-    j->stragglers = next;
+    for (int d = 0; d < dp; ++d)
+      if (j->pipelines[d].plan_index != idx_of[d]) switched.push_back(d);
+    const std::int64_t new_version = switched.empty() ? j->version_counter : version;
 
     // Predicted saving over "every pipeline at T_min, waiting for the straggler" (Perseus §3.2).
     const double p_block = j->spec.p_block_w;
@@ -178,15 +174,18 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"fastest_time_s", fast.time_s},
         {"fastest_energy_j", fast.energy_j},
         {"pipelines_switched", switched.size()},
-        {"version", j->version_counter},
+        {"version", new_version},
         {"predicted_saving_j_per_iteration", saving_j},
         {"predicted_saving_pct", next.empty() || base_j <= 0 ? 0.0 : 100.0 * pick_saving_j / base_j},
     };
     (void)others;
     std::optional<StoredStraggler> up = set;
     std::vector<StoredAssignment> changed;
-    for (int d : switched) changed.push_back({d, j->pipelines[d].plan_index, j->pipelines[d].version});
-    store_.update_assignments(j->id, j->version_counter, changed, up, clear, decision.dump());
+    for (int d : switched) changed.push_back({d, idx_of[d], version});
+    store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump());
+    for (const auto& a : changed) j->pipelines[a.pipeline] = {a.plan_index, version, j->plans.at(a.plan_index)};
+    j->version_counter = new_version;
+    j->stragglers = next;
     j->decisions.push_back(decision);
     ++j->decisions_total;
     if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
