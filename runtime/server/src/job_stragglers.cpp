@@ -27,6 +27,8 @@ Choice choose(const Job& j, const std::map<int, StoredStraggler>& stragglers) {
   c.chosen = c.fastest;
   if (stragglers.empty()) return c;
   for (const auto& [d, s] : stragglers) c.target_time_s = std::max(c.target_time_s, s.target_time_s);
+  // Every pipeline a straggler: no pipeline runs a slower plan, so nothing is chosen or saved.
+  if (static_cast<int>(stragglers.size()) >= j.spec.dp) return c;
   c.chosen = j.model.lowest_energy_within(c.target_time_s);
   return c;
 }
@@ -176,9 +178,8 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"pipelines_switched", switched.size()},
         {"version", new_version},
         {"predicted_saving_j_per_iteration", saving_j},
-        {"predicted_saving_pct", next.empty() || base_j <= 0 ? 0.0 : 100.0 * pick_saving_j / base_j},
+        {"predicted_saving_pct", next.empty() || others <= 0 || base_j <= 0 ? 0.0 : 100.0 * pick_saving_j / base_j},
     };
-    (void)others;
     std::optional<StoredStraggler> up = set;
     std::vector<StoredAssignment> changed;
     for (int d : switched) changed.push_back({d, idx_of[d], version});
