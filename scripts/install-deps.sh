@@ -6,6 +6,7 @@ PACKAGES=(
   build-essential cmake ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev libboost-graph-dev
   libcpp-httplib-dev libsqlite3-dev libssl-dev
+  coinor-libclp-dev coinor-cbc
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-dev pybind11-dev python3-torch python3-numpy
   libxml2-utils

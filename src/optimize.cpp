@@ -200,6 +200,12 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   sum.allmax_energy_j = allmax.total_energy_j();
   sum.intrinsic_saving_pct = 100.0 * (sum.allmax_energy_j - sum.energy_at_t_min_j) / sum.allmax_energy_j;
   sum.reclaimed_energy_j = frontier.reclaimed_energy_j;
+  sum.saving_at_allmax_time_pct =
+      100.0 * (sum.allmax_energy_j - pts[frontier.lowest_energy_within(sum.allmax_time_s * (1 + 1e-12))].energy_j) /
+      sum.allmax_energy_j;
+  sum.lower_bound_at_t_min_j = pts.back().lower_bound_j;
+  sum.max_optimality_gap_pct = frontier.max_optimality_gap_pct();
+  sum.max_deadline_gap_pct = frontier.max_deadline_gap_pct();
   sum.num_plans = pts.size();
   sum.num_steps = frontier.num_steps;
   sum.solve_time_s = frontier.solve_time_s;
@@ -217,8 +223,10 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
     throw InputError(fmt::format("{}: cannot create output folder: {}", out.string(), ec.message()));
   }
   try {
-    std::string csv = "plan,time_s,energy_j\n";
-    for (std::size_t i = 0; i < pts.size(); ++i) csv += fmt::format("{},{:.9f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j);
+    std::string csv = "plan,time_s,energy_j,lower_bound_j\n";
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      csv += fmt::format("{},{:.9f},{:.6f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j, pts[i].lower_bound_j);
+    }
     write_file(tmp / "frontier.csv", csv);
     write_file(tmp / "schedule.csv", format_schedule_csv(schedule));  // the order planned, to diff
     const auto indices = sample_plan_indices(pts.size(), cfg.sample);
@@ -236,6 +244,12 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
         {"allmax_energy_j", sum.allmax_energy_j},
         {"intrinsic_saving_pct", sum.intrinsic_saving_pct},
         {"reclaimed_energy_j", sum.reclaimed_energy_j},
+        {"saving_at_allmax_time_pct", sum.saving_at_allmax_time_pct},
+        {"lower_bound_at_t_min_j", sum.lower_bound_at_t_min_j},
+        {"max_optimality_gap_pct", sum.max_optimality_gap_pct},
+        {"max_deadline_gap_pct", sum.max_deadline_gap_pct},
+        {"num_lp_solves", frontier.num_lp_solves},
+        {"bound_time_s", frontier.bound_time_s},
         {"num_plans", sum.num_plans},
         {"plans_written", sum.plans_written},
         {"num_steps", sum.num_steps},
