@@ -25,6 +25,7 @@
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
 #include "perseus/schedule.hpp"
 
 namespace {
@@ -137,6 +138,39 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "quality" && argc >= 6) {
+    // quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES]]: today's planner
+    // (graph cut) vs Planner 2.0 (certified) on one profile, 1F1B.
+    const perseus::Profile p = perseus::load_profile_csv(argv[2]);
+    const int stages = count(argv[3], "STAGES"), mbs = count(argv[4], "MICROBATCHES");
+    const double p_block = number(argv[5], "P_BLOCK");
+    const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
+    const perseus::FrequencyPlan allmax = perseus::all_max_plan(dag, p, p_block);
+    const double e_max = allmax.total_energy_j(), t_max = allmax.timeline.time_s;
+    for (const auto mode2 : {perseus::PlannerMode::kGraphCut, perseus::PlannerMode::kCertified}) {
+      perseus::PlannerOptions opt;
+      opt.p2p_power_w = p_block;
+      opt.unit_time_s = argc > 6 ? number(argv[6], "UNIT_S") : 1e-3;
+      if (argc > 7) opt.max_lp_solves = count(argv[7], "MAX_LP_SOLVES");
+      opt.mode = mode2;
+      const double c0 = cpu_s();
+      const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
+      const double cpu = cpu_s() - c0;
+      std::string row = fmt::format("| {} | {} x {} | {} |", mode2 == perseus::PlannerMode::kGraphCut ? "today" : "2.0",
+                                    stages, mbs, f.size());
+      for (double rel : {1.0, 1.02, 1.05, 1.2, 1.5}) {
+        const double e = f.points()[f.lowest_energy_within(rel * t_max * (1 + 1e-12))].energy_j;
+        row += fmt::format(" {:.2f} |", 100 * (e_max - e) / e_max);
+      }
+      const double lb = f.lower_bound_at(t_max);
+      row += lb > 0 ? fmt::format(" {:.2f} | {:.3f} | {:.3f} |", 100 * (e_max - lb) / e_max, f.max_optimality_gap_pct(),
+                                  f.max_deadline_gap_pct())
+                    : " — | — | — |";
+      row += fmt::format(" {} | {:.3f} |", f.num_lp_solves, cpu);
+      fmt::print("{}\n", row);
+    }
+    return 0;
+  }
   if (mode == "synth" && argc >= 4) {
     const int stages = count(argv[2], "STAGES"), mbs = count(argv[3], "MICROBATCHES");
     const double unit = argc > 4 ? number(argv[4], "UNIT_S") : 1e-3;
@@ -181,7 +215,7 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: %s paper DATA_DIR UNIT_S | case DATA_DIR DEVICE MICROBATCHES UNIT_S | synth STAGES MICROBATCHES "
-               "[UNIT_S]\n",
+               "[UNIT_S] | quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES]]\n",
                argv[0]);
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }
