@@ -624,20 +624,28 @@ void FrontierBuilder::record_point(std::int64_t step, const std::vector<std::uin
 
 /// Pareto filter of candidate points: time ascending, strictly decreasing energy; the
 /// result is fastest first.
-static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPoint, bool>> pts) {
-  std::stable_sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) {
-    return a.first.time_s != b.first.time_s ? a.first.time_s < b.first.time_s : a.first.energy_j < b.first.energy_j;
+/// pipe_block_w = 0 (W): Pareto in (T, E). pipe_block_w = P_block × R: Pareto in (T, E −
+/// pipe_block_w × T), the points that are the best choice for some deadline when the GPUs
+/// block at P_block until it (energy at deadline τ = E + pipe_block_w × (τ − T)).
+static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPoint, bool>> pts,
+                                                double pipe_block_w = 0) {
+  auto key = [&](const FrontierPoint& p) { return p.energy_j - pipe_block_w * p.time_s; };
+  std::stable_sort(pts.begin(), pts.end(), [&](const auto& a, const auto& b) {
+    return a.first.time_s != b.first.time_s ? a.first.time_s < b.first.time_s : key(a.first) < key(b.first);
   });
   double best = std::numeric_limits<double>::infinity();
   std::vector<FrontierPoint> kept;
   for (const auto& [p, is_max] : pts) {
-    if (p.energy_j < best && (kept.empty() || kept.back().time_s < p.time_s)) {
+    if (key(p) < best && (kept.empty() || kept.back().time_s < p.time_s)) {
       kept.push_back(p);
-      best = p.energy_j;
+      best = key(p);
     }
   }
   return kept;
 }
+
+/// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
+constexpr int kPairMovesMaxOps = 48;
 
 void FrontierBuilder::certify() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -648,6 +656,7 @@ void FrontierBuilder::certify() {
   std::vector<std::uint16_t> choice;
   std::vector<double> scratch, latest;
   int budget = opt_.max_lp_solves;
+  const double pipe_w = opt_.p2p_power_w * dag.num_ranks();
   std::vector<double> solved;  // deadlines solved
   // One LP solve at deadline tau: a tangent of LB and a rounded, slack-filled plan.
   auto solve_at = [&](double tau) {
@@ -664,15 +673,21 @@ void FrontierBuilder::certify() {
     p.step = -1;
     timeline_and_energy(choice, p.energy_before_reclaim_j);
     detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest);
+    // Small pipelines: pair moves close most of the rounding loss (bounded work).
+    if (dag.num_ops() <= kPairMovesMaxOps &&
+        detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p2p_power_w, tau, choice, 4 * dag.num_ops())) {
+      detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest);
+    }
     p.time_s = timeline_and_energy(choice, p.energy_j);
     p.stored_plan = static_cast<std::int32_t>(stored_.size());
     stored_.push_back(choice);
     raw_points_.push_back({p, false});
     return std::optional<detail::HullLowerBound::Solution>{std::move(sol)};
   };
-  // The straggler regime ends where LB stops falling (or at 2 x T_min).
-  double t_end = 2 * t_lo;
-  if (auto far = solve_at(t_end); far && far->slope_j_per_s == 0) t_end = std::max(t_lo, std::min(t_end, far->time_s));
+  // The straggler regime ends where no slower plan lowers the energy at any deadline (every
+  // op at its hull minimum), or at 2 x T_min.
+  const double t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
+  solve_at(t_end);
   const int samples = std::min(32, std::max(1, budget / 4));
   for (int k = 0; k < samples; ++k) {
     const double x = static_cast<double>(k) / samples;
@@ -686,7 +701,7 @@ void FrontierBuilder::certify() {
   // Refinement: exact solves where a point, or a deadline just below the next slower point,
   // is further than refine_gap_pct above the bound.
   for (int round = 0; round < 8 && budget > 0; ++round) {
-    const std::vector<FrontierPoint> kept = pareto_filter(raw_points_);  // fastest first
+    const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
     std::vector<std::pair<double, double>> worst;                       // (gap, deadline)
     for (std::size_t i = 0; i < kept.size(); ++i) {
       if (kept[i].time_s > t_end * (1 + 1e-9)) break;
@@ -696,7 +711,8 @@ void FrontierBuilder::certify() {
       if (i + 1 < kept.size()) {
         const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));
         const double lb2 = f_.lower_bound_at(deadline);
-        const double gap2 = 100 * (kept[i].energy_j - lb2) / lb2;
+        const double at_deadline = kept[i].energy_j + pipe_w * (deadline - kept[i].time_s);
+        const double gap2 = 100 * (at_deadline - lb2) / lb2;
         if (gap2 > opt_.refine_gap_pct && deadline > kept[i].time_s) worst.emplace_back(gap2, deadline);
       }
     }
@@ -771,7 +787,7 @@ Frontier FrontierBuilder::run() {
   std::vector<FrontierPoint> kept;
   if (opt_.mode == PlannerMode::kCertified) {
     certify();
-    kept = pareto_filter(raw_points_);
+    kept = pareto_filter(raw_points_, opt_.p2p_power_w * f_.dag_->num_ranks());
     // Keep only the stored plans that survived, renumbered.
     std::vector<std::vector<std::uint16_t>> stored;
     for (auto& p : kept) {
@@ -900,9 +916,11 @@ std::size_t Frontier::lowest_energy_within(double deadline_s) const {
 double Frontier::lower_bound_at(double deadline_s) const {
   if (tangents_.empty()) return 0;
   double best = -std::numeric_limits<double>::infinity();
+  const double pipe_w = p_block_w * dag_->num_ranks();
   for (const Tangent& t : tangents_) {
     double v = t.bound_j + t.slope_j_per_s * (deadline_s - t.deadline_s);
-    if (t.deadline_s >= deadline_s) v = std::max(v, t.bound_j);  // LB is non-increasing
+    // LB − pipe_w × τ is non-increasing.
+    if (t.deadline_s >= deadline_s) v = std::max(v, t.bound_j - pipe_w * (t.deadline_s - deadline_s));
     best = std::max(best, v);
   }
   return best;
@@ -919,9 +937,12 @@ double Frontier::max_deadline_gap_pct() const {
   double gap = 0;
   if (tangents_.empty()) return 0;
   // points_ are slowest first: a deadline just below points_[i-1]'s time chooses points_[i].
+  const double pipe_w = p_block_w * dag_->num_ranks();
   for (std::size_t i = 1; i < points_.size(); ++i) {
-    const double lb = lower_bound_at(points_[i - 1].time_s * (1 - 1e-12));
-    if (lb > 0) gap = std::max(gap, 100 * (points_[i].energy_j - lb) / lb);
+    const double deadline = points_[i - 1].time_s * (1 - 1e-12);
+    const double lb = lower_bound_at(deadline);
+    const double at_deadline = points_[i].energy_j + pipe_w * (deadline - points_[i].time_s);
+    if (lb > 0) gap = std::max(gap, 100 * (at_deadline - lb) / lb);
   }
   return gap;
 }

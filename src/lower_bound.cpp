@@ -66,24 +66,29 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   lp_->seg_first.assign(n + 1, 0);
   lp_->t_min.resize(n);
   double constant = 0;
+  std::vector<double> flat(n);
   for (int i = 0; i < n; ++i) {
     if (op_points[i] == nullptr || op_points[i]->empty()) {
       throw std::invalid_argument(fmt::format("HullLowerBound: op {} has no operating points", i));
     }
     const auto hull = lower_hull_effective(*op_points[i], p_block_w);
     lp_->t_min[i] = hull.front().time_s * kMs;
+    double t_flat = hull.front().time_s;  // time of the hull's minimum
     constant += hull.front().energy_j;
     lp_->seg_first[i] = static_cast<int>(col_lo.size());
     for (std::size_t k = 0; k + 1 < hull.size(); ++k) {
       const double len = (hull[k + 1].time_s - hull[k].time_s) * kMs;
       const double slope = (hull[k + 1].energy_j - hull[k].energy_j) / len;
       if (slope >= 0) break;  // past the hull's minimum
+      t_flat = hull[k + 1].time_s;
       col_lo.push_back(0.0);
       col_hi.push_back(len);
       obj.push_back(slope);
     }
+    flat[i] = t_flat;
   }
   lp_->seg_first[n] = static_cast<int>(col_lo.size());
+  flat_time_s_ = compute_timeline(dag, flat).time_s;
   lp_->constant = constant;
   std::vector<int> rows, cols;
   std::vector<double> vals, row_lo;
@@ -112,6 +117,7 @@ HullLowerBound::~HullLowerBound() = default;
 HullLowerBound::Solution HullLowerBound::solve(double deadline_s) {
   Solution out;
   ClpSimplex& m = lp_->model;
+  m.setColumnLower(lp_->col_T, deadline_s * kMs);
   m.setColumnUpper(lp_->col_T, deadline_s * kMs);
   ++solves_;
   // A bound change keeps the previous basis dual feasible: the dual simplex warm-starts.
@@ -131,9 +137,8 @@ HullLowerBound::Solution HullLowerBound::solve(double deadline_s) {
   out.feasible = true;
   out.bound_j = obj - kMargin * std::abs(obj);
   const int T = lp_->col_T;
-  // Reduced cost of T at its upper bound = d LB / d τ (J/ms); 0 when T is below τ.
-  out.slope_j_per_s = std::min(0.0, d[T]) * kMs;
-  out.time_s = x[T] / kMs;
+  // Reduced cost of the fixed column T = d LB / d τ (J/ms).
+  out.slope_j_per_s = d[T] * kMs;
   out.start_s.resize(n_);
   out.duration_s.resize(n_);
   for (int i = 0; i < n_; ++i) {

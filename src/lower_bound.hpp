@@ -16,18 +16,19 @@ namespace perseus::detail {
 /// The returned OperatingPoint::energy_j holds the *effective* energy (J); freq_mhz is kept.
 std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoint>& points, double p_block_w);
 
-/// LB(τ): the minimum iteration energy (one pipeline, J) of any plan whose iteration time is
-/// at most τ, relaxed to a linear program:
-///   minimise   Σ_i z_i + P_block × R × T
-///   subject to z_i >= hull_i(t_i)   (each segment of op i's lower hull in (time, effective energy))
-///              s_j >= s_i + t_i     (every DAG edge i -> j),   T >= s_i + t_i  (every op),
-///              t_min_i <= t_i <= t_max_i,  s_i >= 0,  T <= τ.
-/// Every discrete plan (one profiled clock per op, energy = Σ E_i + P_block × Σ_ranks idle) is
-/// a feasible point with the same objective (Σ E_i − P_block Σ t_i = Σ eff_i >= Σ hull_i), so
-/// the LP optimum bounds every plan with T <= τ from below. Source: Perseus §3.1 (energy
-/// accounting); the convex time–cost relaxation of Fulkerson (1961) / Kelley (1961).
-/// LB(τ) is convex and non-increasing in τ; each solve also returns a subgradient (the reduced
-/// cost of T), so lines LB(τ_k) + g_k (τ − τ_k) bound LB everywhere.
+/// LB(τ): a lower bound on the energy at deadline τ (one pipeline, J) of any plan whose
+/// iteration time T is at most τ, the GPUs blocking at P_block from T to τ, i.e. on
+/// E(plan) + P_block × R × (τ − T) = Σ_i eff_i + P_block × R × τ; relaxed to a linear program:
+///   minimise   Σ_i hull_i(t_i) + P_block × R × τ
+///   subject to s_j >= s_i + t_i  (every DAG edge i -> j),  τ >= s_i + t_i  (every op),
+///              t_min_i <= t_i <= t_flat_i,  s_i >= 0,
+/// hull_i the lower convex hull of op i's (time, effective energy) points up to its minimum at
+/// t_flat_i. Every discrete plan (one profiled clock per op, energy = Σ E_i + P_block × Σ_ranks
+/// idle) is a feasible point with no smaller objective (Σ E_i − P_block Σ t_i = Σ eff_i >=
+/// Σ hull_i), so for a plan with T = τ the bound is on its own energy. Source: Perseus §3.1
+/// (energy accounting); the convex time–cost relaxation of Fulkerson (1961) / Kelley (1961).
+/// LB(τ) − P_block R τ is convex and non-increasing in τ, LB convex; each solve also returns a
+/// subgradient (the reduced cost of τ), so lines LB(τ_k) + g_k (τ − τ_k) bound LB everywhere.
 class HullLowerBound {
  public:
   /// op_points[i]: the profile points of op i (any order; > 0 points). Throws
@@ -42,11 +43,13 @@ class HullLowerBound {
     bool feasible = false;     ///< false: τ is below the fastest possible iteration time.
     double bound_j = 0;        ///< LB(τ), J, already lowered by the solver-tolerance margin.
     double slope_j_per_s = 0;  ///< A subgradient of LB at τ (<= 0), J/s.
-    double time_s = 0;         ///< T of the LP optimum (<= τ), s.
     std::vector<double> start_s, duration_s;  ///< LP optimum per op, s.
   };
   /// Solves at deadline τ (s), warm-started from the previous solve.
   Solution solve(double deadline_s);
+  /// Iteration time with every op at its hull minimum (t_flat_i), s: beyond it LB − P_block R τ
+  /// is flat, so no slower plan lowers the energy at any deadline.
+  double flat_time_s() const { return flat_time_s_; }
   /// Number of solves so far.
   int num_solves() const { return solves_; }
 
@@ -58,6 +61,7 @@ class HullLowerBound {
   std::unique_ptr<Lp> lp_;
   int n_ = 0;
   int solves_ = 0;
+  double flat_time_s_ = 0;
 };
 
 }  // namespace perseus::detail

@@ -45,3 +45,48 @@ void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std
 }
 
 }  // namespace perseus::detail
+
+namespace perseus::detail {
+
+bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
+                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds) {
+  const int n = dag.num_ops();
+  std::vector<double> time(n);
+  for (int i = 0; i < n; ++i) time[i] = cands[i]->points[choice[i]].time_s;
+  auto eff = [&](int v, std::size_t c) { return cands[v]->points[c].energy_j - p_block_w * cands[v]->points[c].time_s; };
+  bool any = false;
+  for (int round = 0; round < max_rounds; ++round) {
+    bool improved = false;
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) {
+        if (a == b) continue;
+        const auto& pa = cands[a]->points;
+        const auto& pb = cands[b]->points;
+        for (std::size_t ca = 0; ca < choice[a]; ++ca) {                // a faster
+          for (std::size_t cb = choice[b] + 1; cb < pb.size(); ++cb) {  // b slower
+            // Energy at the deadline is Σ eff + P_block R τ: the move must lower Σ eff.
+            const double gain = eff(a, choice[a]) - eff(a, ca) + eff(b, choice[b]) - eff(b, cb);
+            if (gain <= 1e-12 * std::abs(eff(b, cb))) continue;
+            time[a] = pa[ca].time_s;
+            time[b] = pb[cb].time_s;
+            if (compute_timeline(dag, time).time_s <= deadline_s * (1 + 1e-12)) {
+              choice[a] = static_cast<std::uint16_t>(ca);
+              choice[b] = static_cast<std::uint16_t>(cb);
+              improved = any = true;
+              break;
+            }
+            time[a] = pa[choice[a]].time_s;
+            time[b] = pb[choice[b]].time_s;
+          }
+          if (improved) break;
+        }
+        if (improved) break;
+      }
+      if (improved) break;
+    }
+    if (!improved) break;
+  }
+  return any;
+}
+
+}  // namespace perseus::detail
