@@ -672,11 +672,11 @@ void FrontierBuilder::certify() {
     FrontierPoint p;
     p.step = -1;
     timeline_and_energy(choice, p.energy_before_reclaim_j);
-    detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest);
+    detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     // Small pipelines: pair moves close most of the rounding loss (bounded work).
     if (dag.num_ops() <= kPairMovesMaxOps &&
         detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p2p_power_w, tau, choice, 4 * dag.num_ops())) {
-      detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest);
+      detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     }
     p.time_s = timeline_and_energy(choice, p.energy_j);
     p.stored_plan = static_cast<std::int32_t>(stored_.size());
@@ -713,7 +713,11 @@ void FrontierBuilder::certify() {
         const double lb2 = f_.lower_bound_at(deadline);
         const double at_deadline = kept[i].energy_j + pipe_w * (deadline - kept[i].time_s);
         const double gap2 = 100 * (at_deadline - lb2) / lb2;
-        if (gap2 > opt_.refine_gap_pct && deadline > kept[i].time_s) worst.emplace_back(gap2, deadline);
+        if (gap2 > opt_.refine_gap_pct && deadline > kept[i].time_s) {
+          worst.emplace_back(gap2, deadline);
+          // Bisect the hole: a plan in between may exist that neither end's LP rounds to.
+          worst.emplace_back(gap2 * 0.999, 0.5 * (kept[i].time_s + deadline));
+        }
       }
     }
     if (worst.empty()) break;

@@ -24,7 +24,7 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
 }
 
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-                std::vector<double>& scratch_time, std::vector<double>& latest_start) {
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s) {
   const int n = dag.num_ops();
   scratch_time.resize(n);
   latest_start.resize(n);
@@ -33,7 +33,7 @@ void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std
   const auto& topo = dag.topological_order();
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     const int v = *it;
-    double lf = tl.time_s;
+    double lf = std::max(tl.time_s, horizon_s);
     for (int w : dag.successors(v)) lf = std::min(lf, latest_start[w]);
     const double window = lf - tl.start_s[v];
     const auto& pts = cands[v]->points;
@@ -83,6 +83,27 @@ bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cand
         if (improved) break;
       }
       if (improved) break;
+    }
+    if (!improved) {
+      // Speed one op up, then let slack filling spend the time it frees on the others.
+      std::vector<double> scratch, latest;
+      double base = 0;
+      for (int v = 0; v < n; ++v) base += eff(v, choice[v]);
+      for (int a = 0; a < n && !improved; ++a) {
+        for (std::size_t ca = 0; ca < choice[a] && !improved; ++ca) {
+          std::vector<std::uint16_t> trial = choice;
+          trial[a] = static_cast<std::uint16_t>(ca);
+          fill_slack(dag, cands, trial, scratch, latest, deadline_s);
+          double e = 0;
+          for (int v = 0; v < n; ++v) e += eff(v, trial[v]);
+          for (int v = 0; v < n; ++v) time[v] = cands[v]->points[trial[v]].time_s;
+          if (e < base - 1e-12 * std::abs(base) && compute_timeline(dag, time).time_s <= deadline_s * (1 + 1e-12)) {
+            choice = std::move(trial);
+            improved = any = true;
+          }
+        }
+      }
+      for (int v = 0; v < n; ++v) time[v] = cands[v]->points[choice[v]].time_s;
     }
     if (!improved) break;
   }

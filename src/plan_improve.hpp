@@ -23,9 +23,10 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
 /// the iteration (one reverse-topological pass: each op takes the slowest candidate that fits
 /// between its earliest start and the latest start of its successors). With candidates
 /// sorted by time ascending and effective energy descending this never raises the energy.
-/// scratch vectors are resized as needed.
+/// horizon_s > 0: the iteration may end as late as horizon_s (s) instead of at its current T
+/// (a deadline). scratch vectors are resized as needed.
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-                std::vector<double>& scratch_time, std::vector<double>& latest_start);
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s = 0);
 
 /// Pair moves for small pipelines: repeatedly makes one op faster and another slower where
 /// the iteration still ends by deadline_s and the effective energy Σ (E − p_block_w × t)
