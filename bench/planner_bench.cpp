@@ -140,7 +140,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (mode == "quality" && argc >= 6) {
-    // quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES]]: today's planner
+    // quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES [LOCAL_SEARCH_MOVES]]]: today's planner
     // (graph cut) vs Planner 2.0 (certified) on one profile, 1F1B.
     const perseus::Profile p = perseus::load_profile_csv(argv[2]);
     const int stages = count(argv[3], "STAGES"), mbs = count(argv[4], "MICROBATCHES");
@@ -153,6 +153,7 @@ int run(int argc, char** argv) {
       opt.p2p_power_w = p_block;
       opt.unit_time_s = argc > 6 ? number(argv[6], "UNIT_S") : 1e-3;
       if (argc > 7) opt.max_lp_solves = count(argv[7], "MAX_LP_SOLVES");
+      if (argc > 8) opt.local_search_moves = static_cast<int>(number(argv[8], "LOCAL_SEARCH_MOVES"));
       opt.mode = mode2;
       const double c0 = cpu_s();
       const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
@@ -229,7 +230,7 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: %s paper DATA_DIR UNIT_S | case DATA_DIR DEVICE MICROBATCHES UNIT_S | synth STAGES MICROBATCHES "
-               "[UNIT_S] | quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES]]\n",
+               "[UNIT_S] | quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES [LOCAL_SEARCH_MOVES]]]\n",
                argv[0]);
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

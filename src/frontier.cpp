@@ -674,8 +674,9 @@ void FrontierBuilder::certify() {
     timeline_and_energy(choice, p.energy_before_reclaim_j);
     detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     // Small pipelines: pair moves close most of the rounding loss (bounded work).
-    if (dag.num_ops() <= kPairMovesMaxOps &&
-        detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p2p_power_w, tau, choice, 4 * dag.num_ops())) {
+    const bool small = dag.num_ops() <= kPairMovesMaxOps;
+    if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p2p_power_w, tau, choice,
+                                 small ? 4 * dag.num_ops() : opt_.local_search_moves, small)) {
       detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     }
     p.time_s = timeline_and_energy(choice, p.energy_j);

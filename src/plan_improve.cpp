@@ -49,7 +49,7 @@ void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std
 namespace perseus::detail {
 
 bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
-                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds) {
+                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds, bool pairs) {
   const int n = dag.num_ops();
   std::vector<double> time(n);
   for (int i = 0; i < n; ++i) time[i] = cands[i]->points[choice[i]].time_s;
@@ -57,7 +57,7 @@ bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cand
   bool any = false;
   for (int round = 0; round < max_rounds; ++round) {
     bool improved = false;
-    for (int a = 0; a < n; ++a) {
+    for (int a = 0; a < n && pairs; ++a) {
       for (int b = 0; b < n; ++b) {
         if (a == b) continue;
         const auto& pa = cands[a]->points;
@@ -90,7 +90,7 @@ bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cand
       double base = 0;
       for (int v = 0; v < n; ++v) base += eff(v, choice[v]);
       for (int a = 0; a < n && !improved; ++a) {
-        for (std::size_t ca = 0; ca < choice[a] && !improved; ++ca) {
+        for (std::size_t ca = choice[a]; ca-- > 0 && !improved;) {  // one clock faster first
           std::vector<std::uint16_t> trial = choice;
           trial[a] = static_cast<std::uint16_t>(ca);
           fill_slack(dag, cands, trial, scratch, latest, deadline_s);

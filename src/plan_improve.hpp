@@ -28,12 +28,13 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
                 std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s = 0);
 
-/// Pair moves for small pipelines: repeatedly makes one op faster and another slower where
-/// the iteration still ends by deadline_s and the effective energy Σ (E − p_block_w × t)
-/// (hence the energy at the deadline) drops; first improvement, at most max_rounds moves.
-/// Cost per round O(ops² × clocks² × (ops + edges)): callers use it only on small DAGs.
-/// Returns true when `choice` changed.
+/// Local search at a deadline: repeatedly (pairs = true) makes one op faster and another
+/// slower, or makes one op faster and lets fill_slack() spend the freed time, where the
+/// iteration still ends by deadline_s and the effective energy Σ (E − p_block_w × t) (hence
+/// the energy at the deadline) drops; first improvement, at most max_rounds moves.
+/// Cost per round O(ops² × clocks² × (ops + edges)) with pairs, O(ops × clocks × (ops +
+/// edges)) without. Returns true when `choice` changed.
 bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
-                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds);
+                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds, bool pairs = true);
 
 }  // namespace perseus::detail
