@@ -644,6 +644,10 @@ static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPo
   return kept;
 }
 
+/// LP solve budget of the LP stage: at most kLpSolveOps / ops solves, at least kMinLpSolves
+/// (and at most PlannerOptions::max_lp_solves).
+constexpr int kLpSolveOps = 80000;
+constexpr int kMinLpSolves = 40;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
 constexpr int kPairMovesMaxOps = 48;
 
@@ -655,7 +659,9 @@ void FrontierBuilder::certify() {
   for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
   std::vector<std::uint16_t> choice;
   std::vector<double> scratch, latest;
-  int budget = opt_.max_lp_solves;
+  // Solves cost grows faster than linearly with the DAG: fewer on large DAGs (deterministic,
+  // so the output does not depend on the machine's load).
+  int budget = std::min(opt_.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
   const double pipe_w = opt_.p2p_power_w * dag.num_ranks();
   std::vector<double> solved;  // deadlines solved
   // One LP solve at deadline tau: a tangent of LB and a rounded, slack-filled plan.

@@ -181,6 +181,7 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
   opt.p2p_power_w = cfg.p2p_power_w;
   opt.unit_time_s = cfg.unit_time_s;
   opt.reclaim_slack = cfg.reclaim_slack;
+  opt.mode = cfg.planner_mode;
   if (progress) {
     opt.progress = [&](std::int64_t t, std::int64_t t_max, std::int64_t t_min) {
       progress(t_max > t_min ? static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min) : 1.0);
@@ -273,7 +274,8 @@ OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void
           {"unit_time_s", cfg.unit_time_s},
           {"sample", cfg.sample},
           {"format_zeus", cfg.zeus_format},
-          {"reclaim_slack", cfg.reclaim_slack}}},
+          {"reclaim_slack", cfg.reclaim_slack},
+          {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"}}},
     };
     write_file(tmp / "summary.json", summary.dump(2) + "\n");  // last: marks the folder complete
   } catch (...) {

@@ -32,7 +32,7 @@ struct PlannerOptions {
   bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
   PlannerMode mode = PlannerMode::kCertified;  ///< Algorithm (see PlannerMode).
   /// kCertified: LP solves at most (sampling plus refinement where the gap exceeds
-  /// refine_gap_pct). 1..100000.
+  /// refine_gap_pct); the planner also caps them at max(40, 80000 / computations). 1..100000.
   int max_lp_solves = 400;
   /// kCertified: a frontier point whose energy is more than this % above the bound at its
   /// time gets an exact LP solve (a tighter bound and a rounded plan at that time). >= 0.

@@ -26,6 +26,7 @@ struct OptimizeConfig {
   int sample = 0;              ///< Write every K-th plan (plus first and last); 0 = at most 100 plans.
   bool zeus_format = false;    ///< Also write Zeus freqs_pipeline_NNNNN.py files.
   bool reclaim_slack = true;   ///< Slack reclamation after each step.
+  PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
   std::string out_dir;         ///< Output folder (replaced atomically).
   /// Threads that evaluate and write plan files (1..1024; 0 = one per hardware thread).
   /// The output does not depend on it.
