@@ -649,7 +649,7 @@ static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPo
 constexpr int kLpSolveOps = 80000;
 constexpr int kMinLpSolves = 40;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
-constexpr int kPairMovesMaxOps = 48;
+constexpr int kPairMovesMaxOps = 16;
 
 void FrontierBuilder::certify() {
   const auto t0 = std::chrono::steady_clock::now();

@@ -38,7 +38,7 @@ struct PlannerOptions {
   /// time gets an exact LP solve (a tighter bound and a rounded plan at that time). >= 0.
   double refine_gap_pct = 0.25;
   /// kCertified: local-search moves (speed one op up, refill the slack) per LP-rounded plan on
-  /// DAGs of more than 48 ops (smaller ones also try pair moves, up to 4 × ops). 0..1000000.
+  /// DAGs of more than 16 ops (smaller ones also try pair moves, up to 4 × ops). 0..1000000.
   int local_search_moves = 0;
   /// Optional progress callback: (current T in units, T_max in units, T_min in units).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
