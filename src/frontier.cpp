@@ -246,6 +246,9 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   if (opt.max_lp_solves < 1 || opt.max_lp_solves > 100000) {
     throw InputError(fmt::format("max LP solves must be in [1, 100000], got {}", opt.max_lp_solves));
   }
+  if (opt.local_search_moves < 0 || opt.local_search_moves > 1'000'000) {
+    throw InputError(fmt::format("local search moves must be in [0, 1000000], got {}", opt.local_search_moves));
+  }
   if (!(opt.refine_gap_pct >= 0)) {
     throw InputError(fmt::format("refine gap must be >= 0 %, got {}", opt.refine_gap_pct));
   }

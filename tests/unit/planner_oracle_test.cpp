@@ -223,6 +223,9 @@ TEST(PlannerOptionsCheck, BadModeAndBudgetsAreInputErrors) {
   opt.refine_gap_pct = -1;
   EXPECT_THROW(solve_frontier(dag, profile, opt), InputError);
   opt = {};
+  opt.local_search_moves = -1;
+  EXPECT_THROW(solve_frontier(dag, profile, opt), InputError);
+  opt = {};
   opt.mode = static_cast<PlannerMode>(7);
   EXPECT_THROW(solve_frontier(dag, profile, opt), InputError);
 }
