@@ -698,10 +698,10 @@ void FrontierBuilder::certify() {
   // op at its hull minimum), or at 2 x T_min.
   const double t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
   solve_at(t_end);
-  const int samples = std::min(32, std::max(1, budget / 4));
+  const int samples = std::min(32, std::max(1, budget / 2));
   for (int k = 0; k < samples; ++k) {
     const double x = static_cast<double>(k) / samples;
-    solve_at(t_lo + (t_end - t_lo) * x * x);  // denser near T_min
+    solve_at(t_lo + (t_end - t_lo) * x * std::sqrt(x));  // denser near T_min
   }
   auto sort_tangents = [&] {
     std::sort(f_.tangents_.begin(), f_.tangents_.end(),
