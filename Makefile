@@ -5,16 +5,25 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 OUT ?= out/gpt3-175b-a100
 
-.PHONY: run test build deps bench asan clean
+.PHONY: run test build build-cli deps bench asan clean golden-update soak
 
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh all
 
+# Everything: library, CLI, runtime, Python module, tests, benchmarks.
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERSEUS_BUILD_TESTS=ON \
+	  -DPERSEUS_BUILD_PYTHON=ON -DPERSEUS_BUILD_BENCH=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-run: build
+# Only what `make run` runs: the perseus command and its Debian packages.
+build-cli:
+	@scripts/install-deps.sh run
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERSEUS_BUILD_TESTS=OFF \
+	  -DPERSEUS_BUILD_PYTHON=OFF -DPERSEUS_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target perseus
+
+run: build-cli
 	$(BUILD)/cli/perseus optimize --profile examples/stage_profile_gpt3-175b_a100_sxm.csv \
 	  --stages 8 --microbatches 12 --p2p-power 83.64 --format zeus --report --out $(OUT)
 	@echo "open $(OUT)/report.html in a browser"
@@ -29,6 +38,15 @@ asan: deps
 	  -DPERSEUS_BUILD_PYTHON=OFF -DPERSEUS_BUILD_BENCH=OFF -DPERSEUS_BUILD_RUNTIME=OFF >/dev/null
 	@cmake --build $(BUILD)-asan -j$(JOBS) --target perseus_unit_tests perseus
 	cd $(BUILD)-asan && ctest --output-on-failure -L unit -j$(JOBS)
+
+# Rewrite the data-driven golden expectations (tests/golden/cases/*) after an intended change;
+# review `git diff tests/golden/cases` before committing.
+golden-update: build
+	scripts/golden_cases.py $(BUILD)/cli/perseus update
+
+# The whole suite 5 times in a row while both CPUs are busy (issue 13: no flaky tests).
+soak: build
+	scripts/soak-tests.sh $(BUILD)
 
 bench: build
 	bench/run_benchmarks.sh

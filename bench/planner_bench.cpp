@@ -21,7 +21,7 @@
 
 #include <fmt/core.h>
 
-#include "../tests/golden/paper_reference.hpp"
+#include "../src/eval/paper_reference.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
@@ -150,7 +150,7 @@ int run(int argc, char** argv) {
     const double e_max = allmax.total_energy_j(), t_max = allmax.timeline.time_s;
     for (const auto mode2 : {perseus::PlannerMode::kGraphCut, perseus::PlannerMode::kCertified}) {
       perseus::PlannerOptions opt;
-      opt.p2p_power_w = p_block;
+      opt.p_block_w = p_block;
       opt.unit_time_s = argc > 6 ? number(argv[6], "UNIT_S") : 1e-3;
       if (argc > 7) opt.max_lp_solves = count(argv[7], "MAX_LP_SOLVES");
       if (argc > 8) opt.local_search_moves = static_cast<int>(number(argv[8], "LOCAL_SEARCH_MOVES"));
@@ -192,7 +192,7 @@ int run(int argc, char** argv) {
     const perseus::Profile p = synthetic_profile(stages);
     const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
     perseus::PlannerOptions opt;
-    opt.p2p_power_w = 80.0;
+    opt.p_block_w = 80.0;
     opt.unit_time_s = unit;
     const double c0 = cpu_s();
     // PERSEUS_BENCH_BUDGET_S=S: stop after S s of solve CPU and report how far the solve got

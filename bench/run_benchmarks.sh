@@ -36,6 +36,9 @@ done
 # The paper's finest frontier: a40 mb96 at 0.1 ms (issue 5 target: <= 5 s).
 timeout "$TMO" $PIN "$BIN" case "$DATA" a40 96 0.0001 2>/dev/null || echo "| a40 | 96 | 0.0001 | timed out after $TMO s |"
 echo
+echo "## Golden cases (tests/golden/cases: whole perseus optimize run, one process each)"
+$PIN python3 "$ROOT/scripts/golden_cases.py" "$BUILD/cli/perseus" bench
+echo
 echo "## Energy / all-max baseline (%) at T/T_min = 1.00 1.01 1.02 1.05 1.10 1.20 (ours / paper)"
 cat "$rel"
 echo

@@ -18,13 +18,13 @@ void register_emulate(CLI::App& app) {
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline")->required()->check(integer_in(1, 1 << 20));
+  cmd->add_option("--stages", cfg->num_ranks, "GPUs (pipeline stages) per pipeline")->required()->check(integer_in(1, 1 << 20));
   cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(integer_in(1, 1 << 20));
   auto* pipes = cmd->add_option("--pipelines", cfg->pipelines, "Data-parallel pipelines (one is the straggler)");
   auto* batch = cmd->add_option("--global-batch", cfg->global_batch,
                                 "Microbatches per global batch; pipelines = global batch / microbatches");
   pipes->excludes(batch);
-  cmd->add_option("--p2p-power", cfg->p2p_power_w, "P2P blocking power P_block of one GPU, W")->required();
+  cmd->add_option("--p2p-power", cfg->p_block_w, "P2P blocking power P_block of one GPU, W")->required();
   cmd->add_option("--tp", cfg->tp_degree, "Tensor-parallel degree: GPUs per stage (scales energy and blocking power)")
       ->capture_default_str();
   cmd->add_option("--time-scale", cfg->time_scale, "Scale profile times (and energies) by this factor")
@@ -42,7 +42,7 @@ void register_emulate(CLI::App& app) {
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
     fmt::print("{} pipelines x {} GPUs (TP {}), T_min = {:.4f} s, Perseus frontier {} plans ({:.3f} s)\n",
-               res.num_pipelines, cfg->stages * cfg->tp_degree, cfg->tp_degree, res.t_min_s, res.frontier_size,
+               res.num_pipelines, cfg->num_ranks * cfg->tp_degree, cfg->tp_degree, res.t_min_s, res.frontier_size,
                res.solve_time_s);
     fmt::print("{:<15} {:>8} {:>11} {:>10} {:>16} {:>10} {:>10} {:>10} {:>10}\n", "method", "slowdown", "iter_time_s",
                "chosen_s", "cluster_energy_J", "pipe_sav%", "intr_sav%", "extr_sav%", "total_sav%");

@@ -25,23 +25,23 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--stages", cfg->stages, "GPUs (pipeline stages) per pipeline (required unless --schedule is a file)")
+  cmd->add_option("--stages", cfg->problem.num_ranks, "GPUs (pipeline stages) per pipeline (required unless --schedule is a file)")
       ->check(integer_in(1, 1 << 20));
-  cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration (required unless --schedule is a file)")
+  cmd->add_option("--microbatches", cfg->problem.microbatches, "Microbatches per iteration (required unless --schedule is a file)")
       ->check(integer_in(1, 1 << 20));
-  cmd->add_option("--schedule", cfg->schedule,
+  cmd->add_option("--schedule", cfg->problem.schedule,
                   "Pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zb-h1, or a per-rank action list CSV "
                   "(torch.distributed.pipelining notation, e.g. 2F0; see docs/schedules.md)")
       ->capture_default_str();
-  cmd->add_option("--backward-input-fraction", cfg->backward_input_fraction,
+  cmd->add_option("--backward-input-fraction", cfg->problem.backward_input_fraction,
                   "For zb-h1 on a profile without backward_input/backward_weight rows: share of the backward's "
                   "time/energy given to I (approximation)")
       ->capture_default_str()
       ->check(number_in(0, 1));
-  cmd->add_option("--chunks", cfg->chunks, "Stages (model chunks) per GPU for interleaved schedules")
+  cmd->add_option("--chunks", cfg->problem.chunks, "Stages (model chunks) per GPU for interleaved schedules")
       ->capture_default_str()
       ->check(integer_in(1, 1024));
-  cmd->add_option("--p2p-power", cfg->p2p_power_w, "P2P blocking power P_block of one GPU, W")
+  cmd->add_option("--p2p-power", cfg->problem.p_block_w, "P2P blocking power P_block of one GPU, W")
       ->required()
       ->check(number_in(0, 1e5, "W"));
   cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
@@ -74,17 +74,17 @@ void register_optimize(CLI::App& app) {
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
     // error (exit status 2), like any other missing option.
     const auto names = schedule_names();
-    const bool named = std::find(names.begin(), names.end(), cfg->schedule) != names.end();
+    const bool named = std::find(names.begin(), names.end(), cfg->problem.schedule) != names.end();
     std::error_code ec;
-    if (!named && !std::filesystem::is_regular_file(cfg->schedule, ec)) {
+    if (!named && !std::filesystem::is_regular_file(cfg->problem.schedule, ec)) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name ({}) nor an existing schedule "
-                                                           "CSV file", cfg->schedule, list));
+                                                           "CSV file", cfg->problem.schedule, list));
     }
     if (named) {
-      if (cfg->stages == 0) throw CLI::ValidationError("--stages", "required unless --schedule is a schedule CSV file");
-      if (cfg->microbatches == 0) {
+      if (cfg->problem.num_ranks == 0) throw CLI::ValidationError("--stages", "required unless --schedule is a schedule CSV file");
+      if (cfg->problem.microbatches == 0) {
         throw CLI::ValidationError("--microbatches", "required unless --schedule is a schedule CSV file");
       }
     }

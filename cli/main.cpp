@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/error.hpp"
 
 int main(int argc, char** argv) {
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;  // usage errors: exit status 2
   } catch (const perseus::InputError& e) {
-    fmt::print(stderr, "perseus: error: {}\n", e.what());
+    fmt::print(stderr, "perseus: error: {}\n", e.phrased(perseus::cli::flag_for_field));
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "perseus: internal error: {}\n", e.what());

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -41,6 +42,22 @@ inline CLI::Validator integer_in(long lo, long hi) {
         return {};
       },
       "INT in " + range);
+}
+
+/// How the CLI names a library InputError field: its command-line flag ("num_ranks" ->
+/// "--stages", "p_block_w" -> "--p2p-power"; otherwise "--" and the name with '-' for '_').
+inline std::string flag_for_field(const std::string& field) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"num_ranks", "--stages"},       {"p_block_w", "--p2p-power"},   {"tp_degree", "--tp"},
+      {"out_dir", "--out"},            {"profile_path", "--profile"},  {"unit_time_s", "--unit-time"},
+      {"slowdowns", "--slowdown"},     {"zeus_format", "--format"},
+  };
+  for (const auto& [name, flag] : kFlags)
+    if (field == name) return flag;
+  std::string flag = "--" + field;
+  for (char& c : flag)
+    if (c == '_') c = '-';
+  return flag;
 }
 
 }  // namespace perseus::cli

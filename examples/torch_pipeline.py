@@ -1,5 +1,5 @@
 """Perseus in a PyTorch pipeline-parallel training loop (CPU, gloo, simulated GPUs). Run:
-PYTHONPATH=build/python python3 examples/torch_pipeline.py --stages 4   (starts `perseus serve`)
+PYTHONPATH=build/python /usr/bin/python3 examples/torch_pipeline.py --stages 4  (starts `perseus serve`)
 On GPUs: backend="nvml", device=f"cuda:{local_rank}" (CUDA sync at clock changes is automatic)."""
 import argparse, os, pathlib, socket, tempfile
 import torch, torch.distributed as dist, torch.multiprocessing as mp, torch.nn as nn

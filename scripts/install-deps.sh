@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Perseus needs to build and test, when missing.
-# Usage: scripts/install-deps.sh   (uses sudo when not root)
+# Installs the Debian packages Perseus needs, when missing.
+# Usage: scripts/install-deps.sh [run|all]   (default all; uses sudo when not root)
+#   run: what building the perseus command needs (make run)
+#   all: also what the tests, benchmarks and Python package need (make test)
 set -euo pipefail
+WHAT=${1:-all}
 PACKAGES=(
   build-essential cmake ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev libboost-graph-dev
   libcpp-httplib-dev libsqlite3-dev libssl-dev
-  coinor-libclp-dev coinor-cbc
-  libgtest-dev libgmock-dev libbenchmark-dev
-  python3-dev pybind11-dev python3-torch python3-numpy
-  libxml2-utils
+  coinor-libclp-dev
 )
+case "$WHAT" in
+  run) PERSEUS_WITH_BROWSER=0 ;;
+  all) PACKAGES+=(
+         libgtest-dev libgmock-dev libbenchmark-dev
+         python3-dev pybind11-dev python3-torch python3-numpy
+         libxml2-utils stress-ng coinor-cbc
+       ) ;;
+  *) echo "usage: scripts/install-deps.sh [run|all]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,11 +14,9 @@ namespace perseus {
 inline constexpr const char* kEmulationMethods[] = {"perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max"};
 
 /// One candidate plan of a method, reduced to what the emulation needs (one pipeline,
-/// unscaled profile units): iteration time and energy including the pipeline's own blocking.
-struct PlanPoint {
-  double time_s = 0;    ///< Iteration time T, s.
-  double energy_j = 0;  ///< E = computation + P_block × idle, J (one GPU per rank).
-};
+/// unscaled profile units): iteration time T (s) and energy E = computation + P_block × idle
+/// (J, one GPU per rank).
+using PlanPoint = TimeEnergy;
 
 /// A method's plans as the emulation sees them.
 /// The no-straggler plan is `points[intrinsic]`. With a straggler, the non-straggler
@@ -79,11 +77,11 @@ std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& met
 /// Inputs of `perseus emulate`.
 struct EmulationConfig {
   std::string profile_path;        ///< Profile CSV (load_profile_csv()).
-  int stages = 0;                  ///< GPUs per pipeline (1F1B, one stage per GPU).
+  int num_ranks = 0;               ///< GPUs per pipeline (1F1B, one stage per GPU).
   int microbatches = 0;            ///< Microbatches per iteration M.
   int pipelines = 0;               ///< Data-parallel pipelines P; 0: derive from global_batch.
   int global_batch = 0;            ///< Microbatches per global batch B; P = B / M (must divide).
-  double p2p_power_w = 0;          ///< P_block of one GPU, W (>= 0).
+  double p_block_w = 0;            ///< P_block of one GPU, W (>= 0).
   int tp_degree = 1;               ///< Tensor-parallel degree K.
   double time_scale = 1;           ///< Time scale X.
   double unit_time_s = 1e-3;       ///< Planner (and EnvPipe) time quantum u, s.
@@ -102,11 +100,14 @@ struct EmulationResult {
   std::vector<EmulationRow> rows;
 };
 
-/// Loads the profile, solves the Perseus frontier once (solve_frontier), builds the
+/// Assembles the problem (load_problem(), 1F1B with one stage per GPU), solves the Perseus frontier once (solve_frontier), builds the
 /// baselines once (all-max, EnvPipe, ZeusGlobal and ZeusPerStage candidates) and runs
 /// emulate_stragglers(). Throws InputError on bad inputs (pipelines/global batch, slowdowns,
 /// missing max-frequency rows, ...) and when EnvPipe hits its iteration cap.
 EmulationResult run_emulation(const EmulationConfig& config);
+
+/// The emulation CSV (one writer): the header below and one line per row.
+std::string emulation_csv_text(const std::vector<EmulationRow>& rows);
 
 /// Writes `<out_dir>/emulation.csv` with the header
 /// method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct

@@ -1,18 +1,56 @@
 // Error types shared by the Perseus library.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
 namespace perseus {
 
 /// Raised for bad user input: a malformed profile or schedule file, an impossible
-/// configuration (e.g. 0 stages), an unknown schedule name. The message is meant for
-/// the user as is: it names the file, line and field where there is one, and what was
-/// expected. CLI commands print it and exit with status 1 (2 for bad arguments).
+/// configuration (e.g. 0 stages), an unknown schedule name.
+///
+/// Structured: `field` is the input that was wrong, in the library's own vocabulary (the
+/// name of the struct member or spec field, e.g. "num_ranks", "p_block_w", "tp_degree";
+/// for file errors the CSV column or JSON key), `source`/`line` the file and 1-based line
+/// when the input came from a file, `message` what was expected. The library never names a
+/// command-line flag: each front end phrases the field in its own terms with phrased()
+/// (the CLI as `--stages`, Python as the keyword argument, the server as the JSON field).
+///
+/// what() is the default phrasing (fields named as they are):
+/// - a field error: "FIELD MESSAGE" (e.g. "tp_degree must be >= 1, got 0"; no space when
+///   MESSAGE starts with ':');
+/// - a file error: "SOURCE:LINE: field 'FIELD': MESSAGE" (without the parts that are empty);
+/// - a free-text error (field empty): MESSAGE.
+/// A message may name further fields as `{field:NAME}`; phrased() renders them too.
 class InputError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// How a front end names a field (identity: the library's names).
+  using Phrase = std::function<std::string(const std::string& field)>;
+
+  /// Free text, no field (messages that already name everything, e.g. file errors built by hand).
+  explicit InputError(const std::string& message);
+  /// A bad value of input `field`; `message` continues the sentence ("must be >= 1, got 0").
+  InputError(std::string field, std::string message);
+  /// A bad field in a file: "SOURCE:LINE: field 'FIELD': MESSAGE" (line 0: no line; field empty: no field).
+  static InputError in_file(std::string source, long line, std::string field, std::string message);
+
+  const std::string& field() const noexcept { return field_; }
+  const std::string& source() const noexcept { return source_; }
+  long line() const noexcept { return line_; }
+  const std::string& message() const noexcept { return message_; }
+
+  /// The full text with every field (the main one and `{field:NAME}` references) named by `phrase`.
+  std::string phrased(const Phrase& phrase) const;
+
+ private:
+  InputError(std::string field, std::string source, long line, std::string message, bool in_file);
+  std::string field_, source_, message_;
+  long line_ = 0;
+  bool in_file_ = false;
 };
+
+/// `{field:NAME}`: a reference to another input field inside an InputError message.
+std::string field_ref(const std::string& name);
 
 }  // namespace perseus

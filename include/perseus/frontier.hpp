@@ -26,7 +26,7 @@ enum class PlannerMode : std::uint8_t {
 
 /// Planner settings.
 struct PlannerOptions {
-  double p2p_power_w = 0.0;    ///< P2P blocking power P_block, W (0..100000).
+  double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).
   double unit_time_s = 1e-3;   ///< Time quantum u of the graph-cut steps, s (1e-7..10; at most
                                ///< 1e6 quanta between an op's fastest and slowest time).
   bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.

@@ -6,22 +6,17 @@
 #include <vector>
 
 #include "perseus/frontier.hpp"
-#include "perseus/schedule.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/problem.hpp"
 
 namespace perseus {
 
 /// Inputs of one optimize job.
 struct OptimizeConfig {
   std::string profile_path;    ///< Profile CSV (see load_profile_csv()).
-  int stages = 0;              ///< GPUs (pipeline ranks) in the pipeline (0 = from a schedule file).
-  int microbatches = 0;        ///< Microbatches per iteration (0 = from a schedule file).
-  /// Schedule name (schedule_names()) or the path of a schedule CSV (load_schedule_csv()).
-  std::string schedule = "1f1b";
-  int chunks = 1;              ///< Stages per GPU for interleaved schedules.
-  /// Share of a full backward's time/energy given to I when a split-backward schedule runs on
-  /// a profile without backward_input/backward_weight rows (split_backward_profile()).
-  double backward_input_fraction = 0.5;
-  double p2p_power_w = 0;      ///< P2P blocking power P_block, W.
+  /// The problem: schedule (name or CSV file), num_ranks, microbatches, chunks,
+  /// backward_input_fraction, p_block_w (see ProblemSpec, make_problem()).
+  ProblemSpec problem;
   double unit_time_s = 1e-3;   ///< Planner time quantum u, s.
   int sample = 0;              ///< Write every K-th plan (plus first and last); 0 = at most 100 plans.
   bool zeus_format = false;    ///< Also write Zeus freqs_pipeline_NNNNN.py files.
@@ -61,17 +56,31 @@ struct OptimizeSummary {
 /// plus the last (T_min). sample = 0 picks K so that at most 100 plans are written.
 std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample);
 
-/// Runs the whole job: builds the schedule (by name, or imported from a CSV file when
-/// config.schedule is not a known name but an existing file; stages/microbatches, when set,
-/// must then match the file), loads and validates the profile (it needs one stage per
-/// schedule stage, i.e. stages × chunks; a per-GPU profile with one stage per rank is split
-/// evenly over the chunks, and a profile without I/W rows gets its backward split for
-/// split-backward schedules — both approximations, listed in summary.approximations), builds the DAG, solves the frontier, evaluates the all-max baseline and
-/// writes `out_dir` (summary.json, frontier.csv, plans/plan_NNNNN.json, optionally
-/// plans/freqs_pipeline_NNNNN.py). Files are written into a temporary sibling folder that
-/// is renamed into place at the end, so an interrupted run never leaves a folder that looks
-/// complete. `progress(fraction)` is called from time to time during the solve.
-/// Throws InputError on bad inputs or when the folder cannot be written.
+/// What optimize() computed: the problem, its frontier and the all-max baseline.
+struct OptimizeResult {
+  Problem problem;
+  Frontier frontier;
+  FrequencyPlan all_max;
+  OptimizeSummary summary;  ///< plans_written is 0 until write_optimize_folder().
+};
+
+/// Computes without writing anything: checks the options (InputError fields "sample",
+/// "threads", "unit_time_s" and those of load_problem()), assembles the problem
+/// (load_problem(): schedule by name or CSV file, the profile fitted to it, with the
+/// approximations listed in summary.approximations), solves the frontier and evaluates the
+/// all-max baseline. `progress(fraction)` is called from time to time during the solve.
+/// Throws InputError on bad inputs or an empty frontier.
+OptimizeResult optimize(const OptimizeConfig& config, const std::function<void(double)>& progress = {});
+
+/// Writes `config.out_dir` atomically (OutputFolder; it may replace only an earlier
+/// output, checked recursively with is_optimize_output()): frontier.csv, schedule.csv,
+/// plans/plan_NNNNN.json (plan_json_text()), with config.zeus_format plans/freqs_pipeline_NNNNN.py
+/// (zeus_plan_text()), and summary.json last. Sets result.summary.plans_written.
+/// Throws InputError when the folder cannot be written.
+void write_optimize_folder(OptimizeResult& result, const OptimizeConfig& config);
+
+/// optimize() then write_optimize_folder(). The folder is checked before the (long) solve,
+/// so a folder that may not be replaced fails fast. Throws InputError.
 OptimizeSummary run_optimize(const OptimizeConfig& config, const std::function<void(double)>& progress = {});
 
 }  // namespace perseus

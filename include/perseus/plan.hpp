@@ -9,6 +9,13 @@
 
 namespace perseus {
 
+/// An iteration's time and energy (one pipeline): the one point type of plans, the
+/// emulation and the server's frontiers.
+struct TimeEnergy {
+  double time_s = 0;    ///< Iteration time T, s.
+  double energy_j = 0;  ///< Iteration energy E, J.
+};
+
 /// A frequency plan: the GPU SM frequency of every computation of one iteration, with the
 /// time and energy it has according to the profile.
 /// Energy accounting (one GPU per rank, one pipeline; Perseus SOSP'24 §3.1, Eq. for E):

@@ -76,4 +76,9 @@ Profile parse_profile_csv(std::string_view text, const std::string& source_name,
 /// Throws InputError when the file cannot be written.
 void write_profile_csv(const Profile& profile, const std::string& path);
 
+/// The profile CSV text write_profile_csv() writes (the one profile writer): header
+/// stage,instruction,frequency,time,energy, then every point by stage, instruction and
+/// frequency (highest first), times and energies with 17 significant digits (exact round trip).
+std::string format_profile_csv(const Profile& profile);
+
 }  // namespace perseus

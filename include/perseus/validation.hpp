@@ -22,7 +22,7 @@ struct RealPlanCheck {
 /// Validation of one real-GPU workload folder (tests/data/real_gpu/<workload>/).
 struct RealGpuValidation {
   std::string workload;          ///< Folder name.
-  int stages = 0;                ///< Pipeline stages (GPUs).
+  int num_ranks = 0;             ///< GPUs of the pipeline (one stage each, 1F1B).
   int microbatches = 0;          ///< Microbatches per iteration.
   double overhead_s = 0;         ///< Mean (measured − dag time) over the all-max plans, s.
   std::vector<RealPlanCheck> plans;  ///< Every plan, in plan order.

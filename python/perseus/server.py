@@ -137,12 +137,16 @@ class API:
 
 
 def find_perseus_binary(binary=None):
-    """The `perseus` executable: `binary`, else $PERSEUS_BINARY, else `perseus` on PATH.
+    """The `perseus` executable: `binary`, else $PERSEUS_BINARY, else `perseus` on PATH, else the
+    one built beside this package in a build tree (<build>/python/perseus -> <build>/cli/perseus).
     Raises ServerStartError when none exists."""
-    for cand in (binary, os.environ.get("PERSEUS_BINARY"), shutil.which("perseus")):
+    here = os.path.dirname(os.path.abspath(__file__))
+    build_tree = os.path.join(here, os.pardir, os.pardir, "cli", "perseus")
+    for cand in (binary, os.environ.get("PERSEUS_BINARY"), shutil.which("perseus"), build_tree):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    raise ServerStartError("cannot find the `perseus` executable (pass binary=, set PERSEUS_BINARY or add it to PATH)")
+    raise ServerStartError("cannot find the `perseus` executable (pass binary=, set PERSEUS_BINARY, add it to PATH "
+                           "or build it: make test)")
 
 
 class LocalServer:

@@ -289,6 +289,7 @@ clock request in order (exact logs, for tests).)doc")
             d["server_failures"] = s.server_failures;
             d["gpu_failures"] = s.gpu_failures;
             d["applied_mhz"] = s.applied_mhz;
+            d["latest_plan_version"] = s.latest_plan_version;
             return d;
           },
           "Counters: {'iterations', 'plan_version' (-1: none yet), 'plan_updates', 'reports_sent', "

@@ -7,12 +7,15 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/plan_files.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/schedule.hpp"
 #ifdef PERSEUS_PY_HAVE_EMULATE
@@ -31,36 +34,23 @@ namespace {
 }
 
 #ifdef PERSEUS_PY_HAVE_RENDER
-/// Rebuilds (DAG, evaluated plan) from a plan dict as optimize() returns it.
+/// Rebuilds (DAG, evaluated plan) from a plan dict as optimize() returns it, through the
+/// one plan JSON reader (plan_frequencies_from_json()) and the one problem assembly.
 std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::dict& plan, const std::string& schedule,
                                               int microbatches, int chunks, double p2p_power_w) {
   if (!plan.contains("ranks")) throw InputError("plan: missing field \"ranks\" (expected a plan dict from optimize())");
-  py::list ranks = plan["ranks"];
-  const int num_ranks = static_cast<int>(py::len(ranks));
-  const Schedule s = make_schedule(schedule, num_ranks, microbatches, chunks);
-  Dag dag = Dag::build(s);
-  std::vector<int> freq(dag.num_ops(), 0);
-  int seen = 0;
-  for (const auto& r : ranks) {
-    for (const auto& i : py::cast<py::dict>(r)["instructions"]) {
-      auto d = py::cast<py::dict>(i);
-      const auto name = d["instruction"].cast<std::string>();
-      const auto kind = parse_instruction_kind(name);
-      if (!kind) throw InputError(fmt::format("plan: unknown instruction \"{}\"", name));
-      Computation c{d["stage"].cast<int>(), d["microbatch"].cast<int>(), *kind};
-      const int id = dag.find(c);
-      if (id < 0)
-        throw InputError(fmt::format("plan: {} of stage {}, microbatch {} is not in the {} schedule ({} ranks, {} "
-                                     "microbatches)",
-                                     name, c.stage, c.microbatch, schedule, num_ranks, microbatches));
-      freq[id] = d["frequency_mhz"].cast<int>();
-      ++seen;
-    }
-  }
-  if (seen != dag.num_ops())
-    throw InputError(fmt::format("plan: has {} computations but the schedule has {}", seen, dag.num_ops()));
-  FrequencyPlan fp = evaluate_plan(dag, profile, std::move(freq), p2p_power_w);
-  return {std::move(dag), std::move(fp)};
+  const nlohmann::json j =
+      nlohmann::json::parse(py::module_::import("json").attr("dumps")(plan).cast<std::string>());
+  ProblemSpec spec;
+  spec.schedule = schedule;
+  spec.num_ranks = static_cast<int>(j["ranks"].size());
+  spec.microbatches = microbatches;
+  spec.chunks = chunks;
+  spec.p_block_w = p2p_power_w;
+  Problem problem = make_problem(spec, profile);
+  std::vector<int> freq = plan_frequencies_from_json(j, problem.dag, "plan");
+  FrequencyPlan fp = evaluate_plan(problem.dag, problem.profile, std::move(freq), p2p_power_w);
+  return {std::move(problem.dag), std::move(fp)};
 }
 
 std::vector<PlotPoint> plot_points(const py::object& items, const char* label_key) {
@@ -89,12 +79,12 @@ void bind_extras(py::module_& m) {
          int global_batch, double p2p_power_w, int tp_degree, double time_scale, double unit_time_s) {
         EmulationConfig cfg;
         cfg.profile_path = fspath(profile);
-        cfg.stages = stages;
+        cfg.num_ranks = stages;
         cfg.microbatches = microbatches;
         cfg.slowdowns = std::move(slowdowns);
         cfg.pipelines = pipelines;
         cfg.global_batch = global_batch;
-        cfg.p2p_power_w = p2p_power_w;
+        cfg.p_block_w = p2p_power_w;
         cfg.tp_degree = tp_degree;
         cfg.time_scale = time_scale;
         cfg.unit_time_s = unit_time_s;

@@ -17,6 +17,8 @@
 #include "perseus/frontier.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/plan_files.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/schedule.hpp"
 
@@ -38,34 +40,9 @@ std::string fspath(const py::object& obj) {
   return py::str(p).cast<std::string>();
 }
 
+/// A plan as the dict of plan_NNNNN.json, through the one plan JSON writer (plan_json()).
 py::dict plan_dict(const Dag& dag, const FrequencyPlan& plan, std::optional<std::size_t> index) {
-  py::list ranks;
-  for (int r = 0; r < dag.num_ranks(); ++r) {
-    py::list instrs;
-    for (int id : dag.rank_ops(r)) {
-      const Computation& c = dag.op(id);
-      py::dict d;
-      d["instruction"] = std::string(to_string(c.kind));
-      d["stage"] = c.stage;
-      d["microbatch"] = c.microbatch;
-      d["frequency_mhz"] = plan.freq_mhz[id];
-      d["start_s"] = plan.timeline.start_s[id];
-      d["end_s"] = plan.timeline.end_s[id];
-      instrs.append(std::move(d));
-    }
-    py::dict rd;
-    rd["rank"] = r;
-    rd["instructions"] = std::move(instrs);
-    ranks.append(std::move(rd));
-  }
-  py::dict out;
-  out["plan"] = index ? py::object(py::int_(*index)) : py::object(py::none());
-  out["time_s"] = plan.timeline.time_s;
-  out["energy_j"] = plan.total_energy_j();
-  out["compute_energy_j"] = plan.compute_energy_j;
-  out["blocking_energy_j"] = plan.blocking_energy_j;
-  out["ranks"] = std::move(ranks);
-  return out;
+  return py::module_::import("json").attr("loads")(plan_json(dag, plan, index).dump());
 }
 
 py::dict schedule_dict(const Schedule& s) {
@@ -123,7 +100,7 @@ std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, 
 
 void check_finite(double v, const char* name, bool allow_zero) {
   if (!std::isfinite(v) || v < 0 || (!allow_zero && v == 0))
-    throw InputError(fmt::format("{} must be a finite number {} 0, got {}", name, allow_zero ? ">=" : ">", v));
+    throw InputError(name, fmt::format("must be a finite number {} 0, got {}", allow_zero ? ">=" : ">", v));
 }
 
 }  // namespace
@@ -230,28 +207,36 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
 
   m.def(
       "optimize",
-      [](const py::object& profile_arg, int stages, int microbatches, const std::string& schedule_name, int chunks,
-         double p2p_power_w, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample, int threads) {
-        check_finite(p2p_power_w, "p2p_power_w", true);
+      [](const py::object& profile_arg, std::optional<int> stages, std::optional<int> microbatches,
+         const py::object& schedule_arg, int chunks, double p2p_power_w, double backward_input_fraction,
+         double unit_time_s, bool reclaim_slack, const py::object& plans, int sample, int threads) {
+        check_finite(p2p_power_w, "p_block_w", true);
         if (threads < 0 || threads > 1024) {
-          throw InputError(fmt::format("threads must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
+          throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
         }
         if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         check_finite(unit_time_s, "unit_time_s", false);
-        if (sample < 0) throw InputError(fmt::format("sample must be >= 0, got {}", sample));
-        const Schedule schedule = make_schedule(schedule_name, stages, microbatches, chunks);
-        std::shared_ptr<const Profile> profile;
+        if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
+        // The one problem assembly (perseus/problem.hpp): the same schedules (names or a CSV
+        // file) and profile fitting as `perseus optimize` and the server.
+        ProblemSpec spec;
+        spec.schedule = fspath(schedule_arg);
+        spec.num_ranks = stages.value_or(0);
+        spec.microbatches = microbatches.value_or(0);
+        spec.chunks = chunks;
+        spec.backward_input_fraction = backward_input_fraction;
+        spec.p_block_w = p2p_power_w;
+        std::optional<Problem> problem;
         if (py::isinstance<Profile>(profile_arg)) {
-          profile = profile_arg.cast<std::shared_ptr<Profile>>();
-          if (profile->num_stages() != schedule.num_stages)
-            throw InputError(fmt::format("{}: profile has {} stages but the schedule needs {} (stages {} x chunks {})",
-                                         profile->source, profile->num_stages(), schedule.num_stages, stages,
-                                         chunks));
+          const auto profile = profile_arg.cast<std::shared_ptr<Profile>>();
+          py::gil_scoped_release release;
+          problem.emplace(make_problem(spec, *profile));
         } else {
           const std::string path = fspath(profile_arg);
           py::gil_scoped_release release;
-          profile = std::make_shared<Profile>(load_profile_csv(path, schedule.num_stages));
+          problem.emplace(load_problem(spec, path));
         }
+        const Schedule& schedule = problem->schedule;
         struct Result {
           std::unique_ptr<Dag> dag;
           std::optional<Frontier> frontier;
@@ -260,13 +245,13 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         } res;
         {
           py::gil_scoped_release release;
-          res.dag = std::make_unique<Dag>(Dag::build(schedule));
+          res.dag = std::make_unique<Dag>(problem->dag);
           PlannerOptions opt;
-          opt.p2p_power_w = p2p_power_w;
+          opt.p_block_w = problem->p_block_w;
           opt.unit_time_s = unit_time_s;
           opt.reclaim_slack = reclaim_slack;
-          res.frontier.emplace(solve_frontier(*res.dag, *profile, opt));
-          res.allmax.emplace(all_max_plan(*res.dag, *profile, p2p_power_w));
+          res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
+          res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
         const auto& pts = res.frontier->points();
         const auto indices = plan_selection(plans, pts.size(), sample);
@@ -313,16 +298,26 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         out["all_max"] = plan_dict(*res.dag, *res.allmax, std::nullopt);
         out["summary"] = std::move(summary);
         out["schedule"] = schedule_dict(schedule);
+        py::list approximations;
+        for (const auto& a : problem->approximations) approximations.append(a);
+        summary["approximations"] = std::move(approximations);
         return out;
       },
-      py::arg("profile"), py::arg("stages"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
-      py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("unit_time_s") = 1e-3,
+      py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
+      py::arg("schedule") = "1f1b", py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0,
+      py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1, R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
-profile: a perseus.Profile or a CSV path (must have stages x chunks stages).
-stages: GPUs in the pipeline; microbatches: per iteration; schedule: a schedule_names() entry;
-chunks: stages per GPU. p2p_power_w: power of a GPU blocked on communication, W (>= 0).
+profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x chunks), or
+one per GPU (then split evenly over each GPU's chunks); a split-backward schedule (zb-h1) on a
+profile without backward_input/backward_weight rows gets its backward split by
+backward_input_fraction (both approximations are listed in summary['approximations']).
+stages: GPUs in the pipeline; microbatches: per iteration (both required for a schedule name,
+optional for a schedule file); schedule: a schedule_names() entry or the path of a schedule
+CSV (torch.distributed.pipelining action list, docs/schedules.md), exactly as
+`perseus optimize --schedule`. chunks: stages per GPU.
+p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0).
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned
@@ -338,7 +333,7 @@ Returns a dict of plain Python types:
   'all_max':  the all-max-frequency baseline plan (same format, 'plan': None);
   'summary':  {'t_min_s', 'energy_at_t_min_j', 't_max_s', 'energy_at_t_max_j', 'allmax_time_s',
                'allmax_energy_j', 'intrinsic_saving_pct', 'reclaimed_energy_j', 'num_plans',
-               'num_steps', 'solve_time_s', 'num_ops'};
+               'num_steps', 'solve_time_s', 'num_ops', 'approximations'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes, schedule name or option value;

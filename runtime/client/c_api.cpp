@@ -227,6 +227,7 @@ perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats*
     full.server_failures = s.server_failures;
     full.gpu_failures = s.gpu_failures;
     full.applied_mhz = h->client->controller().applied_mhz();
+    full.latest_plan_version = s.latest_plan_version;
     std::memcpy(out, &full, out->struct_size);
   });
 }

@@ -1,7 +1,9 @@
 // End to end: the real `perseus serve` + 8 trainer processes (2 DP x 4 PP) on simulated GPUs.
 // Checks that every rank applied exactly its plan's clocks in order (controller logs), that a
-// straggler report switches the other pipeline's plan within about one iteration, that all
-// measurements reach the server, and that a server outage does not stop training.
+// straggler report switches the other pipeline's plan at the first step boundary after its
+// client fetched it, that all measurements reach the server, and that a server outage does not
+// stop training. Events are ordered with the trainers' pause gates (--pause-at/--gate), never
+// with wall-clock margins, so the tests hold on a loaded machine.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -112,7 +114,8 @@ class ServeE2E : public ::testing::Test {
     ASSERT_EQ(get("/v1/jobs/" + job_id_)["status"], "ready");
   }
 
-  void start_trainers(double time_scale) {
+  // Trainers pause before each iteration in `pause_at` until resume(k) (see test_trainer.cpp).
+  void start_trainers(double time_scale, const std::string& pause_at = "") {
     for (int dp = 0; dp < kDp; ++dp) {
       for (int pp = 0; pp < kPp; ++pp) {
         const int rank = dp * kPp + pp;
@@ -122,7 +125,8 @@ class ServeE2E : public ::testing::Test {
              std::to_string(kMicrobatches), "--iterations", std::to_string(kIterations), "--backend", "simulated",
              "--profile", dir_.file("profile4.csv"), "--time-scale", std::to_string(time_scale), "--poll", "0.02",
              "--no-coalesce", "--freq-log", dir_.file("freq_" + std::to_string(rank) + ".csv"), "--progress",
-             dir_.file("progress_" + std::to_string(rank)), "--plan-dir", dir_.file("")},
+             dir_.file("progress_" + std::to_string(rank)), "--plan-dir", dir_.file(""), "--pause-at",
+             pause_at.empty() ? std::to_string(kIterations) : pause_at, "--gate", dir_.file("")},
             {}, dir_.file("trainer_" + std::to_string(rank) + ".log")));
       }
     }
@@ -135,6 +139,19 @@ class ServeE2E : public ::testing::Test {
     }
     trainers_.clear();
   }
+  // The newest plan version rank's client had fetched while paused before iteration k, or -2
+  // while the rank has not reached the gate.
+  long paused_version(int rank, int k) const {
+    const std::string text = read_file(dir_.file("paused_" + std::to_string(rank) + "_" + std::to_string(k)));
+    return text.empty() ? -2 : std::stol(text);
+  }
+  bool all_paused(int k) const {
+    for (int r = 0; r < kDp * kPp; ++r) {
+      if (paused_version(r, k) == -2) return false;
+    }
+    return true;
+  }
+  void resume(int k) { std::ofstream(dir_.file("resume_" + std::to_string(k))) << "go\n"; }
   std::vector<Progress> progress(int rank) const {
     std::vector<Progress> out;
     for (const auto& l : lines(read_file(dir_.file("progress_" + std::to_string(rank))))) {
@@ -210,63 +227,59 @@ class ServeE2E : public ::testing::Test {
   std::vector<pid_t> trainers_;
 };
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 TEST_F(ServeE2E, EightRanksFollowPlansAndAStragglerSwitchesTheOtherPipeline) {
+  constexpr int kGate = 5;
   create_job();
-  start_trainers(/*time_scale=*/0.25);  // ~0.14 s real per iteration
-  ASSERT_TRUE(wait_for([&] { return min_iterations_done() >= 5; }, 60));
-  const double t_post = unix_now();
+  start_trainers(/*time_scale=*/0.25, std::to_string(kGate));
+  // Every rank ran kGate iterations and waits; report the straggler while they wait.
+  ASSERT_TRUE(wait_for([&] { return all_paused(kGate); }, 120)) << "trainers did not reach the gate";
+  std::vector<long> v_before(kDp * kPp);
+  for (int r = 0; r < kDp * kPp; ++r) v_before[r] = progress(r).back().version;
   const json decision = post("/v1/jobs/" + job_id_ + "/stragglers", {{"pipeline", 0}, {"slowdown", 1.2}}, 200);
+  // Pipeline 1's clients fetch the new plan in the background while their trainers wait.
+  for (int pp = 0; pp < kPp; ++pp) {
+    const int r = 1 * kPp + pp;
+    ASSERT_TRUE(wait_for([&] { return paused_version(r, kGate) > v_before[r]; }, 120))
+        << "rank " << r << " never fetched a new plan; decision: " << decision.dump();
+  }
+  resume(kGate);
   wait_trainers();
   check_applied_equals_plan();
 
-  // Pipeline 1 (not the straggler) switched to a new plan version within about one iteration.
+  // Pipeline 1 (not the straggler) switched at the first step boundary after the fetch, and
+  // stayed on the new plan.
   for (int pp = 0; pp < kPp; ++pp) {
     const int r = 1 * kPp + pp;
     const auto prog = progress(r);
-    int at_post = -1;  // last iteration begun before the straggler report
-    for (const auto& p : prog) {
-      if (p.start_unix_s <= t_post) at_post = p.iteration;
-    }
-    ASSERT_GE(at_post, 0);
-    ASSERT_LT(at_post, kIterations - 3) << "the run ended too soon after the report";
-    const long v_before = prog[at_post].version;
-    int first_new = -1;
-    for (const auto& p : prog) {
-      if (p.iteration > at_post && p.version != v_before) {
-        first_new = p.iteration;
-        break;
-      }
-    }
-    ASSERT_NE(first_new, -1) << "rank " << r << " never got a new plan; decision: " << decision.dump();
-    // The switch lands at the next step boundary after the poll (<= 1 iteration in practice;
-    // one more iteration of slack keeps the test from being timing-sensitive).
-    EXPECT_LE(first_new, at_post + 2) << "rank " << r;
-    for (const auto& p : prog) {
-      if (p.iteration >= first_new) EXPECT_EQ(p.version, prog[first_new].version) << "rank " << r;
-    }
-    EXPECT_NE(plan_freqs(r, prog[first_new].version), plan_freqs(r, v_before)) << "rank " << r;
+    ASSERT_EQ(prog.size(), static_cast<std::size_t>(kIterations));
+    EXPECT_EQ(prog[kGate - 1].version, v_before[r]) << "rank " << r;
+    const long v_new = prog[kGate].version;
+    EXPECT_EQ(v_new, paused_version(r, kGate)) << "rank " << r;
+    for (int it = kGate; it < kIterations; ++it) EXPECT_EQ(prog[it].version, v_new) << "rank " << r;
+    EXPECT_NE(plan_freqs(r, v_new), plan_freqs(r, v_before[r])) << "rank " << r;
   }
-  // All measurements reached the server.
-  EXPECT_TRUE(wait_for([&] { return measurement_count() == kDp * kPp * kIterations; }, 10))
+  // All measurements reach the server (the trainers flushed them before exiting).
+  EXPECT_TRUE(wait_for([&] { return measurement_count() == kDp * kPp * kIterations; }, 60))
       << measurement_count();
 }
 
 TEST_F(ServeE2E, TrainingContinuesThroughAServerOutageAndReportsArriveAfterRestart) {
+  constexpr int kDown = 3;   // the server is killed while every rank waits here
+  constexpr int kUp = 10;    // ... and restarted while every rank waits here
   create_job();
-  start_trainers(/*time_scale=*/0.25);
-  ASSERT_TRUE(wait_for([&] { return min_iterations_done() >= 3; }, 60));
+  start_trainers(/*time_scale=*/0.25, std::to_string(kDown) + "," + std::to_string(kUp));
+  ASSERT_TRUE(wait_for([&] { return all_paused(kDown); }, 120)) << "trainers did not reach the first gate";
   stop_server();  // kill -9: the server's state is in SQLite
-  const int done_at_stop = min_iterations_done();
-  ASSERT_TRUE(wait_for([&] { return min_iterations_done() >= done_at_stop + 4; }, 60)) << "training stalled";
-  ASSERT_LT(min_iterations_done(), kIterations) << "the run ended during the outage; make it longer";
+  resume(kDown);
+  // Iterations kDown..kUp-1 run with no server at all.
+  ASSERT_TRUE(wait_for([&] { return all_paused(kUp); }, 120)) << "training stalled during the outage";
+  for (int r = 0; r < kDp * kPp; ++r) ASSERT_EQ(progress(r).size(), static_cast<std::size_t>(kUp)) << "rank " << r;
   start_server(port_);
+  resume(kUp);
   wait_trainers();  // each trainer flushes its buffered reports before exiting
   check_applied_equals_plan();
-  EXPECT_TRUE(wait_for([&] { return measurement_count() == kDp * kPp * kIterations; }, 10))
+  EXPECT_TRUE(wait_for([&] { return measurement_count() == kDp * kPp * kIterations; }, 60))
       << measurement_count();
 }
 

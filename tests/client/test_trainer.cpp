@@ -5,17 +5,24 @@
 //     --stages S --microbatches M --iterations N [--backend simulated|nvml|dry-run]
 //     [--profile CSV] [--time-scale X] [--nvml-library PATH] [--dry-run-log PATH]
 //     [--freq-log PATH] [--progress PATH] [--watchdog PATH] [--hang] [--poll S]
-//     [--no-coalesce] [--follow-plan] [--plan-dir DIR]
+//     [--no-coalesce] [--follow-plan] [--plan-dir DIR] [--pause-at K[,K...] --gate DIR]
 // --plan-dir: writes DIR/plan_<rank>_v<version>.txt ("<instruction> <microbatch> <freq_mhz>"
 // per line) for every plan version it runs.
 // --hang: after the first iteration, write "ready" to --progress and sleep forever.
 // --progress: one line per iteration: "<iteration> <plan_version> <unix_time_s>".
+// --pause-at K --gate DIR: before iteration K (after K iterations), keep writing the newest plan
+// version the client has fetched to DIR/paused_<rank>_<K> and wait until DIR/resume_<K> exists.
+// Tests use it to order events (a straggler report, a server outage) against iterations
+// without relying on how fast the machine is.
 // Exit status: 0 ok, 1 client error, 2 usage.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <filesystem>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -39,6 +46,13 @@ std::vector<std::string> one_f_one_b(int stages, int stage, int microbatches) {
   }
   for (int i = 0; i < warmup; ++i) seq.emplace_back("backward");
   return seq;
+}
+
+// Writes `text` to `path` atomically (a reader never sees a half-written file).
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << text << std::flush;
+  std::filesystem::rename(tmp, path);
 }
 
 double unix_now() {
@@ -103,8 +117,26 @@ int main(int argc, char** argv) {
     std::ofstream progress;
     if (!get("progress").empty()) progress.open(get("progress"), std::ios::app);
     const auto schedule = one_f_one_b(stages, o.ranks.pp_rank, microbatches);
+    std::set<int> pause_at;
+    {
+      std::istringstream in(get("pause-at"));
+      for (std::string k; std::getline(in, k, ',');) pause_at.insert(std::stoi(k));
+    }
+    const std::string gate = get("gate");
+    if (!pause_at.empty() && gate.empty()) {
+      fmt::print(stderr, "trainer: --pause-at needs --gate DIR\n");
+      return 2;
+    }
     std::int64_t dumped_version = -2;
     for (int it = 0; it < iterations; ++it) {
+      if (pause_at.count(it)) {
+        const std::string paused = fmt::format("{}/paused_{}_{}", gate, o.ranks.rank, it);
+        const std::string resume = fmt::format("{}/resume_{}", gate, it);
+        while (!std::filesystem::exists(resume)) {
+          write_atomically(paused, std::to_string(client->stats().latest_plan_version));
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
       const double t = unix_now();
       client->on_step_begin();
       const RankPlan plan = client->plan();

@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "paper_reference.hpp"
+#include "../../src/eval/paper_reference.hpp"
 
 namespace perseus {
 namespace {

@@ -48,7 +48,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_workers(test, server, out_dir, *, dp, pp, profile, iterations, microbatches, extra=(), timeout_s=150):
+def run_workers(test, server, out_dir, *, dp, pp, profile, iterations, microbatches, extra=(), timeout_s=1500):
     """Runs dp*pp pipeline_worker.py processes against `server` (a LocalServer); fails the
     test with their output if one fails. Returns the per-rank result dicts, rank order."""
     import json

@@ -116,9 +116,19 @@ def main():
     for it in range(a.iterations):
         if it == a.straggler_at:
             dist.barrier()
+            in_use = rt.stats()["plan_version"]
             if a.rank == 0:
                 decision = api.report_straggler(job_id, 0, slowdown=a.straggler_slowdown)["decision"]
                 print("straggler decision: %s" % json.dumps(decision), flush=True)
+            dist.barrier()
+            # Order, not timing: the other pipeline's clients fetch the new plan before anyone
+            # goes on, so it is switched in exactly at this step boundary.
+            if dp_rank != 0:
+                deadline = time.monotonic() + 600  # only stops a hang
+                while rt.stats()["latest_plan_version"] == in_use:
+                    if time.monotonic() > deadline:
+                        raise SystemExit("rank %d: no new plan after the straggler report" % a.rank)
+                    time.sleep(0.01)
             dist.barrier()
         pending, saved, loss_sum = [], {}, 0.0
         with rt.step():

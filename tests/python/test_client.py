@@ -24,7 +24,7 @@ class ClientTest(unittest.TestCase):
             cls.csv = f.read()
         cls.job_id = cls.server.api.create_job(pp=2, microbatches=3, profile_csv=cls.csv, p2p_power_w=83.64,
                                                unit_time_s=0.002)["job_id"]
-        cls.server.api.wait_ready(cls.job_id, timeout_s=30)
+        cls.server.api.wait_ready(cls.job_id, timeout_s=600)
 
     @classmethod
     def tearDownClass(cls):

@@ -18,8 +18,12 @@ class ExampleTest(unittest.TestCase):
         path = os.path.join(SOURCE_DIR, "examples", "torch_pipeline.py")
         with open(path) as f:
             self.assertLessEqual(len(f.read().splitlines()), 80)
-        r = subprocess.run([sys.executable, path, "--stages", "2", "--iterations", "3"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=150)
+        # As its docstring says to run it: from the repository root, PYTHONPATH=build/python and
+        # no PERSEUS_BINARY (the package finds the perseus binary of its build tree).
+        env = {k: v for k, v in os.environ.items() if k != "PERSEUS_BINARY"}
+        r = subprocess.run([sys.executable, "examples/torch_pipeline.py", "--stages", "2", "--iterations", "3"],
+                           cwd=SOURCE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=1500)
         self.assertEqual(r.returncode, 0, r.stdout[-4000:])
         self.assertRegex(r.stdout, r"frontier: \d+ plans")
         losses = [float(x) for x in re.findall(r"iteration \d+: loss ([0-9.]+)", r.stdout)]

@@ -7,7 +7,7 @@ import unittest
 
 import perseus
 
-from common import GPT3_PROFILE, PERSEUS_BINARY, first_stages_csv, temp_dir
+from common import GPT3_PROFILE, PERSEUS_BINARY, first_stages_csv, temp_dir, write_first_stages
 
 STAGES, MICROBATCHES, P_BLOCK, UNIT = 4, 6, 83.64, 0.002
 
@@ -209,8 +209,73 @@ class OptimizeTest(unittest.TestCase):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.optimize("/nonexistent.csv", 2, 2)
         self.assertIn("/nonexistent.csv", str(cm.exception))
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize(self.profile, 0, 6)
+        self.assertEqual(cm.exception.field, "stages")
+        self.assertNotIn("--", str(cm.exception))
+        bad = os.path.join(temp_dir(self), "bad.csv")
+        with open(bad, "w") as f:
+            f.write("stage,instruction,frequency,time,energy\n0,forward,1410,abc,1\n")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.load_profile(bad)
+        self.assertEqual((cm.exception.source, cm.exception.line, cm.exception.field), (bad, 2, "time"))
         with self.assertRaises(TypeError):
             perseus.optimize(42, 2, 2)
+
+
+class SameProblemAsCliTest(unittest.TestCase):
+    """perseus.optimize() and `perseus optimize` assemble the same problem (perseus/problem.hpp):
+    the same schedules (names and CSV files) and profile fitting, hence the same files."""
+
+    def run_both(self, profile_path, cli_args, **py_kwargs):
+        out = os.path.join(temp_dir(self), "out")
+        subprocess.run([PERSEUS_BINARY, "optimize", "--profile", profile_path, "--p2p-power", str(P_BLOCK),
+                        "--unit-time", str(UNIT), "--quiet", "--out", out] + cli_args, check=True)
+        res = perseus.optimize(profile_path, p2p_power_w=P_BLOCK, unit_time_s=UNIT, **py_kwargs)
+        with open(os.path.join(out, "frontier.csv")) as f:
+            cli_frontier = f.read()
+        py_frontier = "plan,time_s,energy_j\n" + "".join(
+            "%d,%.9f,%.6f\n" % (p["plan"], p["time_s"], p["energy_j"]) for p in res["frontier"])
+        self.assertEqual(cli_frontier, py_frontier)
+        plan_files = sorted(os.listdir(os.path.join(out, "plans")))
+        self.assertEqual(plan_files, ["plan_%05d.json" % p["plan"] for p in res["plans"]])
+        for name, py_plan in zip(plan_files, res["plans"]):
+            with open(os.path.join(out, "plans", name)) as f:
+                self.assertEqual(json.load(f), py_plan, name)
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual(summary["approximations"], res["summary"]["approximations"])
+        self.assertEqual(summary["num_plans"], res["summary"]["num_plans"])
+        return out, res
+
+    def setUp(self):
+        if not PERSEUS_BINARY:
+            self.skipTest("PERSEUS_BINARY not set (run through ctest)")
+        self.profile_path = write_first_stages(STAGES, temp_dir(self))  # per-GPU, no I/W rows
+
+    def test_zb_h1_on_a_per_gpu_profile(self):
+        _, res = self.run_both(self.profile_path, ["--stages", str(STAGES), "--microbatches", str(MICROBATCHES),
+                                                   "--schedule", "zb-h1"],
+                               stages=STAGES, microbatches=MICROBATCHES, schedule="zb-h1")
+        self.assertTrue(res["schedule"]["split_backward"])
+        self.assertEqual(len(res["summary"]["approximations"]), 1)  # backward split into I/W
+
+    def test_interleaved_on_a_per_gpu_profile(self):
+        _, res = self.run_both(self.profile_path, ["--stages", str(STAGES), "--microbatches", "8",
+                                                   "--schedule", "interleaved-1f1b", "--chunks", "2"],
+                               stages=STAGES, microbatches=8, schedule="interleaved-1f1b", chunks=2)
+        self.assertEqual(res["schedule"]["num_stages"], 2 * STAGES)
+        self.assertEqual(len(res["summary"]["approximations"]), 1)  # each GPU's stage split over 2 chunks
+
+    def test_schedule_csv(self):
+        out, _ = self.run_both(self.profile_path, ["--stages", str(STAGES), "--microbatches", str(MICROBATCHES),
+                                                   "--schedule", "gpipe"],
+                               stages=STAGES, microbatches=MICROBATCHES, schedule="gpipe")
+        csv_path = os.path.join(temp_dir(self), "gpipe.csv")
+        with open(os.path.join(out, "schedule.csv")) as f, open(csv_path, "w") as g:
+            g.write(f.read())
+        _, res = self.run_both(self.profile_path, ["--schedule", csv_path], schedule=csv_path)
+        self.assertEqual(res["schedule"]["num_microbatches"], MICROBATCHES)
 
 
 @unittest.skipUnless(perseus.HAVE_RENDER, "the C++ library has no perseus/render.hpp")
@@ -251,6 +316,18 @@ class EmulateTest(unittest.TestCase):
         self.assertGreaterEqual(per[1]["chosen_time_s"], per[0]["chosen_time_s"])
         with self.assertRaises(perseus.InputError):
             perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[0.5], pipelines=4)
+        # Errors name the keyword argument, never a CLI flag.
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], pipelines=4, tp_degree=0)
+        self.assertEqual(str(cm.exception), "tp_degree must be >= 1, got 0")
+        self.assertEqual(cm.exception.field, "tp_degree")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.emulate(path, 0, MICROBATCHES, slowdowns=[1.1], pipelines=4)
+        self.assertEqual(str(cm.exception), "stages must be >= 1, got 0")
+        self.assertEqual(cm.exception.field, "stages")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], global_batch=7)
+        self.assertIn("global_batch 7 is not a multiple of microbatches 6", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   const Profile prof = parse_profile_csv(example_profile(), "x", 8);
   const Dag dag = Dag::build(make_schedule("1f1b", 8, 4, 1));
   PlannerOptions popt;
-  popt.p2p_power_w = 83.64;
+  popt.p_block_w = 83.64;
   popt.unit_time_s = 0.01;
   const Frontier fr = solve_frontier(dag, prof, popt);
   ASSERT_EQ(fr.size(), points.size());

@@ -3,6 +3,9 @@
 
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
+#include "perseus/plan_files.hpp"
+#include "perseus/problem.hpp"
+#include "perseus/server/job_model.hpp"
 #include "perseus/server/job_spec.hpp"
 #include "perseus/server/rate_limiter.hpp"
 #include "perseus/server/sweep.hpp"
@@ -41,6 +44,49 @@ TEST(ZeusPlan, RejectsCodeAndGarbage) {
 
 TEST(ZeusPlan, EntryLimit) {
   EXPECT_THROW(parse_zeus_plan("[[1,2,3,4]]", "t", 3), InputError);
+}
+
+// The plan files `perseus optimize` writes (plan JSON, Zeus .py) are accepted as they are.
+TEST(JobModel, AcceptsThePlanFilesOptimizeWrites) {
+  const std::string csv =
+      "stage,instruction,frequency,time,energy\n"
+      "0,forward,1000,0.010,5\n0,forward,800,0.012,4\n0,backward,1000,0.020,10\n0,backward,800,0.024,8\n"
+      "1,forward,1000,0.011,5\n1,forward,800,0.013,4\n1,backward,1000,0.021,10\n1,backward,800,0.025,8\n";
+  ProblemSpec ps;
+  ps.num_ranks = 2;
+  ps.microbatches = 3;
+  ps.p_block_w = 10;
+  const Problem problem = make_problem(ps, parse_profile_csv(csv, "t"));
+  std::vector<int> freq(problem.dag.num_ops(), 1000);
+  freq[0] = 800;
+  const FrequencyPlan plan = evaluate_plan(problem.dag, problem.profile, freq, ps.p_block_w);
+
+  JobSpec spec;
+  spec.pp = 2;
+  spec.microbatches = 3;
+  spec.p_block_w = 10;
+  spec.source = PlanSource::kPlans;
+  spec.plans = json::array({json::parse(plan_json_text(problem.dag, plan, 7))});
+  JobModel m = prepare_model(spec);
+  ASSERT_EQ(m.explicit_plans.size(), 1u);
+  EXPECT_EQ(m.explicit_plans[0], freq);
+  EXPECT_DOUBLE_EQ(m.points[0].time_s, plan.timeline.time_s);
+
+  spec.source = PlanSource::kZeusPlans;
+  spec.plans = nullptr;
+  spec.zeus_plans = {zeus_plan_text(problem.dag, plan, 7)};
+  m = prepare_model(spec);
+  ASSERT_EQ(m.explicit_plans.size(), 1u);
+  EXPECT_EQ(m.explicit_plans[0], freq);
+
+  spec.schedule = "/etc/passwd";  // names only: the server never opens a client's path
+  try {
+    prepare_model(spec);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "schedule");
+    EXPECT_EQ(e.phrased(json_field_name), "\"schedule\" \"/etc/passwd\" is not a schedule name");
+  }
 }
 
 TEST(Sweep, StepsDownAndStopsOnEnergyRises) {

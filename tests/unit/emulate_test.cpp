@@ -88,10 +88,10 @@ TEST(Emulate, BadShapesAndSlowdowns) {
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {0.9}); },
                "every slowdown factor must be in [1, 100] (1 = no straggler), got 0.9");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {}); }, "give at least one slowdown factor");
-  expect_error([&] { emulate_stragglers(m, {0, 2, 1, 1, 1, 10}, {1.1}); }, "number of pipelines must be >= 1, got 0");
-  expect_error([&] { emulate_stragglers(m, {3, 2, 0, 1, 1, 10}, {1.1}); }, "--tp must be >= 1, got 0");
-  expect_error([&] { emulate_stragglers(m, {3, 2, 1, -1, 1, 10}, {1.1}); }, "--time-scale must be in (0, 1e6]");
-  expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, -5, 10}, {1.1}); }, "--p2p-power must be a finite number >= 0");
+  expect_error([&] { emulate_stragglers(m, {0, 2, 1, 1, 1, 10}, {1.1}); }, "pipelines must be >= 1, got 0");
+  expect_error([&] { emulate_stragglers(m, {3, 2, 0, 1, 1, 10}, {1.1}); }, "tp_degree must be >= 1, got 0");
+  expect_error([&] { emulate_stragglers(m, {3, 2, 1, -1, 1, 10}, {1.1}); }, "time_scale must be in (0, 1e6]");
+  expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, -5, 10}, {1.1}); }, "p_block_w must be a finite number >= 0");
   std::vector<MethodPlans> no_base(m.begin(), m.begin() + 2);
   expect_error([&] { emulate_stragglers(no_base, {3, 2, 1, 1, 1, 10}, {1.1}); }, "the all_max baseline is required");
 }
@@ -99,10 +99,10 @@ TEST(Emulate, BadShapesAndSlowdowns) {
 EmulationConfig a100_mb12() {
   EmulationConfig c;
   c.profile_path = testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv");
-  c.stages = 8;
+  c.num_ranks = 8;
   c.microbatches = 12;
   c.global_batch = 1536;
-  c.p2p_power_w = 83.64;
+  c.p_block_w = 83.64;
   c.tp_degree = 8;
   c.time_scale = 10;
   c.unit_time_s = 0.001;

@@ -11,6 +11,7 @@
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
 #include "perseus/optimize.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/profile.hpp"
 #include "test_util.hpp"
@@ -81,7 +82,7 @@ TEST(Frontier, HandCheckedSingleGpu) {
 TEST(Frontier, OneFrequencyGivesOnePlan) {
   const Profile p = uniform_profile(4, {{1410, 0.1, 20}}, {{1410, 0.2, 40}});
   const Dag dag = Dag::build(make_1f1b(4, 6));
-  const Frontier f = solve_frontier(dag, p, {.p2p_power_w = 80});
+  const Frontier f = solve_frontier(dag, p, {.p_block_w = 80});
   ASSERT_EQ(f.size(), 1u);
   EXPECT_DOUBLE_EQ(f.points()[0].energy_j, all_max_plan(dag, p, 80).total_energy_j());
 }
@@ -97,7 +98,7 @@ TEST_P(FrontierProperties, MonotoneConsistentAndRespectsDag) {
     for (auto k : {InstructionKind::kForward, InstructionKind::kBackward})
       for (const auto& o : full.points(full.num_stages() - stages + s, k)) p.add(s, k, o);
   const Dag dag = Dag::build(make_schedule(schedule, stages, mbs));
-  const Frontier f = solve_frontier(dag, p, {.p2p_power_w = 83.64, .unit_time_s = 0.002});
+  const Frontier f = solve_frontier(dag, p, {.p_block_w = 83.64, .unit_time_s = 0.002});
   const FrequencyPlan allmax = all_max_plan(dag, p, 83.64);
   ASSERT_GE(f.size(), 2u);
   EXPECT_LE(f.points().back().time_s, allmax.timeline.time_s * 1.001);
@@ -140,10 +141,10 @@ TEST(FrontierErrors, BadOptionsAndMissingRows) {
   const Dag dag = Dag::build(make_1f1b(3, 2));
   EXPECT_THROW(solve_frontier(dag, p, {}), InputError);  // stage 2 missing
   const Dag dag2 = Dag::build(make_1f1b(2, 2));
-  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = -1}), InputError);
-  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1, .unit_time_s = 0}), InputError);
-  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1e308}), InputError);   // would overflow sums
-  EXPECT_THROW(solve_frontier(dag2, p, {.p2p_power_w = 1, .unit_time_s = 1e-9}), InputError);  // huge tables
+  EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = -1}), InputError);
+  EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = 1, .unit_time_s = 0}), InputError);
+  EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = 1e308}), InputError);   // would overflow sums
+  EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = 1, .unit_time_s = 1e-9}), InputError);  // huge tables
 }
 
 class OptimizeJob : public ::testing::Test {
@@ -152,9 +153,9 @@ class OptimizeJob : public ::testing::Test {
   OptimizeConfig cfg() {
     OptimizeConfig c;
     c.profile_path = testing::example("stage_profile_gpt3-175b_a100_sxm.csv");
-    c.stages = 8;
-    c.microbatches = 4;
-    c.p2p_power_w = 83.64;
+    c.problem.num_ranks = 8;
+    c.problem.microbatches = 4;
+    c.problem.p_block_w = 83.64;
     c.unit_time_s = 0.005;
     c.zeus_format = true;
     c.out_dir = (dir.path() / "out").string();
@@ -222,9 +223,55 @@ TEST_F(OptimizeJob, RefusesFolderWithForeignFileNextToSummary) {
   EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/my_profile.csv"));
 }
 
+TEST_F(OptimizeJob, RerunKeepsUserFilesUnderPlans) {
+  // The check that an existing folder holds only Perseus outputs is recursive: a user's file
+  // (or folder) inside plans/ makes a re-run refuse, and nothing is deleted.
+  auto c = cfg();
+  c.sample = 1000;  // few plan files
+  run_optimize(c);
+  const std::filesystem::path plans = std::filesystem::path(c.out_dir) / "plans";
+  std::ofstream(plans / "notes.txt") << "keep me";
+  try {
+    run_optimize(c);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "out_dir");
+    EXPECT_NE(std::string(e.what()).find("'plans/notes.txt'"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::exists(plans / "notes.txt"));
+  std::filesystem::remove(plans / "notes.txt");
+  std::filesystem::create_directories(plans / "mine");
+  std::ofstream(plans / "mine" / "plan_00000.json") << "{}";
+  EXPECT_THROW(run_optimize(c), InputError);
+  EXPECT_TRUE(std::filesystem::exists(plans / "mine" / "plan_00000.json"));
+  std::filesystem::remove_all(plans / "mine");
+  std::ofstream(std::filesystem::path(c.out_dir) / "emulation.csv") << "method\n";  // not an optimize output
+  EXPECT_THROW(run_optimize(c), InputError);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(c.out_dir) / "emulation.csv"));
+  std::filesystem::remove(std::filesystem::path(c.out_dir) / "emulation.csv");
+  run_optimize(c);  // only Perseus outputs (plans, report files): replaced
+  EXPECT_TRUE(std::filesystem::exists(plans / "plan_00000.json"));
+}
+
+TEST(OutputFolderNames, OnlyWhatOptimizeAndReportWrite) {
+  EXPECT_TRUE(is_optimize_output("summary.json", false));
+  EXPECT_TRUE(is_optimize_output("report.html", false));
+  EXPECT_TRUE(is_optimize_output("timeline_fastest.svg", false));
+  EXPECT_TRUE(is_optimize_output("plans", true));
+  EXPECT_TRUE(is_optimize_output("plans/plan_00012.json", false));
+  EXPECT_TRUE(is_optimize_output("plans/freqs_pipeline_123456.py", false));
+  EXPECT_FALSE(is_optimize_output("plans/plan_12.json", false));
+  EXPECT_FALSE(is_optimize_output("plans/plan_00012.json", true));
+  EXPECT_FALSE(is_optimize_output("plans/sub/plan_00012.json", false));
+  EXPECT_FALSE(is_optimize_output("plans/notes.txt", false));
+  EXPECT_FALSE(is_optimize_output("summary.json", true));
+  EXPECT_FALSE(is_optimize_output("emulation.csv", false));
+  EXPECT_FALSE(is_optimize_output("mine.svg", false));
+}
+
 TEST_F(OptimizeJob, BadInputLeavesNoFolder) {
   auto c = cfg();
-  c.stages = 7;  // profile has 8 stages
+  c.problem.num_ranks = 7;  // profile has 8 stages
   try {
     run_optimize(c);
     FAIL();
@@ -268,7 +315,7 @@ TEST_F(OptimizeJob, ThreadsDoNotChangeTheOutput) {
 TEST(Frontier, ParallelPlansMatchSerialAndPropagateErrors) {
   const Profile p = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
   const Dag dag = Dag::build(make_1f1b(8, 6));
-  const Frontier f = solve_frontier(dag, p, {.p2p_power_w = 83.64, .unit_time_s = 0.004});
+  const Frontier f = solve_frontier(dag, p, {.p_block_w = 83.64, .unit_time_s = 0.004});
   std::vector<std::size_t> all(f.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<FrequencyPlan> serial(f.size()), parallel(f.size());

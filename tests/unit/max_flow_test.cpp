@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "../../src/max_flow_warm.hpp"
-#include "../../src/min_cut.hpp"
+#include "../../src/planner/max_flow_warm.hpp"
+#include "../../src/planner/min_cut.hpp"
 
 namespace perseus::detail {
 namespace {

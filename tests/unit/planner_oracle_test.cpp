@@ -107,7 +107,7 @@ TEST_P(PlannerOracle, FrontierNearOptimalAndBoundBelowOptimum) {
     const Dag dag = Dag::build(make_1f1b(c.stages, c.microbatches));
     const Oracle oracle = enumerate(dag, profile, p_block);
     PlannerOptions opt;
-    opt.p2p_power_w = p_block;
+    opt.p_block_w = p_block;
     const Frontier f = solve_frontier(dag, profile, opt);
     SCOPED_TRACE(fmt::format("{} x {} x {} clocks, trial {}, P_block {:.1f} W", c.stages, c.microbatches, c.clocks,
                              trial, p_block));
@@ -196,7 +196,7 @@ TEST(PlannerMilp, FourByFourWithinHalfPercentOfCbcOptimum) {
   const double p_block = 75;
   const Dag dag = Dag::build(make_1f1b(4, 4));
   PlannerOptions opt;
-  opt.p2p_power_w = p_block;
+  opt.p_block_w = p_block;
   const Frontier f = solve_frontier(dag, profile, opt);
   const testing::TempDir dir;
   // The fastest point, one a third of the way to the slowest, and the slowest.
@@ -235,7 +235,7 @@ TEST(PlannerModes, GraphCutModeHasNoBoundAndCertifiedIsNeverWorse) {
   const Profile profile = random_profile(3, 4, rng);
   const Dag dag = Dag::build(make_1f1b(3, 4));
   PlannerOptions opt;
-  opt.p2p_power_w = 60;
+  opt.p_block_w = 60;
   opt.mode = PlannerMode::kGraphCut;
   const Frontier today = solve_frontier(dag, profile, opt);
   opt.mode = PlannerMode::kCertified;

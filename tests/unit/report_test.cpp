@@ -49,9 +49,9 @@ struct Job {
     write_profile_csv(p, profile);
     OptimizeConfig cfg;
     cfg.profile_path = profile;
-    cfg.stages = 2;
-    cfg.microbatches = 3;
-    cfg.p2p_power_w = 40;
+    cfg.problem.num_ranks = 2;
+    cfg.problem.microbatches = 3;
+    cfg.problem.p_block_w = 40;
     cfg.unit_time_s = 0.01;
     cfg.out_dir = (tmp.path() / "out").string();
     run_optimize(cfg);
@@ -148,7 +148,7 @@ TEST(Report, WithoutTheProfileBoxesShowFrequency) {
   opt.profile_path = job.profile + ".moved";
   EXPECT_NE(slurp(write_report(job.out, opt)).find("average power (W)"), std::string::npos);
   opt.profile_path = job.profile + ".nope";
-  EXPECT_NE(report_error(job.out, opt).find("--profile " + opt.profile_path + ": cannot read"), std::string::npos);
+  EXPECT_NE(report_error(job.out, opt).find("profile_path " + opt.profile_path + ": cannot read"), std::string::npos);
 }
 
 TEST(ReportErrors, BadFolderAndSummary) {

@@ -25,6 +25,19 @@ TEST(ScheduleIo, FormatAction) {
   EXPECT_EQ(format_action({1, 4, InstructionKind::kBackwardWeight}), "1W4");
 }
 
+// A torch action list re-saved by a spreadsheet: UTF-8 BOM, CRLF line ends, quoted fields.
+TEST(ScheduleIo, SpreadsheetCsvWithBomCrlfAndQuotes) {
+  const std::string plain = format_schedule_csv(make_1f1b(2, 2));
+  std::string saved = "\xEF\xBB\xBF";
+  for (char c : plain) saved += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  const Schedule s = parse_schedule_csv(saved, "s.csv");
+  EXPECT_EQ(s.order, make_1f1b(2, 2).order);
+  const Schedule q = parse_schedule_csv("\"0F0\", \"0F1\",0B0,0B1\n1F0,1B0,1F1,1B1\n", "q.csv");
+  EXPECT_EQ(q.num_ranks(), 2);
+  EXPECT_EQ(error_of("0F0,\"0B0\n"), "s.csv:1: unterminated quoted field");
+  EXPECT_EQ(error_of(std::string("0F0,0B0\n1F0\0,1B0\n", 17)), "s.csv:2: contains a NUL byte (expected CSV text)");
+}
+
 TEST(ScheduleIo, RoundTripsEveryGenerator) {
   const std::vector<Schedule> all = {
       make_1f1b(4, 6),  make_gpipe(3, 5), make_interleaved_1f1b(4, 8, 2), make_interleaved_1f1b(2, 6, 3),

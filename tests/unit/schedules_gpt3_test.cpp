@@ -44,10 +44,10 @@ TEST(SchedulesGpt3, FewerBubblesThanOneFOneBAtAllMax) {
 OptimizeConfig small_job(const testing::TempDir& dir, const std::string& schedule) {
   OptimizeConfig c;
   c.profile_path = testing::example(kProfile);
-  c.stages = 8;
-  c.microbatches = 8;
-  c.schedule = schedule;
-  c.p2p_power_w = kP2pPowerW;
+  c.problem.num_ranks = 8;
+  c.problem.microbatches = 8;
+  c.problem.schedule = schedule;
+  c.problem.p_block_w = kP2pPowerW;
   c.unit_time_s = 0.01;
   c.out_dir = (dir.path() / "out").string();
   return c;
@@ -63,8 +63,8 @@ TEST(SchedulesGpt3, OptimizeRunsOnPerGpuProfile) {
   // The order planned is written next to the plans, and re-imports to the same schedule.
   EXPECT_EQ(format_schedule_csv(load_schedule_csv(c.out_dir + "/schedule.csv")), format_schedule_csv(make_zb_h1(8, 8)));
 
-  c.schedule = "interleaved-1f1b";
-  c.chunks = 2;
+  c.problem.schedule = "interleaved-1f1b";
+  c.problem.chunks = 2;
   const OptimizeSummary il = run_optimize(c);
   ASSERT_EQ(il.approximations.size(), 1u);
   EXPECT_NE(il.approximations[0].find("split evenly over 16 chunk stages"), std::string::npos);
@@ -79,12 +79,12 @@ TEST(SchedulesGpt3, OptimizeImportsScheduleFile) {
   const std::string file = (dir.path() / "mine.csv").string();
   write_schedule_csv(make_1f1b(8, 8), file);
   OptimizeConfig c = small_job(dir, file);
-  c.stages = 0;  // taken from the file
-  c.microbatches = 0;
+  c.problem.num_ranks = 0;  // taken from the file
+  c.problem.microbatches = 0;
   const OptimizeSummary from_file = run_optimize(c);
-  c.schedule = "1f1b";
-  c.stages = 8;
-  c.microbatches = 8;
+  c.problem.schedule = "1f1b";
+  c.problem.num_ranks = 8;
+  c.problem.microbatches = 8;
   const OptimizeSummary by_name = run_optimize(c);
   EXPECT_DOUBLE_EQ(from_file.allmax_time_s, by_name.allmax_time_s);
   EXPECT_DOUBLE_EQ(from_file.energy_at_t_min_j, by_name.energy_at_t_min_j);
@@ -104,32 +104,32 @@ TEST(SchedulesGpt3, OptimizeScheduleErrors) {
   const std::string file = (dir.path() / "mine.csv").string();
   write_schedule_csv(make_1f1b(4, 8), file);
   OptimizeConfig c = small_job(dir, file);
-  EXPECT_EQ(msg(c), "--stages 8 does not match schedule file " + file + ", which has 4 ranks (rows)");
-  c.stages = 4;
-  c.microbatches = 6;
-  EXPECT_EQ(msg(c), "--microbatches 6 does not match schedule file " + file + ", which has 8 microbatches");
-  c.microbatches = 8;
+  EXPECT_EQ(msg(c), "num_ranks 8 does not match schedule file " + file + ", which has 4 ranks (rows)");
+  c.problem.num_ranks = 4;
+  c.problem.microbatches = 6;
+  EXPECT_EQ(msg(c), "microbatches 6 does not match schedule file " + file + ", which has 8 microbatches");
+  c.problem.microbatches = 8;
   EXPECT_EQ(msg(c), c.profile_path + ": profile has 8 stages, but schedule '" + file +
                         "' has 4 stages on 4 ranks; give one profile stage per schedule stage, or one per rank (then "
                         "each rank's stage is split evenly over its chunks)");
   c = small_job(dir, "no-such-schedule");
   EXPECT_EQ(msg(c),
-            "--schedule no-such-schedule: not a schedule name (1f1b, gpipe, interleaved-1f1b, zb-h1) nor an existing "
+            "schedule no-such-schedule: not a schedule name (1f1b, gpipe, interleaved-1f1b, zb-h1) nor an existing "
             "schedule CSV file");
   c = small_job(dir, "interleaved-1f1b");
-  c.chunks = 2;
-  c.microbatches = 12;
+  c.problem.chunks = 2;
+  c.problem.microbatches = 12;
   EXPECT_NE(msg(c).find("microbatches (12) must be a multiple of the pipeline ranks (8)"), std::string::npos);
   c = small_job(dir, "1f1b");
-  c.stages = 0;
-  EXPECT_EQ(msg(c), "--stages is required (GPUs per pipeline) unless --schedule is a schedule CSV file");
-  c.stages = 8;
-  c.microbatches = 0;
-  EXPECT_EQ(msg(c), "--microbatches is required unless --schedule is a schedule CSV file");
-  c.microbatches = -1;
-  EXPECT_EQ(msg(c), "--microbatches must be >= 1, got -1");
+  c.problem.num_ranks = 0;
+  EXPECT_EQ(msg(c), "num_ranks is required (GPUs per pipeline) unless schedule is a schedule CSV file");
+  c.problem.num_ranks = 8;
+  c.problem.microbatches = 0;
+  EXPECT_EQ(msg(c), "microbatches is required unless schedule is a schedule CSV file");
+  c.problem.microbatches = -1;
+  EXPECT_EQ(msg(c), "microbatches must be >= 1, got -1");
   c = small_job(dir, "zb-h1");
-  c.backward_input_fraction = 1.5;
+  c.problem.backward_input_fraction = 1.5;
   EXPECT_EQ(msg(c), "backward input fraction must be in (0, 1), got 1.5");
 }
 

@@ -125,7 +125,7 @@ TEST(Simulator, AgreesWithPlannerOnEveryFrontierPlan) {
   const Profile prof = load_profile_csv(testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv"), 8);
   const Dag dag = Dag::build(make_1f1b(8, 12));
   PlannerOptions opt;
-  opt.p2p_power_w = 83.64;
+  opt.p_block_w = 83.64;
   opt.unit_time_s = 0.001;
   const Frontier frontier = solve_frontier(dag, prof, opt);
   ASSERT_GT(frontier.size(), 100u);

@@ -46,7 +46,7 @@ std::vector<PlanPoint> parse_points(const std::string& text) {
 }
 
 PlanPoint all_max_point(const JobModel& m, const JobSpec& spec, const std::vector<int>& freq) {
-  const FrequencyPlan p = evaluate_plan(*m.dag, *m.profile, freq, spec.p2p_power_w);
+  const FrequencyPlan p = evaluate_plan(*m.dag, *m.profile, freq, spec.p_block_w);
   return {p.timeline.time_s, p.total_energy_j()};
 }
 
@@ -148,7 +148,7 @@ Reply JobManager::create_job(const json& body) {
   try {
     job->model = prepare_model(spec);
   } catch (const InputError& e) {
-    throw ApiError(422, "invalid_job", e.what());
+    throw ApiError(422, "invalid_job", e.phrased(json_field_name));
   }
   job->pipelines.resize(spec.dp);
   job->version_counter = 1;
@@ -178,7 +178,7 @@ Reply JobManager::create_job(const json& body) {
         break;
     }
   } catch (const InputError& e) {
-    throw ApiError(422, "invalid_job", e.what());
+    throw ApiError(422, "invalid_job", e.phrased(json_field_name));
   }
   if (plan) job->plans[idx] = plan;
   for (auto& a : job->pipelines) a = {idx, 1, plan};

@@ -1,8 +1,7 @@
 // JobModel: schedule/DAG/profile preparation, precomputed plan parsing, plan rendering.
 #include "perseus/server/job_model.hpp"
 
-#include "perseus/profile_transform.hpp"
-
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -12,6 +11,8 @@
 
 #include "perseus/error.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/plan_files.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/server/zeus_plan.hpp"
 
@@ -27,57 +28,6 @@ std::string number_json(double x) {
 }
 
 bool is_compute(std::string_view name) { return parse_instruction_kind(name).has_value(); }
-
-/// Per-op frequencies from one entry of "plans" (`{"time_s","energy_j","ranks": [[...], ...]}`).
-std::vector<int> plan_from_json(const JobModel& m, const JobSpec& spec, const json& p, std::size_t idx) {
-  const auto where = [&](std::string_view what) { return fmt::format("plans[{}]: {}", idx, what); };
-  if (!p.is_object()) throw InputError(where("must be an object"));
-  auto rit = p.find("ranks");
-  if (rit == p.end() || !rit->is_array() || rit->size() != static_cast<std::size_t>(spec.pp))
-    throw InputError(where(fmt::format("\"ranks\" must be an array of {} per-rank lists", spec.pp)));
-  const Dag& dag = *m.dag;
-  std::vector<int> freq(dag.num_ops(), 0);
-  for (int r = 0; r < spec.pp; ++r) {
-    const json& list = (*rit)[r];
-    const auto& ops = dag.rank_ops(r);
-    if (!list.is_array() || list.size() != ops.size())
-      throw InputError(where(fmt::format("ranks[{}] must list {} computations", r, ops.size())));
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      const json& e = list[k];
-      const auto bad = [&](std::string_view what) {
-        return InputError(where(fmt::format("ranks[{}][{}]: {}", r, k, what)));
-      };
-      if (!e.is_object()) throw bad("must be an object");
-      auto f = e.find("freq_mhz");
-      if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 || f->get<std::int64_t>() > 100000)
-        throw bad("\"freq_mhz\" must be a positive integer");
-      int op = ops[k];
-      auto ins = e.find("instruction");
-      auto mb = e.find("microbatch");
-      if (ins != e.end() || mb != e.end()) {
-        if (ins == e.end() || !ins->is_string()) throw bad("\"instruction\" must be a string");
-        auto kind = parse_instruction_kind(ins->get<std::string>());
-        if (!kind) throw bad(fmt::format("unknown instruction \"{}\"", ins->get<std::string>()));
-        if (mb == e.end() || !mb->is_number_integer()) throw bad("\"microbatch\" must be an integer");
-        int stage = dag.op(op).stage;
-        if (auto st = e.find("stage"); st != e.end()) {
-          if (!st->is_number_integer()) throw bad("\"stage\" must be an integer");
-          stage = st->get<int>();
-        } else if (spec.chunks == 1) {
-          stage = r;
-        }
-        const int found = dag.find(Computation{stage, mb->get<int>(), *kind});
-        if (found < 0 || dag.rank_of(found) != r)
-          throw bad(fmt::format("no computation {} of microbatch {} on stage {} of this rank",
-                                ins->get<std::string>(), mb->get<int>(), stage));
-        op = found;
-      }
-      if (freq[op] != 0) throw bad("computation listed twice");
-      freq[op] = f->get<int>();
-    }
-  }
-  return freq;
-}
 
 /// Per-op frequencies from a Zeus plan: the outer list is per pp rank (stage for 1 chunk);
 /// compute entries are consumed in the rank's execution order, other names are skipped.
@@ -108,7 +58,7 @@ std::vector<int> plan_from_zeus(const JobModel& m, const JobSpec& spec, const Ze
 }
 
 PlanPoint evaluate(const JobModel& m, const JobSpec& spec, const std::vector<int>& freq) {
-  const FrequencyPlan p = evaluate_plan(*m.dag, *m.profile, freq, spec.p2p_power_w);
+  const FrequencyPlan p = evaluate_plan(*m.dag, *m.profile, freq, spec.p_block_w);
   return {p.timeline.time_s, p.total_energy_j()};
 }
 
@@ -170,22 +120,50 @@ bool JobModel::times_known() const {
   return true;
 }
 
+ProblemSpec problem_spec(const JobSpec& spec) {
+  ProblemSpec p;
+  p.schedule = spec.schedule;
+  p.num_ranks = spec.pp;
+  p.microbatches = spec.microbatches;
+  p.chunks = spec.chunks;
+  p.p_block_w = spec.p_block_w;
+  return p;
+}
+
+std::string json_field_name(const std::string& field) {
+  if (field == "num_ranks") return "\"pp\"";
+  if (field == "p_block_w") return "\"p2p_power_w\"";
+  if (field == "tp_degree") return "\"tp\"";
+  if (field == "profile_path") return "\"profile_csv\"";
+  return "\"" + field + "\"";
+}
+
 JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
   JobModel m;
-  m.schedule = std::make_shared<const Schedule>(make_schedule(spec.schedule, spec.pp, spec.microbatches, spec.chunks));
-  m.dag = std::make_shared<const Dag>(Dag::build(*m.schedule));
-  m.pipe_block_w = spec.p2p_power_w * m.dag->num_ranks();
+  // Names only: the server never opens a path a client sends.
+  const auto names = schedule_names();
+  if (std::find(names.begin(), names.end(), spec.schedule) == names.end())
+    throw InputError("schedule", fmt::format("\"{}\" is not a schedule name", spec.schedule));
+  const ProblemSpec ps = problem_spec(spec);
+  const std::string& csv = profile_csv.empty() ? spec.profile_csv : profile_csv;
+  if (!csv.empty()) {
+    // The same assembly as `perseus optimize`: a per-GPU profile is fitted to chunked /
+    // split-backward schedules.
+    Problem problem = make_problem(ps, parse_profile_csv(csv, "profile_csv"));
+    m.schedule = std::make_shared<const Schedule>(std::move(problem.schedule));
+    m.dag = std::make_shared<const Dag>(std::move(problem.dag));
+    m.profile = std::make_shared<const Profile>(std::move(problem.profile));
+  } else {
+    m.schedule = std::make_shared<const Schedule>(resolve_schedule(ps));
+    m.dag = std::make_shared<const Dag>(Dag::build(*m.schedule));
+  }
+  m.pipe_block_w = spec.p_block_w * m.dag->num_ranks();
   if (m.dag->num_ranks() != spec.pp)
     throw InputError(fmt::format("schedule {} has {} ranks, expected pp = {}", spec.schedule, m.dag->num_ranks(), spec.pp));
-  const std::string& csv = profile_csv.empty() ? spec.profile_csv : profile_csv;
-  if (!csv.empty())
-    // A per-GPU profile is fitted to chunked / split-backward schedules as `perseus optimize` does.
-    m.profile = std::make_shared<const Profile>(
-        fit_profile_to_schedule(parse_profile_csv(csv, "profile_csv"), *m.schedule));
   if (spec.source == PlanSource::kPlans) {
     for (std::size_t i = 0; i < spec.plans.size(); ++i) {
       const json& p = spec.plans[i];
-      m.explicit_plans.push_back(plan_from_json(m, spec, p, i));
+      m.explicit_plans.push_back(plan_frequencies_from_json(p, *m.dag, fmt::format("plans[{}]", i)));
       PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
       if (m.profile) pt = evaluate(m, spec, m.explicit_plans.back());
       auto num = [&](const char* key, double& out) {
@@ -218,7 +196,7 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
 std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec) {
   if (!model.profile) throw InputError("the job has no profile to plan from");
   PlannerOptions opt;
-  opt.p2p_power_w = spec.p2p_power_w;
+  opt.p_block_w = spec.p_block_w;
   opt.unit_time_s = spec.unit_time_s;
   return std::make_shared<const Frontier>(solve_frontier(*model.dag, *model.profile, opt));
 }
@@ -232,14 +210,13 @@ std::vector<PlanPoint> frontier_points(const Frontier& frontier) {
 
 std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec) {
   if (!model.profile) throw InputError("the job has no profile");
-  return all_max_plan(*model.dag, *model.profile, spec.p2p_power_w).freq_mhz;
+  return all_max_plan(*model.dag, *model.profile, spec.p_block_w).freq_mhz;
 }
 
 std::string profile_csv_text(const std::vector<ProfileRow>& rows) {
-  std::string out = "stage,instruction,frequency,time,energy\n";
-  for (const auto& r : rows)
-    out += fmt::format("{},{},{},{:.9g},{:.9g}\n", r.stage, to_string(r.kind), r.freq_mhz, r.time_s, r.energy_j);
-  return out;
+  Profile profile;
+  for (const auto& r : rows) profile.add(r.stage, r.kind, OperatingPoint{r.freq_mhz, r.time_s, r.energy_j});
+  return format_profile_csv(profile);  // the one profile CSV writer
 }
 
 }  // namespace perseus::server

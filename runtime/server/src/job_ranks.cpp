@@ -133,7 +133,7 @@ void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
   try {
     JobModel model = prepare_model(j->spec, csv);
     auto freq = all_max_freqs(model, j->spec);
-    const FrequencyPlan ev = evaluate_plan(*model.dag, *model.profile, freq, j->spec.p2p_power_w);
+    const FrequencyPlan ev = evaluate_plan(*model.dag, *model.profile, freq, j->spec.p_block_w);
     auto plan = render_plan(*model.dag, kAllMaxPlanIndex, {ev.timeline.time_s, ev.total_energy_j()}, std::move(freq));
     store_.set_built_profile(j->id, csv);
     store_.put_plan(j->id, kAllMaxPlanIndex, freqs_json(plan->freq_mhz));

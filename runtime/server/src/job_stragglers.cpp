@@ -112,7 +112,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     j->stragglers = next;
 
     // Predicted saving over "every pipeline at T_min, waiting for the straggler" (Perseus §3.2).
-    const double p_block = j->spec.p2p_power_w;
+    const double p_block = j->spec.p_block_w;
     const int gpus_per_pipeline = j->spec.pp * j->spec.tp;
     const int others = dp - static_cast<int>(next.size());
     const PlanPoint fast = pts[c.fastest], pick = pts[c.chosen];

@@ -7,17 +7,16 @@
 
 #include "perseus/dag.hpp"
 #include "perseus/frontier.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/server/job_spec.hpp"
 
 namespace perseus::server {
 
-/// One point of a job's frontier. time_s / energy_j are NaN when unknown (Zeus plans given
-/// without a profile).
-struct PlanPoint {
-  double time_s = 0;    ///< Iteration time, s.
-  double energy_j = 0;  ///< Iteration energy of one pipeline (one GPU per stage), J.
-};
+/// One point of a job's frontier: iteration time (s) and energy of one pipeline (one GPU per
+/// stage, J). NaN when unknown (Zeus plans given without a profile).
+using PlanPoint = perseus::TimeEnergy;
 
 /// Special plan indices (frontier plans are 0..points-1).
 inline constexpr int kAllMaxPlanIndex = -1;   ///< Every computation at its max profiled frequency.
@@ -58,6 +57,14 @@ struct JobModel {
   /// True when every point has a known time and energy.
   bool times_known() const;
 };
+
+/// The planning problem of a job (schedule name, pp as num_ranks, microbatches, chunks,
+/// p2p_power_w as p_block_w), for make_problem().
+ProblemSpec problem_spec(const JobSpec& spec);
+
+/// How the API names a library InputError field (e.g. "num_ranks" -> "\"pp\""), for
+/// InputError::phrased().
+std::string json_field_name(const std::string& field);
 
 /// Builds the schedule, DAG and (if any) profile, and parses precomputed plans. Fast: it never
 /// solves the frontier. `profile_csv` overrides spec.profile_csv when non-empty (profiles built

@@ -29,7 +29,7 @@ struct JobSpec {
   int microbatches = 1;         ///< Microbatches per iteration.
   int chunks = 1;               ///< Stages per GPU (interleaved schedules), >= 1.
   std::string schedule = "1f1b";///< Schedule name understood by perseus::make_schedule().
-  double p2p_power_w = 0;       ///< P2P blocking power, W (>= 0).
+  double p_block_w = 0;         ///< P2P blocking power P_block, W (>= 0); JSON "p2p_power_w".
   double unit_time_s = 1e-3;    ///< Planner time quantum, s (> 0).
   PlanSource source = PlanSource::kProfile;
   std::string profile_csv;      ///< CSV text (source kProfile; optional for kZeusPlans).

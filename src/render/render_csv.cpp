@@ -6,54 +6,15 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 
 #include <fmt/core.h>
 
+#include "csv_fields.hpp"
 #include "perseus/error.hpp"
 #include "perseus/render.hpp"
 
 namespace perseus {
 namespace render_detail {
-
-namespace {
-
-std::vector<std::string> split_line(const std::string& line, const std::string& source, int lineno) {
-  std::vector<std::string> out;
-  std::string cell;
-  bool quoted = false, was_quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cell += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cell += c;
-      }
-    } else if (c == '"' && cell.empty() && !was_quoted) {
-      quoted = was_quoted = true;
-    } else if (c == ',') {
-      out.push_back(std::move(cell));
-      cell.clear();
-      was_quoted = false;
-    } else {
-      cell += c;
-    }
-  }
-  if (quoted) throw InputError(fmt::format("{}:{}: unterminated quoted field", source, lineno));
-  out.push_back(std::move(cell));
-  for (auto& f : out) {  // trim spaces (quoted content keeps inner spaces)
-    const auto b = f.find_first_not_of(" \t");
-    const auto e = f.find_last_not_of(" \t");
-    f = b == std::string::npos ? std::string() : f.substr(b, e - b + 1);
-  }
-  return out;
-}
-
-}  // namespace
 
 int CsvTable::column(std::initializer_list<const char*> names) const {
   for (const char* n : names)
@@ -63,17 +24,25 @@ int CsvTable::column(std::initializer_list<const char*> names) const {
 }
 
 CsvTable read_csv_table(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read the file", path));
+  std::string text;
+  try {
+    text = csv::read_file(path);
+  } catch (const InputError&) {
+    throw InputError(fmt::format("{}: cannot read the file", path));
+  }
+  csv::reject_nul(text, path);
+  const std::string_view body = csv::strip_bom(text);
   CsvTable t;
   t.source = path;
-  std::string line;
   int lineno = 0;
-  while (std::getline(in, line)) {
+  for (std::size_t pos = 0; pos < body.size();) {
+    std::size_t eol = body.find('\n', pos);
+    if (eol == std::string_view::npos) eol = body.size();
+    const std::string_view line = body.substr(pos, eol - pos);
+    pos = eol + 1;
     ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    auto cells = split_line(line, path, lineno);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    auto cells = csv::split_line(line, path, lineno);
     if (t.header.empty()) {
       t.header = std::move(cells);
       continue;

@@ -1,18 +1,16 @@
 // Straggler emulation: Perseus and the baselines over data-parallel pipelines with one straggler.
 #include "perseus/emulate.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include <fmt/core.h>
 
 #include "perseus/error.hpp"
-#include "perseus/schedule.hpp"
+#include "perseus/output_folder.hpp"
+#include "perseus/problem.hpp"
 
 namespace perseus {
 
@@ -42,19 +40,19 @@ double pct_saving(double reference, double value) { return reference > 0 ? 100.0
 
 void check_shape(const ClusterShape& shape) {
   if (shape.num_pipelines < 1) {
-    throw InputError(fmt::format("number of pipelines must be >= 1, got {}", shape.num_pipelines));
+    throw InputError("pipelines", fmt::format("must be >= 1, got {}", shape.num_pipelines));
   }
-  if (shape.num_ranks < 1) throw InputError(fmt::format("GPUs per pipeline must be >= 1, got {}", shape.num_ranks));
-  if (shape.tp_degree < 1) throw InputError(fmt::format("--tp must be >= 1, got {}", shape.tp_degree));
+  if (shape.num_ranks < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", shape.num_ranks));
+  if (shape.tp_degree < 1) throw InputError("tp_degree", fmt::format("must be >= 1, got {}", shape.tp_degree));
   if (!(shape.time_scale > 0 && shape.time_scale <= 1e6)) {
-    throw InputError(fmt::format("--time-scale must be in (0, 1e6], got {}", shape.time_scale));
+    throw InputError("time_scale", fmt::format("must be in (0, 1e6], got {}", shape.time_scale));
   }
   if (shape.tp_degree > 1'000'000 || shape.num_pipelines > 100'000'000) {
-    throw InputError(fmt::format("--tp ({}) or the number of pipelines ({}) is unrealistically large", shape.tp_degree,
-                                 shape.num_pipelines));
+    throw InputError("tp_degree", fmt::format("({}) or {} ({}) is unrealistically large", shape.tp_degree,
+                                              field_ref("pipelines"), shape.num_pipelines));
   }
   if (!(shape.p_block_w >= 0) || !std::isfinite(shape.p_block_w)) {
-    throw InputError(fmt::format("--p2p-power must be a finite number >= 0 W, got {}", shape.p_block_w));
+    throw InputError("p_block_w", fmt::format("must be a finite number >= 0 W, got {}", shape.p_block_w));
   }
   if (!(shape.t_min_s > 0) || !std::isfinite(shape.t_min_s)) {
     throw InputError(fmt::format("emulation: T_min must be a finite time > 0 s, got {}", shape.t_min_s));
@@ -62,11 +60,11 @@ void check_shape(const ClusterShape& shape) {
 }
 
 void check_slowdowns(const std::vector<double>& slowdowns) {
-  if (slowdowns.empty()) throw InputError("--slowdown: give at least one slowdown factor (e.g. 1.1,1.2)");
+  if (slowdowns.empty()) throw InputError("slowdowns", ": give at least one slowdown factor (e.g. 1.1,1.2)");
   for (double s : slowdowns) {
     if (!(s >= 1.0 && s <= 100.0)) {
-      throw InputError(fmt::format(
-          "--slowdown: every slowdown factor must be in [1, 100] (1 = no straggler), got {}", s));
+      throw InputError("slowdowns",
+                       fmt::format(": every slowdown factor must be in [1, 100] (1 = no straggler), got {}", s));
     }
   }
 }
@@ -141,48 +139,54 @@ std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& met
 }
 
 EmulationResult run_emulation(const EmulationConfig& cfg) {
-  if (cfg.stages < 1) throw InputError(fmt::format("--stages must be >= 1, got {}", cfg.stages));
-  if (cfg.microbatches < 1) throw InputError(fmt::format("--microbatches must be >= 1, got {}", cfg.microbatches));
-  if (cfg.pipelines < 0) throw InputError(fmt::format("--pipelines must be >= 1, got {}", cfg.pipelines));
-  if (cfg.global_batch < 0) throw InputError(fmt::format("--global-batch must be >= 1, got {}", cfg.global_batch));
+  if (cfg.num_ranks < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", cfg.num_ranks));
+  if (cfg.microbatches < 1) throw InputError("microbatches", fmt::format("must be >= 1, got {}", cfg.microbatches));
+  if (cfg.pipelines < 0) throw InputError("pipelines", fmt::format("must be >= 1, got {}", cfg.pipelines));
+  if (cfg.global_batch < 0) throw InputError("global_batch", fmt::format("must be >= 1, got {}", cfg.global_batch));
   int pipelines = cfg.pipelines;
   if (cfg.global_batch > 0) {
     if (cfg.global_batch % cfg.microbatches != 0) {
-      throw InputError(fmt::format(
-          "--global-batch {} is not a multiple of --microbatches {}: every pipeline runs the same number of "
+      throw InputError("global_batch", fmt::format(
+          "{} is not a multiple of {} {}: every pipeline runs the same number of "
           "microbatches, so the number of pipelines B / M must be whole",
-          cfg.global_batch, cfg.microbatches));
+          cfg.global_batch, field_ref("microbatches"), cfg.microbatches));
     }
     const int derived = cfg.global_batch / cfg.microbatches;
     if (pipelines > 0 && pipelines != derived) {
-      throw InputError(fmt::format("--pipelines {} contradicts --global-batch {} / --microbatches {} = {}", pipelines,
-                                   cfg.global_batch, cfg.microbatches, derived));
+      throw InputError("pipelines", fmt::format("{} contradicts {} {} / {} {} = {}", pipelines, field_ref("global_batch"),
+                                                cfg.global_batch, field_ref("microbatches"), cfg.microbatches, derived));
     }
     pipelines = derived;
   }
-  if (pipelines < 1) throw InputError("--pipelines must be >= 1 (or give --global-batch, a multiple of --microbatches)");
+  if (pipelines < 1) throw InputError("pipelines", "must be >= 1 (or give " + field_ref("global_batch") + ", a multiple of " +
+                                         field_ref("microbatches") + ")");
   if (!(cfg.unit_time_s > 0) || !std::isfinite(cfg.unit_time_s)) {
-    throw InputError(fmt::format("--unit-time must be a finite number > 0 s, got {}", cfg.unit_time_s));
+    throw InputError("unit_time_s", fmt::format("must be a finite number > 0 s, got {}", cfg.unit_time_s));
   }
-  ClusterShape shape{pipelines, cfg.stages, cfg.tp_degree, cfg.time_scale, cfg.p2p_power_w, 1.0};
+  ClusterShape shape{pipelines, cfg.num_ranks, cfg.tp_degree, cfg.time_scale, cfg.p_block_w, 1.0};
   check_shape(shape);
   check_slowdowns(cfg.slowdowns);
 
-  const Profile profile = load_profile_csv(cfg.profile_path, cfg.stages);
-  const Dag dag = Dag::build(make_1f1b(cfg.stages, cfg.microbatches));
+  ProblemSpec spec;  // 1F1B, one stage per GPU
+  spec.num_ranks = cfg.num_ranks;
+  spec.microbatches = cfg.microbatches;
+  spec.p_block_w = cfg.p_block_w;
+  const Problem problem = load_problem(spec, cfg.profile_path);
+  const Dag& dag = problem.dag;
+  const Profile& profile = problem.profile;
   require_max_frequency(dag, profile);
 
   PlannerOptions popt;
-  popt.p2p_power_w = cfg.p2p_power_w;
+  popt.p_block_w = cfg.p_block_w;
   popt.unit_time_s = cfg.unit_time_s;
   popt.mode = cfg.planner_mode;
   const Frontier frontier = solve_frontier(dag, profile, popt);
-  const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p2p_power_w);
+  const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p_block_w);
   EmulationResult result;
-  result.envpipe = envpipe_plan(dag, profile, cfg.p2p_power_w, EnvPipeOptions{cfg.unit_time_s, 10000});
+  result.envpipe = envpipe_plan(dag, profile, cfg.p_block_w, EnvPipeOptions{cfg.unit_time_s, 10000});
   if (result.envpipe.status == EnvPipeStatus::kIterationCap) throw InputError(result.envpipe.message);
-  const std::vector<FrequencyPlan> zg = zeus_global_candidates(dag, profile, cfg.p2p_power_w);
-  const std::vector<FrequencyPlan> zs = zeus_per_stage_candidates(dag, profile, cfg.p2p_power_w);
+  const std::vector<FrequencyPlan> zg = zeus_global_candidates(dag, profile, cfg.p_block_w);
+  const std::vector<FrequencyPlan> zs = zeus_per_stage_candidates(dag, profile, cfg.p_block_w);
 
   auto to_point = [](const FrequencyPlan& p) { return PlanPoint{p.timeline.time_s, p.total_energy_j()}; };
   const double t_min = frontier.points().back().time_s;
@@ -198,7 +202,7 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   auto zeus = [&](MethodPlans& m, const char* name, const std::vector<FrequencyPlan>& cands) {
     m.method = name;
     for (const auto& p : cands) m.points.push_back(to_point(p));
-    m.intrinsic = lowest_energy_within(cands, dag.num_ranks(), cfg.p2p_power_w, t_min);
+    m.intrinsic = lowest_energy_within(cands, dag.num_ranks(), cfg.p_block_w, t_min);
     m.adapts = true;
   };
   zeus(methods[2], "zeus_global", zg);
@@ -215,37 +219,25 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   return result;
 }
 
-void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
-  if (out_dir.empty()) throw InputError("--out: an output folder is required");
-  std::error_code ec;
-  const fs::path dir = fs::absolute(out_dir).lexically_normal();
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    throw InputError(fmt::format("--out {}: cannot create the output folder{}", out_dir, ec ? ": " + ec.message() : ""));
-  }
+std::string emulation_csv_text(const std::vector<EmulationRow>& rows) {
   std::string csv =
       "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n";
   for (const EmulationRow& r : rows) {
     csv += fmt::format("{},{},{:.6f},{:.3f},{:.4f},{:.4f},{:.4f}\n", r.method, r.slowdown, r.chosen_time_s,
                        r.cluster_energy_j, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
   }
-  const fs::path final_path = dir / "emulation.csv";
-  const fs::path tmp = dir / fmt::format(".emulation.csv.partial-{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << csv;
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw InputError(fmt::format("{}: write failed", tmp.string()));
-    }
+  return csv;
+}
+
+void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
+  if (out_dir.empty()) throw InputError("out_dir", "is required: give an output folder");
+  std::error_code ec;
+  const fs::path dir = fs::absolute(out_dir).lexically_normal();
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw InputError("out_dir", fmt::format("{}: cannot create the output folder{}", out_dir, ec ? ": " + ec.message() : ""));
   }
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    fs::remove(tmp, ec);
-    throw InputError(fmt::format("{}: cannot move into place: {}", final_path.string(), why));
-  }
+  write_file_atomically(dir / "emulation.csv", emulation_csv_text(rows));
 }
 
 }  // namespace perseus

@@ -15,7 +15,9 @@
 #include <libfccp/csv.h>
 #include <nlohmann/json.hpp>
 
+#include "csv_fields.hpp"
 #include "perseus/error.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
 
 namespace perseus {
@@ -33,17 +35,11 @@ struct Where {
 };
 
 [[noreturn]] void fail(const Where& w, std::string_view field, const std::string& what) {
-  throw InputError(fmt::format("{}:{}: field '{}': {}", w.file, w.line, field, what));
+  csv::fail(w.file, w.line, field, what);
 }
 
 double to_double(const Where& w, std::string_view field, const char* text) {
-  const std::string_view s(text);
-  double v = 0;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) {
-    fail(w, field, fmt::format("expected a finite number, got '{}'", s));
-  }
-  return v;
+  return csv::to_double(w.file, w.line, field, text);
 }
 
 int to_int(const Where& w, std::string_view field, const char* text) {
@@ -101,16 +97,19 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     nlohmann::json info;
     try {
       info = nlohmann::json::parse(in);
-      out.stages = info.at("pp").get<int>();
+      out.num_ranks = info.at("pp").get<int>();
       out.microbatches = info.at("num_microbatches").get<int>();
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: expected integer fields 'pp' and 'num_microbatches': {}", info_path, e.what()));
     }
-    if (out.stages < 1 || out.microbatches < 1) {
+    if (out.num_ranks < 1 || out.microbatches < 1) {
       throw InputError(fmt::format("{}: 'pp' and 'num_microbatches' must be >= 1", info_path));
     }
   }
-  const Dag dag = Dag::build(make_1f1b(out.stages, out.microbatches));
+  ProblemSpec spec;  // the artifact's runs are 1F1B, one stage per GPU
+  spec.num_ranks = out.num_ranks;
+  spec.microbatches = out.microbatches;
+  const Dag dag = Dag::build(resolve_schedule(spec));
   const int n = dag.num_ops();
 
   // time_profile.csv: (stage, kind, freq) -> mean time.
@@ -152,12 +151,12 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       const Where w{path, static_cast<int>(r->get_file_line())};
       const int plan = to_int(w, "plan", pl);
       const Computation c{to_int(w, "stage", st), to_int(w, "microbatch", mb), to_kind(w, in)};
-      const int op = (c.stage >= 0 && c.stage < out.stages && c.microbatch >= 0 && c.microbatch < out.microbatches)
+      const int op = (c.stage >= 0 && c.stage < out.num_ranks && c.microbatch >= 0 && c.microbatch < out.microbatches)
                          ? dag.find(c)
                          : -1;
       if (op < 0) {
         fail(w, "stage", fmt::format("stage {} {} microbatch {} is not in the {}-stage, {}-microbatch 1F1B schedule",
-                                     c.stage, to_string(c.kind), c.microbatch, out.stages, out.microbatches));
+                                     c.stage, to_string(c.kind), c.microbatch, out.num_ranks, out.microbatches));
       }
       const int order = to_int(w, "order", od);
       const auto& rank_ops = dag.rank_ops(dag.rank_of(op));
@@ -240,7 +239,7 @@ std::string validation_markdown(const std::vector<RealGpuValidation>& results) {
   for (const auto& r : results) {
     const auto scored = static_cast<std::size_t>(std::count_if(r.plans.begin(), r.plans.end(), [](const auto& p) { return !p.all_max; }));
     total += scored;
-    md += fmt::format("| {} | {} | {} | {} | {:.3f} | {:+.2f} | {:.2f} | {:.2f} |\n", r.workload, r.stages, r.microbatches,
+    md += fmt::format("| {} | {} | {} | {} | {:.3f} | {:+.2f} | {:.2f} | {:.2f} |\n", r.workload, r.num_ranks, r.microbatches,
                       scored, r.overhead_s, r.median_dag_error_pct, r.median_abs_error_pct, r.max_abs_error_pct);
   }
   md += fmt::format("| **all** | | | {} | | | **{:.2f}** | |\n", total, overall_median_abs_error_pct(results));

@@ -237,8 +237,8 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
     throw InputError(fmt::format("unit time must be in [1e-7, 10] s, got {}", opt.unit_time_s));
   }
-  if (!(opt.p2p_power_w >= 0 && opt.p2p_power_w <= 1e5)) {
-    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p2p_power_w));
+  if (!(opt.p_block_w >= 0 && opt.p_block_w <= 1e5)) {
+    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p_block_w));
   }
   if (opt.mode != PlannerMode::kGraphCut && opt.mode != PlannerMode::kCertified) {
     throw InputError(fmt::format("planner mode {} is not a known mode", static_cast<int>(opt.mode)));
@@ -253,7 +253,7 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
     throw InputError(fmt::format("refine gap must be >= 0 %, got {}", opt.refine_gap_pct));
   }
   f_.dag_ = std::make_shared<const Dag>(dag);
-  f_.p_block_w = opt.p2p_power_w;
+  f_.p_block_w = opt.p_block_w;
   f_.unit_time_s = opt.unit_time_s;
   f_.reclaim_ = opt.reclaim_slack;
   // One cost model per (stage, kind) used by the DAG.
@@ -268,7 +268,7 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
                                    c.stage, to_string(c.kind)));
     }
     index[key] = models_.size();
-    models_.push_back(build_cost_model(pts, opt.unit_time_s, opt.p2p_power_w, opt.mode == PlannerMode::kCertified));
+    models_.push_back(build_cost_model(pts, opt.unit_time_s, opt.p_block_w, opt.mode == PlannerMode::kCertified));
     model_raw_.push_back(&pts);
   }
   f_.candidates_ = std::make_shared<std::vector<Candidates>>();
@@ -657,7 +657,7 @@ constexpr int kPairMovesMaxOps = 16;
 void FrontierBuilder::certify() {
   const auto t0 = std::chrono::steady_clock::now();
   const Dag& dag = *f_.dag_;
-  detail::HullLowerBound lp(dag, op_raw_, opt_.p2p_power_w);
+  detail::HullLowerBound lp(dag, op_raw_, opt_.p_block_w);
   double t_lo = std::numeric_limits<double>::infinity();
   for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
   std::vector<std::uint16_t> choice;
@@ -665,7 +665,7 @@ void FrontierBuilder::certify() {
   // Solves cost grows faster than linearly with the DAG: fewer on large DAGs (deterministic,
   // so the output does not depend on the machine's load).
   int budget = std::min(opt_.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
-  const double pipe_w = opt_.p2p_power_w * dag.num_ranks();
+  const double pipe_w = opt_.p_block_w * dag.num_ranks();
   std::vector<double> solved;  // deadlines solved
   // One LP solve at deadline tau: a tangent of LB and a rounded, slack-filled plan.
   auto solve_at = [&](double tau) {
@@ -684,7 +684,7 @@ void FrontierBuilder::certify() {
     detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     // Small pipelines: pair moves close most of the rounding loss (bounded work).
     const bool small = dag.num_ops() <= kPairMovesMaxOps;
-    if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p2p_power_w, tau, choice,
+    if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p_block_w, tau, choice,
                                  small ? 4 * dag.num_ops() : opt_.local_search_moves, small)) {
       detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     }
@@ -801,7 +801,7 @@ Frontier FrontierBuilder::run() {
   std::vector<FrontierPoint> kept;
   if (opt_.mode == PlannerMode::kCertified) {
     certify();
-    kept = pareto_filter(raw_points_, opt_.p2p_power_w * f_.dag_->num_ranks());
+    kept = pareto_filter(raw_points_, opt_.p_block_w * f_.dag_->num_ranks());
     // Keep only the stored plans that survived, renumbered.
     std::vector<std::vector<std::uint16_t>> stored;
     for (auto& p : kept) {

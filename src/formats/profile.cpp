@@ -21,7 +21,9 @@
 
 #include <fmt/core.h>
 
+#include "csv_fields.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 
 namespace perseus {
 
@@ -40,50 +42,21 @@ const std::vector<OperatingPoint>& empty_points() {
 using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::double_quote_escape<',', '"'>,
                              io::throw_on_overflow, io::empty_line_comment>;
 
-/// libfccp reads a line only up to a NUL byte, so a NUL would silently hide the rest of
-/// the line: reject it with its line number.
-void reject_nul(std::string_view text, const std::string& source) {
-  const auto pos = text.find('\0');
-  if (pos == std::string_view::npos) return;
-  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
-  throw InputError(fmt::format("{}:{}: contains a NUL byte (expected CSV text)", source, line));
-}
-
 struct RowContext {
   const std::string& source;
   int line;
 };
 
 [[noreturn]] void fail(const RowContext& ctx, std::string_view field, const std::string& what) {
-  throw InputError(fmt::format("{}:{}: field '{}': {}", ctx.source, ctx.line, field, what));
+  csv::fail(ctx.source, ctx.line, field, what);
 }
 
 double parse_double(const RowContext& ctx, std::string_view field, const char* text) {
-  const std::string_view s(text);
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    fail(ctx, field, fmt::format("expected a number, got '{}'", s));
-  }
-  if (!std::isfinite(value)) fail(ctx, field, fmt::format("expected a finite number, got '{}'", s));
-  return value;
+  return csv::to_double(ctx.source, ctx.line, field, text);
 }
 
 long parse_int(const RowContext& ctx, std::string_view field, const char* text) {
-  const std::string_view s(text);
-  long value = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    // Accept integral floats such as "1410.0" written by pandas.
-    double d = 0;
-    const auto [p2, e2] = std::from_chars(s.data(), s.data() + s.size(), d);
-    if (!s.empty() && e2 == std::errc() && p2 == s.data() + s.size() && std::isfinite(d) && d == std::floor(d) &&
-        std::abs(d) < 1e9) {
-      return static_cast<long>(d);
-    }
-    fail(ctx, field, fmt::format("expected an integer, got '{}'", s));
-  }
-  return value;
+  return csv::to_int(ctx.source, ctx.line, field, text);
 }
 
 /// A CSV-level error of libfccp as "FILE:LINE: what, expected ..." (its own messages name
@@ -111,7 +84,7 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
   profile.source = source;
   std::map<std::tuple<long, int, long>, int> seen;  // (stage, kind, freq) -> line
   char *stage_s = nullptr, *instr_s = nullptr, *freq_s = nullptr, *time_s = nullptr, *energy_s = nullptr;
-  constexpr long kMaxStages = 1 << 16;
+  constexpr long kMaxStages = limits::kMaxProfileStages;
   while (true) {
     bool more = false;
     try {
@@ -129,11 +102,15 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
            fmt::format("expected forward, backward, backward_input or backward_weight, got '{}'", instr_s));
     }
     const long freq = parse_int(ctx, "frequency", freq_s);
-    if (freq <= 0 || freq > 100000) fail(ctx, "frequency", fmt::format("expected a clock in MHz (1..100000), got {}", freq));
+    if (freq <= 0 || freq > limits::kMaxFrequencyMhz) {
+      fail(ctx, "frequency", fmt::format("expected a clock in MHz (1..{}), got {}", limits::kMaxFrequencyMhz, freq));
+    }
     const double time = parse_double(ctx, "time", time_s);
-    if (time <= 0 || time > 1e5) fail(ctx, "time", fmt::format("expected a duration in (0, 100000] s, got {}", time));
+    if (time <= 0 || time > limits::kMaxOpTimeS) {
+      fail(ctx, "time", fmt::format("expected a duration in (0, {}] s, got {}", limits::kMaxOpTimeS, time));
+    }
     const double energy = parse_double(ctx, "energy", energy_s);
-    if (energy < 0 || energy > 1e12) {
+    if (energy < 0 || energy > limits::kMaxOpEnergyJ) {
       fail(ctx, "energy", fmt::format("expected an energy in [0, 1e12] J, got {}", energy));
     }
     const auto key = std::make_tuple(stage, static_cast<int>(*kind), freq);
@@ -221,23 +198,30 @@ Profile load_profile_csv(const std::string& path, std::optional<int> expected_st
 }
 
 Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {
-  reject_nul(text, source_name);
+  csv::reject_nul(text, source_name);
+  text = csv::strip_bom(text);
   Reader reader(source_name, text.data(), text.data() + text.size());
   return read_rows(reader, source_name, expected_stages);
 }
 
-void write_profile_csv(const Profile& profile, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw InputError(fmt::format("{}: cannot open for writing", path));
-  out << "stage,instruction,frequency,time,energy\n";
+std::string format_profile_csv(const Profile& profile) {
+  std::string out = "stage,instruction,frequency,time,energy\n";
   for (int s = 0; s < profile.num_stages(); ++s) {
     for (int k = 0; k < kNumInstructionKinds; ++k) {
       const auto kind = static_cast<InstructionKind>(k);
       for (const auto& p : profile.points(s, kind)) {
-        out << fmt::format("{},{},{},{:.17g},{:.17g}\n", s, to_string(kind), p.freq_mhz, p.time_s, p.energy_j);
+        out += fmt::format("{},{},{},{:.17g},{:.17g}\n", s, to_string(kind), p.freq_mhz, p.time_s, p.energy_j);
       }
     }
   }
+  return out;
+}
+
+void write_profile_csv(const Profile& profile, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw InputError(fmt::format("{}: cannot open for writing", path));
+  out << format_profile_csv(profile);
+  out.close();
   if (!out) throw InputError(fmt::format("{}: write failed", path));
 }
 

@@ -88,7 +88,7 @@ inline OurResult run_case(const PaperCase& c, const std::string& data_dir, doubl
   const Profile profile = load_profile_csv(data_dir + "/emulation/stage_profile_gpt3-175b_" + c.device + ".csv", 8);
   const Dag dag = Dag::build(make_1f1b(8, c.microbatches));
   PlannerOptions opt;
-  opt.p2p_power_w = c.p_block_w;
+  opt.p_block_w = c.p_block_w;
   opt.unit_time_s = unit_time_s;
   const Frontier frontier = solve_frontier(dag, profile, opt);
   if (inspect) inspect(frontier);

@@ -102,6 +102,7 @@ typedef struct perseus_client_stats {
   int64_t server_failures; /**< Failed requests. */
   int32_t gpu_failures;    /**< Failed clock changes. */
   int32_t applied_mhz;     /**< SM clock in force as far as the client knows (0 = unlocked). */
+  int64_t latest_plan_version; /**< Newest plan fetched, switched in at the next step begin (-1 = none). */
 } perseus_client_stats;
 
 /** Fills *config with defaults (all pointers NULL, backend "nvml"). No-op on NULL. */

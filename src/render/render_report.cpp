@@ -17,6 +17,8 @@
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
+#include "perseus/output_folder.hpp"
+#include "perseus/problem.hpp"
 #include "render_csv.hpp"
 #include "render_svg.hpp"
 
@@ -141,29 +143,36 @@ FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* pro
   return plan;
 }
 
-/// The job's schedule: a generator name, or a schedule CSV (resolved like the profile).
+/// The job's schedule (resolve_schedule()): a generator name, or a schedule CSV (resolved
+/// like the profile, also relative to the folder).
 Schedule report_schedule(const std::string& name, long stages, long microbatches, long chunks, const fs::path& dir,
                          const std::string& ss) {
+  ProblemSpec spec;
   const auto names = schedule_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) {
     if (stages < 1 || microbatches < 1 || chunks < 1 || stages > 100000 || microbatches > 1000000 || chunks > 1000) {
       throw InputError(fmt::format("{}: inputs: stages, microbatches and chunks must be positive (got {}, {}, {})", ss,
                                    stages, microbatches, chunks));
     }
+    spec.schedule = name;
+    spec.num_ranks = static_cast<int>(stages);
+    spec.microbatches = static_cast<int>(microbatches);
+    spec.chunks = static_cast<int>(chunks);
     try {
-      return make_schedule(name, static_cast<int>(stages), static_cast<int>(microbatches), static_cast<int>(chunks));
+      return resolve_schedule(spec);
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: inputs: {}", ss, e.what()));
     }
   }
   std::error_code ec;
-  if (fs::is_regular_file(name, ec)) return load_schedule_csv(name);
-  if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec))
-    return load_schedule_csv((dir / name).string());
-  throw InputError(
-      fmt::format("{}: field 'inputs.schedule': '{}' is neither a schedule name nor a readable schedule "
-                  "CSV file",
-                  ss, name));
+  if (fs::is_regular_file(name, ec)) spec.schedule = name;
+  else if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec)) spec.schedule = (dir / name).string();
+  else
+    throw InputError(
+        fmt::format("{}: field 'inputs.schedule': '{}' is neither a schedule name nor a readable schedule "
+                    "CSV file",
+                    ss, name));
+  return resolve_schedule(spec);
 }
 
 std::optional<std::string> resolve_profile(const std::string& given, const fs::path& dir) {
@@ -198,27 +207,6 @@ std::string html_table(const render_detail::CsvTable& t) {
     s += "</tr>\n";
   }
   return s + "</tbody></table>\n";
-}
-
-/// Writes `text` to `path` through a temporary file in the same folder and a rename, so a
-/// reader never sees a half-written file.
-void atomic_write(const fs::path& path, const std::string& text) {
-  std::error_code ec;
-  const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) {
-      fs::remove(tmp, ec);
-      throw InputError(fmt::format("{}: cannot write the file", path.string()));
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError(fmt::format("{}: cannot move the file into place: {}", path.string(), ec.message()));
-  }
 }
 
 constexpr const char* kCss =
@@ -264,23 +252,28 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const double allmax_e = number(sum, ss, "", "allmax_energy_j");
   const double saving = number(sum, ss, "", "intrinsic_saving_pct");
   const long num_plans = integer(sum, ss, "", "num_plans");
-  const Schedule schedule = report_schedule(schedule_name, stages, microbatches, chunks, dir, ss);
-  const Dag dag = Dag::build(schedule);
+  Schedule schedule = report_schedule(schedule_name, stages, microbatches, chunks, dir, ss);
 
   std::optional<Profile> profile;
   std::string profile_note;
+  std::optional<Dag> problem_dag;
   if (const auto p = resolve_profile(profile_given, dir)) {
-    const double input_fraction =
+    ProblemSpec spec;
+    spec.backward_input_fraction =
         in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
-    profile = fit_profile_to_schedule(load_profile_csv(*p), schedule, input_fraction);
+    spec.p_block_w = p_block_w;
+    Problem problem = make_problem(spec, schedule, load_profile_csv(*p));
+    profile = std::move(problem.profile);
+    problem_dag = std::move(problem.dag);
   } else if (!opt.profile_path.empty()) {
-    throw InputError(fmt::format("--profile {}: cannot read the file", opt.profile_path));
+    throw InputError("profile_path", fmt::format("{}: cannot read the file", opt.profile_path));
   } else {
     profile_note = fmt::format(
         "The profile {} was not found, so boxes are coloured by SM frequency instead of power "
         "(pass --profile to show power).",
         profile_given);
   }
+  const Dag dag = problem_dag ? std::move(*problem_dag) : Dag::build(schedule);
 
   // Frontier and written plans.
   const fs::path frontier_csv = dir / "frontier.csv";
@@ -423,11 +416,11 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "</body>\n</html>\n";
 
   const fs::path out = dir / "report.html";
-  atomic_write(out, h);
+  write_file_atomically(out, h);
   if (opt.write_svgs) {
-    atomic_write(dir / "frontier.svg", frontier_svg);
-    atomic_write(dir / "timeline_fastest.svg", fast_svg);
-    atomic_write(dir / "timeline_lowest_energy.svg", green_svg);
+    write_file_atomically(dir / "frontier.svg", frontier_svg);
+    write_file_atomically(dir / "timeline_fastest.svg", fast_svg);
+    write_file_atomically(dir / "timeline_lowest_energy.svg", green_svg);
   }
   return out.string();
 }

@@ -9,15 +9,17 @@
 
 #include <fmt/core.h>
 
+#include "csv_fields.hpp"
 #include "perseus/dag.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/error.hpp"
 
 namespace perseus {
 
 namespace {
 
-constexpr int kMaxStageId = 99999;
-constexpr int kMaxMicrobatchId = 999999;
+constexpr int kMaxStageId = limits::kMaxScheduleStageId;
+constexpr int kMaxMicrobatchId = limits::kMaxMicrobatchId;
 
 // Communication actions of torch.distributed.pipelining: ignored (the DAG derives communication).
 constexpr std::array<std::string_view, 7> kCommActions = {"SEND_F",  "RECV_F",  "SEND_B",     "RECV_B",
@@ -157,6 +159,8 @@ std::string format_action(const Computation& c) {
 }
 
 Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
+  csv::reject_nul(text, source);
+  text = csv::strip_bom(text);  // a spreadsheet's BOM would hide inside the first action
   Schedule s;
   s.name = source;
   std::vector<std::vector<Where>> wheres;  // rank -> where each kept action came from
@@ -175,15 +179,9 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
     s.order.emplace_back();
     wheres.emplace_back();
     int position = 0;
-    std::size_t f = 0;
-    while (f <= line.size()) {
-      std::size_t comma = line.find(',', f);
-      if (comma == std::string_view::npos) comma = line.size();
-      std::string_view field = trim(line.substr(f, comma - f));
-      f = comma + 1;
+    for (const std::string& cell : csv::split_line(line, source, line_no)) {
+      const std::string_view field = cell;
       ++position;
-      if (field.size() >= 2 && field.front() == '"' && field.back() == '"')
-        field = trim(field.substr(1, field.size() - 2));
       if (field.empty()) continue;  // an idle step
       const Where w{line_no, rank, position};
       Computation c;
@@ -285,12 +283,7 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
 }
 
 Schedule load_schedule_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open schedule file", path));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
-  return parse_schedule_csv(buf.str(), path);
+  return parse_schedule_csv(csv::read_file(path, "schedule file"), path);
 }
 
 std::string format_schedule_csv(const Schedule& schedule) {

@@ -1,0 +1,16 @@
+// Input limits shared by every reader (profile CSV, schedule CSV, plan files, CLI options,
+// the server's job fields): values outside are rejected with an InputError, so no input can
+// make Perseus allocate without bound or compute with absurd numbers.
+#pragma once
+
+namespace perseus::limits {
+
+inline constexpr long kMaxProfileStages = 1 << 16;   ///< Profile stage ids 0..kMaxProfileStages-1.
+inline constexpr int kMaxScheduleStageId = 99999;    ///< Schedule CSV stage ids 0..this.
+inline constexpr int kMaxMicrobatchId = 999999;      ///< Schedule CSV microbatch ids 0..this.
+inline constexpr long kMaxFrequencyMhz = 100000;     ///< SM clocks 1..this MHz.
+inline constexpr double kMaxOpTimeS = 1e5;           ///< One computation: time in (0, this] s.
+inline constexpr double kMaxOpEnergyJ = 1e12;        ///< One computation: energy in [0, this] J.
+inline constexpr double kMaxPBlockW = 1e5;           ///< P_block in [0, this] W.
+
+}  // namespace perseus::limits

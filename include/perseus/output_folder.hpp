@@ -1,0 +1,58 @@
+// Writing outputs atomically: single files (temporary file + rename) and whole folders
+// (temporary sibling folder + rename), used by every command that writes files.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace perseus {
+
+/// Writes `text` to `path` through a temporary file in the same folder
+/// (`.NAME.tmp-PID`) renamed into place, so a reader never sees a half-written file.
+/// Throws InputError (naming the path) when it cannot be written or moved.
+void write_file_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// Writes `text` to `path` (no rename: for files inside an OutputFolder's temporary folder).
+/// Throws InputError "PATH: write failed".
+void write_file(const std::filesystem::path& path, const std::string& text);
+
+/// A folder written atomically: files are written under dir(), a temporary sibling
+/// `.NAME.partial-PID`; commit() moves an existing folder aside (`.NAME.old-PID`), renames
+/// the temporary folder into place and removes the old one. An interrupted run never
+/// leaves a folder that looks complete; temporaries of runs whose process is gone are
+/// removed. Destruction without commit() removes the temporary folder.
+///
+/// An existing folder is replaced only when EVERYTHING inside it, recursively, is a path
+/// `ours(relative_path)` accepts (files Perseus writes there): a user's file anywhere inside,
+/// sub-folders included, makes the constructor throw and nothing is touched.
+class OutputFolder {
+ public:
+  /// Accepts a path relative to the folder (e.g. "plans/plan_00001.json") as one Perseus writes.
+  using Ours = std::function<bool(const std::filesystem::path& relative, bool is_directory)>;
+
+  /// Checks `path` (may not exist; must not be a file) and creates the temporary folder.
+  /// `field` names the input that gave the path in InputErrors (e.g. "out_dir").
+  /// Throws InputError when the path is empty, is not a folder, holds a file `ours`
+  /// rejects, or the temporary folder cannot be created.
+  OutputFolder(const std::string& path, Ours ours, const std::string& field = "out_dir");
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+
+  /// The temporary folder to write into.
+  const std::filesystem::path& dir() const { return tmp_; }
+  /// Renames the temporary folder into place (replacing an earlier output). Throws InputError.
+  void commit();
+
+ private:
+  std::filesystem::path out_, tmp_;
+  bool committed_ = false;
+};
+
+/// The files `perseus optimize` and `perseus report` write into an output folder
+/// (summary.json, frontier.csv, schedule.csv, report.html, its .svg files, plans/ with
+/// plan_NNNNN.json and freqs_pipeline_NNNNN.py): the OutputFolder::Ours of optimize.
+bool is_optimize_output(const std::filesystem::path& relative, bool is_directory);
+
+}  // namespace perseus

@@ -1,0 +1,101 @@
+// The one CSV field reader (see csv_fields.hpp).
+#include "csv_fields.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+
+namespace perseus::csv {
+
+std::string read_file(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open {}", path, what));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
+  return std::move(buf).str();
+}
+
+std::string_view strip_bom(std::string_view text) {
+  return text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text;
+}
+
+void reject_nul(std::string_view text, const std::string& source) {
+  const auto pos = text.find('\0');
+  if (pos == std::string_view::npos) return;
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
+  throw InputError(fmt::format("{}:{}: contains a NUL byte (expected CSV text)", source, line));
+}
+
+std::vector<std::string> split_line(std::string_view line, const std::string& source, long line_no) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  std::vector<std::string> out;
+  std::string cell;
+  bool quoted = false, was_quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"' && cell.find_first_not_of(" \t") == std::string::npos && !was_quoted) {
+      cell.clear();
+      quoted = was_quoted = true;
+    } else if (c == ',') {
+      out.push_back(std::move(cell));
+      cell.clear();
+      was_quoted = false;
+    } else {
+      cell += c;
+    }
+  }
+  if (quoted) throw InputError(fmt::format("{}:{}: unterminated quoted field", source, line_no));
+  out.push_back(std::move(cell));
+  for (auto& f : out) {  // trim spaces (quoted content keeps inner spaces)
+    const auto b = f.find_first_not_of(" \t");
+    const auto e = f.find_last_not_of(" \t");
+    f = b == std::string::npos ? std::string() : f.substr(b, e - b + 1);
+  }
+  return out;
+}
+
+void fail(const std::string& source, long line, std::string_view field, const std::string& what) {
+  throw InputError::in_file(source, line, std::string(field), what);
+}
+
+double to_double(const std::string& source, long line, std::string_view field, std::string_view s) {
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    fail(source, line, field, fmt::format("expected a number, got '{}'", s));
+  }
+  if (!std::isfinite(value)) fail(source, line, field, fmt::format("expected a finite number, got '{}'", s));
+  return value;
+}
+
+long to_int(const std::string& source, long line, std::string_view field, std::string_view s) {
+  long value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (!s.empty() && ec == std::errc() && ptr == s.data() + s.size()) return value;
+  // Accept integral floats such as "1410.0" written by pandas.
+  double d = 0;
+  const auto [p2, e2] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (!s.empty() && e2 == std::errc() && p2 == s.data() + s.size() && std::isfinite(d) && d == std::floor(d) &&
+      std::abs(d) < 1e9) {
+    return static_cast<long>(d);
+  }
+  fail(source, line, field, fmt::format("expected an integer, got '{}'", s));
+}
+
+}  // namespace perseus::csv

@@ -1,0 +1,37 @@
+// The one CSV field reader of the library (profile CSV, schedule CSV, the artifact's
+// validation CSVs, report tables): UTF-8 BOM, CRLF, quoting, NUL bytes and
+// `FILE:LINE: field 'NAME': what was expected` errors, in one place.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace perseus::csv {
+
+/// The whole file as text. Throws InputError "PATH: cannot open WHAT" / "PATH: read error".
+std::string read_file(const std::string& path, std::string_view what = "the file");
+
+/// `text` without a leading UTF-8 byte order mark (spreadsheets add one; it is invisible
+/// and would otherwise become part of the first field).
+std::string_view strip_bom(std::string_view text);
+
+/// Throws InputError "SOURCE:LINE: contains a NUL byte (expected CSV text)" when `text`
+/// holds a NUL byte (C readers would silently stop the line there).
+void reject_nul(std::string_view text, const std::string& source);
+
+/// Fields of one line: comma separated, RFC 4180 quoting ("a,b" and "" for a quote),
+/// surrounding spaces/tabs and a trailing CR (CRLF files) trimmed; quoted content keeps
+/// its inner spaces. Throws InputError "SOURCE:LINE: unterminated quoted field".
+std::vector<std::string> split_line(std::string_view line, const std::string& source, long line_no);
+
+/// Throws InputError::in_file(source, line, field, what): "SOURCE:LINE: field 'FIELD': WHAT".
+[[noreturn]] void fail(const std::string& source, long line, std::string_view field, const std::string& what);
+
+/// A finite number. Throws "...: field 'F': expected a number, got 'X'" (or "a finite number").
+double to_double(const std::string& source, long line, std::string_view field, std::string_view text);
+
+/// An integer; integral floats such as "1410.0" (pandas) are accepted. Throws "expected an integer".
+long to_int(const std::string& source, long line, std::string_view field, std::string_view text);
+
+}  // namespace perseus::csv

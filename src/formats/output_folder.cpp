@@ -1,0 +1,139 @@
+// Atomic file and folder output (see perseus/output_folder.hpp).
+#include "perseus/output_folder.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <fstream>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Removes `.NAME.partial-PID` / `.NAME.old-PID` folders left by runs that were killed
+/// (Ctrl-C, kill -9) before they could clean up: only those whose process is gone.
+void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
+  std::error_code ec;
+  std::vector<fs::path> stale;  // removed after the listing, not while iterating
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string file = entry.path().filename().string();
+    for (const std::string& prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
+      if (file.rfind(prefix, 0) != 0) continue;
+      const std::string pid_text = file.substr(prefix.size());
+      int pid = 0;
+      const auto [ptr, err] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+      if (err != std::errc() || ptr != pid_text.data() + pid_text.size() || pid <= 0) continue;
+      if (::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
+    }
+  }
+  for (const auto& path : stale) fs::remove_all(path, ec);
+}
+
+bool numbered(const std::string& name, std::string_view prefix, std::string_view suffix) {
+  if (name.size() < prefix.size() + suffix.size() + 5 || !name.starts_with(prefix) || !name.ends_with(suffix))
+    return false;
+  const auto digits = std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw InputError(fmt::format("{}: write failed", path.string()));
+}
+
+void write_file_atomically(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) {
+      fs::remove(tmp, ec);
+      throw InputError(fmt::format("{}: cannot write the file", path.string()));
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw InputError(fmt::format("{}: cannot move the file into place: {}", path.string(), why));
+  }
+}
+
+bool is_optimize_output(const fs::path& relative, bool is_directory) {
+  const std::string first = relative.begin() == relative.end() ? "" : relative.begin()->string();
+  const std::string name = relative.filename().string();
+  if (relative.has_parent_path()) {  // only plans/ has contents, and only plan files
+    return first == "plans" && relative.parent_path() == "plans" && !is_directory &&
+           (numbered(name, "plan_", ".json") || numbered(name, "freqs_pipeline_", ".py"));
+  }
+  if (is_directory) return name == "plans";
+  return name == "summary.json" || name == "frontier.csv" || name == "schedule.csv" || name == "report.html" ||
+         name == "frontier.svg" || name == "timeline_fastest.svg" || name == "timeline_lowest_energy.svg";
+}
+
+OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string& field) {
+  if (path.empty()) throw InputError(field, "is required: give an output folder");
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    if (!fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: exists and is not a folder", path));
+    // Never replace a folder that holds anything Perseus did not write (the user's files).
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const fs::path rel = it->path().lexically_relative(path);
+      const bool is_dir = it->is_directory(ec) && !it->is_symlink(ec);
+      if (!ours(rel, is_dir)) {
+        throw InputError(field, fmt::format("{}: folder holds '{}', which perseus did not write; refusing to replace "
+                                            "it (choose another output folder or remove the folder)",
+                                            path, rel.generic_string()));
+      }
+    }
+    if (ec) throw InputError(field, fmt::format("{}: cannot list the folder: {}", path, ec.message()));
+  }
+  out_ = fs::absolute(path).lexically_normal();
+  if (out_.filename().empty()) out_ = out_.parent_path();
+  const fs::path parent = out_.parent_path();
+  fs::create_directories(parent, ec);
+  tmp_ = parent / fmt::format(".{}.partial-{}", out_.filename().string(), ::getpid());
+  remove_stale_temporaries(parent, out_.filename().string());
+  fs::remove_all(tmp_, ec);
+  if (!fs::create_directories(tmp_, ec) || ec) {
+    throw InputError(fmt::format("{}: cannot create output folder: {}", out_.string(), ec.message()));
+  }
+}
+
+OutputFolder::~OutputFolder() {
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+void OutputFolder::commit() {
+  std::error_code ec;
+  const fs::path old = out_.parent_path() / fmt::format(".{}.old-{}", out_.filename().string(), ::getpid());
+  if (fs::exists(out_, ec)) {
+    fs::rename(out_, old, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot replace existing folder", out_.string()));
+  }
+  fs::rename(tmp_, out_, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot move output into place: {}", out_.string(), ec.message()));
+  committed_ = true;
+  fs::remove_all(old, ec);
+}
+
+}  // namespace perseus

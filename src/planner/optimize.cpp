@@ -1,0 +1,168 @@
+// The optimize job: solve and evaluate the baseline (optimize()), then write the output folder (write_optimize_folder()).
+#include "perseus/optimize.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
+#include "perseus/plan_files.hpp"
+#include "perseus/schedule_io.hpp"
+
+namespace perseus {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void check_options(const OptimizeConfig& cfg) {
+  if (cfg.sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", cfg.sample));
+  if (cfg.threads < 0 || cfg.threads > 1024) {
+    throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", cfg.threads));
+  }
+}
+
+std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
+  std::string csv = "plan,time_s,energy_j,lower_bound_j\n";
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    csv += fmt::format("{},{:.9f},{:.6f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j, pts[i].lower_bound_j);
+  }
+  return csv;
+}
+
+json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
+  const OptimizeSummary& sum = r.summary;
+  const Schedule& schedule = r.problem.schedule;
+  return {
+      {"t_min_s", sum.t_min_s},
+      {"energy_at_t_min_j", sum.energy_at_t_min_j},
+      {"t_max_s", sum.t_max_s},
+      {"energy_at_t_max_j", sum.energy_at_t_max_j},
+      {"allmax_time_s", sum.allmax_time_s},
+      {"allmax_energy_j", sum.allmax_energy_j},
+      {"intrinsic_saving_pct", sum.intrinsic_saving_pct},
+      {"reclaimed_energy_j", sum.reclaimed_energy_j},
+      {"saving_at_allmax_time_pct", sum.saving_at_allmax_time_pct},
+      {"lower_bound_at_t_min_j", sum.lower_bound_at_t_min_j},
+      {"max_optimality_gap_pct", sum.max_optimality_gap_pct},
+      {"max_deadline_gap_pct", sum.max_deadline_gap_pct},
+      {"num_lp_solves", r.frontier.num_lp_solves},
+      {"bound_time_s", r.frontier.bound_time_s},
+      {"num_plans", sum.num_plans},
+      {"plans_written", sum.plans_written},
+      {"num_steps", sum.num_steps},
+      {"num_max_flows", r.frontier.num_max_flows},
+      {"solve_time_s", sum.solve_time_s},
+      {"approximations", sum.approximations},
+      {"schedule",
+       {{"name", schedule.name},
+        {"ranks", schedule.num_ranks()},
+        {"stages", schedule.num_stages},
+        {"microbatches", schedule.num_microbatches},
+        {"split_backward", schedule.split_backward}}},
+      // Key names are the file format (docs): "stages" counts GPUs, "p2p_power_w" is P_block.
+      {"inputs",
+       {{"profile", cfg.profile_path},
+        {"stages", cfg.problem.num_ranks},
+        {"microbatches", cfg.problem.microbatches},
+        {"schedule", cfg.problem.schedule},
+        {"chunks", cfg.problem.chunks},
+        {"backward_input_fraction", cfg.problem.backward_input_fraction},
+        {"p2p_power_w", cfg.problem.p_block_w},
+        {"unit_time_s", cfg.unit_time_s},
+        {"sample", cfg.sample},
+        {"format_zeus", cfg.zeus_format},
+        {"reclaim_slack", cfg.reclaim_slack},
+        {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"}}},
+  };
+}
+
+}  // namespace
+
+std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) {
+  std::vector<std::size_t> out;
+  if (num_plans == 0) return out;
+  std::size_t k = sample > 0 ? static_cast<std::size_t>(sample) : std::max<std::size_t>(1, (num_plans + 98) / 99);
+  for (std::size_t i = 0; i < num_plans; i += k) out.push_back(i);
+  if (out.back() != num_plans - 1) out.push_back(num_plans - 1);
+  return out;
+}
+
+OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
+  check_options(cfg);
+  Problem problem = load_problem(cfg.problem, cfg.profile_path);
+
+  PlannerOptions opt;
+  opt.p_block_w = problem.p_block_w;
+  opt.unit_time_s = cfg.unit_time_s;
+  opt.reclaim_slack = cfg.reclaim_slack;
+  opt.mode = cfg.planner_mode;
+  if (progress) {
+    opt.progress = [&](std::int64_t t, std::int64_t t_max, std::int64_t t_min) {
+      progress(t_max > t_min ? static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min) : 1.0);
+    };
+  }
+  Frontier frontier = solve_frontier(problem.dag, problem.profile, opt);
+  FrequencyPlan allmax = all_max_plan(problem.dag, problem.profile, problem.p_block_w);
+
+  const auto& pts = frontier.points();
+  if (pts.empty()) throw InputError("planner: the frontier is empty (check the profile's times and energies)");
+  OptimizeSummary sum;
+  sum.t_min_s = pts.back().time_s;
+  sum.energy_at_t_min_j = pts.back().energy_j;
+  sum.t_max_s = pts.front().time_s;
+  sum.energy_at_t_max_j = pts.front().energy_j;
+  sum.allmax_time_s = allmax.timeline.time_s;
+  sum.allmax_energy_j = allmax.total_energy_j();
+  sum.intrinsic_saving_pct = 100.0 * (sum.allmax_energy_j - sum.energy_at_t_min_j) / sum.allmax_energy_j;
+  sum.reclaimed_energy_j = frontier.reclaimed_energy_j;
+  sum.saving_at_allmax_time_pct =
+      100.0 * (sum.allmax_energy_j - pts[frontier.lowest_energy_within(sum.allmax_time_s * (1 + 1e-12))].energy_j) /
+      sum.allmax_energy_j;
+  sum.lower_bound_at_t_min_j = pts.back().lower_bound_j;
+  sum.max_optimality_gap_pct = frontier.max_optimality_gap_pct();
+  sum.max_deadline_gap_pct = frontier.max_deadline_gap_pct();
+  sum.num_plans = pts.size();
+  sum.num_steps = frontier.num_steps;
+  sum.solve_time_s = frontier.solve_time_s;
+  sum.approximations = problem.approximations;
+  return OptimizeResult{std::move(problem), std::move(frontier), std::move(allmax), std::move(sum)};
+}
+
+void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
+  check_options(cfg);
+  const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  OutputFolder folder(cfg.out_dir, is_optimize_output);
+  const fs::path& tmp = folder.dir();
+  std::error_code ec;
+  if (!fs::create_directories(tmp / "plans", ec) || ec) {
+    throw InputError(fmt::format("{}: cannot create output folder: {}", (tmp / "plans").string(), ec.message()));
+  }
+  const auto& pts = r.frontier.points();
+  const Dag& dag = r.problem.dag;
+  write_file(tmp / "frontier.csv", frontier_csv_text(pts));
+  write_file(tmp / "schedule.csv", format_schedule_csv(r.problem.schedule));  // the order planned, to diff
+  const auto indices = sample_plan_indices(pts.size(), cfg.sample);
+  r.frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
+    write_file(tmp / "plans" / plan_json_file_name(i), plan_json_text(dag, plan, i));
+    if (cfg.zeus_format) write_file(tmp / "plans" / zeus_plan_file_name(i), zeus_plan_text(dag, plan, i));
+  }, threads);
+  r.summary.plans_written = indices.size();
+  write_file(tmp / "summary.json", summary_json(r, cfg).dump(2) + "\n");  // last: marks the folder complete
+  folder.commit();
+}
+
+OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
+  check_options(cfg);
+  { OutputFolder check(cfg.out_dir, is_optimize_output); }  // fail before the solve, not after
+  OptimizeResult result = optimize(cfg, progress);
+  write_optimize_folder(result, cfg);
+  return result.summary;
+}
+
+}  // namespace perseus
