@@ -51,6 +51,8 @@ struct Stats {
   std::uint64_t errors = 0;
 };
 
+std::uint64_t total_errors = 0;  // every phase's errors; the exit status is 1 unless this is 0
+
 void report(const char* phase, std::vector<Stats>& per_thread, double wall_s) {
   std::vector<double> all;
   std::uint64_t errors = 0;
@@ -58,6 +60,7 @@ void report(const char* phase, std::vector<Stats>& per_thread, double wall_s) {
     all.insert(all.end(), s.lat_s.begin(), s.lat_s.end());
     errors += s.errors;
   }
+  total_errors += errors;
   std::sort(all.begin(), all.end());
   auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
   std::printf("%-10s requests %8zu  errors %llu  wall %.3f s  throughput %9.0f req/s  "
@@ -77,6 +80,7 @@ double run_phase(const Args& a, const httplib::Headers& h, std::vector<Stats>& s
     ts.emplace_back([&, t] {
       httplib::Client cli(a.host, a.port);
       cli.set_keep_alive(true);
+      cli.set_tcp_nodelay(true);
       cli.set_default_headers(h);
       cli.set_connection_timeout(10);
       cli.set_read_timeout(30);
@@ -174,5 +178,6 @@ int main(int argc, char** argv) {
   });
   report("fetch-304", stats, wall);
   cli.Delete(base.c_str());
-  return 0;
+  if (total_errors) std::fprintf(stderr, "FAILED: %llu request(s) failed\n", static_cast<unsigned long long>(total_errors));
+  return total_errors == 0 ? 0 : 1;
 }

@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/token"
 "$perseus" serve --db "$tmp/load.db" --port 0 --port-file "$tmp/port" --token-file "$tmp/token" \
-  --threads "${SERVER_THREADS:-64}" --rate-limit-rps 0 2> "$tmp/serve.log" &
+  --threads "${SERVER_THREADS:-2}" --rate-limit-rps 0 2> "$tmp/serve.log" &
 pid=$!
 for _ in $(seq 500); do [ -s "$tmp/port" ] && break; sleep 0.01; done
 [ -s "$tmp/port" ] || { cat "$tmp/serve.log"; exit 1; }

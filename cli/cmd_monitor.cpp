@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -46,38 +47,45 @@ struct MonitorArgs {
   std::vector<std::string> command;
 };
 
-// Energy of one GPU over the run: counter difference, or power integrated by a sampler.
+// Readings of one GPU over the run: counter at start and end, power samples in between
+// (every GPU is sampled, so that an interval whose counter misbehaves can fall back to power).
 struct DeviceMeter {
   std::unique_ptr<runtime::GpuControl> gpu;
-  std::optional<double> e0_j;
-  std::optional<double> e1_j;
-  double sampled_j = 0;
-  std::string error;
+  runtime::CounterReading c0, c1;
+  std::vector<runtime::PowerSample> power;  // guarded by the sampler's mutex
 };
 
-int run_command(const std::vector<std::string>& command, double* time_s) {
+double steady_now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs the command; *t0_s/*t1_s: steady-clock times right before the spawn and right after
+// the wait (the command's lifetime, the interval energy is integrated over).
+int run_command(const std::vector<std::string>& command, double* t0_s, double* t1_s) {
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) {
-    fmt::print(stderr, "perseus monitor: cannot run '{}': {}\n", command[0], std::strerror(rc));
-    return kExitCannotRun;
-  }
   // Like time(1): Ctrl-C goes to the command; we wait for it and still report.
   struct sigaction ignore {}, old_int {}, old_quit {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
+  pid_t pid = 0;
+  *t0_s = steady_now_s();
+  const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (rc == 0) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
+  *t1_s = steady_now_s();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
-  *time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0) {
+    fmt::print(stderr, "perseus monitor: cannot run '{}': {}\n", command[0], std::strerror(rc));
+    return kExitCannotRun;
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
@@ -114,46 +122,41 @@ int monitor(const MonitorArgs& args) {
       return kExitNoGpu;
     }
   }
-  for (auto& m : meters) {
-    try {
-      m.e0_j = m.gpu->total_energy_j();
-    } catch (const runtime::GpuError& e) {
-      m.error = e.what();
-    }
-  }
-  // Sampler for GPUs without an energy counter: rectangle rule, one sample every interval_s.
-  std::atomic<bool> done{false};
-  const bool need_sampler = std::any_of(meters.begin(), meters.end(), [](const auto& m) { return !m.e0_j && m.error.empty(); });
-  std::thread sampler([&] {
-    if (!need_sampler) return;
-    auto last = std::chrono::steady_clock::now();
-    while (!done.load()) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(args.interval_s));
-      const auto now = std::chrono::steady_clock::now();
-      const double dt = std::chrono::duration<double>(now - last).count();
-      last = now;
-      for (auto& m : meters) {
-        if (m.e0_j || !m.error.empty()) continue;
-        try {
-          if (const auto p = m.gpu->power_w()) m.sampled_j += *p * dt;
-        } catch (const runtime::GpuError&) {
-        }
+  // Every reading uses one clock: the steady clock in seconds (GpuControl::now_s of NVML).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  auto sample_all = [&] {
+    for (auto& m : meters) {
+      if (auto p = runtime::read_power(*m.gpu)) {
+        std::lock_guard lock(mu);
+        m.power.push_back(*p);
       }
     }
-  });
-  double time_s = 0;
-  const int status = run_command(args.command, &time_s);
-  for (auto& m : meters) {
-    if (!m.e0_j) continue;
-    try {
-      m.e1_j = m.gpu->total_energy_j();
-    } catch (const runtime::GpuError& e) {
-      m.error = e.what();
+  };
+  for (auto& m : meters) m.c0 = runtime::read_counter(*m.gpu);
+  sample_all();
+  std::thread sampler([&] {
+    if (meters.empty()) return;
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, std::chrono::duration<double>(args.interval_s), [&] { return done; })) {
+      lock.unlock();
+      sample_all();
+      lock.lock();
     }
+  });
+  double t0 = 0, t1 = 0;
+  const int status = run_command(args.command, &t0, &t1);
+  {
+    std::lock_guard lock(mu);
+    done = true;
   }
-  done.store(true);
+  cv.notify_all();
   sampler.join();
-  if (status == kExitCannotRun && time_s == 0) return status;
+  sample_all();
+  for (auto& m : meters) m.c1 = runtime::read_counter(*m.gpu);
+  if (status == kExitCannotRun && t1 - t0 < 1e-3) return status;
+  const double time_s = t1 - t0;
 
   nlohmann::json out = {{"command", args.command}, {"exit_status", status}, {"time_s", time_s},
                         {"gpus", nlohmann::json::array()}};
@@ -163,34 +166,44 @@ int monitor(const MonitorArgs& args) {
   if (!meters.empty()) fmt::print(stderr, "{:>5} {:>14} {:>12}  {}\n", "gpu", "energy_j", "avg_power_w", "method");
   for (std::size_t i = 0; i < meters.size(); ++i) {
     auto& m = meters[i];
-    std::optional<double> energy;
-    std::string method;
-    if (m.e0_j && m.e1_j) {
-      energy = *m.e1_j - *m.e0_j;
-      method = "energy counter";
-    } else if (!m.e0_j && m.error.empty()) {
-      energy = m.sampled_j;
-      method = fmt::format("power sampled every {} s", args.interval_s);
+    // The counter readings bracket the command; clip them to its lifetime so that the
+    // power fallback integrates exactly over [t0, t1].
+    runtime::CounterReading c0 = m.c0, c1 = m.c1;
+    c0.t_s = t0;
+    c1.t_s = t1;
+    const runtime::IntervalEnergy r = runtime::interval_energy(c0, c1, m.power);
+    if (!r.anomalies.empty()) {
+      fmt::print(stderr, "perseus monitor: WARNING: GPU {}: {}\n", devices[i], r.detail);
     }
-    nlohmann::json g = {{"index", devices[i]}};
-    if (energy) {
-      total_j += *energy;
-      const double avg_w = time_s > 0 ? *energy / time_s : 0.0;
-      g["energy_j"] = *energy;
+    nlohmann::json g = {{"index", devices[i]}, {"method", to_string(r.source)}};
+    nlohmann::json anomalies = nlohmann::json::array();
+    for (auto a : r.anomalies) anomalies.push_back(to_string(a));
+    g["anomalies"] = anomalies;
+    if (r.source == runtime::EnergySource::kPowerSamples) g["power_samples"] = m.power.size();
+    if (r.energy_j) {
+      total_j += *r.energy_j;
+      const double avg_w = time_s > 0 ? *r.energy_j / time_s : 0.0;
+      g["energy_j"] = *r.energy_j;
       g["avg_power_w"] = avg_w;
-      g["method"] = method;
-      fmt::print(stderr, "{:>5} {:>14.3f} {:>12.1f}  {}\n", devices[i], *energy, avg_w, method);
+      fmt::print(stderr, "{:>5} {:>14.3f} {:>12.1f}  {}\n", devices[i], *r.energy_j, avg_w, to_string(r.source));
     } else {
       all_measured = false;
-      g["error"] = m.error;
-      fmt::print(stderr, "{:>5} {:>14} {:>12}  {}\n", devices[i], "n/a", "n/a", m.error);
+      g["energy_j"] = nullptr;
+      g["avg_power_w"] = nullptr;
+      g["error"] = r.detail;
+      fmt::print(stderr, "{:>5} {:>14} {:>12}  {}\n", devices[i], "unknown", "unknown", r.detail);
     }
     out["gpus"].push_back(g);
   }
   if (!meters.empty()) {
-    out["energy_j"] = total_j;
-    fmt::print(stderr, "{:>5} {:>14.3f} {:>12.1f}{}\n", "total", total_j, time_s > 0 ? total_j / time_s : 0.0,
-               all_measured ? "" : "  (some GPUs not measured)");
+    if (all_measured) {
+      out["energy_j"] = total_j;
+      fmt::print(stderr, "{:>5} {:>14.3f} {:>12.1f}\n", "total", total_j, time_s > 0 ? total_j / time_s : 0.0);
+    } else {
+      out["energy_j"] = nullptr;  // a sum over some GPUs is not the total
+      fmt::print(stderr, "{:>5} {:>14} {:>12}  (some GPUs not measured; measured ones: {:.3f} J)\n", "total",
+                 "unknown", "unknown", total_j);
+    }
   }
   if (!args.json_path.empty()) {
     std::ofstream f(args.json_path);

@@ -10,6 +10,9 @@
 
 #include "commands.hpp"
 #include "option_checks.hpp"
+#include "perseus/error.hpp"
+#include "perseus/profile.hpp"
+#include "profile_plausibility.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
@@ -21,6 +24,7 @@ void register_optimize(CLI::App& app) {
   auto zeus = std::make_shared<std::string>("perseus");
   auto quiet = std::make_shared<bool>(false);
   auto report = std::make_shared<bool>(false);
+  auto strict = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("optimize", "Compute the iteration time-energy Pareto frontier of a profile");
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
@@ -65,12 +69,15 @@ void register_optimize(CLI::App& app) {
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");
   cmd->add_flag("--report", *report, "Also write OUT/report.html (see `perseus report`)");
+  cmd->add_flag("--strict", *strict,
+                "Implausible profile units (a row's energy/time outside 1..3000 W, P_block above a computation's "
+                "power) are errors (exit 1) instead of warnings");
   cmd->add_option("--threads", cfg->threads,
                   "Threads that evaluate and write plan files (0 = one per hardware thread); output is identical")
       ->capture_default_str()
       ->check(integer_in(0, 1024));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
-  cmd->callback([cfg, zeus, quiet, report] {
+  cmd->callback([cfg, zeus, quiet, report, strict] {
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
     // error (exit status 2), like any other missing option.
     const auto names = schedule_names();
@@ -89,6 +96,17 @@ void register_optimize(CLI::App& app) {
       }
     }
     cfg->zeus_format = *zeus == "zeus";
+    // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
+    load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first
+    const auto findings = profile_plausibility(cfg->profile_path, cfg->problem.p_block_w);
+    if (!findings.empty()) {
+      std::string text;
+      for (std::size_t i = 0; i < findings.size() && i < 5; ++i) text += (i ? "\n" : "") + findings[i];
+      if (findings.size() > 5) text += fmt::format("\n... and {} more", findings.size() - 5);
+      if (*strict) throw InputError(text + "\n(--strict: implausible units are errors)");
+      for (std::size_t i = 0; i < findings.size() && i < 5; ++i) fmt::print(stderr, "warning: {}\n", findings[i]);
+      if (findings.size() > 5) fmt::print(stderr, "warning: ... and {} more rows\n", findings.size() - 5);
+    }
     std::function<void(double)> progress;
     const bool show_progress = !*quiet && ::isatty(STDERR_FILENO) != 0;  // no \r floods in logs
     if (show_progress) {

@@ -39,13 +39,31 @@ std::string trim(std::string s) {
   return s;
 }
 
+/// Refuses a token file another user owns or that group/others may write: whoever can change it
+/// can make the server accept their token.
+void check_token_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot read token file", path));
+  if (st.st_uid != ::geteuid())
+    throw InputError(fmt::format("{}: token file is owned by uid {}, not by this server (uid {}); refusing it", path,
+                                 st.st_uid, ::geteuid()));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    throw InputError(fmt::format("{}: token file is group- or world-writable (mode {:o}); chmod 600 it", path,
+                                 st.st_mode & 0777));
+}
+
 /// Token from --token-file, else $PERSEUS_TOKEN, else the file <db>.token (created with a
-/// random token, mode 0600, when missing). Never from argv.
+/// random token, mode 0600, when missing). Never from argv. Existing token files must pass
+/// check_token_file().
 std::string resolve_token(const std::string& token_file, const std::string& db_path) {
-  if (!token_file.empty()) return trim(read_text(token_file, "token file"));
+  if (!token_file.empty()) {
+    check_token_file(token_file);
+    return trim(read_text(token_file, "token file"));
+  }
   if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) return trim(env);
   const std::string path = (db_path == ":memory:" ? std::string("perseus") : db_path) + ".token";
   if (std::filesystem::exists(path)) {
+    check_token_file(path);
     fmt::print(stderr, "perseus serve: using the token in {}\n", path);
     return trim(read_text(path, "token file"));
   }
@@ -83,6 +101,7 @@ struct ServeArgs {
   server::ServerOptions opt;
   std::string token_file, zeus_plan, zeus_profile, port_file;
   double max_body_mb = 16;
+  std::size_t max_header_kb = 16;
   bool zeus_no_auth = false;
 };
 
@@ -92,6 +111,7 @@ void run_serve(ServeArgs& a) {
   if (!a.zeus_profile.empty()) a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
   a.opt.zeus_require_token = !a.zeus_no_auth;
   a.opt.max_body_bytes = static_cast<std::size_t>(std::max(0.001, a.max_body_mb) * 1024 * 1024);
+  a.opt.max_header_bytes = a.max_header_kb * 1024;
 
   // Signals are handled by one thread (sigwait); every other thread blocks them.
   sigset_t set;
@@ -138,11 +158,22 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--token-file", args->token_file,
                   "File holding the bearer token (else $PERSEUS_TOKEN, else <db>.token, generated)");
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
-  cmd->add_option("--threads", o.threads, "HTTP worker threads")->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB (bigger: 413)");
+  cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB, any transfer encoding (bigger: 413)");
+  cmd->add_option("--max-header-kb", args->max_header_kb, "Request line + headers per connection, KiB (bigger: 431)")
+      ->check(CLI::Range(4, 1024));
+  cmd->add_option("--request-deadline-s", o.request_deadline_s,
+                  "A request must be complete within this, s (counted from connect or the previous answer)")
+      ->check(CLI::Range(0.01, 3600.0));
+  cmd->add_option("--max-connections", o.max_connections, "Open connections in total")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip, "Open connections per client address (0: unlimited)");
+  cmd->add_option("--listen-backlog", o.listen_backlog, "listen() backlog (capped by net.core.somaxconn)")
+      ->check(CLI::Range(16, 1 << 20));
   cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)");
   cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests");
-  cmd->add_option("--keep-alive-s", o.keep_alive_s, "Close idle keep-alive connections after this, s");
+  cmd->add_option("--keep-alive-s", o.keep_alive_s, "Close connections silent for this long, s (idle keep-alive)")
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)");
   cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s");
   cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(CLI::Range(1, 256));

@@ -8,7 +8,7 @@ WHAT=${1:-all}
 PACKAGES=(
   build-essential cmake ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev libboost-graph-dev
-  libcpp-httplib-dev libsqlite3-dev libssl-dev
+  libcpp-httplib-dev libmicrohttpd-dev libsqlite3-dev libssl-dev
   coinor-libclp-dev
 )
 case "$WHAT" in

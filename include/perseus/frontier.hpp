@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,14 @@ struct PlannerOptions {
   int local_search_moves = 0;
   /// Optional progress callback: (current T in units, T_max in units, T_min in units).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
+  /// Optional cancellation check, called once per graph-cut step: when it returns true the
+  /// solve stops and throws PlanningCancelled (the server: job deleted, shutdown, time budget).
+  std::function<bool()> cancelled;
+};
+
+/// Thrown by solve_frontier() when PlannerOptions::cancelled returned true.
+struct PlanningCancelled : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 /// One point of the frontier, evaluated with the profile's real times and energies.

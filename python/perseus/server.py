@@ -78,12 +78,16 @@ class API:
         return self.request("GET", "/v1/health")
 
     def create_job(self, *, pp, microbatches, profile_csv=None, plans=None, dp=1, tp=1, schedule="1f1b",
-                   chunks=1, p2p_power_w=0.0, unit_time_s=1e-3, name="", **extra):
+                   chunks=1, p2p_power_w=None, unit_time_s=1e-3, name="", **extra):
         """POST /v1/jobs. pp: GPUs per pipeline; dp: pipelines; tp: tensor-parallel degree;
         microbatches per iteration; profile_csv: profile CSV *text* (the server solves the
         frontier in the background; ranks run the all-max plan meanwhile); or plans: a
-        precomputed frontier. p2p_power_w in W, unit_time_s in s. Extra keys are sent as given.
+        precomputed frontier. p2p_power_w in W (required, as the CLI's --p2p-power: raises
+        ValueError when missing), unit_time_s in s. Extra keys are sent as given.
         Returns the answer: {'job_id', 'status', 'world_size', 'num_ops', 'num_plans', ...}."""
+        if p2p_power_w is None:
+            raise ValueError("p2p_power_w is required: the power of a GPU blocked on P2P communication, W "
+                             "(P_block, as `perseus optimize --p2p-power`)")
         body = dict(name=name, pp=pp, dp=dp, tp=tp, microbatches=microbatches, schedule=schedule, chunks=chunks,
                     p2p_power_w=p2p_power_w, unit_time_s=unit_time_s, **extra)
         if profile_csv is not None:

@@ -4,7 +4,7 @@ Works with any framework that runs forward/backward computations per microbatch 
 DeepSpeed, torch pipelining, a hand-written schedule)::
 
     import perseus.torch as pt
-    job_id = pt.create_job(url, token=tok, pp=4, dp=2, microbatches=8, profile_csv=csv)  # rank 0 creates
+    job_id = pt.create_job(url, token=tok, pp=4, dp=2, microbatches=8, profile_csv=csv, p2p_power_w=83.64)  # rank 0 creates
     rt = pt.PipelineRuntime(url, job_id, token=tok, dp_rank=d, pp_rank=p, device=dev)
     for it in range(iters):
         with rt.step():
@@ -68,6 +68,19 @@ def create_job(server_url, *, token=None, group=None, src=0, wait_ready=True, ti
     return value
 
 
+def _device_identity(device):
+    """The CUDA device's UUID as torch reports it (None when unknown): the client maps it to
+    the NVML device exactly, whatever CUDA_VISIBLE_DEVICES says."""
+    if device is None or device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    try:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        return str(uuid) if uuid is not None else None
+    except (RuntimeError, AssertionError):
+        return None
+
+
 def _device_index(device):
     if device is None:
         return int(os.environ.get("LOCAL_RANK", "0"))
@@ -82,8 +95,9 @@ class PipelineRuntime:
 
     server_url, job_id, token: the job (see :func:`create_job`). dp_rank: pipeline id;
     pp_rank: stage; tp_rank: tensor-parallel rank; rank: global rank (default
-    ``dist.get_rank()``). device: the rank's torch device (CUDA index -> NVML device; CPU ->
-    no synchronisation). backend: "nvml", "simulated" (pass profile_path=...) or "dry-run".
+    ``dist.get_rank()``). device: the rank's torch device (its UUID, else its CUDA index through
+    CUDA_VISIBLE_DEVICES -> NVML device; the client refuses when it cannot be sure; CPU -> no
+    synchronisation). backend: "nvml", "simulated" (pass profile_path=...) or "dry-run".
     strict: raise PlanMismatchError when the loop's instruction order differs from the
     plan (False: warn once; that step then runs without clock changes). sync: "auto",
     "always" or "never" (see the module doc). simulate_compute: with the simulated
@@ -111,7 +125,8 @@ class PipelineRuntime:
         self._cuda = self.device is not None and self.device.type == "cuda" and torch.cuda.is_available()
         self._api = API(server_url, token)
         self.client = Client(server_url, job_id, rank=rank, dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=tp_rank,
-                             token=token, device_index=_device_index(device), backend=backend, **client_kwargs)
+                             token=token, device_index=_device_index(device), backend=backend,
+                             **dict(dict(device_uuid=_device_identity(self.device)), **client_kwargs))
         self.plan = None            # plan in use as served: {'version', 'instructions': [...], ...}
         self._plan_version = None
         self._index = 0

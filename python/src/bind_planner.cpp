@@ -208,8 +208,14 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
   m.def(
       "optimize",
       [](const py::object& profile_arg, std::optional<int> stages, std::optional<int> microbatches,
-         const py::object& schedule_arg, int chunks, double p2p_power_w, double backward_input_fraction,
-         double unit_time_s, bool reclaim_slack, const py::object& plans, int sample, int threads) {
+         const py::object& schedule_arg, int chunks, std::optional<double> p2p_power_arg,
+         double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
+         int threads) {
+        if (!p2p_power_arg) {
+          throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
+                                          "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
+        }
+        const double p2p_power_w = *p2p_power_arg;
         check_finite(p2p_power_w, "p_block_w", true);
         if (threads < 0 || threads > 1024) {
           throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
@@ -308,7 +314,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         return out;
       },
       py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
-      py::arg("schedule") = "1f1b", py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0,
+      py::arg("schedule") = "1f1b", py::arg("chunks") = 1, py::arg("p2p_power_w") = py::none(),
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1, R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
@@ -321,7 +327,8 @@ stages: GPUs in the pipeline; microbatches: per iteration (both required for a s
 optional for a schedule file); schedule: a schedule_names() entry or the path of a schedule
 CSV (torch.distributed.pipelining action list, docs/schedules.md), exactly as
 `perseus optimize --schedule`. chunks: stages per GPU.
-p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0).
+p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0; required, as the CLI's
+--p2p-power: InputError when missing).
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned

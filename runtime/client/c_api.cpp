@@ -76,6 +76,7 @@ void perseus_client_config_init(perseus_client_config* c) {
   c->enable_watchdog = 1;
   c->handle_signals = 1;
   c->coalesce_clock_requests = 1;
+  c->clock_snap_tolerance_mhz = 15.0;
 }
 
 perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_client** out) {
@@ -100,6 +101,9 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
     perseus::runtime::GpuSpec spec;
     spec.backend = c.backend != nullptr ? c.backend : "nvml";
     spec.device_index = c.device_index;
+    spec.device_uuid = str(c.device_uuid);
+    spec.device_pci_bus_id = str(c.device_pci_bus_id);
+    spec.device_is_nvml_index = c.device_index_is_nvml != 0;
     spec.nvml_library = str(c.nvml_library_path);
     spec.profile_path = str(c.profile_path);
     spec.stage = c.pp_rank;
@@ -124,6 +128,7 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
     o.first_iteration = c.first_iteration;
     o.coalesce_clock_requests = c.coalesce_clock_requests != 0;
     o.freq_log_path = str(c.freq_log_path);
+    o.clock_snap_tolerance_mhz = c.clock_snap_tolerance_mhz > 0 ? c.clock_snap_tolerance_mhz : 0.0;
     h->client = perseus::runtime::Client::create(std::move(o), std::move(gpu));
     *out = h.release();
   });
@@ -228,6 +233,10 @@ perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats*
     full.gpu_failures = s.gpu_failures;
     full.applied_mhz = h->client->controller().applied_mhz();
     full.latest_plan_version = s.latest_plan_version;
+    full.plans_refused = s.plans_refused;
+    full.clocks_snapped = s.clocks_snapped;
+    full.energy_unknown = s.energy_unknown;
+    full.reports_rejected = s.reports_rejected;
     std::memcpy(out, &full, out->struct_size);
   });
 }

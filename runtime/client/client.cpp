@@ -10,7 +10,9 @@
 #include <thread>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
+#include "perseus/runtime/gpu_lock_record.hpp"
 #include "perseus/runtime/watchdog.hpp"
 #include "signal_guard.hpp"
 
@@ -35,6 +37,10 @@ void check_options(const ClientOptions& o) {
     bad("timeouts and intervals must be > 0 (retry_max_s >= retry_initial_s, startup_timeout_s >= 0)");
   }
   if (o.max_buffered_reports == 0 || o.max_batch == 0) bad("max_buffered_reports and max_batch must be > 0");
+  if (!(o.clock_snap_tolerance_mhz >= 0)) bad("clock_snap_tolerance_mhz must be >= 0");
+  if (!(o.telemetry.max_power_w > 0) || !(o.telemetry.counter_update_s >= 0)) {
+    bad("telemetry.max_power_w must be > 0 and telemetry.counter_update_s >= 0");
+  }
 }
 }  // namespace
 
@@ -45,6 +51,9 @@ struct Client::Impl {
   Watchdog watchdog;
   std::vector<int> supported_mhz;
   bool closed = false;
+  bool has_counter = true;         // false: sample power at the boundaries instead
+  TelemetryWarnings warnings;      // training thread only
+  GpuLockRecord lock_record;
 
   // Training-thread state (hooks only).
   std::shared_ptr<const RankPlan> plan;
@@ -54,11 +63,14 @@ struct Client::Impl {
   std::size_t pos = 0;
   std::int64_t iteration = 0;
   double step_t0 = 0;
-  std::optional<double> step_e0;
+  CounterReading step_c0;
+  std::optional<PowerSample> step_p0;
   std::string cur_name;
   double instr_t0 = 0;
-  std::optional<double> instr_e0;
+  CounterReading instr_c0;
+  std::optional<PowerSample> instr_p0;
   int cur_freq = 0;
+  int cur_planned_freq = 0;
   int cur_microbatch = 0;
   IterationMeasurement current;
 
@@ -70,7 +82,12 @@ struct Client::Impl {
   std::atomic<bool> plan_pending{false};
   std::atomic<std::int64_t> version_in_use{-1};
   bool registered = false;
+  std::string registration_error;  // a permanent refusal of the registration (e.g. 409)
+  std::int64_t refused_version = -1;  // newest plan version refused by check_plan
+  bool warned_snap = false;
   bool stopping = false;
+  ServerConnection* poll_conn = nullptr;    // for close() to cancel requests in flight
+  ServerConnection* report_conn = nullptr;
   bool poll_now = false;
   std::deque<IterationMeasurement> outbox;
   std::size_t in_flight = 0;
@@ -78,12 +95,63 @@ struct Client::Impl {
   std::thread poller;
   std::thread reporter;
 
-  std::optional<double> read_energy() {
-    try {
-      return gpu->total_energy_j();
-    } catch (const std::exception&) {
-      return std::nullopt;
+  // Readings at one boundary: the counter, and power where there is no counter.
+  void read_boundary(CounterReading* c, std::optional<PowerSample>* p) {
+    *c = read_counter(*gpu);
+    *p = has_counter ? std::nullopt : read_power(*gpu);
+  }
+
+  // Energy between two boundaries (telemetry.hpp): measured or unknown, warned once per kind.
+  std::optional<double> interval(const CounterReading& c0, const std::optional<PowerSample>& p0,
+                                 const CounterReading& c1, const std::optional<PowerSample>& p1) {
+    std::vector<PowerSample> samples;
+    if (p0) samples.push_back(*p0);
+    if (p1) samples.push_back(*p1);
+    const IntervalEnergy r = interval_energy(c0, c1, samples, opt.telemetry);
+    if (!warnings.first_time(r).empty()) {
+      fmt::print(stderr, "perseus client: rank {}: WARNING: {} (reported as {}; warned once per kind)\n", opt.ranks.rank,
+                 r.detail, r.energy_j ? to_string(r.source) : "unknown energy, time kept");
     }
+    if (!r.energy_j) {
+      std::lock_guard lock(mu);
+      ++st.energy_unknown;
+    }
+    return r.energy_j;
+  }
+
+  // Checks every clock of a fetched plan against the GPU's list: snaps within tolerance,
+  // else refuses the whole plan (returns false and says why, once per version). Caller holds mu.
+  bool check_plan(RankPlan& p) {
+    std::vector<std::string> snaps;
+    for (auto& i : p.instructions) {
+      const ClockCheck c = check_clock(i.freq_mhz, supported_mhz, opt.clock_snap_tolerance_mhz);
+      if (!c.ok) {
+        ++st.plans_refused;
+        st.last_plan_error = fmt::format("plan version {} refused: {} (stage {}, microbatch {}): {}; the previous "
+                                         "plan stays in use",
+                                         p.version, i.instruction, i.stage, i.microbatch, c.reason);
+        if (refused_version != p.version) {
+          fmt::print(stderr, "perseus client: rank {}: WARNING: {}\n", opt.ranks.rank, st.last_plan_error);
+        }
+        refused_version = std::max(refused_version, p.version);
+        return false;
+      }
+      if (c.applied_mhz != i.freq_mhz) {
+        if (snaps.size() < 4) snaps.push_back(fmt::format("{}->{}", i.freq_mhz, c.applied_mhz));
+        i.planned_freq_mhz = i.freq_mhz;
+        i.freq_mhz = c.applied_mhz;
+        ++st.clocks_snapped;
+      }
+    }
+    if (!snaps.empty() && !warned_snap) {
+      warned_snap = true;
+      fmt::print(stderr,
+                 "perseus client: rank {}: WARNING: plan version {} has clocks this GPU does not support; snapped to "
+                 "the nearest supported ones (tolerance {} MHz): {} MHz{} (measurements carry both; warned once)\n",
+                 opt.ranks.rank, p.version, opt.clock_snap_tolerance_mhz, fmt::join(snaps, ", "),
+                 snaps.size() >= 4 ? ", ..." : "");
+    }
+    return true;
   }
 
   void note_failure(const CallResult& r) {
@@ -95,6 +163,7 @@ struct Client::Impl {
   void offer_plan(RankPlan p) {
     st.job_status = p.job_status;
     if (latest && p.version <= latest->version) return;
+    if (p.version <= refused_version || !check_plan(p)) return;
     latest = std::make_shared<const RankPlan>(std::move(p));
     plan_pending.store(true);
   }
@@ -103,9 +172,10 @@ struct Client::Impl {
     ServerConnection conn(opt.server_url, opt.token, opt.job_id, opt.ranks, opt.request_timeout_s);
     double backoff = opt.retry_initial_s;
     std::unique_lock lock(mu);
-    while (!stopping) {
+    poll_conn = &conn;
+    while (!stopping && registration_error.empty()) {
       const bool need_register = !registered;
-      const std::int64_t since = latest ? latest->version : -1;
+      const std::int64_t since = std::max(latest ? latest->version : -1, refused_version);
       lock.unlock();
       CallResult r;
       RankPlan p;
@@ -121,6 +191,12 @@ struct Client::Impl {
         st.registered = true;
         wake.notify_all();  // the reporter may start
       }
+      if (need_register && r.status == CallStatus::kPermanent) {
+        note_failure(r);
+        registration_error = r.message;
+        fmt::print(stderr, "perseus client: rank {}: registration refused: {}\n", opt.ranks.rank, r.message);
+        break;
+      }
       if (r.status == CallStatus::kOk) offer_plan(std::move(p));
       double delay = opt.plan_poll_interval_s;
       if (r.ok()) {
@@ -134,12 +210,37 @@ struct Client::Impl {
       wake.wait_for(lock, secs(delay), [&] { return stopping || (poll_now && !failing); });
       poll_now = false;
     }
+    poll_conn = nullptr;
+  }
+
+  // Posts a batch; when the server refuses a batch of several for good (an older server that
+  // validates batches whole), posts each report alone so that the valid ones are kept.
+  // Returns the result for the batch as a whole (kOk when every report was settled).
+  CallResult post(ServerConnection& conn, const std::vector<IterationMeasurement>& batch, std::int64_t* dropped) {
+    CallResult r = conn.post_measurements(batch);
+    if (r.status != CallStatus::kPermanent || batch.size() == 1) {
+      if (r.status == CallStatus::kPermanent) *dropped += 1;
+      return r;
+    }
+    for (const auto& m : batch) {
+      CallResult one = conn.post_measurements({m});
+      if (one.status == CallStatus::kRetryable) return one;  // try the whole batch again later
+      if (one.status == CallStatus::kPermanent) {
+        ++*dropped;
+        std::lock_guard lock(mu);
+        note_failure(one);
+        fmt::print(stderr, "perseus client: rank {}: server refused the report of iteration {}: {}\n", opt.ranks.rank,
+                   m.iteration, one.message);
+      }
+    }
+    return CallResult{};
   }
 
   void report_loop() {
     ServerConnection conn(opt.server_url, opt.token, opt.job_id, opt.ranks, opt.request_timeout_s);
     double backoff = opt.retry_initial_s;
     std::unique_lock lock(mu);
+    report_conn = &conn;
     for (;;) {
       wake.wait(lock, [&] { return stopping || (registered && !outbox.empty()); });
       if (stopping) break;  // close() already waited for the outbox to drain
@@ -149,11 +250,19 @@ struct Client::Impl {
       outbox.erase(outbox.begin(), outbox.begin() + static_cast<long>(n));
       in_flight = n;
       lock.unlock();
-      const CallResult r = conn.post_measurements(batch);
+      std::int64_t dropped = 0;
+      const CallResult r = post(conn, batch, &dropped);
       lock.lock();
       in_flight = 0;
       if (r.ok()) {
-        st.reports_sent += static_cast<std::int64_t>(n);
+        const auto rejected = static_cast<std::int64_t>(r.rejected.size());
+        st.reports_sent += static_cast<std::int64_t>(n) - dropped - rejected;
+        st.reports_dropped += dropped;
+        st.reports_rejected += rejected;
+        for (const auto& [iteration, why] : r.rejected) {
+          fmt::print(stderr, "perseus client: rank {}: server rejected the report of iteration {}: {}\n",
+                     opt.ranks.rank, iteration, why);
+        }
         backoff = opt.retry_initial_s;
       } else if (r.status == CallStatus::kPermanent) {
         note_failure(r);
@@ -168,6 +277,7 @@ struct Client::Impl {
       }
       if (outbox.empty()) drained.notify_all();
     }
+    report_conn = nullptr;
     drained.notify_all();
   }
 
@@ -185,6 +295,9 @@ struct Client::Impl {
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(secs(opt.startup_timeout_s));
     double backoff = opt.retry_initial_s;
     for (;;) {
+      // Every request is cut off at the time left (but gets at least 10 ms).
+      const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+      conn.set_timeout(std::max(0.01, std::min(opt.request_timeout_s, left)));
       CallResult r = registered ? CallResult{} : conn.register_rank(supported_mhz);
       if (r.ok()) {
         registered = true;
@@ -197,7 +310,9 @@ struct Client::Impl {
         }
       }
       note_failure(r);
-      if (r.status == CallStatus::kPermanent) throw ClientError(ClientErrc::kServer, r.message);
+      if (r.status == CallStatus::kPermanent) {
+        throw ClientError(ClientErrc::kServer, fmt::format("rank {}: {}", opt.ranks.rank, r.message));
+      }
       if (Clock::now() + secs(backoff) > deadline) {
         fmt::print(stderr,
                    "perseus client: rank {}: server not reachable ({}); training continues without a plan "
@@ -217,6 +332,8 @@ struct Client::Impl {
       std::unique_lock lock(mu);
       drained.wait_for(lock, secs(opt.request_timeout_s), [&] { return outbox.empty() && in_flight == 0; });
       stopping = true;
+      if (poll_conn != nullptr) poll_conn->cancel();
+      if (report_conn != nullptr) report_conn->cancel();
     }
     wake.notify_all();
     if (poller.joinable()) poller.join();
@@ -233,6 +350,7 @@ struct Client::Impl {
       }
     }
     watchdog.disarm();
+    lock_record.release();
     std::lock_guard lock(mu);
     if (!outbox.empty()) {
       fmt::print(stderr, "perseus client: rank {}: {} measurement report(s) not delivered at exit\n", opt.ranks.rank,
@@ -263,8 +381,25 @@ std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<Gp
   } catch (const std::exception& e) {
     throw ClientError(ClientErrc::kGpu, e.what());
   }
+  if (impl->supported_mhz.empty()) {
+    throw ClientError(ClientErrc::kGpu, fmt::format("{}: the driver lists no supported SM clocks", impl->gpu->identity()));
+  }
+  {
+    const CounterReading c = read_counter(*impl->gpu);
+    impl->has_counter = c.energy_j.has_value() || c.failed;
+  }
+  // Stale clock locks (a container teardown killed trainer and watchdog together) are reset
+  // before this client touches the GPU; a live owner is refused.
+  if (!impl->gpu->watchdog_args().empty()) {
+    try {
+      impl->lock_record = GpuLockRecord::claim(*impl->gpu, impl->opt.lock_dir);
+    } catch (const GpuError& e) {
+      throw ClientError(ClientErrc::kGpu, e.what());
+    }
+  }
   FrequencyController::Options copt;
   copt.coalesce = impl->opt.coalesce_clock_requests;
+  copt.supported_mhz = impl->supported_mhz;
   impl->controller = std::make_unique<FrequencyController>(impl->gpu, copt);
   if (impl->opt.watchdog) {
     const auto args = impl->gpu->watchdog_args();
@@ -289,6 +424,13 @@ std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<Gp
 void Client::on_step_begin() {
   Impl& im = *impl_;
   if (im.in_step) im.state_error("on_step_begin: the previous step was not ended (call on_step_end)");
+  {
+    std::lock_guard lock(im.mu);
+    if (!im.registration_error.empty()) {
+      throw ClientError(ClientErrc::kServer, fmt::format("rank {}: the server refused this rank's registration: {}",
+                                                         im.opt.ranks.rank, im.registration_error));
+    }
+  }
   if (im.plan_pending.exchange(false)) {
     std::lock_guard lock(im.mu);
     if (im.plan) ++im.st.plan_updates;
@@ -301,8 +443,8 @@ void Client::on_step_begin() {
   im.current = IterationMeasurement{};
   im.current.iteration = im.iteration;
   im.current.plan_version = im.plan ? im.plan->version : 0;
-  im.step_e0 = im.read_energy();
-  im.step_t0 = im.gpu->now_s();
+  im.read_boundary(&im.step_c0, &im.step_p0);
+  im.step_t0 = im.step_c0.t_s;
 }
 
 void Client::on_instruction_begin(std::string_view name) {
@@ -315,10 +457,15 @@ void Client::on_instruction_begin(std::string_view name) {
   im.in_instr = true;
   im.cur_name = name;
   im.cur_freq = 0;
+  im.cur_planned_freq = 0;
   im.cur_microbatch = static_cast<int>(std::count_if(im.current.instructions.begin(), im.current.instructions.end(),
                                                      [&](const auto& m) { return m.instruction == name; }));
-  if (im.opt.per_instruction_energy) im.instr_e0 = im.read_energy();
-  im.instr_t0 = im.gpu->now_s();
+  if (im.opt.per_instruction_energy) {
+    im.read_boundary(&im.instr_c0, &im.instr_p0);
+    im.instr_t0 = im.instr_c0.t_s;
+  } else {
+    im.instr_t0 = im.gpu->now_s();
+  }
   if (!im.plan || im.plan->instructions.empty() || im.desynced) return;
   const auto& instrs = im.plan->instructions;
   if (im.pos >= instrs.size()) {
@@ -334,6 +481,7 @@ void Client::on_instruction_begin(std::string_view name) {
                             im.pos, name, want.instruction, want.stage, want.microbatch, im.plan->version));
   }
   im.cur_freq = want.freq_mhz;
+  im.cur_planned_freq = want.planned_freq_mhz;
   im.cur_microbatch = want.microbatch;
   im.controller->request(want.freq_mhz, im.iteration, static_cast<int>(im.pos));
 }
@@ -344,16 +492,21 @@ void Client::on_instruction_end(std::string_view name) {
   if (name != im.cur_name) {
     im.state_error(fmt::format("on_instruction_end('{}') but the running instruction is '{}'", name, im.cur_name));
   }
-  const double t1 = im.gpu->now_s();
   InstructionMeasurement m;
   m.instruction = im.cur_name;
   m.microbatch = im.cur_microbatch;
-  m.time_s = t1 - im.instr_t0;
-  if (im.opt.per_instruction_energy && im.instr_e0) {
-    if (const auto e1 = im.read_energy()) m.energy_j = *e1 - *im.instr_e0;
+  if (im.opt.per_instruction_energy) {
+    CounterReading c1;
+    std::optional<PowerSample> p1;
+    im.read_boundary(&c1, &p1);
+    m.time_s = c1.t_s - im.instr_t0;
+    m.energy_j = im.interval(im.instr_c0, im.instr_p0, c1, p1);
+  } else {
+    m.time_s = im.gpu->now_s() - im.instr_t0;
   }
   const int applied = im.controller->applied_mhz();
   m.freq_mhz = applied > 0 ? applied : (im.cur_freq > 0 ? im.cur_freq : im.supported_mhz.front());
+  if (im.cur_planned_freq > 0 && m.freq_mhz == im.cur_freq) m.planned_freq_mhz = im.cur_planned_freq;
   im.current.instructions.push_back(std::move(m));
   im.in_instr = false;
   ++im.pos;
@@ -364,10 +517,11 @@ void Client::on_step_end() {
   if (!im.in_step) im.state_error("on_step_end without on_step_begin");
   if (im.in_instr) im.state_error(fmt::format("on_step_end while '{}' is running: call on_instruction_end first", im.cur_name));
   im.in_step = false;
-  im.current.time_s = im.gpu->now_s() - im.step_t0;
-  if (im.step_e0) {
-    if (const auto e1 = im.read_energy()) im.current.energy_j = *e1 - *im.step_e0;
-  }
+  CounterReading c1;
+  std::optional<PowerSample> p1;
+  im.read_boundary(&c1, &p1);
+  im.current.time_s = c1.t_s - im.step_t0;
+  im.current.energy_j = im.interval(im.step_c0, im.step_p0, c1, p1);
   const std::int64_t done_iteration = im.iteration++;
   {
     std::lock_guard lock(im.mu);

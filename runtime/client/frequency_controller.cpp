@@ -1,6 +1,7 @@
 // Frequency controller thread: applies clock requests, skips redundant ones, logs everything.
 #include "perseus/runtime/frequency_controller.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -17,6 +18,7 @@ const char* to_string(FreqOutcome outcome) {
     case FreqOutcome::kSuperseded: return "superseded";
     case FreqOutcome::kFailed: return "failed";
     case FreqOutcome::kReset: return "reset";
+    case FreqOutcome::kRefused: return "refused";
   }
   return "?";
 }
@@ -109,8 +111,16 @@ void FrequencyController::handle(const Request& req, bool superseded) {
     applied = applied_mhz_;
     known = applied_known_;
   }
+  const auto& sup = options_.supported_mhz;
   if (superseded) {
     e.outcome = FreqOutcome::kSuperseded;
+  } else if (req.freq_mhz > 0 && !sup.empty() && std::find(sup.begin(), sup.end(), req.freq_mhz) == sup.end()) {
+    e.outcome = FreqOutcome::kRefused;
+    e.error = fmt::format("refused: {} MHz is not a supported clock of this GPU", req.freq_mhz);
+    std::lock_guard lock(mutex_);
+    if (failures_ == 0) fmt::print(stderr, "perseus client: clock change {}\n", e.error);
+    ++failures_;
+    last_error_ = e.error;
   } else if (req.freq_mhz > 0 && known && applied == req.freq_mhz) {
     e.outcome = FreqOutcome::kRedundant;
   } else {

@@ -11,7 +11,14 @@
 namespace perseus::runtime {
 
 std::shared_ptr<GpuControl> make_gpu(const GpuSpec& spec) {
-  if (spec.backend == "nvml") return make_nvml_gpu(spec.device_index, spec.nvml_library);
+  if (spec.backend == "nvml") {
+    GpuSelector sel;
+    sel.uuid = spec.device_uuid;
+    sel.pci_bus_id = spec.device_pci_bus_id;
+    if (spec.device_index < 0) throw std::invalid_argument(fmt::format("GPU index {} is negative", spec.device_index));
+    (spec.device_is_nvml_index ? sel.nvml_index : sel.cuda_ordinal) = spec.device_index;
+    return make_nvml_gpu(sel, spec.nvml_library);
+  }
   if (spec.backend == "dry-run") return make_dry_run_gpu(spec.device_index, spec.log_path);
   if (spec.backend == "simulated") {
     if (spec.profile_path.empty()) throw std::invalid_argument("simulated GPU backend needs a profile CSV path");

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "perseus/runtime/gpu_control.hpp"
+#include "perseus/runtime/gpu_identity.hpp"
 
 namespace perseus::runtime {
 namespace {
@@ -19,6 +20,18 @@ constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlNotSupported = 3;
 constexpr nvmlReturn_t kNvmlNoPermission = 4;
 constexpr nvmlReturn_t kNvmlInsufficientSize = 7;
+constexpr nvmlReturn_t kNvmlFunctionNotFound = 13;
+constexpr nvmlReturn_t kNvmlGpuIsLost = 15;
+
+// nvml.h's nvmlPciInfo_t (layout of nvmlDeviceGetPciInfo_v3).
+struct NvmlPciInfo {
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+
+// A read that the driver cannot answer for this device (not an error of the call).
+bool unsupported(nvmlReturn_t rc) { return rc == kNvmlNotSupported || rc == kNvmlFunctionNotFound; }
 
 const char* code_name(nvmlReturn_t rc) {
   switch (rc) {
@@ -31,6 +44,7 @@ const char* code_name(nvmlReturn_t rc) {
     case 7: return "NVML_ERROR_INSUFFICIENT_SIZE";
     case 9: return "NVML_ERROR_DRIVER_NOT_LOADED";
     case 12: return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case 13: return "NVML_ERROR_FUNCTION_NOT_FOUND";
     case 15: return "NVML_ERROR_GPU_IS_LOST";
     default: return "NVML error";
   }
@@ -51,6 +65,9 @@ struct NvmlLibrary {
   nvmlReturn_t (*gfx_clocks)(nvmlDevice_t, unsigned int, unsigned int*, unsigned int*) = nullptr;
   nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*get_uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;     // optional
+  nvmlReturn_t (*get_name)(nvmlDevice_t, char*, unsigned int) = nullptr;     // optional
+  nvmlReturn_t (*get_pci)(nvmlDevice_t, NvmlPciInfo*) = nullptr;             // optional
   bool initialized = false;
 
   NvmlLibrary(const NvmlLibrary&) = delete;
@@ -81,6 +98,9 @@ struct NvmlLibrary {
       resolve(energy, "nvmlDeviceGetTotalEnergyConsumption");
       resolve(power, "nvmlDeviceGetPowerUsage");
       get_count = reinterpret_cast<decltype(get_count)>(dlsym(handle, "nvmlDeviceGetCount_v2"));
+      get_uuid = reinterpret_cast<decltype(get_uuid)>(dlsym(handle, "nvmlDeviceGetUUID"));
+      get_name = reinterpret_cast<decltype(get_name)>(dlsym(handle, "nvmlDeviceGetName"));
+      get_pci = reinterpret_cast<decltype(get_pci)>(dlsym(handle, "nvmlDeviceGetPciInfo_v3"));
       const nvmlReturn_t rc = init();
       if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlInit_v2 failed: {}", describe(rc)));
       initialized = true;
@@ -99,9 +119,40 @@ struct NvmlLibrary {
     fn = reinterpret_cast<Fn>(dlsym(handle, name));
     if (fn == nullptr) throw GpuError(fmt::format("NVML library {} has no symbol {} (driver too old?)", path, name));
   }
+  int device_count() {
+    if (get_count == nullptr) return 1;  // very old driver: assume one device
+    unsigned n = 0;
+    const nvmlReturn_t rc = get_count(&n);
+    if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlDeviceGetCount_v2 failed: {}", describe(rc)));
+    return static_cast<int>(n);
+  }
+  // UUID, PCI bus id and name of device `index` (empty strings where the driver does not say).
+  NvmlDeviceInfo info(int index) {
+    NvmlDeviceInfo d;
+    d.index = index;
+    nvmlDevice_t dev = nullptr;
+    if (get_handle(static_cast<unsigned>(index), &dev) != kNvmlSuccess) return d;
+    char buf[128] = {};
+    if (get_uuid != nullptr && get_uuid(dev, buf, sizeof buf) == kNvmlSuccess) d.uuid = buf;
+    buf[0] = '\0';
+    if (get_name != nullptr && get_name(dev, buf, sizeof buf) == kNvmlSuccess) d.name = buf;
+    NvmlPciInfo pci{};
+    if (get_pci != nullptr && get_pci(dev, &pci) == kNvmlSuccess) {
+      pci.bus_id[sizeof pci.bus_id - 1] = '\0';
+      d.pci_bus_id = pci.bus_id;
+    }
+    return d;
+  }
+  std::vector<NvmlDeviceInfo> devices() {
+    std::vector<NvmlDeviceInfo> out;
+    const int n = device_count();
+    for (int i = 0; i < n; ++i) out.push_back(info(i));
+    return out;
+  }
   std::string describe(nvmlReturn_t rc) const {
     const char* text = error_string != nullptr ? error_string(rc) : nullptr;
     std::string out = fmt::format("{} ({}, code {})", text != nullptr ? text : "?", code_name(rc), rc);
+    if (rc == kNvmlGpuIsLost) out += "; the GPU fell off the bus or was reset (check dmesg / nvidia-smi)";
     if (rc == kNvmlNoPermission) {
       out += "; locking clocks needs root or CAP_SYS_ADMIN, or use the zeusd/privileged-helper mode "
              "(docs/client.md)";
@@ -112,16 +163,27 @@ struct NvmlLibrary {
 
 class NvmlGpu final : public GpuControl {
  public:
-  NvmlGpu(int device_index, const std::string& library_path) : lib_(library_path), index_(device_index) {
-    if (device_index < 0) throw GpuError(fmt::format("invalid GPU index {}", device_index));
-    const nvmlReturn_t rc = lib_.get_handle(static_cast<unsigned>(device_index), &device_);
-    if (rc != kNvmlSuccess) {
-      throw GpuError(fmt::format("nvmlDeviceGetHandleByIndex_v2({}) failed: {}", device_index, lib_.describe(rc)));
+  NvmlGpu(const GpuSelector& selector, const std::string& library_path) : lib_(library_path) {
+    if (selector.nvml_index >= 0 && selector.uuid.empty() && selector.pci_bus_id.empty()) {
+      index_ = selector.nvml_index;  // explicit NVML index: no enumeration needed
+      how_ = fmt::format("NVML index {}", index_);
+    } else {
+      const ResolvedGpu r = resolve_nvml_device_from_env(selector, lib_.devices());
+      index_ = r.nvml_index;
+      how_ = r.how;
     }
+    const nvmlReturn_t rc = lib_.get_handle(static_cast<unsigned>(index_), &device_);
+    if (rc != kNvmlSuccess) {
+      throw GpuError(fmt::format("nvmlDeviceGetHandleByIndex_v2({}) failed: {}", index_, lib_.describe(rc)));
+    }
+    char buf[128] = {};
+    if (lib_.get_uuid != nullptr && lib_.get_uuid(device_, buf, sizeof buf) == kNvmlSuccess) uuid_ = buf;
   }
 
   std::string name() const override { return "nvml"; }
   int device_index() const override { return index_; }
+  std::string uuid() const override { return uuid_; }
+  std::string identity() const override { return how_; }
 
   std::vector<int> supported_graphics_clocks_mhz() override {
     std::lock_guard lock(mutex_);
@@ -139,11 +201,14 @@ class NvmlGpu final : public GpuControl {
   }
 
   void set_locked_clocks(int freq_mhz) override {
+    if (freq_mhz <= 0 || freq_mhz > 100000) {
+      throw GpuError(fmt::format("GPU {}: refusing to lock the SM clock to {} MHz (not a clock)", index_, freq_mhz));
+    }
     std::lock_guard lock(mutex_);
     const auto f = static_cast<unsigned>(freq_mhz);
     const nvmlReturn_t rc = lib_.set_locked(device_, f, f);
     if (rc != kNvmlSuccess) {
-      throw GpuError(fmt::format("nvmlDeviceSetGpuLockedClocks(GPU {}, {} MHz, {} MHz) failed: {}", index_, f, f,
+      throw_error(rc, fmt::format("nvmlDeviceSetGpuLockedClocks(GPU {}, {} MHz, {} MHz) failed: {}", index_, f, f,
                                  lib_.describe(rc)));
     }
   }
@@ -152,7 +217,7 @@ class NvmlGpu final : public GpuControl {
     std::lock_guard lock(mutex_);
     const nvmlReturn_t rc = lib_.reset_locked(device_);
     if (rc != kNvmlSuccess) {
-      throw GpuError(fmt::format("nvmlDeviceResetGpuLockedClocks(GPU {}) failed: {}", index_, lib_.describe(rc)));
+      throw_error(rc, fmt::format("nvmlDeviceResetGpuLockedClocks(GPU {}) failed: {}", index_, lib_.describe(rc)));
     }
   }
 
@@ -160,9 +225,9 @@ class NvmlGpu final : public GpuControl {
     std::lock_guard lock(mutex_);
     unsigned long long mj = 0;
     const nvmlReturn_t rc = lib_.energy(device_, &mj);
-    if (rc == kNvmlNotSupported) return std::nullopt;
+    if (unsupported(rc)) return std::nullopt;
     if (rc != kNvmlSuccess) {
-      throw GpuError(fmt::format("nvmlDeviceGetTotalEnergyConsumption(GPU {}) failed: {}", index_, lib_.describe(rc)));
+      throw_error(rc, fmt::format("nvmlDeviceGetTotalEnergyConsumption(GPU {}) failed: {}", index_, lib_.describe(rc)));
     }
     return static_cast<double>(mj) / 1000.0;
   }
@@ -171,11 +236,17 @@ class NvmlGpu final : public GpuControl {
     std::lock_guard lock(mutex_);
     unsigned mw = 0;
     const nvmlReturn_t rc = lib_.power(device_, &mw);
-    if (rc == kNvmlNotSupported) return std::nullopt;
+    if (unsupported(rc)) return std::nullopt;
     if (rc != kNvmlSuccess) {
-      throw GpuError(fmt::format("nvmlDeviceGetPowerUsage(GPU {}) failed: {}", index_, lib_.describe(rc)));
+      throw_error(rc, fmt::format("nvmlDeviceGetPowerUsage(GPU {}) failed: {}", index_, lib_.describe(rc)));
     }
     return static_cast<double>(mw) / 1000.0;
+  }
+
+  // GpuLostError for NVML_ERROR_GPU_IS_LOST, GpuError otherwise.
+  [[noreturn]] static void throw_error(nvmlReturn_t rc, const std::string& message) {
+    if (rc == kNvmlGpuIsLost) throw GpuLostError(message);
+    throw GpuError(message);
   }
 
   std::vector<std::string> watchdog_args() const override {
@@ -200,7 +271,9 @@ class NvmlGpu final : public GpuControl {
   }
 
   NvmlLibrary lib_;
-  int index_;
+  int index_ = 0;
+  std::string uuid_;
+  std::string how_;
   nvmlDevice_t device_ = nullptr;
   std::mutex mutex_;
 };
@@ -208,16 +281,24 @@ class NvmlGpu final : public GpuControl {
 }  // namespace
 
 std::unique_ptr<GpuControl> make_nvml_gpu(int device_index, const std::string& library_path) {
-  return std::make_unique<NvmlGpu>(device_index, library_path);
+  if (device_index < 0) throw GpuError(fmt::format("invalid GPU index {}", device_index));
+  GpuSelector sel;
+  sel.nvml_index = device_index;
+  return std::make_unique<NvmlGpu>(sel, library_path);
+}
+
+std::unique_ptr<GpuControl> make_nvml_gpu(const GpuSelector& selector, const std::string& library_path) {
+  return std::make_unique<NvmlGpu>(selector, library_path);
 }
 
 int nvml_device_count(const std::string& library_path) {
   NvmlLibrary lib(library_path);
-  if (lib.get_count == nullptr) return 1;  // very old driver: assume one device
-  unsigned n = 0;
-  const nvmlReturn_t rc = lib.get_count(&n);
-  if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlDeviceGetCount_v2 failed: {}", lib.describe(rc)));
-  return static_cast<int>(n);
+  return lib.device_count();
+}
+
+std::vector<NvmlDeviceInfo> nvml_devices(const std::string& library_path) {
+  NvmlLibrary lib(library_path);
+  return lib.devices();
 }
 
 }  // namespace perseus::runtime

@@ -3,6 +3,11 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -12,18 +17,21 @@ using nlohmann::json;
 
 namespace {
 
+// Unknown energies are left out (the server then treats them as unknown, never as 0 J).
 json measurement_json(const IterationMeasurement& m) {
   json instrs = json::array();
   for (const auto& i : m.instructions) {
     json o = {{"instruction", i.instruction}, {"microbatch", i.microbatch}, {"freq_mhz", i.freq_mhz}, {"time_s", i.time_s}};
+    if (i.planned_freq_mhz > 0) o["planned_freq_mhz"] = i.planned_freq_mhz;
     if (i.energy_j) o["energy_j"] = *i.energy_j;
     instrs.push_back(std::move(o));
   }
-  return {{"iteration", m.iteration},
-          {"time_s", m.time_s},
-          {"energy_j", m.energy_j},
-          {"plan_version", m.plan_version},
-          {"instructions", std::move(instrs)}};
+  json out = {{"iteration", m.iteration},
+              {"time_s", m.time_s},
+              {"plan_version", m.plan_version},
+              {"instructions", std::move(instrs)}};
+  if (m.energy_j) out["energy_j"] = *m.energy_j;
+  return out;
 }
 
 // Extracts {"error":{"message"}} from an error body, else a short prefix of the body.
@@ -42,7 +50,7 @@ std::string server_message(const std::string& body) {
   return body.substr(0, 200);
 }
 
-CallResult classify(const httplib::Result& res, const std::string& what, bool conflict_ok) {
+CallResult classify(const httplib::Result& res, const std::string& what) {
   CallResult r;
   if (!res) {
     r.status = CallStatus::kRetryable;
@@ -51,7 +59,7 @@ CallResult classify(const httplib::Result& res, const std::string& what, bool co
   }
   r.http_status = res->status;
   const int s = res->status;
-  if ((s >= 200 && s < 300) || (conflict_ok && s == 409)) return r;
+  if (s >= 200 && s < 300) return r;
   if (s == 304) {
     r.status = CallStatus::kNotModified;
     return r;
@@ -66,13 +74,18 @@ CallResult classify(const httplib::Result& res, const std::string& what, bool co
 
 std::string to_json(const IterationMeasurement& m) { return measurement_json(m).dump(); }
 
-RankPlan parse_plan_json(const std::string& body) {
+RankPlan parse_plan_json(const std::string& body, std::size_t max_instructions) {
   const json j = json::parse(body);  // throws json::parse_error (a std::exception)
   RankPlan plan;
   try {
     plan.version = j.at("version").get<std::int64_t>();
     if (j.contains("job_status") && j["job_status"].is_string()) plan.job_status = j["job_status"].get<std::string>();
-    for (const auto& i : j.at("instructions")) {
+    const json& list = j.at("instructions");
+    if (list.is_array() && list.size() > max_instructions) {
+      throw std::runtime_error(fmt::format("plan holds {} computations but the job's shape allows at most {} per rank",
+                                           list.size(), max_instructions));
+    }
+    for (const auto& i : list) {
       PlanInstruction pi;
       pi.instruction = i.at("instruction").get<std::string>();
       pi.stage = i.value("stage", 0);
@@ -86,28 +99,122 @@ RankPlan parse_plan_json(const std::string& body) {
   return plan;
 }
 
+// Cuts a request off at its deadline: a thread that calls http.stop() (which shuts the
+// socket down, so a blocked connect/read returns) when an armed deadline passes. httplib's
+// own timeouts are per system call, so a server dripping one byte per read would never trip
+// them.
+class RequestDeadline {
+ public:
+  explicit RequestDeadline(httplib::Client& http) : http_(http), thread_([this] { run(); }) {}
+  ~RequestDeadline() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void arm(double seconds) {
+    std::lock_guard lock(mu_);
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+    armed_ = true;
+    expired_ = false;
+    cv_.notify_all();
+  }
+  /// Disarms; true when the deadline had passed (the request was cut off).
+  bool disarm() {
+    std::lock_guard lock(mu_);
+    armed_ = false;
+    return expired_;
+  }
+  void cancel_now() {
+    std::lock_guard lock(mu_);
+    if (armed_) {
+      expired_ = true;
+      http_.stop();
+    }
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    while (!quit_) {
+      if (!armed_) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ && !expired_ &&
+          std::chrono::steady_clock::now() >= deadline_) {
+        expired_ = true;
+        http_.stop();
+      }
+    }
+  }
+  httplib::Client& http_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool armed_ = false, expired_ = false, quit_ = false;
+  std::thread thread_;
+};
+
 struct ServerConnection::Impl {
   httplib::Client http;
   std::string job_id;
   RankInfo ranks;
-  Impl(const std::string& url, const std::string& token, std::string job, RankInfo r, double timeout_s)
+  double timeout_s = 5.0;
+  JobShape shape;
+  RequestDeadline deadline{http};
+  Impl(const std::string& url, const std::string& token, std::string job, RankInfo r, double timeout)
       : http(url), job_id(std::move(job)), ranks(r) {
-    const auto sec = static_cast<time_t>(timeout_s);
-    const auto usec = static_cast<time_t>((timeout_s - static_cast<double>(sec)) * 1e6);
+    set_timeout(timeout);
+    http.set_keep_alive(true);
+    http.set_tcp_nodelay(true);  // small JSON requests: no Nagle + delayed-ACK stall (~40 ms)
+    if (!token.empty()) http.set_bearer_token_auth(token);
+  }
+  void set_timeout(double t) {
+    timeout_s = t;
+    const auto sec = static_cast<time_t>(t);
+    const auto usec = static_cast<time_t>((t - static_cast<double>(sec)) * 1e6);
     http.set_connection_timeout(sec, usec);
     http.set_read_timeout(sec, usec);
     http.set_write_timeout(sec, usec);
-    http.set_keep_alive(true);
-    if (!token.empty()) http.set_bearer_token_auth(token);
   }
   std::string rank_path() const { return fmt::format("/v1/jobs/{}/ranks/{}", job_id, ranks.rank); }
+  std::size_t max_plan_bytes() const {
+    const std::size_t n = shape.max_instructions();
+    return n == 0 ? kDefaultMaxPlanBytes : kPlanBytesSlack + kPlanBytesPerInstruction * n;
+  }
+  // Runs one request under the whole-request deadline; a cut-off request says so.
+  template <typename Fn>
+  httplib::Result timed(Fn&& fn, bool* cut_off) {
+    deadline.arm(timeout_s);
+    httplib::Result res = fn();
+    *cut_off = deadline.disarm();
+    return res;
+  }
 };
+
+namespace {
+CallResult cut_off_result(const std::string& what, double timeout_s) {
+  CallResult r;
+  r.status = CallStatus::kRetryable;
+  r.message = fmt::format("{}: no complete answer within the {} s request deadline", what, timeout_s);
+  return r;
+}
+}  // namespace
 
 ServerConnection::ServerConnection(const std::string& server_url, std::string token, std::string job_id,
                                    RankInfo ranks, double timeout_s)
     : impl_(std::make_unique<Impl>(server_url, token, std::move(job_id), ranks, timeout_s)) {}
 
 ServerConnection::~ServerConnection() = default;
+
+void ServerConnection::set_timeout(double timeout_s) { impl_->set_timeout(timeout_s); }
+void ServerConnection::cancel() { impl_->deadline.cancel_now(); }
+std::size_t ServerConnection::max_plan_bytes() const { return impl_->max_plan_bytes(); }
+JobShape ServerConnection::shape() const { return impl_->shape; }
 
 CallResult ServerConnection::register_rank(const std::vector<int>& supported_freqs_mhz) {
   const json body = {{"rank", impl_->ranks.rank},
@@ -116,19 +223,66 @@ CallResult ServerConnection::register_rank(const std::vector<int>& supported_fre
                      {"tp_rank", impl_->ranks.tp_rank},
                      {"supported_freqs_mhz", supported_freqs_mhz}};
   const std::string path = fmt::format("/v1/jobs/{}/ranks", impl_->job_id);
-  auto res = impl_->http.Post(path, body.dump(), "application/json");
-  return classify(res, "POST " + path, /*conflict_ok=*/true);
+  bool cut = false;
+  auto res = impl_->timed([&] { return impl_->http.Post(path, body.dump(), "application/json"); }, &cut);
+  if (cut) return cut_off_result("POST " + path, impl_->timeout_s);
+  CallResult r = classify(res, "POST " + path);
+  if (r.http_status == 409) {
+    r.message += fmt::format(" (this process registers as rank {} with dp_rank {}, pp_rank {}, tp_rank {}; is another "
+                             "process using the same rank, or are the ranks computed differently?)",
+                             impl_->ranks.rank, impl_->ranks.dp_rank, impl_->ranks.pp_rank, impl_->ranks.tp_rank);
+  }
+  if (r.status == CallStatus::kOk) {
+    try {
+      const json j = json::parse(res->body);
+      impl_->shape.microbatches = j.value("microbatches", 0);
+      impl_->shape.chunks = j.value("chunks", 0);
+    } catch (const std::exception&) {
+      impl_->shape = JobShape{};  // an older server: default bound
+    }
+  }
+  return r;
 }
 
 CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* plan) {
   std::string path = impl_->rank_path() + "/plan";
   if (since_version >= 0) path += fmt::format("?since_version={}", since_version);
-  auto res = impl_->http.Get(path);
-  CallResult r = classify(res, "GET " + path, false);
+  // The body is received through a size-bounded receiver: an oversized plan is cut off
+  // while it streams in, never held whole.
+  const std::size_t limit = impl_->max_plan_bytes();
+  std::string body;
+  bool too_big = false;
+  bool cut = false;
+  auto res = impl_->timed(
+      [&] {
+        return impl_->http.Get(
+            path, [&](const httplib::Response&) { return true; },
+            [&](const char* data, std::size_t n) {
+              if (body.size() + n > limit) {
+                too_big = true;
+                return false;
+              }
+              body.append(data, n);
+              return true;
+            });
+      },
+      &cut);
+  if (too_big) {
+    CallResult r;
+    r.status = CallStatus::kRetryable;
+    r.message = fmt::format("GET {}: plan response larger than {} bytes (the job's shape: {} microbatches x {} chunks); "
+                            "refused",
+                            path, limit, impl_->shape.microbatches, std::max(impl_->shape.chunks, 1));
+    return r;
+  }
+  if (cut) return cut_off_result("GET " + path, impl_->timeout_s);
+  if (res) res->body = body;
+  CallResult r = classify(res, "GET " + path);
   if (r.http_status == 409) r.status = CallStatus::kRetryable;  // "no plan yet" (e.g. profiling starts)
   if (r.status == CallStatus::kOk) {
     try {
-      *plan = parse_plan_json(res->body);
+      const std::size_t max_instr = impl_->shape.max_instructions();
+      *plan = parse_plan_json(body, max_instr == 0 ? SIZE_MAX : max_instr);
     } catch (const std::exception& e) {
       r.status = CallStatus::kRetryable;  // a half-written body or a server bug; try again later
       r.message = fmt::format("GET {}: {}", path, e.what());
@@ -146,8 +300,20 @@ CallResult ServerConnection::post_measurements(const std::vector<IterationMeasur
     for (const auto& m : batch) body["measurements"].push_back(measurement_json(m));
   }
   const std::string path = impl_->rank_path() + "/measurements";
-  auto res = impl_->http.Post(path, body.dump(), "application/json");
-  return classify(res, "POST " + path, false);
+  bool cut = false;
+  auto res = impl_->timed([&] { return impl_->http.Post(path, body.dump(), "application/json"); }, &cut);
+  if (cut) return cut_off_result("POST " + path, impl_->timeout_s);
+  CallResult r = classify(res, "POST " + path);
+  if (r.status == CallStatus::kOk) {
+    try {  // per-item acceptance: {"rejected":[{"iteration":I,"error":"..."}]}
+      const json j = json::parse(res->body);
+      if (auto it = j.find("rejected"); it != j.end() && it->is_array()) {
+        for (const auto& x : *it) r.rejected.emplace_back(x.value("iteration", std::int64_t{-1}), x.value("error", std::string()));
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return r;
 }
 
 }  // namespace perseus::runtime

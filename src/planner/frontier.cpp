@@ -764,6 +764,7 @@ Frontier FrontierBuilder::run() {
   std::int64_t last_report = T_;
   while (find_and_apply_cut()) {
     ++step;
+    if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
     // Only ops whose duration moved can change candidate; record them in op order.
     touched_.clear();
     for (int v : faster_) touched_.push_back(v);

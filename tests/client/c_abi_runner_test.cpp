@@ -12,7 +12,7 @@ using namespace perseus::testing;
 TEST(CAbi, PlainCProgramPasses) {
   TempDir dir;
   StubServer server;
-  server.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1000}}));
+  server.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
   server.start();
   const pid_t pid = spawn({C_ABI_TEST, server.url(), "secret", "job1", dir.file("")}, {}, dir.file("out.txt"));
   const int status = wait_exit(pid);

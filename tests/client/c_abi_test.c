@@ -1,5 +1,5 @@
 /* The C ABI from plain C (C11). Usage: perseus_c_abi_test URL TOKEN JOB DIR.
- * The server must give rank 0 the plan [forward 1200, backward 1000]. Exit 0 = all passed. */
+ * The server must give rank 0 the plan [forward 1200, backward 1005]. Exit 0 = all passed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   CHECK(st.iterations == 2);
   CHECK(st.plan_version == 1);
   CHECK(st.reports_sent == 2);
-  CHECK(st.applied_mhz == 1000);
+  CHECK(st.applied_mhz == 1005);
   CHECK(perseus_client_write_freq_log(c, freq_log) == PERSEUS_OK);
   CHECK(perseus_client_write_freq_log(c, "/nonexistent-dir/f.csv") == PERSEUS_ERR_INVALID_ARGUMENT);
   CHECK(perseus_client_destroy(c) == PERSEUS_OK);

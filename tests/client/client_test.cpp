@@ -14,7 +14,7 @@ using perseus::testing::TempDir;
 using perseus::testing::wait_for;
 
 const std::vector<std::pair<std::string, int>> kSeq = {
-    {"forward", 1200}, {"forward", 1100}, {"backward", 1000}, {"backward", 1000}};
+    {"forward", 1200}, {"forward", 1110}, {"backward", 1005}, {"backward", 1005}};
 
 class ClientTest : public ::testing::Test {
  protected:
@@ -68,7 +68,7 @@ TEST_F(ClientTest, AppliesThePlanAndReportsEveryIteration) {
   EXPECT_EQ(server_.registered_freqs(0).size(), 81u);
   EXPECT_EQ(c->plan().version, 1);
   for (int i = 0; i < 3; ++i) run_step(*c, kSeq);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(requested(*c, i), (std::vector<int>{1200, 1100, 1000, 1000}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(requested(*c, i), (std::vector<int>{1200, 1110, 1005, 1005}));
   ASSERT_TRUE(c->flush_reports(5.0));
   const auto m = server_.measurements(0);
   ASSERT_EQ(m.size(), 3u);
@@ -146,7 +146,7 @@ TEST_F(ClientTest, NewPlanIsSwitchedInAtTheNextStepBoundary) {
   auto c = Client::create(options(), gpu());
   run_step(*c, kSeq);
   c->on_step_begin();  // iteration 1 runs plan v1 even if v2 arrives meanwhile
-  server_.set_plan(0, make_plan(2, {{"forward", 900}, {"forward", 900}, {"backward", 800}, {"backward", 810}}));
+  server_.set_plan(0, make_plan(2, {{"forward", 900}, {"forward", 900}, {"backward", 795}, {"backward", 810}}));
   ASSERT_TRUE(wait_for([&] { return c->stats().latest_plan_version == 2; }));
   for (const auto& [name, f] : kSeq) {
     c->on_instruction_begin(name);
@@ -154,8 +154,8 @@ TEST_F(ClientTest, NewPlanIsSwitchedInAtTheNextStepBoundary) {
   }
   c->on_step_end();
   run_step(*c, kSeq);
-  EXPECT_EQ(requested(*c, 1), (std::vector<int>{1200, 1100, 1000, 1000}));
-  EXPECT_EQ(requested(*c, 2), (std::vector<int>{900, 900, 800, 810}));
+  EXPECT_EQ(requested(*c, 1), (std::vector<int>{1200, 1110, 1005, 1005}));
+  EXPECT_EQ(requested(*c, 2), (std::vector<int>{900, 900, 795, 810}));
   EXPECT_EQ(c->stats().plan_version, 2);
   EXPECT_EQ(c->stats().plan_updates, 1);
   ASSERT_TRUE(c->flush_reports(5.0));
@@ -168,7 +168,7 @@ TEST_F(ClientTest, ServerOutageKeepsThePlanAndDeliversBufferedReportsLater) {
   ASSERT_TRUE(c->flush_reports(5.0));
   server_.stop();
   for (int i = 2; i < 7; ++i) run_step(*c, kSeq);  // training goes on, no exception
-  EXPECT_EQ(requested(*c, 6), (std::vector<int>{1200, 1100, 1000, 1000}));
+  EXPECT_EQ(requested(*c, 6), (std::vector<int>{1200, 1110, 1005, 1005}));
   ASSERT_TRUE(wait_for([&] { return c->stats().server_failures > 0; }));
   EXPECT_EQ(c->stats().reports_pending, 5);
   EXPECT_EQ(server_.measurements(0).size(), 2u);
@@ -203,7 +203,7 @@ TEST_F(ClientTest, StartsWithoutServerAndPicksUpThePlanLater) {
   server_.start();
   ASSERT_TRUE(wait_for([&] { return c->stats().latest_plan_version == 1; }));
   run_step(*c, kSeq);
-  EXPECT_EQ(requested(*c, 1), (std::vector<int>{1200, 1100, 1000, 1000}));
+  EXPECT_EQ(requested(*c, 1), (std::vector<int>{1200, 1110, 1005, 1005}));
   ASSERT_TRUE(c->flush_reports(5.0));
   EXPECT_EQ(server_.measurements(0).size(), 2u);  // the report from before registration too
 }

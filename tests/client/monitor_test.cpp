@@ -1,6 +1,9 @@
 // `perseus monitor`: energy through (fake) NVML, exit status passthrough, no-GPU machines.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
@@ -52,6 +55,92 @@ TEST(Monitor, SaysClearlyWhenThereIsNoGpu) {
                               {{"PERSEUS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}}, dir.file("out2.txt"));
   EXPECT_EQ(exit_code(wait_exit(allowed)), 0) << read_file(dir.file("out2.txt"));
   EXPECT_TRUE(std::filesystem::exists(dir.file("ran")));
+}
+
+}  // namespace
+
+namespace {
+
+using namespace perseus::testing;
+
+// Runs `perseus monitor` on one fake GPU playing `scenario`; returns the JSON and the output.
+std::pair<nlohmann::json, std::string> monitor_with(const TempDir& dir, const std::string& scenario,
+                                                    std::map<std::string, std::string> env = {},
+                                                    std::vector<std::string> command = {"true"}) {
+  std::ofstream(dir.file("scenario")) << scenario;
+  env["FAKE_NVML_SCENARIO"] = dir.file("scenario");
+  std::vector<std::string> argv = {PERSEUS_BINARY, "monitor", "--nvml-library", FAKE_NVML_PATH, "--json", dir.file("m.json"),
+                                   "--interval", "0.01", "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  const pid_t pid = spawn(argv, env, dir.file("out.txt"));
+  EXPECT_EQ(exit_code(wait_exit(pid)), 0) << read_file(dir.file("out.txt"));
+  return {nlohmann::json::parse(read_file(dir.file("m.json"))), read_file(dir.file("out.txt"))};
+}
+
+// Row 6: the counter goes back by 1 kJ (driver reload, GPU reset) between the two readings.
+TEST(MonitorAnomalies, CounterGoingBackFallsBackToPowerSamplesWithAWarning) {
+  TempDir dir;
+  const auto [j, out] = monitor_with(dir, "energy_offset 0 2 -1000000\n");
+  const auto& g = j["gpus"][0];
+  EXPECT_EQ(g["method"], "power samples");
+  EXPECT_EQ(g["anomalies"][0], "counter_backwards");
+  // The fake draws exactly 100 W: the integral over the command's lifetime is 100 W x time.
+  EXPECT_NEAR(g["energy_j"].get<double>(), 100.0 * j["time_s"].get<double>(), 1e-9);
+  EXPECT_GE(g["avg_power_w"].get<double>(), 0.0);
+  EXPECT_NE(out.find("WARNING: GPU 0: energy counter went back by"), std::string::npos) << out;
+}
+
+// Row 8: no energy counter: power integrated exactly over the command's lifetime.
+TEST(MonitorAnomalies, MissingCounterIntegratesPowerOverTheCommandsLifetime) {
+  TempDir dir;
+  for (const char* how : {"not_supported nvmlDeviceGetTotalEnergyConsumption\n",
+                          "missing nvmlDeviceGetTotalEnergyConsumption\n"}) {
+    const auto [j, out] = monitor_with(dir, how, {}, {"sleep", "0.05"});
+    const auto& g = j["gpus"][0];
+    EXPECT_EQ(g["method"], "power samples") << how;
+    EXPECT_NEAR(g["avg_power_w"].get<double>(), 100.0, 1e-6) << out;  // not 1823 W
+    EXPECT_NEAR(j["energy_j"].get<double>(), 100.0 * j["time_s"].get<double>(), 1e-9);
+  }
+}
+
+// No counter and no power: explicitly unknown, never a number.
+TEST(MonitorAnomalies, NoCounterAndNoPowerIsUnknown) {
+  TempDir dir;
+  const auto [j, out] = monitor_with(dir, "not_supported nvmlDeviceGetTotalEnergyConsumption\n"
+                                          "not_supported nvmlDeviceGetPowerUsage\n");
+  EXPECT_TRUE(j["gpus"][0]["energy_j"].is_null());
+  EXPECT_TRUE(j["energy_j"].is_null());
+  EXPECT_NE(out.find("unknown"), std::string::npos) << out;
+}
+
+// GPU lost during the command: unknown with a warning; the other GPU is still measured.
+TEST(MonitorAnomalies, LostGpuIsUnknownAndTheOthersAreMeasured) {
+  TempDir dir;
+  const auto [j, out] = monitor_with(dir, "devices 2\nlost 1 2\n");
+  EXPECT_EQ(j["gpus"][0]["method"], "energy counter");
+  EXPECT_TRUE(j["gpus"][1]["energy_j"].is_null());
+  EXPECT_EQ(j["gpus"][1]["anomalies"][0], "gpu_lost");
+  EXPECT_TRUE(j["energy_j"].is_null());  // a sum over some GPUs is not the total
+  EXPECT_NE(out.find("GPU is lost"), std::string::npos) << out;
+}
+
+// A 32-bit counter wrapping between the readings is still measured, with a note.
+TEST(MonitorAnomalies, WrapIsMeasured) {
+  TempDir dir;
+  const auto [j, out] = monitor_with(dir, "energy_value 0 1 4294967000\nenergy_value 0 2 100\n");
+  const auto& g = j["gpus"][0];
+  EXPECT_EQ(g["method"], "energy counter");
+  EXPECT_EQ(g["anomalies"][0], "counter_wrapped");
+  EXPECT_NEAR(g["energy_j"].get<double>(), (4294967296.0 - 4294967000.0 + 100.0) / 1000.0, 1e-9);
+}
+
+// An impossible jump (1 GJ during a short command) falls back to power samples.
+TEST(MonitorAnomalies, ImpossibleJumpFallsBack) {
+  TempDir dir;
+  const auto [j, out] = monitor_with(dir, "energy_offset 0 2 1000000000000\n");
+  EXPECT_EQ(j["gpus"][0]["anomalies"][0], "counter_jump");
+  EXPECT_EQ(j["gpus"][0]["method"], "power samples");
+  EXPECT_LT(j["gpus"][0]["avg_power_w"].get<double>(), 100.0 + 1e-6);
 }
 
 }  // namespace

@@ -71,6 +71,31 @@ class StubServer {
     auto it = measurements_.find(rank);
     return it == measurements_.end() ? std::map<std::int64_t, nlohmann::json>{} : it->second;
   }
+  /// Body of registration answers (e.g. the job's shape: {"microbatches":2,"chunks":1}).
+  void set_registration_reply(std::string body) {
+    std::lock_guard lock(mu_);
+    registration_reply_ = std::move(body);
+  }
+  /// Pre-registers `rank` with coordinates (dp, pp, tp), as another process would.
+  void preregister(int rank, int dp, int pp, int tp) {
+    std::lock_guard lock(mu_);
+    registered_[rank] = {};
+    coords_[rank] = {dp, pp, tp};
+  }
+  /// A raw plan body served instead of the structured plan (e.g. a huge one).
+  void set_raw_plan(int rank, std::string body) {
+    std::lock_guard lock(mu_);
+    raw_plans_[rank] = std::move(body);
+  }
+  /// Iterations answered as rejected one by one (per-item acceptance), with a reason.
+  void reject_iteration(std::int64_t iteration) {
+    std::lock_guard lock(mu_);
+    rejected_.insert(iteration);
+  }
+  int registrations() const {
+    std::lock_guard lock(mu_);
+    return registrations_;
+  }
   int measurement_posts() const {
     std::lock_guard lock(mu_);
     return posts_;
@@ -98,15 +123,27 @@ class StubServer {
       const auto j = nlohmann::json::parse(req.body);
       std::lock_guard lock(mu_);
       const int rank = j.at("rank").get<int>();
-      if (registered_.count(rank) != 0) return error(res, 409, "conflict", "rank already registered");
+      const std::vector<int> coords = {j.value("dp_rank", 0), j.value("pp_rank", 0), j.value("tp_rank", 0)};
+      ++registrations_;
+      if (registered_.count(rank) != 0) {  // like perseus serve: same coordinates = a restart
+        if (coords_[rank] != coords) return error(res, 409, "duplicate_rank", "rank already registered with other coordinates");
+        res.status = 200;
+        res.set_content(registration_reply_, "application/json");
+        return;
+      }
       registered_[rank] = j.at("supported_freqs_mhz").get<std::vector<int>>();
+      coords_[rank] = coords;
       res.status = 201;
-      res.set_content("{}", "application/json");
+      res.set_content(registration_reply_, "application/json");
     });
     s.Get(R"(/v1/jobs/([^/]+)/ranks/(\d+)/plan)", [this](const httplib::Request& req, httplib::Response& res) {
       if (!check(req, res)) return;
       const int rank = std::stoi(req.matches[2]);
       std::lock_guard lock(mu_);
+      if (auto raw = raw_plans_.find(rank); raw != raw_plans_.end()) {
+        res.set_content(raw->second, "application/json");
+        return;
+      }
       auto it = plans_.find(rank);
       if (it == plans_.end()) return error(res, 404, "not_found", "no plan for rank");
       const auto& p = it->second;
@@ -129,14 +166,22 @@ class StubServer {
       const auto j = nlohmann::json::parse(req.body);
       std::lock_guard lock(mu_);
       ++posts_;
-      auto add = [&](const nlohmann::json& m) { measurements_[rank][m.at("iteration").get<std::int64_t>()] = m; };
+      nlohmann::json rejected = nlohmann::json::array();
+      auto add = [&](const nlohmann::json& m) {
+        const auto it = m.at("iteration").get<std::int64_t>();
+        if (rejected_.count(it) != 0) {
+          rejected.push_back({{"iteration", it}, {"error", "test rejects this iteration"}});
+          return;
+        }
+        measurements_[rank][it] = m;
+      };
       if (j.contains("measurements")) {
         for (const auto& m : j["measurements"]) add(m);
       } else {
         add(j);
       }
       res.status = 202;
-      res.set_content("{}", "application/json");
+      res.set_content(nlohmann::json{{"rejected", rejected}}.dump(), "application/json");
     });
   }
 
@@ -149,6 +194,11 @@ class StubServer {
   std::map<int, runtime::RankPlan> plans_;
   std::map<int, std::int64_t> served_;
   std::map<int, std::vector<int>> registered_;
+  std::map<int, std::vector<int>> coords_;
+  std::map<int, std::string> raw_plans_;
+  std::set<std::int64_t> rejected_;
+  std::string registration_reply_ = "{}";
+  int registrations_ = 0;
   std::map<int, std::map<std::int64_t, nlohmann::json>> measurements_;
   int posts_ = 0;
 };

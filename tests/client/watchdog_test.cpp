@@ -36,7 +36,7 @@ std::vector<Call> calls(const std::string& path) {
 class Watchdog : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1000}}));
+    server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
     server_.start();
   }
   pid_t start_trainer(bool hang) {
@@ -45,7 +45,8 @@ class Watchdog : public ::testing::Test {
                                      "--iterations", "2", "--watchdog", WATCHDOG, "--progress", dir_.file("progress"),
                                      "--no-coalesce"};
     if (hang) argv.push_back("--hang");
-    return spawn(argv, {{"LD_LIBRARY_PATH", FAKE_NVML_DIR}, {"FAKE_NVML_LOG", log()}}, dir_.file("out.txt"));
+    return spawn(argv, {{"LD_LIBRARY_PATH", FAKE_NVML_DIR}, {"FAKE_NVML_LOG", log()}, {"PERSEUS_LOCK_DIR", dir_.file("locks")}},
+                 dir_.file("out.txt"));
   }
   std::string log() const { return dir_.file("nvml.log"); }
   bool ready() const { return read_file(dir_.file("progress")).find("ready") != std::string::npos; }
@@ -80,7 +81,8 @@ TEST_F(Watchdog, KillMinus9OfTheTrainerResetsClocks) {
     if (c.pid == wd) wd_calls.push_back(c.rest);
   }
   EXPECT_EQ(wd_calls, (std::vector<std::string>{"nvmlInit_v2", "nvmlDeviceGetHandleByIndex_v2 0",
-                                                "nvmlDeviceResetGpuLockedClocks 0", "nvmlShutdown"}));
+                                                "nvmlDeviceGetUUID 0", "nvmlDeviceResetGpuLockedClocks 0",
+                                                "nvmlShutdown"}));
 }
 
 TEST_F(Watchdog, NormalExitResetsInProcessAndDisarmsTheWatchdog) {

@@ -45,6 +45,14 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def test_conflicting_registration_raises(self):
+        # Issue 16 row 3: rank 1 is registered as (dp 0, pp 1); a process claiming rank 1 at
+        # pp_rank 0 must not silently run stage 0's plan.
+        self.client(1)
+        with self.assertRaises(perseus.ServerRefusedError) as cm:
+            self.client(1, pp_rank=0)
+        self.assertIn("409", str(cm.exception))
+
     def test_hooks_reports_and_clock_log(self):
         log = os.path.join(temp_dir(self), "freq.json")
         c = self.client(0)
@@ -131,9 +139,15 @@ class ClientTest(unittest.TestCase):
             API(self.server.url, "wrong").get_job(self.job_id)
         self.assertEqual(cm.exception.http_status, 401)
         with self.assertRaises(APIError) as cm:
-            self.server.api.create_job(pp=0, microbatches=3, profile_csv=self.csv)
+            self.server.api.create_job(pp=0, microbatches=3, profile_csv=self.csv, p2p_power_w=80.0)
         self.assertEqual(cm.exception.http_status, 422)
         self.assertIn("pp", cm.exception.message)
+        with self.assertRaises(ValueError):  # P_block is required, as in the CLI
+            self.server.api.create_job(pp=2, microbatches=3, profile_csv=self.csv)
+        with self.assertRaises(APIError) as cm:  # and the server says which field is missing
+            self.server.api.request("POST", "/v1/jobs", dict(pp=2, microbatches=3, profile_csv=self.csv))
+        self.assertEqual(cm.exception.http_status, 422)
+        self.assertIn("p2p_power_w", cm.exception.message)
         with self.assertRaises(APIError) as cm:
             API("http://127.0.0.1:1", timeout_s=1).health()
         self.assertEqual(cm.exception.code, "unreachable")

@@ -178,15 +178,15 @@ class OptimizeTest(unittest.TestCase):
                                plans=[0, -1])
         n = len(res["frontier"])
         self.assertEqual([p["plan"] for p in res["plans"]], [0, n - 1])
-        self.assertEqual(perseus.optimize(self.profile, STAGES, MICROBATCHES, unit_time_s=UNIT,
+        self.assertEqual(perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
                                           plans="none")["plans"], [])
         fastest = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
                                    plans="fastest")["plans"]
         self.assertEqual([p["plan"] for p in fastest], [n - 1])
         with self.assertRaises(IndexError):
-            perseus.optimize(self.profile, STAGES, MICROBATCHES, unit_time_s=UNIT, plans=[n + 5])
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans=[n + 5])
         with self.assertRaises(perseus.InputError) as cm:
-            perseus.optimize(self.profile, STAGES, MICROBATCHES, unit_time_s=UNIT, plans="some")
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="some")
         self.assertIn('"some"', str(cm.exception))
 
     def test_path_argument(self):
@@ -208,13 +208,14 @@ class OptimizeTest(unittest.TestCase):
                 stages = kwargs.pop("stages")
                 mbs = kwargs.pop("microbatches")
                 with self.assertRaises(perseus.InputError) as cm:
+                    kwargs.setdefault("p2p_power_w", P_BLOCK)
                     perseus.optimize(self.profile, stages, mbs, **kwargs)
                 self.assertIn(needle, str(cm.exception))
         with self.assertRaises(perseus.InputError) as cm:
-            perseus.optimize("/nonexistent.csv", 2, 2)
+            perseus.optimize("/nonexistent.csv", 2, 2, p2p_power_w=P_BLOCK)
         self.assertIn("/nonexistent.csv", str(cm.exception))
         with self.assertRaises(perseus.InputError) as cm:
-            perseus.optimize(self.profile, 0, 6)
+            perseus.optimize(self.profile, 0, 6, p2p_power_w=P_BLOCK)
         self.assertEqual(cm.exception.field, "stages")
         self.assertNotIn("--", str(cm.exception))
         bad = os.path.join(temp_dir(self), "bad.csv")
@@ -224,7 +225,10 @@ class OptimizeTest(unittest.TestCase):
             perseus.load_profile(bad)
         self.assertEqual((cm.exception.source, cm.exception.line, cm.exception.field), (bad, 2, "time"))
         with self.assertRaises(TypeError):
-            perseus.optimize(42, 2, 2)
+            perseus.optimize(42, 2, 2, p2p_power_w=P_BLOCK)
+        with self.assertRaises(perseus.InputError) as cm:  # P_block is required, as in the CLI
+            perseus.optimize(self.profile, STAGES, MICROBATCHES)
+        self.assertIn("p2p_power_w is required", str(cm.exception))
 
 
 class SameProblemAsCliTest(unittest.TestCase):

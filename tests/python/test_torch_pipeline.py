@@ -92,10 +92,10 @@ class TorchHelpersTest(unittest.TestCase):
         with LocalServer(os.environ.get("PERSEUS_BINARY")) as server, open(profile) as f:
             csv = f.read()
             with self.assertRaises(APIError) as cm:
-                pt.create_job(server.url, token=server.token, pp=0, microbatches=2, profile_csv=csv)
+                pt.create_job(server.url, token=server.token, pp=0, microbatches=2, profile_csv=csv, p2p_power_w=80.0)
             self.assertEqual(cm.exception.code, "job_creation_failed")
             self.assertIn("pp", str(cm.exception))
-            job = pt.create_job(server.url, token=server.token, pp=1, microbatches=2, profile_csv=csv)
+            job = pt.create_job(server.url, token=server.token, pp=1, microbatches=2, profile_csv=csv, p2p_power_w=80.0)
             with pt.PipelineRuntime(server.url, job, token=server.token, dp_rank=0, pp_rank=0, device="cpu",
                                     backend="simulated", profile_path=profile, strict=False) as rt:
                 self.assertEqual(len(rt.planned_frequencies_mhz()), 0)  # fetched at the first step

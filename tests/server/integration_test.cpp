@@ -29,12 +29,24 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   const std::string base = "/v1/jobs/" + job;
 
   // Ranks: rank = dp * 8 + pp.
+  // A GPU that lacks the profile's clocks is refused at registration, naming the field.
+  auto wrong = api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                          {"supported_freqs_mhz", {1410, 1395}}});
+  ASSERT_EQ(wrong.status, 422) << wrong.body;
+  EXPECT_EQ(wrong.j["error"]["code"], "unsupported_clock");
+  EXPECT_NE(wrong.j["error"]["message"].get<std::string>().find("supported_freqs_mhz"), std::string::npos);
   for (int d = 0; d < 2; ++d)
     for (int p = 0; p < 8; ++p) {
       auto r = api.post(base + "/ranks", {{"rank", d * 8 + p}, {"dp_rank", d}, {"pp_rank", p}, {"tp_rank", 0},
-                                          {"supported_freqs_mhz", {1410, 1395}}});
+                                          {"supported_freqs_mhz", a100_clocks()}});
       ASSERT_EQ(r.status, 201) << r.body;
     }
+  // The registration answer carries the job's shape (the client bounds plan responses with it).
+  auto again = api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                          {"supported_freqs_mhz", a100_clocks()}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.j["microbatches"], 4);
+  EXPECT_EQ(again.j["chunks"], 1);
   // While planning, ranks get the all-max plan at once (no barrier).
   auto early = api.get(base + "/ranks/3/plan");
   ASSERT_EQ(early.status, 200);
@@ -93,6 +105,32 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   EXPECT_EQ(mb.j["accepted"], 2);
   EXPECT_EQ(api.post(base + "/ranks/5/measurements", batch).j["duplicates"], 2);
   EXPECT_EQ(api.get(base).j["measurements"]["count"], 3);
+
+  // Per-item acceptance: one impossible item (a counter that jumped: 1 MJ in 1 s) and one
+  // malformed item are rejected by index; the valid ones, with known or unknown energy, kept.
+  json mixed = {{"measurements",
+                 {{{"iteration", 10}, {"time_s", 1.0}, {"energy_j", 300.0}},
+                  {{"iteration", 11}, {"time_s", 1.0}, {"energy_j", 1e6}},
+                  {{"iteration", 12}, {"time_s", 1.0}},  // energy unknown
+                  {{"iteration", 13}, {"time_s", "x"}},
+                  {{"iteration", 14}, {"time_s", 1.0}, {"energy_j", 310.0},
+                   {"instructions", {{{"instruction", "forward"}, {"freq_mhz", 1410}, {"time_s", 0.001},
+                                      {"energy_j", 500.0}}}}}}}};
+  auto mx = api.post(base + "/ranks/5/measurements", mixed);
+  ASSERT_EQ(mx.status, 202) << mx.body;
+  EXPECT_EQ(mx.j["accepted"], 2);
+  ASSERT_EQ(mx.j["rejected"].size(), 3u) << mx.body;
+  EXPECT_EQ(mx.j["rejected"][0]["iteration"], 11);
+  EXPECT_EQ(mx.j["rejected"][1]["index"], 3);
+  EXPECT_EQ(mx.j["rejected"][2]["iteration"], 14);  // 500 J in 1 ms in one computation
+  EXPECT_NE(mx.j["rejected"][0]["error"].get<std::string>().find("implausible"), std::string::npos) << mx.body;
+  const json summary = api.get(base).j["measurements"];
+  EXPECT_EQ(summary["count"], 5);
+  EXPECT_EQ(summary["energy_unknown"], 1);
+  EXPECT_DOUBLE_EQ(summary["mean_iteration_energy_j"].get<double>(), (300.0 + 300.0 + 290.0 + 300.0) / 4);
+  // A single report is still refused whole.
+  EXPECT_EQ(api.post(base + "/ranks/5/measurements", {{"iteration", 20}, {"time_s", 1.0}, {"energy_j", 1e6}}).status,
+            422);
 
   // Straggler on pipeline 1: pipeline 0 moves to the lowest-energy plan with T <= T'.
   const double t_min = points[fastest][0];
@@ -155,7 +193,7 @@ TEST_F(ServerFlow, PrecomputedPlansAndIdenticalConcurrentJobs) {
     (void)stage;
     return l;
   };
-  json body = {{"pp", 2}, {"dp", 1}, {"microbatches", 2}, {"schedule", "1f1b"},
+  json body = {{"pp", 2}, {"dp", 1}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 60.0},
                {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(0, 1000), rank_list(1, 1000)}}},
                           {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(0, 1400), rank_list(1, 1400)}}}}}};
   std::vector<std::thread> ts;

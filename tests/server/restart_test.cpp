@@ -101,7 +101,9 @@ TEST(Durability, KillNineAndRestartKeepsEverything) {
   EXPECT_EQ(api.get(base + "/ranks/3/plan?since_version=" + std::to_string(plan3["version"].get<int>())).status, 304);
   // Accepted measurements and ranks are remembered.
   EXPECT_EQ(api.post(base + "/ranks/2/measurements", {{"iteration", 1}, {"time_s", 1.0}}).j["duplicate"], true);
-  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 409);
+  // A restarted trainer registers again with its coordinates: 200; other coordinates: 409.
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 409);
   // A new straggler target needs a plan never served before: the frontier is re-derived.
   const json& pts = info["frontier"]["points"];
   const int fastest = info["frontier"]["fastest_index"];

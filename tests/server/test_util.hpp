@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,6 +23,13 @@ namespace perseus::server::testing {
 using nlohmann::json;
 
 inline const std::string kToken = "test-token-0123456789abcdef";
+
+/// A server that refuses a body early closes the connection while a client may still be writing:
+/// the tests' clients must see EPIPE, not die of SIGPIPE.
+inline const bool kSigpipeIgnored = [] {
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -129,6 +137,13 @@ inline json wait_status(Api& api, const std::string& job, const std::string& sta
   }
   ADD_FAILURE() << "job " << job << " did not reach status " << status << ": " << j.dump();
   return j;
+}
+
+/// An A100's supported SM clocks, MHz: 1410 down to 210 in 15 MHz steps.
+inline json a100_clocks() {
+  json out = json::array();
+  for (int f = 1410; f >= 210; f -= 15) out.push_back(f);
+  return out;
 }
 
 /// The standard job of the tests: the bundled GPT-3 profile, 8 stages, 4 microbatches.

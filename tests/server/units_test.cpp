@@ -149,7 +149,7 @@ TEST(ApiFields, TypesAndRanges) {
 }
 
 TEST(JobSpec, ValidatesAndRoundTrips) {
-  json body = {{"pp", 4}, {"dp", 2}, {"microbatches", 8}, {"profile_csv", "x"}};
+  json body = {{"pp", 4}, {"dp", 2}, {"microbatches", 8}, {"p2p_power_w", 80.0}, {"profile_csv", "x"}};
   const JobSpec s = JobSpec::from_json(body);
   EXPECT_EQ(s.world_size(), 8);
   EXPECT_EQ(s.source, PlanSource::kProfile);
@@ -161,7 +161,15 @@ TEST(JobSpec, ValidatesAndRoundTrips) {
   EXPECT_THROW(JobSpec::from_json({{"pp", 0}, {"microbatches", 8}, {"profile_csv", "x"}}), ApiError);
   EXPECT_THROW(JobSpec::from_json({{"pp", 1024}, {"dp", 65536}, {"microbatches", 8}, {"profile_csv", "x"}}), ApiError);
   EXPECT_THROW(JobSpec::from_json(json::array()), ApiError);
-  const JobSpec p = JobSpec::from_json({{"pp", 2}, {"microbatches", 2}, {"mode", "profile"}, {"freqs_mhz", {1400, 1300}}});
+  try {  // P_block is required, as `perseus optimize --p2p-power`
+    JobSpec::from_json({{"pp", 4}, {"microbatches", 8}, {"profile_csv", "x"}});
+    ADD_FAILURE() << "a job without p2p_power_w was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 422);
+    EXPECT_NE(std::string(e.what()).find("p2p_power_w"), std::string::npos) << e.what();
+  }
+  const JobSpec p = JobSpec::from_json(
+      {{"pp", 2}, {"microbatches", 2}, {"p2p_power_w", 80.0}, {"mode", "profile"}, {"freqs_mhz", {1400, 1300}}});
   EXPECT_EQ(p.source, PlanSource::kProfiling);
   EXPECT_EQ(JobSpec::from_json(p.to_json()).freqs_mhz.size(), 2u);
 }

@@ -30,13 +30,13 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
   const std::string id = job.j;
   for (int r = 0; r < 4; ++r) {
     auto rr = zeus.post("/register_rank/" + id, {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0},
-                                                 {"available_frequencies", {1410, 1395, 1380}}});
+                                                 {"available_frequencies", a100_clocks()}});
     ASSERT_EQ(rr.status, 200) << rr.body;
     EXPECT_TRUE(rr.j.is_null());
   }
   EXPECT_EQ(zeus.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
-                                               {"available_frequencies", {1410}}}).status, 409)
-      << "duplicates are rejected instead of hanging the job";
+                                               {"available_frequencies", {1410}}}).status, 422)
+      << "a re-registration from a GPU that lacks the plans' clocks is refused";
 
   auto s0 = zeus.get("/schedule/" + id + "?rank=0");
   ASSERT_EQ(s0.status, 200) << s0.body;
@@ -55,6 +55,12 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
   EXPECT_TRUE(res.j.is_null());
   Api v1(srv.port());
   EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 2);
+  // A retry of the same result (lost answer) is answered and not counted again.
+  res = zeus.post("/result/" + id, {{"rank", 3}, {"iter_time", {1.0, 1.1}}, {"iter_energy", {200.0, 210.0}}});
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 2);
+  res = zeus.post("/result/" + id, {{"rank", 3}, {"iter_time", {1.2}}, {"iter_energy", {220.0}}});
+  EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 3) << "a new result is counted";
   // The same job is visible to /v1 clients.
   EXPECT_EQ(v1.get("/v1/jobs/" + id + "/ranks/3/plan").j["instructions"][0]["freq_mhz"], 1200);
 }

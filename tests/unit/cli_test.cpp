@@ -57,5 +57,34 @@ TEST(Cli, OptimizeBundledProfile) {
   EXPECT_NE(r.output.find("intrinsic bloat removed"), std::string::npos) << r.output;
 }
 
+// Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,
+// power in the energy column) or a P_block above the computations' power: a warning naming
+// file and line; an error with --strict (nothing written).
+TEST(Cli, ImplausibleUnitsWarnOrFailWithStrict) {
+  testing::TempDir dir;
+  const std::string header = "stage,instruction,frequency,time,energy\n";
+  const auto ms = dir.write("ms.csv", header + "0,forward,1410,30,9\n0,backward,1410,60,18\n");  // 0.3 W
+  const auto kj = dir.write("kj.csv", header + "0,forward,1410,0.03,0.009\n0,backward,1410,0.06,0.018\n");
+  const auto watts = dir.write("w.csv", header + "0,forward,1410,0.03,300\n0,backward,1410,0.06,300\n");  // 10 kW
+  const auto ok = dir.write("ok.csv", header + "0,forward,1410,0.03,9\n0,backward,1410,0.06,18\n");  // 300 W
+  const std::string args = " --stages 1 --microbatches 2 --quiet --out ";
+  for (const auto& [prof, line] : {std::pair{ms, 2}, std::pair{kj, 2}, std::pair{watts, 2}}) {
+    const auto warn = run("optimize --profile " + prof + " --p2p-power 50" + args + (dir.path() / "o").string());
+    EXPECT_EQ(warn.status, 0) << warn.output;
+    EXPECT_NE(warn.output.find("warning: " + prof + ":" + std::to_string(line) + ": energy"), std::string::npos)
+        << warn.output;
+    const auto strict = run("optimize --strict --profile " + prof + " --p2p-power 50" + args + (dir.path() / "s").string());
+    EXPECT_EQ(strict.status, 1) << strict.output;
+    EXPECT_NE(strict.output.find(prof + ":" + std::to_string(line) + ":"), std::string::npos) << strict.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "s"));
+  }
+  const auto clean = run("optimize --strict --profile " + ok + " --p2p-power 50" + args + (dir.path() / "c").string());
+  EXPECT_EQ(clean.status, 0) << clean.output;
+  EXPECT_EQ(clean.output.find("warning"), std::string::npos) << clean.output;
+  const auto pblock = run("optimize --strict --profile " + ok + " --p2p-power 750" + args + (dir.path() / "p").string());
+  EXPECT_EQ(pblock.status, 1) << pblock.output;
+  EXPECT_NE(pblock.output.find("P_block (--p2p-power) 750 W is above"), std::string::npos) << pblock.output;
+}
+
 }  // namespace
 }  // namespace perseus

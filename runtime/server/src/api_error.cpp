@@ -1,6 +1,7 @@
 // ApiError helpers: error bodies and strict typed JSON field access.
 #include "perseus/server/api_error.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -15,12 +16,44 @@ std::string error_body(std::string_view code, std::string_view message) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+/// Deepest array/object nesting of a JSON text, scanning at most until `limit` is passed
+/// (strings and escapes skipped). Linear, no recursion: runs before the parser ever nests.
+int nesting_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+}  // namespace
+
 json parse_json_body(std::string_view body) {
   if (body.empty()) throw ApiError(400, "empty_body", "request body is empty; expected a JSON object");
+  if (nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
+    throw ApiError(400, "too_deep", fmt::format("JSON nests deeper than the limit of {} levels", kMaxJsonDepth));
   try {
     return json::parse(body.begin(), body.end());
   } catch (const json::parse_error& e) {
     throw ApiError(400, "malformed_json", fmt::format("request body is not valid JSON (byte {})", e.byte));
+  } catch (const json::out_of_range& e) {  // e.g. 1e400: outside the range of a double
+    throw ApiError(400, "number_out_of_range",
+                   fmt::format("request body has a number outside the range of a double (±1.8e308): {}", e.what()));
+  } catch (const json::exception& e) {
+    throw ApiError(400, "malformed_json", fmt::format("request body is not valid JSON: {}", e.what()));
   }
 }
 

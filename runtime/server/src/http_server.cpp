@@ -1,7 +1,6 @@
-// HTTP layer: routing, bearer-token auth, limits, JSON errors, background expiry.
+// HTTP layer: routing, bearer-token auth, content types, JSON errors, background expiry.
+// Transport limits (sizes, deadlines, connection caps) live in http_daemon.cpp.
 #include "perseus/server/server.hpp"
-
-#include <httplib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "http_daemon.hpp"
 #include "job.hpp"
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
@@ -32,7 +32,7 @@ struct Route {
   std::vector<std::string> segments;
   bool auth = true;
   bool zeus = false;
-  std::function<Reply(const httplib::Request&, const std::vector<std::string>&)> handler;
+  std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> handler;
 };
 
 std::vector<std::string> split_path(const std::string& path) {
@@ -71,21 +71,20 @@ bool equal_ct(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-const char* status_code_name(int status) {
-  switch (status) {
-    case 400: return "bad_request";
-    case 401: return "unauthorized";
-    case 403: return "forbidden";
-    case 404: return "not_found";
-    case 405: return "method_not_allowed";
-    case 408: return "request_timeout";
-    case 413: return "payload_too_large";
-    case 414: return "uri_too_long";
-    case 416: return "range_not_satisfiable";
-    case 429: return "rate_limited";
-    case 503: return "unavailable";
-    default: return status >= 500 ? "internal_error" : "bad_request";
-  }
+/// True for a Content-Type the JSON routes accept: none, application/json, any "+json" type, or
+/// text/plain (what many tools send by default).
+bool json_content_type(const std::string& type) {
+  std::string t = type.substr(0, type.find(';'));
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  for (auto& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return t.empty() || t == "application/json" || t == "text/plain" || (t.size() > 5 && t.compare(t.size() - 5, 5, "+json") == 0);
+}
+
+HttpResponse error_response(int status, std::string_view code, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = error_body(code, message);
+  return r;
 }
 
 }  // namespace
@@ -95,11 +94,12 @@ struct Server::Impl {
   Store store;
   JobManager manager;
   RateLimiter limiter;
-  httplib::Server http;
   std::vector<Route> routes;
+  std::unique_ptr<HttpDaemon> http;
   std::size_t loaded = 0;
   double started_s = now_s();
   int port = -1;
+  int listen_fd = -1;
 
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -115,14 +115,28 @@ struct Server::Impl {
         limiter(opt.rate_limit_rps, std::max(1.0, opt.rate_limit_burst)) {
     loaded = manager.load();
     add_routes();
-    configure();
+    HttpLimits lim;
+    lim.threads = std::max(1, opt.threads);
+    lim.max_body_bytes = opt.max_body_bytes;
+    lim.header_bytes = opt.max_header_bytes;
+    lim.idle_timeout_s = std::max(1, opt.keep_alive_s);
+    lim.request_deadline_s = opt.request_deadline_s > 0 ? opt.request_deadline_s : 30;
+    lim.max_connections = opt.max_connections;
+    lim.per_ip_connections = opt.max_connections_per_ip;
+    lim.listen_backlog = opt.listen_backlog;
+    http = std::make_unique<HttpDaemon>(
+        lim, [this](HttpRequest& q) { return precheck(q); }, [this](HttpRequest& q) { return dispatch(q); },
+        [this](const HttpRequest& q, int status) { log(q, status); });
     expiry = std::thread([this] { expiry_loop(); });
   }
 
   ~Impl() {
     shutdown();
     if (expiry.joinable()) expiry.join();
+    if (http) http->stop();
+    if (listen_fd >= 0 && !http_started) ::close(listen_fd);
   }
+  bool http_started = false;
 
   void shutdown() {
     {
@@ -130,7 +144,6 @@ struct Server::Impl {
       stopping = true;
     }
     stop_cv.notify_all();
-    http.stop();
   }
 
   void expiry_loop() {
@@ -148,22 +161,23 @@ struct Server::Impl {
     }
   }
 
-  static std::optional<std::int64_t> query_index(const httplib::Request& req, const char* key, bool required) {
-    if (!req.has_param(key)) {
+  static std::optional<std::int64_t> query_index(const HttpRequest& req, const char* key, bool required) {
+    const std::string* v = req.param(key);
+    if (!v) {
       if (required) throw ApiError(400, "missing_parameter", fmt::format("query parameter \"{}\" is required", key));
       return std::nullopt;
     }
-    return parse_index(req.get_param_value(key), fmt::format("query parameter \"{}\"", key));
+    return parse_index(*v, fmt::format("query parameter \"{}\"", key));
   }
 
   void add(std::string method, const std::string& pattern, bool auth, bool zeus,
-           std::function<Reply(const httplib::Request&, const std::vector<std::string>&)> h) {
+           std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> h) {
     routes.push_back({std::move(method), split_path(pattern), auth, zeus, std::move(h)});
   }
 
   void add_routes() {
     using P = std::vector<std::string>;
-    using R = httplib::Request;
+    using R = HttpRequest;
     add("GET", "/v1/health", false, false, [this](const R&, const P&) {
       return Reply{200, json{{"status", "ok"}, {"version", "0.1.0"}, {"uptime_s", now_s() - started_s}}.dump()};
     });
@@ -197,98 +211,84 @@ struct Server::Impl {
         [this](const R& r, const P& p) { return manager.zeus_result(p[0], parse_json_body(r.body)); });
   }
 
-  bool authorized(const httplib::Request& req) const {
-    const std::string h = req.get_header_value("Authorization");
+  bool authorized(const HttpRequest& req) const {
+    const std::string& h = req.authorization;
     static const std::string prefix = "Bearer ";
     if (h.size() <= prefix.size() || h.compare(0, prefix.size(), prefix) != 0) return false;
     return equal_ct(h.substr(prefix.size()), opt.token);
   }
 
-  static void send_error(httplib::Response& res, int status, std::string_view code, std::string_view message) {
-    res.status = status;
-    res.set_content(error_body(code, message), kJson);
+  /// Runs once the headers are in, before the body is read: rate limit, route, auth, type.
+  std::optional<HttpResponse> precheck(HttpRequest& req) {
+    if (!limiter.allow(req.remote_addr, now_s())) {
+      manager.counters().rate_limited++;
+      auto r = error_response(429, "rate_limited",
+                              fmt::format("more than {} requests/s from this address (--rate-limit-rps); retry later",
+                                          opt.rate_limit_rps));
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    const auto segs = split_path(req.path);
+    std::string allowed;
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      const Route& r = routes[i];
+      if (!match(r, segs, req.params)) continue;
+      if (r.method != req.method) {
+        allowed += (allowed.empty() ? "" : ", ") + r.method;
+        continue;
+      }
+      if (r.auth && !(r.zeus && !opt.zeus_require_token) && !authorized(req)) {
+        auto e = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");
+        e.headers.emplace_back("WWW-Authenticate", "Bearer");
+        return e;
+      }
+      if (r.method == "POST" && !json_content_type(req.content_type))
+        return error_response(415, "unsupported_media_type",
+                              fmt::format("Content-Type \"{}\" is not JSON; send the body as JSON with "
+                                          "\"Content-Type: application/json\" (or no Content-Type)",
+                                          req.content_type.substr(0, 64)));
+      req.route = static_cast<int>(i);
+      return std::nullopt;
+    }
+    if (!allowed.empty()) {
+      auto e = error_response(405, "method_not_allowed",
+                              fmt::format("{} is not allowed here (allowed: {})", req.method.substr(0, 16), allowed));
+      e.headers.emplace_back("Allow", allowed);
+      return e;
+    }
+    return error_response(404, "not_found", "no such route (see docs/http-api.md)");
   }
 
-  void dispatch(const httplib::Request& req, httplib::Response& res) {
+  HttpResponse dispatch(HttpRequest& req) {
     try {
-      const auto segs = split_path(req.path);
-      std::vector<std::string> params;
-      std::string allowed;
-      for (const Route& r : routes) {
-        if (!match(r, segs, params)) continue;
-        if (r.method != req.method) {
-          allowed += (allowed.empty() ? "" : ", ") + r.method;
-          continue;
-        }
-        if (r.auth && !(r.zeus && !opt.zeus_require_token) && !authorized(req)) {
-          res.set_header("WWW-Authenticate", "Bearer");
-          send_error(res, 401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");
-          return;
-        }
-        Reply reply = r.handler(req, params);
-        res.status = reply.status;
-        if (reply.status == 304) return;
-        res.set_content(reply.body, r.segments.size() == 1 && r.segments[0] == "metrics"
-                                        ? "text/plain; version=0.0.4"
-                                        : kJson);
-        return;
-      }
-      if (!allowed.empty()) {
-        res.set_header("Allow", allowed);
-        send_error(res, 405, "method_not_allowed", fmt::format("{} is not allowed here (allowed: {})", req.method, allowed));
-        return;
-      }
-      send_error(res, 404, "not_found", "no such route (see docs/http-api.md)");
+      if (req.route < 0) return error_response(404, "not_found", "no such route (see docs/http-api.md)");
+      const Route& r = routes[static_cast<std::size_t>(req.route)];
+      Reply reply = r.handler(req, req.params);
+      HttpResponse out;
+      out.status = reply.status;
+      if (reply.status == 304) return out;
+      out.body = std::move(reply.body);
+      if (r.segments.size() == 1 && r.segments[0] == "metrics") out.content_type = "text/plain; version=0.0.4";
+      return out;
     } catch (const ApiError& e) {
-      send_error(res, e.status(), e.code(), e.what());
+      return error_response(e.status(), e.code(), e.what());
     } catch (const InputError& e) {
-      send_error(res, 422, "invalid_input", e.what());
+      return error_response(422, "invalid_input", e.what());
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "perseus serve: internal error on %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
-      send_error(res, 500, "internal_error", "internal server error (details are in the server log)");
+      std::fprintf(stderr, "perseus serve: internal error on %s %s: %s\n", req.method.c_str(),
+                   req.path.substr(0, 200).c_str(), e.what());
+      return error_response(500, "internal_error", "internal server error (details are in the server log)");
     }
   }
 
-  void configure() {
-    const int threads = std::max(1, opt.threads);
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-    http.set_payload_max_length(opt.max_body_bytes);
-    http.set_keep_alive_timeout(std::max(0, opt.keep_alive_s));
-    http.set_keep_alive_max_count(1000);
-    http.set_read_timeout(std::max(1, opt.read_timeout_s), 0);
-    http.set_write_timeout(5, 0);
-    http.set_tcp_nodelay(true);
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!limiter.allow(req.remote_addr, now_s())) {
-        manager.counters().rate_limited++;
-        res.set_header("Retry-After", "1");
-        send_error(res, 429, "rate_limited", "too many requests from this address; retry later");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    auto handler = [this](const httplib::Request& req, httplib::Response& res) { dispatch(req, res); };
-    http.Get(".*", handler);
-    http.Post(".*", handler);
-    http.Delete(".*", handler);
-    http.Put(".*", handler);
-    http.Patch(".*", handler);
-    http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-      if (res.body.empty() && res.status >= 400)
-        res.set_content(error_body(status_code_name(res.status), fmt::format("HTTP {}", res.status)), kJson);
-    });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-      send_error(res, 500, "internal_error", "internal server error");
-    });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      auto& c = manager.counters();
-      c.requests++;
-      if (res.status >= 500) c.errors_5xx++;
-      else if (res.status >= 400) c.errors_4xx++;
-      if (opt.log_requests)
-        std::fprintf(stderr, "%s %s %s -> %d\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
-                     res.status);
-    });
+  void log(const HttpRequest& req, int status) {
+    auto& c = manager.counters();
+    c.requests++;
+    if (status >= 500) c.errors_5xx++;
+    else if (status >= 400) c.errors_4xx++;
+    if (opt.log_requests)
+      std::fprintf(stderr, "%s %s %s -> %d\n", req.remote_addr.c_str(), req.method.substr(0, 16).c_str(),
+                   req.path.substr(0, 200).c_str(), status);
   }
 };
 
@@ -302,18 +302,26 @@ Server::~Server() = default;
 
 int Server::bind() {
   auto& i = *impl_;
-  if (i.opt.port == 0) {
-    i.port = i.http.bind_to_any_port(i.opt.host);
-    if (i.port < 0) throw InputError(fmt::format("cannot bind {}:<any>", i.opt.host));
-  } else {
-    if (!i.http.bind_to_port(i.opt.host, i.opt.port))
-      throw InputError(fmt::format("cannot bind {}:{} (in use, or not a local address?)", i.opt.host, i.opt.port));
-    i.port = i.opt.port;
-  }
+  if (i.listen_fd >= 0) return i.port;
+  i.listen_fd = open_listen_socket(i.opt.host, i.opt.port, i.opt.listen_backlog, &i.port);
   return i.port;
 }
 
-bool Server::run() { return impl_->http.listen_after_bind(); }
+bool Server::run() {
+  auto& i = *impl_;
+  if (i.listen_fd < 0) bind();
+  {
+    std::lock_guard lock(i.stop_mu);
+    if (i.stopping) return true;
+  }
+  i.http->start(i.listen_fd);  // the daemon owns the socket now
+  i.http_started = true;
+  std::unique_lock lock(i.stop_mu);
+  i.stop_cv.wait(lock, [&] { return i.stopping; });
+  lock.unlock();
+  i.http->stop();
+  return true;
+}
 
 void Server::stop() { impl_->shutdown(); }
 

@@ -41,6 +41,7 @@ struct Job {
   std::atomic<double> last_activity_s{0};
   std::atomic<bool> activity_dirty{false};
 
+  std::atomic<bool> deleted_flag{false};  // set (without mu) on DELETE: cancels a running solve
   mutable std::shared_mutex mu;  // guards everything below
   bool deleted = false;
   std::string status, error;
@@ -56,12 +57,14 @@ struct Job {
   std::int64_t decisions_total = 0;
   std::unique_ptr<Sweep> sweep;
   std::int64_t zeus_next_iteration = 0;
+  std::deque<std::uint64_t> zeus_result_digests;  // recent Zeus /result bodies (retries answered, not re-counted)
 
   std::mutex solve_mu;  // serializes frontier (re)derivation
 
   std::mutex stats_mu;  // guards the measurement summary
   std::int64_t num_measurements = 0;
   double sum_time_s = 0, sum_energy_j = 0;
+  std::int64_t num_energy_known = 0;  // measurements with a known energy_j (the mean's divisor)
 
   void touch(double now_s) {
     last_activity_s.store(now_s, std::memory_order_relaxed);

@@ -57,6 +57,7 @@ JobManager::JobManager(Store& store, ManagerOptions options) : store_(store), op
 }
 
 JobManager::~JobManager() {
+  shutting_down_ = true;  // running solves stop at their next graph-cut step
   {
     std::lock_guard lock(q_mu_);
     stopping_ = true;
@@ -209,8 +210,16 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       spec = j->spec;
     }
     std::lock_guard solve_lock(j->solve_mu);
+    // Cancelled by DELETE, by server shutdown (SIGTERM), or past the job's planning budget.
+    const double deadline = now_s() + spec.planning_budget_s;
+    bool over_budget = false;
+    auto cancelled = [this, &j, deadline, &over_budget] {
+      if (shutting_down_.load() || j->deleted_flag.load()) return true;
+      over_budget = now_s() > deadline;
+      return over_budget;
+    };
     try {
-      auto fr = solve_model_frontier(model, spec);
+      auto fr = solve_model_frontier(model, spec, cancelled);
       auto pts = frontier_points(*fr);
       if (pts.empty()) throw InputError("the planner returned an empty frontier");
       counters_.plans_solved++;
@@ -225,25 +234,42 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
         j->frontier = fr;
         return;
       }
-      j->frontier = fr;
-      j->model.points = pts;
-      const int idx = j->model.fastest_index();
+      JobModel solved = model;
+      solved.points = pts;
+      const int idx = solved.fastest_index();
       auto plan = render_plan(*model.dag, idx, pts[idx], fr->plan(idx).freq_mhz);
+      const std::int64_t version = j->version_counter + 1;
+      std::vector<StoredAssignment> next;
+      for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, idx, version});
+      // Stored first (each write idempotent; a crash in between re-plans at reload), then applied.
       store_.set_points(j->id, points_json(pts));
       store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+      store_.update_assignments(j->id, version, next);
+      store_.set_status(j->id, kStatusReady, "");
+      j->frontier = fr;
+      j->model.points = pts;
       j->plans[idx] = plan;
-      ++j->version_counter;
-      for (auto& a : j->pipelines) a = {idx, j->version_counter, plan};
-      store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+      j->version_counter = version;
+      for (auto& a : j->pipelines) a = {idx, version, plan};
       j->status = kStatusReady;
       j->error.clear();
-      store_.set_status(j->id, j->status, "");
+    } catch (const PlanningCancelled&) {
+      if (!over_budget) return;  // deleted or shutting down: nothing to record (reload re-plans)
+      std::unique_lock lock(j->mu);
+      if (j->deleted || !assign_when_done) return;
+      const std::string error = fmt::format(
+          "planning stopped: it exceeded the job's planning budget of {} s (planning_budget_s); the ranks keep "
+          "the all-max plan", spec.planning_budget_s);
+      store_.set_status(j->id, kStatusFailed, error);
+      j->status = kStatusFailed;
+      j->error = error;
     } catch (const std::exception& e) {
       std::unique_lock lock(j->mu);
       if (j->deleted || !assign_when_done) return;
+      const std::string error = fmt::format("planning failed: {}", e.what());
+      store_.set_status(j->id, kStatusFailed, error);
       j->status = kStatusFailed;
-      j->error = fmt::format("planning failed: {}", e.what());
-      store_.set_status(j->id, j->status, j->error);
+      j->error = error;
     }
   });
 }
@@ -272,7 +298,7 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
         fr = j->frontier;
       }
       if (!fr) {
-        fr = solve_model_frontier(model, spec);
+        fr = solve_model_frontier(model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); });
         if (fr->size() != model.points.size())
           throw std::runtime_error("the re-derived frontier differs from the stored one");
         std::unique_lock lock(j->mu);
@@ -344,23 +370,23 @@ Reply JobManager::get_job(const std::string& job_id) {
     std::lock_guard s(j->stats_mu);
     out["measurements"] = {{"count", j->num_measurements},
                            {"mean_iteration_time_s", j->num_measurements ? json(j->sum_time_s / j->num_measurements) : json(nullptr)},
-                           {"mean_iteration_energy_j", j->num_measurements ? json(j->sum_energy_j / j->num_measurements) : json(nullptr)}};
+                           {"mean_iteration_energy_j", j->num_energy_known ? json(j->sum_energy_j / j->num_energy_known) : json(nullptr)},
+                           {"energy_unknown", j->num_measurements - j->num_energy_known}};
   }
   return {200, out.dump()};
 }
 
 Reply JobManager::delete_job(const std::string& job_id) {
-  std::shared_ptr<Job> j;
+  auto j = find(job_id);
+  if (!j) throw ApiError(404, "unknown_job", fmt::format("no job \"{}\"", job_id.substr(0, 64)));
+  store_.delete_job(job_id);  // committed first: a failed delete leaves the job as it was
   {
     std::unique_lock lock(mu_);
-    auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) throw ApiError(404, "unknown_job", fmt::format("no job \"{}\"", job_id.substr(0, 64)));
-    j = it->second;
-    jobs_.erase(it);
+    if (auto it = jobs_.find(job_id); it != jobs_.end() && it->second == j) jobs_.erase(it);
   }
+  j->deleted_flag = true;  // a running solve of this job stops at its next step
   std::unique_lock lock(j->mu);
   j->deleted = true;
-  store_.delete_job(job_id);
   return {200, json{{"job_id", job_id}, {"deleted", true}}.dump()};
 }
 
@@ -399,6 +425,7 @@ std::size_t JobManager::load() {
     j->num_measurements = sj.num_measurements;
     j->sum_time_s = sj.sum_time_s;
     j->sum_energy_j = sj.sum_energy_j;
+    j->num_energy_known = sj.num_measurements;  // not persisted: after a restart, unknowns count as known (0 J)
     j->zeus_next_iteration = sj.max_iteration + 1;
     bool solve = false;
     try {
@@ -500,6 +527,8 @@ std::string JobManager::metrics_text() const {
   counter("perseus_plan_not_modified_total", "Plan fetches answered 304.", counters_.plan_not_modified.load());
   counter("perseus_measurements_total", "Measurements accepted.", counters_.measurements.load());
   counter("perseus_measurement_duplicates_total", "Repeated measurements ignored.", counters_.measurement_duplicates.load());
+  counter("perseus_measurements_rejected_total", "Measurements of a batch refused one by one (422 per item).",
+          counters_.measurements_rejected.load());
   counter("perseus_straggler_decisions_total", "Straggler decisions taken.", counters_.straggler_decisions.load());
   counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());
   counter("perseus_jobs_expired_total", "Jobs deleted for idleness.", counters_.jobs_expired.load());

@@ -6,6 +6,8 @@
 #include <limits>
 #include <map>
 
+#include <set>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -120,6 +122,23 @@ bool JobModel::times_known() const {
   return true;
 }
 
+void check_time_quantum(const Dag& dag, const Profile& profile, double unit_time_s) {
+  std::set<std::pair<int, int>> seen;
+  for (int i = 0; i < dag.num_ops(); ++i) {
+    const Computation& c = dag.op(i);
+    if (!seen.insert({c.stage, static_cast<int>(c.kind)}).second) continue;
+    const auto pts = pareto_points(profile.points(c.stage, c.kind));
+    if (pts.empty()) continue;  // the planner names the missing rows itself
+    const double quanta = (pts.back().time_s - pts.front().time_s) / unit_time_s;
+    if (quanta > kMaxQuantaPerComputation)
+      throw InputError(fmt::format(
+          "field \"unit_time_s\" = {} s is too small for this profile: stage {} {} spans {:.6g} s, {:.3g} quanta "
+          "(the planner allows at most {:.0f}); use unit_time_s >= {:.3g}",
+          unit_time_s, c.stage, to_string(c.kind), pts.back().time_s - pts.front().time_s, quanta,
+          kMaxQuantaPerComputation, (pts.back().time_s - pts.front().time_s) / kMaxQuantaPerComputation));
+  }
+}
+
 ProblemSpec problem_spec(const JobSpec& spec) {
   ProblemSpec p;
   p.schedule = spec.schedule;
@@ -160,6 +179,8 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
   m.pipe_block_w = spec.p_block_w * m.dag->num_ranks();
   if (m.dag->num_ranks() != spec.pp)
     throw InputError(fmt::format("schedule {} has {} ranks, expected pp = {}", spec.schedule, m.dag->num_ranks(), spec.pp));
+  if (m.profile && spec.source != PlanSource::kPlans && spec.source != PlanSource::kZeusPlans)
+    check_time_quantum(*m.dag, *m.profile, spec.unit_time_s);
   if (spec.source == PlanSource::kPlans) {
     for (std::size_t i = 0; i < spec.plans.size(); ++i) {
       const json& p = spec.plans[i];
@@ -193,9 +214,11 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
   return m;
 }
 
-std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec) {
+std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec,
+                                                     std::function<bool()> cancelled) {
   if (!model.profile) throw InputError("the job has no profile to plan from");
   PlannerOptions opt;
+  opt.cancelled = std::move(cancelled);
   opt.p_block_w = spec.p_block_w;
   opt.unit_time_s = spec.unit_time_s;
   return std::make_shared<const Frontier>(solve_frontier(*model.dag, *model.profile, opt));

@@ -1,11 +1,16 @@
 // JobManager: rank registration, plan fetches (hot path), measurements, profiling sweep steps.
 #include <cmath>
 
+#include <set>
+
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "job.hpp"
 #include "perseus/error.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/runtime/clock_check.hpp"
+#include "perseus/runtime/telemetry.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
 
@@ -18,27 +23,104 @@ namespace {
 constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
-/// Validates one measurement object; throws ApiError 422.
-void validate_measurement(const json& m) {
+/// 422 when energy_j over time_s implies an impossible average power (telemetry.hpp, the
+/// bound the client and `perseus monitor` use). `where` names the item.
+void check_power(const json& obj, const std::string& where) {
+  auto e = obj.find("energy_j");
+  if (e == obj.end() || e->is_null()) return;  // unknown energy: fine
+  const double energy = e->get<double>(), time = obj["time_s"].get<double>();
+  const runtime::TelemetryLimits limits;
+  if (!runtime::plausible_energy(energy, time, limits))
+    throw ApiError(422, "implausible_energy",
+                   fmt::format("{}: energy_j {} J in time_s {} s implies {:.0f} W, above the {:.0f} W a GPU can draw "
+                               "(an energy counter anomaly? leave energy_j out when it is unknown)",
+                               where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
+}
+
+/// Validates one measurement and returns only its validated fields (what is stored and
+/// replayed: never the raw body, whose unknown fields could be arbitrarily large); throws
+/// ApiError 422. energy_j may be absent or null (unknown, then left out); when present it must
+/// be plausible for its time_s.
+json validated_measurement(const json& m) {
   require_object(m, "measurement");
-  get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53);
-  get_number(m, "time_s", std::nullopt, 0, 1e7);
-  get_number(m, "energy_j", 0.0, 0, 1e13);
-  get_int(m, "plan_version", 0, 0, INT64_MAX);
+  json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
+              {"time_s", get_number(m, "time_s", std::nullopt, 0, 1e7)},
+              {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
+  if (m.contains("energy_j") && !m["energy_j"].is_null()) out["energy_j"] = get_number(m, "energy_j", 0.0, 0, 1e13);
+  check_power(m, "measurement");
   auto it = m.find("instructions");
-  if (it == m.end() || it->is_null()) return;
+  if (it == m.end() || it->is_null()) return out;
   if (!it->is_array() || it->size() > kMaxInstructions)
     throw ApiError(422, "invalid_field",
                    fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
+  json list = json::array();
   for (const auto& e : *it) {
     require_object(e, "each of \"instructions\"");
-    get_string(e, "instruction", std::nullopt, 64);
-    get_int(e, "microbatch", 0, 0, 1 << 24);
-    get_int(e, "stage", 0, 0, 1 << 24);
-    get_int(e, "freq_mhz", std::nullopt, 1, 100000);
-    get_number(e, "time_s", std::nullopt, 0, 1e7);
-    get_number(e, "energy_j", 0.0, 0, 1e13);
+    json item = {{"instruction", get_string(e, "instruction", std::nullopt, 64)},
+                 {"microbatch", get_int(e, "microbatch", 0, 0, 1 << 24)},
+                 {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
+                 {"time_s", get_number(e, "time_s", std::nullopt, 0, 1e7)}};
+    if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
+    if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
+    if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
+    check_power(e, fmt::format("instruction '{}' microbatch {}", e.value("instruction", std::string("?")),
+                               e.value("microbatch", 0)));
+    list.push_back(std::move(item));
   }
+  out["instructions"] = std::move(list);
+  return out;
+}
+
+/// Answer to a registration: the rank's place and the job's shape (the client bounds plan
+/// responses with it). Caller holds j.mu.
+json registration_reply(const Job& j, const StoredRank& r) {
+  return {{"job_id", j.id},
+          {"rank", r.rank},
+          {"pipeline", r.dp_rank},
+          {"pp_rank", r.pp_rank},
+          {"tp_rank", r.tp_rank},
+          {"ranks_registered", j.ranks.size()},
+          {"world_size", j.spec.world_size()},
+          {"microbatches", j.spec.microbatches},
+          {"chunks", j.spec.chunks},
+          {"job_status", j.status}};
+}
+
+/// Clocks the job's plans may give rank r's GPU: the profile's frequencies of the stages and
+/// computations this rank runs, or the explicit plans' clocks of its computations. Caller
+/// holds j.mu.
+std::set<int> planned_clocks(const Job& j, int pp_rank) {
+  std::set<int> out;
+  const JobModel& m = j.model;
+  if (!m.dag || pp_rank >= m.dag->num_ranks()) return out;
+  for (int id : m.dag->rank_ops(pp_rank)) {
+    const auto& op = m.dag->op(id);
+    if (m.profile) {
+      for (const auto& p : m.profile->points(op.stage, op.kind)) out.insert(p.freq_mhz);
+    }
+    for (const auto& plan : m.explicit_plans)
+      if (static_cast<std::size_t>(id) < plan.size()) out.insert(plan[static_cast<std::size_t>(id)]);
+  }
+  return out;
+}
+
+/// 422 when a clock the job's plans may give this rank is not one of the GPU's supported
+/// clocks (within the client's snapping tolerance): the plan would be refused by the client
+/// (or, without the check, sent to the driver). No list = nothing to check.
+void check_rank_clocks(const Job& j, const StoredRank& r) {
+  if (r.supported_freqs_mhz.empty()) return;
+  std::vector<std::string> bad;
+  for (int f : planned_clocks(j, r.pp_rank)) {
+    const auto c = runtime::check_clock(f, r.supported_freqs_mhz);
+    if (!c.ok && bad.size() < 5) bad.push_back(fmt::format("{} MHz (nearest {} MHz)", f, c.nearest_mhz));
+  }
+  if (!bad.empty())
+    throw ApiError(422, "unsupported_clock",
+                   fmt::format("field \"supported_freqs_mhz\": the job's plans for pp_rank {} use clocks this GPU does "
+                               "not support ({}; tolerance {} MHz): {}. Profile on this GPU model, or register the "
+                               "rank on the GPU the job was planned for",
+                               r.pp_rank, runtime::describe_clocks(r.supported_freqs_mhz),
+                               runtime::kDefaultClockToleranceMhz, fmt::join(bad, ", ")));
 }
 
 const StoredRank& rank_or_404(const Job& j, std::int64_t rank) {
@@ -70,8 +152,19 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   }
   std::unique_lock lock(j->mu);
   if (j->deleted) throw ApiError(404, "unknown_job", "the job was deleted");
-  if (j->ranks.count(r.rank))
-    throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered", r.rank));
+  if (auto old = j->ranks.find(r.rank); old != j->ranks.end()) {
+    const StoredRank& o = old->second;
+    if (o.dp_rank != r.dp_rank || o.pp_rank != r.pp_rank || o.tp_rank != r.tp_rank)
+      throw ApiError(409, "duplicate_rank",
+                     fmt::format("rank {} is already registered as (dp_rank {}, pp_rank {}, tp_rank {}), not (dp_rank "
+                                 "{}, pp_rank {}, tp_rank {})",
+                                 r.rank, o.dp_rank, o.pp_rank, o.tp_rank, r.dp_rank, r.pp_rank, r.tp_rank));
+    // The same coordinates: the same trainer restarted (maybe on another GPU, whose clocks
+    // must fit the plans too). Idempotent.
+    check_rank_clocks(*j, r);
+    return {200, registration_reply(*j, o).dump()};
+  }
+  check_rank_clocks(*j, r);
   if (auto s = j->slots.find({r.dp_rank, r.pp_rank, r.tp_rank}); s != j->slots.end())
     throw ApiError(409, "duplicate_rank", fmt::format("(dp_rank {}, pp_rank {}, tp_rank {}) is already rank {}",
                                                       r.dp_rank, r.pp_rank, r.tp_rank, s->second));
@@ -87,7 +180,15 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
       throw ApiError(422, "invalid_field", e.what());
     }
   }
-  if (!store_.insert_rank(j->id, r)) {
+  bool inserted = false;
+  try {
+    inserted = store_.insert_rank(j->id, r);
+  } catch (...) {  // the write failed: leave no trace in memory either
+    j->ranks.erase(r.rank);
+    if (new_sweep) j->sweep.reset();
+    throw;
+  }
+  if (!inserted) {
     j->ranks.erase(r.rank);
     if (new_sweep) j->sweep.reset();
     throw ApiError(409, "duplicate_rank", fmt::format("rank {} is already registered", r.rank));
@@ -98,10 +199,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
     j->plans[kSweepPlanIndex] = plan;
     for (auto& a : j->pipelines) a.plan = plan;
   }
-  json out = {{"job_id", j->id},         {"rank", r.rank},         {"pipeline", r.dp_rank},
-              {"pp_rank", r.pp_rank},     {"tp_rank", r.tp_rank},   {"ranks_registered", j->ranks.size()},
-              {"world_size", spec.world_size()}, {"job_status", j->status}};
-  return {201, out.dump()};
+  return {201, registration_reply(*j, r).dump()};
 }
 
 Reply JobManager::get_plan(const std::string& job_id, std::int64_t rank, std::optional<std::int64_t> since) {
@@ -155,18 +253,29 @@ void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
 Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank, const json& body) {
   auto j = find_or_404(job_id);
   require_object(body, "request body");
-  std::vector<const json*> items;
+  // Per item: a batch keeps its valid reports (validated fields only) and names the rejected
+  // ones (one bad counter reading must not cost the other iterations); a single report is
+  // refused with 422.
+  std::vector<json> items;
+  json rejected = json::array();
   const bool batch = body.contains("measurements");
   if (batch) {
     const json& arr = body["measurements"];
     if (!arr.is_array() || arr.empty() || arr.size() > kMaxBatch)
       throw ApiError(422, "invalid_field",
                      fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxBatch));
-    for (const auto& m : arr) items.push_back(&m);
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      try {
+        items.push_back(validated_measurement(arr[i]));
+      } catch (const ApiError& e) {
+        json it = arr[i].is_object() && arr[i].contains("iteration") ? arr[i]["iteration"] : json(nullptr);
+        rejected.push_back({{"index", i}, {"iteration", it}, {"error", e.code() + ": " + e.what()}});
+        counters_.measurements_rejected++;
+      }
+    }
   } else {
-    items.push_back(&body);
+    items.push_back(validated_measurement(body));
   }
-  for (const json* m : items) validate_measurement(*m);
 
   const bool profiling = j->spec.source == PlanSource::kProfiling;
   std::unique_lock<std::shared_mutex> excl(j->mu, std::defer_lock);
@@ -178,10 +287,12 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   const double now = now_s();
   json results = json::array();
   int accepted = 0, duplicates = 0;
-  for (const json* m : items) {
+  for (const json& item : items) {
+    const json* m = &item;
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
     const double time_s = (*m)["time_s"].get<double>();
-    const double energy_j = m->value("energy_j", 0.0);
+    const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
+    const double energy_j = energy_known ? (*m)["energy_j"].get<double>() : 0.0;  // the stored JSON keeps "unknown"
     const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, m->dump(), now);
     results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
@@ -196,16 +307,20 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       ++j->num_measurements;
       j->sum_time_s += time_s;
       j->sum_energy_j += energy_j;
+      if (energy_known) ++j->num_energy_known;
     }
     if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
       if (j->sweep->done()) {
         finish_profiling(j);
       } else {
         auto plan = render_sweep_plan(*j);
+        const std::int64_t version = j->version_counter + 1;
+        std::vector<StoredAssignment> next;
+        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
+        store_.update_assignments(j->id, version, next);  // committed first, then applied
         j->plans[kSweepPlanIndex] = plan;
-        ++j->version_counter;
-        for (auto& a : j->pipelines) a = {kSweepPlanIndex, j->version_counter, plan};
-        store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
+        j->version_counter = version;
+        for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
       }
     }
   }
@@ -214,7 +329,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     return {dup ? 200 : 202, json{{"accepted", !dup}, {"duplicate", dup}, {"job_status", j->status}}.dump()};
   }
   return {202, json{{"accepted", accepted}, {"duplicates", duplicates}, {"results", results},
-                    {"job_status", j->status}}.dump()};
+                    {"rejected", rejected}, {"job_status", j->status}}.dump()};
 }
 
 }  // namespace perseus::server

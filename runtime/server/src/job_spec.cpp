@@ -41,8 +41,11 @@ JobSpec JobSpec::from_json(const json& body) {
   if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxOps)
     throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
-  s.p_block_w = get_number(body, "p2p_power_w", 0.0, 0.0, 1e5);
-  s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-9, 1e4);
+  // Required, as `perseus optimize --p2p-power` is: a silent 0 W changes every plan.
+  s.p_block_w = get_number(body, "p2p_power_w", std::nullopt, 0.0, 1e5);
+  // The planner's range (PlannerOptions::unit_time_s, src/planner/frontier.cpp): checked here, at POST.
+  s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-7, 10.0);
+  s.planning_budget_s = get_number(body, "planning_budget_s", 600.0, 0.1, 7 * 86400.0);
 
   const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
   const bool has_plans = body.contains("plans") && !body["plans"].is_null();
@@ -94,7 +97,8 @@ JobSpec JobSpec::from_json(const json& body) {
 json JobSpec::summary_json() const {
   json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
             {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p_block_w},
-            {"unit_time_s", unit_time_s}, {"source", to_string(source)}, {"world_size", world_size()}};
+            {"unit_time_s", unit_time_s}, {"planning_budget_s", planning_budget_s},
+            {"source", to_string(source)}, {"world_size", world_size()}};
   if (source == PlanSource::kProfiling) {
     j["freqs_mhz"] = freqs_mhz;
     j["min_freq_mhz"] = min_freq_mhz;

@@ -26,6 +26,8 @@ Choice choose(const Job& j, const std::map<int, StoredStraggler>& stragglers) {
   c.chosen = c.fastest;
   if (stragglers.empty()) return c;
   for (const auto& [d, s] : stragglers) c.target_time_s = std::max(c.target_time_s, s.target_time_s);
+  // Every pipeline a straggler: no pipeline runs a slower plan, so nothing is chosen or saved.
+  if (static_cast<int>(stragglers.size()) >= j.spec.dp) return c;
   c.chosen = j.model.lowest_energy_within(c.target_time_s);
   return c;
 }
@@ -100,16 +102,14 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
 
     const auto& pts = j->model.points;
     const int dp = j->spec.dp;
+    // The new state is computed aside, stored, and only then applied: a failed write leaves no trace.
     std::vector<int> switched;
     const std::int64_t version = j->version_counter + 1;
     for (int d = 0; d < dp; ++d) {
       const int idx = next.count(d) ? c.fastest : c.chosen;
-      if (j->pipelines[d].plan_index == idx) continue;
-      j->pipelines[d] = {idx, version, j->plans.at(idx)};
-      switched.push_back(d);
+      if (j->pipelines[d].plan_index != idx) switched.push_back(d);
     }
-    if (!switched.empty()) j->version_counter = version;
-    j->stragglers = next;
+    const std::int64_t new_version = switched.empty() ? j->version_counter : version;
 
     // Predicted saving over "every pipeline at T_min, waiting for the straggler" (Perseus §3.2).
     const double p_block = j->spec.p_block_w;
@@ -135,14 +135,17 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"fastest_time_s", fast.time_s},
         {"fastest_energy_j", fast.energy_j},
         {"pipelines_switched", switched.size()},
-        {"version", j->version_counter},
+        {"version", new_version},
         {"predicted_saving_j_per_iteration", saving_j},
         {"predicted_saving_pct", next.empty() || base_j <= 0 ? 0.0 : 100.0 * (base_j - pick_j) / base_j},
     };
     std::optional<StoredStraggler> up = set;
     std::vector<StoredAssignment> changed;
-    for (int d : switched) changed.push_back({d, j->pipelines[d].plan_index, j->pipelines[d].version});
-    store_.update_assignments(j->id, j->version_counter, changed, up, clear, decision.dump());
+    for (int d : switched) changed.push_back({d, next.count(d) ? c.fastest : c.chosen, version});
+    store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump());
+    for (const auto& a : changed) j->pipelines[a.pipeline] = {a.plan_index, version, j->plans.at(a.plan_index)};
+    j->version_counter = new_version;
+    j->stragglers = next;
     j->decisions.push_back(decision);
     ++j->decisions_total;
     if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();

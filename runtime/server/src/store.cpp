@@ -1,7 +1,13 @@
 // SQLite store: schema, transactions and loading.
 #include "perseus/server/store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <stdexcept>
 
@@ -106,12 +112,47 @@ class Txn {
 
 }  // namespace
 
+namespace {
+
+/// Takes an exclusive flock() on `<db>.lock` (created 0600) for the life of the store: a second
+/// server on the same database fails at start instead of interleaving writes. Returns the fd.
+int lock_database(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot create the lock file: {}", lock_path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == EWOULDBLOCK)
+      throw InputError(fmt::format("{}: the database is in use by another `perseus serve` (lock {} is held); "
+                                   "stop it or use another --db",
+                                   path, lock_path));
+    throw InputError(fmt::format("{}: cannot lock {}: {}", path, lock_path, std::strerror(e)));
+  }
+  return fd;
+}
+
+/// Creates the database file private (0600) if it does not exist; SQLite gives its -wal and
+/// -shm files the same mode.
+void create_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
 Store::Store(const std::string& path, bool sync_full) {
+  const bool on_disk = path != ":memory:" && !path.empty();
+  if (on_disk) {
+    lock_fd_ = lock_database(path);
+    create_private(path);
+  }
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
+    release_lock();
     throw InputError(fmt::format("{}: cannot open database: {}", path, msg));
   }
   sqlite3_busy_timeout(db_, 5000);
@@ -132,12 +173,21 @@ Store::Store(const std::string& path, bool sync_full) {
   } catch (const std::runtime_error& e) {
     sqlite3_close(db_);
     db_ = nullptr;
+    release_lock();
     if (dynamic_cast<const InputError*>(&e)) throw;
     throw InputError(fmt::format("{}: not a usable Perseus database: {}", path, e.what()));
   }
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  sqlite3_close(db_);
+  release_lock();
+}
+
+void Store::release_lock() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // closing the fd drops the flock
+  lock_fd_ = -1;
+}
 
 void Store::exec(const char* sql) {
   char* err = nullptr;

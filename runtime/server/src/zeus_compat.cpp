@@ -1,4 +1,7 @@
 // Zeus Pipeline Frequency Optimizer (PFO) wire compatibility, mapped onto /v1 jobs.
+#include <algorithm>
+#include <functional>
+
 #include <fmt/core.h>
 
 #include "job.hpp"
@@ -77,20 +80,36 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
   const json& energies = body.contains("iter_energy") ? body["iter_energy"] : json();
   if (!times.is_array() || !energies.is_array() || times.size() != energies.size() || times.size() > 100000)
     throw ApiError(422, "invalid_field", "iter_time and iter_energy must be arrays of equal length (<= 100000)");
+  for (std::size_t i = 0; i < times.size(); ++i)
+    if (!times[i].is_number() || !energies[i].is_number())
+      throw ApiError(422, "invalid_field", "iter_time and iter_energy must hold numbers");
+  // Zeus results carry no iteration numbers: a client retry is recognized by its content (the
+  // same rank, times and energies, among this job's last kZeusDigestsKept results) and answered
+  // without counting it again. Kept in memory: a retry across a server restart counts twice.
+  constexpr std::size_t kZeusDigestsKept = 4096;
+  const std::uint64_t digest = std::hash<std::string>{}(json{rank, times, energies}.dump());
   json batch = json::array();
   std::int64_t next;
   {
     std::unique_lock lock(j->mu);
+    auto& seen = j->zeus_result_digests;
+    if (std::find(seen.begin(), seen.end(), digest) != seen.end()) return {200, "null"};
+    seen.push_back(digest);  // reserved now, so a concurrent identical retry is not counted either
+    if (seen.size() > kZeusDigestsKept) seen.pop_front();
     next = j->zeus_next_iteration;
     j->zeus_next_iteration += static_cast<std::int64_t>(times.size());
   }
-  for (std::size_t i = 0; i < times.size(); ++i) {
-    if (!times[i].is_number() || !energies[i].is_number())
-      throw ApiError(422, "invalid_field", "iter_time and iter_energy must hold numbers");
+  for (std::size_t i = 0; i < times.size(); ++i)
     batch.push_back({{"iteration", next + static_cast<std::int64_t>(i)}, {"time_s", times[i]},
                      {"energy_j", energies[i]}, {"source", "zeus"}});
+  try {
+    if (!batch.empty()) post_measurements(job_id, rank, json{{"measurements", batch}});
+  } catch (...) {  // not stored: forget the digest so that a retry is accepted
+    std::unique_lock lock(j->mu);
+    auto& seen = j->zeus_result_digests;
+    if (auto it = std::find(seen.begin(), seen.end(), digest); it != seen.end()) seen.erase(it);
+    throw;
   }
-  if (!batch.empty()) post_measurements(job_id, rank, json{{"measurements", batch}});
   return {200, "null"};
 }
 

@@ -70,7 +70,8 @@ typedef struct perseus_client_config {
   int32_t dp_rank;               /**< Data-parallel rank = pipeline id (>= 0). */
   int32_t pp_rank;               /**< Pipeline stage (>= 0). */
   int32_t tp_rank;               /**< Tensor-parallel rank (>= 0). */
-  int32_t device_index;          /**< GPU index for NVML (>= 0). */
+  int32_t device_index;          /**< nvml: CUDA device ordinal (cuda:N, >= 0), mapped to the NVML
+                                      device through CUDA_VISIBLE_DEVICES; see device_uuid. */
   const char* backend;           /**< "nvml" (default), "simulated" or "dry-run". */
   const char* nvml_library_path; /**< nvml: library to dlopen; NULL = "libnvidia-ml.so.1". */
   const char* profile_path;      /**< simulated: profile CSV; the GPU runs stage pp_rank. */
@@ -88,6 +89,12 @@ typedef struct perseus_client_config {
   int64_t first_iteration;       /**< Number of the first step (when resuming; default 0). */
   int32_t coalesce_clock_requests; /**< 1 (default): when clock requests pile up, apply only the
                                         newest; 0: apply every request in order (exact logs). */
+  const char* device_uuid;       /**< nvml: the GPU's UUID "GPU-..." (e.g. from torch); NULL = use
+                                      device_index. Overrides device_index and device_pci_bus_id. */
+  const char* device_pci_bus_id; /**< nvml: the GPU's PCI bus id "0000:41:00.0"; NULL = unused. */
+  int32_t device_index_is_nvml;  /**< 1: device_index is NVML's index (no CUDA_VISIBLE_DEVICES mapping). */
+  double clock_snap_tolerance_mhz; /**< A plan clock within this of a supported clock is snapped to
+                                        it; farther ones are refused (default 15; < 0 = 0). */
 } perseus_client_config;
 
 /** Counters (see perseus_client_get_stats). */
@@ -103,6 +110,10 @@ typedef struct perseus_client_stats {
   int32_t gpu_failures;    /**< Failed clock changes. */
   int32_t applied_mhz;     /**< SM clock in force as far as the client knows (0 = unlocked). */
   int64_t latest_plan_version; /**< Newest plan fetched, switched in at the next step begin (-1 = none). */
+  int64_t plans_refused;   /**< Plan versions refused (a clock the GPU lacks, too big a plan). */
+  int64_t clocks_snapped;  /**< Plan clocks snapped to the nearest supported clock. */
+  int64_t energy_unknown;  /**< Computations and steps reported with unknown energy. */
+  int64_t reports_rejected; /**< Reports the server refused one by one. */
 } perseus_client_stats;
 
 /** Fills *config with defaults (all pointers NULL, backend "nvml"). No-op on NULL. */

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "perseus/runtime/clock_check.hpp"
 #include "perseus/runtime/frequency_controller.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "perseus/runtime/server_connection.hpp"
@@ -59,6 +60,16 @@ struct ClientOptions {
   std::string watchdog_path;     ///< "" = search (see docs/client.md).
   bool handle_signals = true;    ///< Reset clocks on SIGTERM/SIGINT with default disposition.
   std::string freq_log_path;     ///< Controller log written at close() (.json or .csv); "" = none.
+  /// A plan clock at most this far from one of the GPU's supported clocks is snapped to it
+  /// (measurements carry the applied clock and the planned one); a plan with any clock
+  /// farther away is refused whole (the previous plan stays in use), with one warning per
+  /// plan version. MHz, >= 0.
+  double clock_snap_tolerance_mhz = kDefaultClockToleranceMhz;
+  /// Plausibility bounds of energy readings (telemetry.hpp).
+  TelemetryLimits telemetry;
+  /// Directory of the per-GPU lock records ("" = $PERSEUS_LOCK_DIR, else /run/perseus if
+  /// writable, else $TMPDIR/perseus-gpu-locks); see gpu_lock_record.hpp.
+  std::string lock_dir;
 };
 
 /// Counters for diagnostics and tests.
@@ -72,6 +83,11 @@ struct ClientStats {
   std::int64_t reports_dropped = 0;     ///< Dropped: buffer full or refused for good (4xx).
   std::int64_t server_failures = 0;     ///< Failed requests (all kinds).
   int gpu_failures = 0;                 ///< Failed clock changes.
+  std::int64_t plans_refused = 0;       ///< Plan versions refused (a clock outside the GPU's list, too big).
+  std::int64_t clocks_snapped = 0;      ///< Plan clocks snapped to a supported clock (all versions).
+  std::int64_t energy_unknown = 0;      ///< Computations and steps reported with unknown energy.
+  std::int64_t reports_rejected = 0;    ///< Iteration reports the server refused one by one.
+  std::string last_plan_error;          ///< Why the last plan was refused ("" = none).
   bool registered = false;
   std::string job_status;               ///< From the last plan response.
   std::string last_server_error;
@@ -90,8 +106,10 @@ class Client {
   /// Validates options, starts the frequency controller, the watchdog (when the backend
   /// needs one and options.watchdog), registers the rank (supported clocks from the GPU)
   /// and fetches the first plan, waiting at most startup_timeout_s while the server is
-  /// unreachable. Throws ClientError: kInvalidArgument (bad options), kServer (the server
-  /// answered a permanent error such as 401 or 404), kGpu (cannot list clocks).
+  /// unreachable (each request is cut off at the time left). Throws ClientError:
+  /// kInvalidArgument (bad options), kServer (the server answered a permanent error such as
+  /// 401, 404, or 409 for a rank registered with other coordinates), kGpu (cannot list
+  /// clocks, or another live process holds this GPU's lock record).
   static std::unique_ptr<Client> create(ClientOptions options, std::shared_ptr<GpuControl> gpu);
   /// Calls close().
   ~Client();
@@ -99,7 +117,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   /// Starts an iteration; switches in a newer plan if one arrived. Throws ClientError
-  /// kState when called inside a step.
+  /// kState when called inside a step, and kServer at every step while the server refused
+  /// this rank's registration for good (e.g. 409: its slot is registered with other
+  /// coordinates; the client then never touches the clocks).
   void on_step_begin();
   /// Ends the iteration and queues its measurement report. Throws ClientError kState
   /// (outside a step or inside an instruction) or kPlanMismatch (fewer computations than
@@ -116,8 +136,9 @@ class Client {
   /// Waits until every queued report has been accepted or timeout_s passed. Returns true
   /// when nothing is pending.
   bool flush_reports(double timeout_s);
-  /// Flushes reports (bounded by request_timeout_s), resets the clocks, stops the threads,
-  /// disarms the watchdog and writes freq_log_path. Idempotent; never throws.
+  /// Flushes reports (bounded by request_timeout_s), cancels requests in flight, resets the
+  /// clocks, stops the threads, disarms the watchdog, removes the GPU's lock record and
+  /// writes freq_log_path. Bounded by about 2 x request_timeout_s. Idempotent; never throws.
   void close();
 
   ClientStats stats() const;

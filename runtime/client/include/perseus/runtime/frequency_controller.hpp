@@ -22,8 +22,9 @@ enum class FreqOutcome {
   kSuperseded,  ///< A newer request arrived before this one was applied: skipped.
   kFailed,      ///< The backend refused (see FreqLogEntry::error).
   kReset,       ///< A reset request: the clock lock was removed.
+  kRefused,     ///< Not one of Options::supported_mhz: never sent to the driver.
 };
-/// "applied", "redundant", "superseded", "failed", "reset".
+/// "applied", "redundant", "superseded", "failed", "reset", "refused".
 const char* to_string(FreqOutcome outcome);
 
 /// One row of the controller's diagnostic log.
@@ -48,6 +49,10 @@ class FrequencyController {
   struct Options {
     bool coalesce = true;               ///< Apply only the newest of several pending requests.
     std::size_t max_log_entries = 1u << 20;  ///< Oldest entries are dropped beyond this.
+    /// The GPU's supported clocks, MHz. When non-empty, a request for any other clock is
+    /// refused (logged "refused", counted in failures()) and never reaches the backend: the
+    /// last line of defence behind the client's plan check.
+    std::vector<int> supported_mhz;
   };
   /// Starts the thread. gpu must outlive nothing: the controller shares ownership.
   explicit FrequencyController(std::shared_ptr<GpuControl> gpu);

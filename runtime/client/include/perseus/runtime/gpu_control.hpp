@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "perseus/runtime/telemetry.hpp"
+
 namespace perseus::runtime {
 
 /// Raised by a GpuControl backend when the device or driver refuses an operation (NVML
@@ -15,6 +17,12 @@ namespace perseus::runtime {
 class GpuError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// The GPU is gone (NVML_ERROR_GPU_IS_LOST: fell off the bus, reset): every later call fails.
+class GpuLostError : public GpuError {
+ public:
+  using GpuError::GpuError;
 };
 
 /// Control of one GPU's SM ("graphics") clock plus its energy and power counters.
@@ -29,6 +37,12 @@ class GpuControl {
   virtual std::string name() const = 0;
   /// Device index this object controls (NVML index, 0-based).
   virtual int device_index() const = 0;
+  /// The device's UUID ("GPU-..."; "" when the backend has none). Keys the per-GPU lock
+  /// record (see gpu_lock_record.hpp).
+  virtual std::string uuid() const { return ""; }
+  /// How the device was chosen, for messages (e.g. "cuda:0 = CUDA_VISIBLE_DEVICES entry '2'
+  /// = NVML GPU 2 (GPU-..., 00000000:03:00.0)").
+  virtual std::string identity() const { return "GPU " + std::to_string(device_index()); }
   /// Supported SM clocks, MHz, highest first (for NVML: at the highest memory clock).
   /// Throws GpuError when the driver cannot list them.
   virtual std::vector<int> supported_graphics_clocks_mhz() = 0;
@@ -51,16 +65,33 @@ class GpuControl {
   virtual std::vector<std::string> watchdog_args() const { return {}; }
 };
 
-/// Opens GPU device_index through NVML, loaded with dlopen at run time (never linked).
+struct GpuSelector;
+struct NvmlDeviceInfo;
+
+/// Opens NVML GPU device_index (NVML's numbering, which ignores CUDA_VISIBLE_DEVICES; the
+/// training client uses the GpuSelector overload), loaded with dlopen at run time (never linked).
 /// library_path: file to dlopen; empty = $PERSEUS_NVML_LIBRARY if set, else
 /// "libnvidia-ml.so.1" (found through the usual LD_LIBRARY_PATH / ld.so.cache search).
 /// Throws GpuError when the library cannot be loaded, a symbol is missing, nvmlInit_v2 or
 /// the device lookup fails. nvmlShutdown is called on destruction.
 std::unique_ptr<GpuControl> make_nvml_gpu(int device_index, const std::string& library_path = "");
 
+/// Opens the GPU `selector` names (CUDA ordinal through CUDA_VISIBLE_DEVICES, UUID, PCI bus
+/// id or NVML index; see gpu_identity.hpp). Throws GpuError as above, and when the device
+/// cannot be identified with certainty (the message says why; nothing is touched).
+std::unique_ptr<GpuControl> make_nvml_gpu(const GpuSelector& selector, const std::string& library_path = "");
+
+/// UUID, PCI bus id and name of every GPU NVML sees, in NVML index order.
+std::vector<NvmlDeviceInfo> nvml_devices(const std::string& library_path = "");
+
 /// Number of GPUs NVML sees (loads NVML as make_nvml_gpu does). Throws GpuError when NVML
 /// cannot be loaded or initialized (e.g. a machine without an NVIDIA GPU or driver).
 int nvml_device_count(const std::string& library_path = "");
+
+/// Reads gpu's energy counter now (never throws: a failed read is CounterReading::failed).
+CounterReading read_counter(GpuControl& gpu);
+/// Reads gpu's power now; empty when unsupported or the read failed.
+std::optional<PowerSample> read_power(GpuControl& gpu);
 
 /// A backend that changes nothing: it records every call, one line each
 /// ("<time_s> <pid> dev=<i> <call> <args>"), to log_path (appended; empty = stderr) and

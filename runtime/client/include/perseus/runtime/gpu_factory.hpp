@@ -5,13 +5,20 @@
 #include <string>
 
 #include "perseus/runtime/gpu_control.hpp"
+#include "perseus/runtime/gpu_identity.hpp"
 
 namespace perseus::runtime {
 
 /// Which backend to build and its settings.
 struct GpuSpec {
   std::string backend = "nvml";  ///< "nvml", "simulated" or "dry-run".
-  int device_index = 0;          ///< GPU index (all backends).
+  /// nvml: the CUDA ordinal ("cuda:N"), mapped to the NVML device through
+  /// CUDA_VISIBLE_DEVICES (see gpu_identity.hpp); with device_is_nvml_index, NVML's own
+  /// index. Other backends: a label.
+  int device_index = 0;
+  bool device_is_nvml_index = false;  ///< nvml: device_index is NVML's index (no CUDA mapping).
+  std::string device_uuid;       ///< nvml: "GPU-..." UUID (or unique prefix); overrides device_index.
+  std::string device_pci_bus_id; ///< nvml: PCI bus id "0000:41:00.0"; overrides device_index.
   std::string nvml_library;      ///< nvml: library to dlopen ("" = default search).
   std::string profile_path;      ///< simulated: profile CSV (stage,instruction,frequency,time,energy).
   int stage = 0;                 ///< simulated: profile stage this GPU runs.

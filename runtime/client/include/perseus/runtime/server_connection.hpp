@@ -1,7 +1,9 @@
 // The client's side of the `perseus serve` HTTP API (v1): register, fetch plan, report.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +25,8 @@ struct PlanInstruction {
   std::string instruction;  ///< "forward", "backward", "backward_input" or "backward_weight".
   int stage = 0;            ///< Pipeline stage.
   int microbatch = 0;       ///< Microbatch index within the iteration.
-  int freq_mhz = 0;         ///< SM clock to use, MHz.
+  int freq_mhz = 0;         ///< SM clock to use, MHz (a supported clock once the client checked it).
+  int planned_freq_mhz = 0; ///< What the server asked for when the client snapped it (0 = not snapped).
 };
 
 /// A rank's plan: its computations of one iteration in execution order.
@@ -38,22 +41,25 @@ struct InstructionMeasurement {
   std::string instruction;
   int microbatch = 0;
   int freq_mhz = 0;                 ///< Clock in force when it ended, MHz (requested if unknown).
+  int planned_freq_mhz = 0;         ///< The plan's clock when it was snapped to freq_mhz (0 = not snapped).
   double time_s = 0;                ///< Duration, s.
-  std::optional<double> energy_j;   ///< Energy, J; absent when the GPU has no counter.
+  /// Energy, J; absent = unknown (no counter and no power reading, or a counter anomaly: see
+  /// telemetry.hpp). Never negative.
+  std::optional<double> energy_j;
 };
 
 /// Measurement of one training iteration of one rank.
 struct IterationMeasurement {
   std::int64_t iteration = 0;
   double time_s = 0;        ///< Step begin to step end, s.
-  double energy_j = 0;      ///< GPU energy during the step, J (0 when unknown).
+  std::optional<double> energy_j;  ///< GPU energy during the step, J (absent = unknown).
   std::int64_t plan_version = 0;
   std::vector<InstructionMeasurement> instructions;
 };
 
 /// How a request ended.
 enum class CallStatus {
-  kOk,           ///< 2xx (and 409 for a repeated registration).
+  kOk,           ///< 2xx.
   kNotModified,  ///< 304 on a plan fetch.
   kRetryable,    ///< Connection failure, timeout, 408, 429 or 5xx: try again later.
   kPermanent,    ///< Any other 4xx (bad token, unknown job, bad body): retrying won't help.
@@ -65,35 +71,74 @@ struct CallResult {
   CallStatus status = CallStatus::kOk;
   int http_status = 0;
   std::string message;
+  /// post_measurements: items the server refused one by one (iteration, reason); the others
+  /// were kept (servers with per-item acceptance answer 202 with "rejected").
+  std::vector<std::pair<std::int64_t, std::string>> rejected;
   bool ok() const { return status == CallStatus::kOk || status == CallStatus::kNotModified; }
 };
 
 /// Serializes measurements as the v1 API's JSON body (one object).
 std::string to_json(const IterationMeasurement& m);
-/// Parses a plan response body. Throws std::runtime_error naming the bad field.
-RankPlan parse_plan_json(const std::string& body);
+/// Parses a plan response body. Throws std::runtime_error naming the bad field, or when it
+/// holds more than max_instructions computations.
+RankPlan parse_plan_json(const std::string& body, std::size_t max_instructions = SIZE_MAX);
+
+/// The job's shape as the server tells it at registration (0 = not told).
+struct JobShape {
+  int microbatches = 0;
+  int chunks = 0;
+  /// Most computations one rank's plan can hold: 3 per (microbatch, chunk) (zero-bubble
+  /// schedules split backward in two); 0 when the shape is unknown.
+  std::size_t max_instructions() const {
+    return microbatches > 0 ? 3u * static_cast<std::size_t>(microbatches) * static_cast<std::size_t>(std::max(chunks, 1)) : 0;
+  }
+};
+
+/// Largest plan response accepted before the job's shape is known, bytes.
+inline constexpr std::size_t kDefaultMaxPlanBytes = std::size_t{16} << 20;
+/// Bytes allowed per computation of a plan response once the shape is known (a computation
+/// is ~80 bytes of JSON), plus kPlanBytesSlack.
+inline constexpr std::size_t kPlanBytesPerInstruction = 256;
+inline constexpr std::size_t kPlanBytesSlack = 64 * 1024;
 
 /// One HTTP connection to `perseus serve` for one rank. Not thread-safe: use one object per
 /// thread. No method throws; failures are CallResult values.
 class ServerConnection {
  public:
   /// server_url: "http://host:port" (https is not supported). token: bearer token ("" =
-  /// none). timeout_s: connect and read timeout per request.
+  /// none). timeout_s: deadline of each whole request (connect, send, every read, and the
+  /// total: a server that answers one byte at a time is cut off at timeout_s).
   ServerConnection(const std::string& server_url, std::string token, std::string job_id, RankInfo ranks,
                    double timeout_s);
   ~ServerConnection();
   ServerConnection(const ServerConnection&) = delete;
   ServerConnection& operator=(const ServerConnection&) = delete;
 
-  /// POST /v1/jobs/{job}/ranks. 409 (already registered, e.g. after a restart) counts as kOk.
+  /// POST /v1/jobs/{job}/ranks with the rank's coordinates and supported clocks. A repeated
+  /// registration with the same coordinates (a restarted trainer) is answered 200 by the
+  /// server; 409 (the rank or its (dp, pp, tp) slot is registered with other coordinates, or
+  /// the server refuses the clocks: 422) is kPermanent with the server's message. On success
+  /// remembers the job's shape (microbatches, chunks) to bound plan responses.
   CallResult register_rank(const std::vector<int>& supported_freqs_mhz);
   /// GET /v1/jobs/{job}/ranks/{rank}/plan?since_version=V (V < 0: no since_version).
   /// On kOk fills *plan; kNotModified when the server has nothing newer than V; 409 (the
-  /// job has no plan yet) is kRetryable.
+  /// job has no plan yet) is kRetryable. A body larger than max_plan_bytes() or holding
+  /// more computations than the job's shape allows is refused (kRetryable, the message says
+  /// so) without being kept in memory.
   CallResult fetch_plan(std::int64_t since_version, RankPlan* plan);
   /// POST /v1/jobs/{job}/ranks/{rank}/measurements with {"measurements":[...]} (or a single
   /// object when batch has one element).
   CallResult post_measurements(const std::vector<IterationMeasurement>& batch);
+
+  /// Changes the whole-request deadline for the following calls, s (> 0).
+  void set_timeout(double timeout_s);
+  /// Aborts the request in progress, if any (from another thread; close()). Later calls work.
+  void cancel();
+  /// Largest plan response accepted now, bytes: kDefaultMaxPlanBytes until registration told
+  /// the job's shape, then kPlanBytesSlack + kPlanBytesPerInstruction x max_instructions.
+  std::size_t max_plan_bytes() const;
+  /// The job's shape from the last successful registration.
+  JobShape shape() const;
 
  private:
   struct Impl;

@@ -29,8 +29,14 @@ class ApiError : public std::runtime_error {
 /// The JSON error body `{"error": {"code": code, "message": message}}` as text.
 std::string error_body(std::string_view code, std::string_view message);
 
-/// Parses a request body as one JSON value. Throws ApiError 400 "malformed_json" (with the
-/// parser's position) on invalid JSON, and 400 "empty_body" on an empty body.
+/// Deepest array/object nesting a request body may have (every valid request needs <= 6).
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Parses a request body as one JSON value. Throws ApiError 400: "malformed_json" (with the
+/// parser's position) on invalid JSON, "empty_body" on an empty body, "too_deep" when it nests
+/// deeper than kMaxJsonDepth (checked by a linear scan before parsing, so a 100,000-level body
+/// never reaches a recursive parser or serializer), "number_out_of_range" for numbers outside
+/// the range of a double (RFC 8259 section 6 leaves the range to implementations).
 nlohmann::json parse_json_body(std::string_view body);
 
 /// Throws ApiError 422 "invalid_field" unless `v` is a JSON object; `what` names it.

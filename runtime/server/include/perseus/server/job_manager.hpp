@@ -86,7 +86,8 @@ class JobManager {
   /// Counters the HTTP layer increments.
   struct Counters {
     std::atomic<std::uint64_t> requests{0}, errors_4xx{0}, errors_5xx{0}, rate_limited{0};
-    std::atomic<std::uint64_t> plan_fetches{0}, plan_not_modified{0}, measurements{0}, measurement_duplicates{0};
+    std::atomic<std::uint64_t> plan_fetches{0}, plan_not_modified{0}, measurements{0}, measurement_duplicates{0},
+        measurements_rejected{0};
     std::atomic<std::uint64_t> straggler_decisions{0}, jobs_created{0}, jobs_expired{0}, plans_solved{0};
   };
   Counters& counters() { return counters_; }
@@ -104,6 +105,7 @@ class JobManager {
   std::deque<std::function<void()>> queue_;
   int running_ = 0;
   bool stopping_ = false;
+  std::atomic<bool> shutting_down_{false};  // read by running solves (cancellation)
   std::vector<std::thread> workers_;
   void enqueue(std::function<void()> task);
   void worker_loop();

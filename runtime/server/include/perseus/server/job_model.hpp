@@ -1,6 +1,7 @@
 // Bridge between a job request and the planner library: DAG, profile, frontier, rendered plans.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,8 +72,19 @@ std::string json_field_name(const std::string& field);
 /// by a sweep). Throws perseus::InputError (bad schedule, profile or plans) with a user message.
 JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv = {});
 
-/// Solves the frontier of a profile job (slow: seconds to minutes). Throws InputError.
-std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec);
+/// The planner's bound on quanta between a computation's fastest and slowest Pareto time
+/// (src/frontier.cpp, build_cost_model()).
+inline constexpr double kMaxQuantaPerComputation = 1e6;
+
+/// Throws InputError naming "unit_time_s" when the planner would refuse this quantum for this
+/// profile (more than kMaxQuantaPerComputation quanta for one computation), so that the API
+/// refuses the job at POST time instead of failing it later.
+void check_time_quantum(const Dag& dag, const Profile& profile, double unit_time_s);
+
+/// Solves the frontier of a profile job (slow: seconds to minutes). Throws InputError, or
+/// PlanningCancelled when `cancelled` (checked once per graph-cut step) returns true.
+std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec,
+                                                     std::function<bool()> cancelled = {});
 
 /// Points of a solved frontier.
 std::vector<PlanPoint> frontier_points(const Frontier& frontier);

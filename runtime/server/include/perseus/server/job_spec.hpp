@@ -30,7 +30,8 @@ struct JobSpec {
   int chunks = 1;               ///< Stages per GPU (interleaved schedules), >= 1.
   std::string schedule = "1f1b";///< Schedule name understood by perseus::make_schedule().
   double p_block_w = 0;         ///< P2P blocking power P_block, W (>= 0); JSON "p2p_power_w".
-  double unit_time_s = 1e-3;    ///< Planner time quantum, s (> 0).
+  double unit_time_s = 1e-3;    ///< Planner time quantum, s (the planner's range, 1e-7..10).
+  double planning_budget_s = 600;  ///< Wall time one frontier solve may take, s; past it the job fails.
   PlanSource source = PlanSource::kProfile;
   std::string profile_csv;      ///< CSV text (source kProfile; optional for kZeusPlans).
   nlohmann::json plans;         ///< Array of plans (source kPlans).

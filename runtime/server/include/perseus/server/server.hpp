@@ -17,12 +17,16 @@ struct ServerOptions {
   std::string db_path = "perseus.db";  ///< SQLite file (":memory:" for tests: no durability).
   bool sync_full = false;           ///< SQLite synchronous=FULL (survive power loss, slower).
   std::string token;                ///< Bearer token every route but GET /v1/health requires (non-empty).
-  int threads = 32;                 ///< HTTP worker threads (each serves one connection at a time).
-  std::size_t max_body_bytes = 16u << 20;  ///< Larger request bodies get 413.
+  int threads = 4;                  ///< HTTP event-loop threads; each serves many connections (epoll).
+  std::size_t max_body_bytes = 16u << 20;  ///< Larger bodies (any transfer encoding) are refused, bytes.
+  std::size_t max_header_bytes = 16u << 10;  ///< Request line + headers per connection, bytes (431/414).
   double rate_limit_rps = 20000;    ///< Requests/s per client address (token bucket); <= 0: off.
   double rate_limit_burst = 40000;  ///< Bucket size, requests.
-  int keep_alive_s = 1;             ///< Idle keep-alive connections are closed after this, s.
-  int read_timeout_s = 5;           ///< A request must arrive within this, s.
+  int keep_alive_s = 15;            ///< A connection silent this long is closed, s (idle keep-alive).
+  double request_deadline_s = 30;   ///< A request must be complete this long after the previous one, s.
+  unsigned max_connections = 16384; ///< Open connections in total (more: refused at accept).
+  unsigned max_connections_per_ip = 256;  ///< Open connections per client address (0: unlimited).
+  int listen_backlog = 4096;        ///< listen() backlog (capped by net.core.somaxconn).
   double job_idle_ttl_s = 7 * 24 * 3600.0;  ///< Jobs idle longer are deleted, s (<= 0: never).
   double expiry_interval_s = 60;    ///< How often idle jobs are checked, s.
   int planner_threads = 1;          ///< Background frontier solvers.

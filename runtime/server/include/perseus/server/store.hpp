@@ -69,8 +69,10 @@ struct StoredJob {
 /// also makes it survive power loss (slower).
 class Store {
  public:
-  /// Opens or creates `path` (":memory:" for tests). Throws perseus::InputError when the file
-  /// cannot be opened or is not a Perseus database.
+  /// Opens or creates `path` (":memory:" for tests). A new file is created private (0600). The
+  /// store holds an exclusive lock on `<path>.lock` while it lives, so one database has one
+  /// server. Throws perseus::InputError when the file cannot be opened, is not a Perseus
+  /// database, or another store (process) holds the lock.
   explicit Store(const std::string& path, bool sync_full = false);
   ~Store();
   Store(const Store&) = delete;
@@ -107,7 +109,9 @@ class Store {
 
  private:
   sqlite3* db_ = nullptr;
+  int lock_fd_ = -1;
   std::mutex mu_;
+  void release_lock();
   void exec(const char* sql);
 };
 

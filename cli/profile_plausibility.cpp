@@ -1,0 +1,67 @@
+// profile_plausibility(): implied power per row, P_block vs computation power.
+#include "profile_plausibility.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/core.h>
+
+namespace perseus::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) {
+    const auto b = cell.find_first_not_of(" \t\r");
+    const auto e = cell.find_last_not_of(" \t\r");
+    out.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> profile_plausibility(const std::string& path, double p_block_w) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return out;
+  const auto header = split(line);
+  int time_col = -1, energy_col = -1;
+  for (int i = 0; i < static_cast<int>(header.size()); ++i) {
+    if (header[i] == "time") time_col = i;
+    if (header[i] == "energy") energy_col = i;
+  }
+  if (time_col < 0 || energy_col < 0) return out;
+  double min_power = std::numeric_limits<double>::infinity();
+  int min_line = 0;
+  for (int n = 2; std::getline(in, line); ++n) {
+    const auto cells = split(line);
+    if (static_cast<int>(cells.size()) <= std::max(time_col, energy_col)) continue;
+    const double t = std::strtod(cells[time_col].c_str(), nullptr);
+    const double e = std::strtod(cells[energy_col].c_str(), nullptr);
+    if (!(t > 0)) continue;
+    const double p = e / t;
+    if (p < kMinComputePowerW || p > kMaxComputePowerW) {
+      out.push_back(fmt::format("{}:{}: energy {} J over time {} s implies {:.4g} W per GPU, outside the plausible "
+                                "{}..{} W (time in ms? energy in kJ? power in the energy column?)",
+                                path, n, cells[energy_col], cells[time_col], p, kMinComputePowerW, kMaxComputePowerW));
+    }
+    if (p < min_power) {
+      min_power = p;
+      min_line = n;
+    }
+  }
+  if (min_line > 0 && p_block_w > min_power) {
+    out.push_back(fmt::format("{}:{}: P_block (--p2p-power) {} W is above the power of this computation ({:.4g} W); a "
+                              "GPU blocked on communication draws less than one computing (is --p2p-power in W?)",
+                              path, min_line, p_block_w, min_power));
+  }
+  return out;
+}
+
+}  // namespace perseus::cli

@@ -1,0 +1,134 @@
+// GpuLockRecord: flock-held per-GPU record; stale records reset the clocks.
+#include "perseus/runtime/gpu_lock_record.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include <fmt/core.h>
+
+namespace perseus::runtime {
+namespace {
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[512];
+  off_t off = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, off);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    off += n;
+    if (out.size() > 4096) break;
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+bool make_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return false;
+  ::chmod(dir.c_str(), 01777);  // shared by every user's trainers, like /tmp (best effort)
+  return ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
+}  // namespace
+
+std::string default_lock_dir() {
+  if (const char* env = std::getenv("PERSEUS_LOCK_DIR"); env != nullptr && *env != '\0') return env;
+  if (make_dir("/run/perseus")) return "/run/perseus";
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/perseus-gpu-locks";
+}
+
+GpuLockRecord::GpuLockRecord(GpuLockRecord&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), reset_stale_(o.reset_stale_) {}
+
+GpuLockRecord& GpuLockRecord::operator=(GpuLockRecord&& o) noexcept {
+  if (this != &o) {
+    release();
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+    reset_stale_ = o.reset_stale_;
+  }
+  return *this;
+}
+
+void GpuLockRecord::release() {
+  if (fd_ < 0) return;
+  if (::ftruncate(fd_, 0) != 0) {
+    // The text stays: the next claim resets the clocks once more (harmless).
+  }
+  ::close(fd_);  // drops the flock
+  fd_ = -1;
+}
+
+GpuLockRecord GpuLockRecord::claim(GpuControl& gpu, const std::string& dir_in) {
+  GpuLockRecord rec;
+  const std::string uuid = gpu.uuid();
+  if (uuid.empty()) return rec;
+  const std::string dir = dir_in.empty() ? default_lock_dir() : dir_in;
+  if (!make_dir(dir)) {
+    fmt::print(stderr, "perseus client: WARNING: cannot create the lock-record directory {}: {}; stale clock locks "
+                       "of a killed container will not be detected (docs/client.md)\n",
+               dir, std::strerror(errno));
+    return rec;
+  }
+  const std::string path = dir + "/gpu-" + uuid + ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    fmt::print(stderr, "perseus client: WARNING: cannot open the lock record {}: {}; stale clock locks will not be "
+                       "detected\n",
+               path, std::strerror(errno));
+    return rec;
+  }
+  ::fchmod(fd, 0666);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const std::string owner = read_all(fd);
+    ::close(fd);
+    throw GpuError(fmt::format("{} is already driven by another live Perseus client ({}; record {}). Two ranks on "
+                               "one GPU means the device mapping is wrong: check CUDA_VISIBLE_DEVICES and the "
+                               "device given to the client",
+                               gpu.identity(), owner.empty() ? "owner unknown" : owner, path));
+  }
+  rec.fd_ = fd;
+  rec.path_ = path;
+  const std::string stale = read_all(fd);
+  if (!stale.empty()) {
+    try {
+      gpu.reset_locked_clocks();
+      rec.reset_stale_ = true;
+      fmt::print(stderr,
+                 "perseus client: WARNING: {}: reset the clock lock left by a client that died without releasing it "
+                 "({}), e.g. trainer and watchdog killed together by a container teardown\n",
+                 gpu.identity(), stale);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "perseus client: WARNING: {}: a stale clock lock ({}) could not be reset: {}\n", gpu.identity(),
+                 stale, e.what());
+    }
+  }
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const std::string text = fmt::format("pid {} on host {} since unix time {:.0f}\n", ::getpid(), hostname(),
+                                       std::chrono::duration<double>(now).count());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    fmt::print(stderr, "perseus client: WARNING: cannot write the lock record {}\n", path);
+  }
+  return rec;
+}
+
+}  // namespace perseus::runtime

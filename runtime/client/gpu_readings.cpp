@@ -1,0 +1,28 @@
+// read_counter() / read_power(): GpuControl reads as telemetry values, never throwing.
+#include <exception>
+
+#include "perseus/runtime/gpu_control.hpp"
+
+namespace perseus::runtime {
+
+CounterReading read_counter(GpuControl& gpu) {
+  CounterReading r;
+  try {
+    r.energy_j = gpu.total_energy_j();
+  } catch (const std::exception& e) {
+    r.failed = true;
+    r.error = e.what();
+  }
+  r.t_s = gpu.now_s();
+  return r;
+}
+
+std::optional<PowerSample> read_power(GpuControl& gpu) {
+  try {
+    if (const auto p = gpu.power_w()) return PowerSample{gpu.now_s(), *p};
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace perseus::runtime

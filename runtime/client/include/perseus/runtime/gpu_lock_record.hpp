@@ -1,0 +1,53 @@
+// A per-GPU record of which process locked its clocks, so that locks left behind by a
+// trainer killed together with its watchdog (container teardown) are reset at the next
+// client start on that GPU, and two live clients never drive one GPU.
+#pragma once
+
+#include <string>
+
+#include "perseus/runtime/gpu_control.hpp"
+
+namespace perseus::runtime {
+
+/// The record is the file <dir>/gpu-<UUID>.lock. Its owner holds an exclusive flock(2) on it
+/// for its whole life (close-on-exec), which the kernel drops when the process dies however
+/// it dies, in any container sharing the directory; the file's text says who the owner was
+/// (pid, host, time) and is emptied on a clean release. So at claim time:
+///   - flock busy              -> a live client drives this GPU: refused (GpuError);
+///   - flock free, text empty  -> clean: claimed;
+///   - flock free, text left   -> the previous owner died without releasing (its watchdog
+///                                died with it): the clocks are reset, with a warning.
+/// For container teardown to be covered, the directory must outlive the container (mount it
+/// from the host: `-v /run/perseus:/run/perseus`).
+class GpuLockRecord {
+ public:
+  GpuLockRecord() = default;
+  ~GpuLockRecord() { release(); }
+  GpuLockRecord(GpuLockRecord&& other) noexcept;
+  GpuLockRecord& operator=(GpuLockRecord&& other) noexcept;
+  GpuLockRecord(const GpuLockRecord&) = delete;
+  GpuLockRecord& operator=(const GpuLockRecord&) = delete;
+
+  /// Claims gpu (keyed by gpu.uuid(); a GPU without a UUID is not recorded: returns an empty
+  /// record). dir: "" = default_lock_dir(). Resets stale clock locks as described above.
+  /// Throws GpuError when a live process holds the record. A directory or file that cannot
+  /// be created is a warning (no record), never a failure.
+  static GpuLockRecord claim(GpuControl& gpu, const std::string& dir = "");
+  /// Empties the record and drops the flock. Idempotent.
+  void release();
+  /// The record's path ("" when none).
+  const std::string& path() const { return path_; }
+  /// True when claim() found and reset a stale lock.
+  bool reset_stale() const { return reset_stale_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  bool reset_stale_ = false;
+};
+
+/// $PERSEUS_LOCK_DIR if set, else /run/perseus when it exists or can be created, else
+/// $TMPDIR (or /tmp) + "/perseus-gpu-locks".
+std::string default_lock_dir();
+
+}  // namespace perseus::runtime

@@ -1,0 +1,345 @@
+// libmicrohttpd transport: listen socket, per-connection limits, body accumulation, deadlines.
+#include "http_daemon.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_set>
+
+#include <fmt/core.h>
+
+#include "perseus/error.hpp"
+#include "perseus/server/api_error.hpp"
+
+namespace perseus::server {
+
+namespace {
+
+double mono_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string header(MHD_Connection* c, const char* key) {
+  const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, key);
+  return v ? std::string(v) : std::string();
+}
+
+std::string peer_address(MHD_Connection* c) {
+  const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (!info || !info->client_addr) return "?";
+  char buf[INET6_ADDRSTRLEN] = {};
+  const sockaddr* sa = info->client_addr;
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  return buf;
+}
+
+/// Per-request state kept in MHD's con_cls.
+struct RequestCtx {
+  HttpRequest req;
+  bool answered = false;  // a response was queued early (before the body)
+};
+
+/// Per-connection state for the whole-request deadline (MHD's socket context).
+struct ConnState {
+  int fd = -1;
+  std::atomic<double> request_start_s{0};  // when the current request's clock started (connect or last answer)
+};
+
+}  // namespace
+
+const std::string* HttpRequest::param(const std::string& key) const {
+  for (const auto& [k, v] : query)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+struct HttpDaemon::Impl {
+  HttpLimits lim;
+  Precheck precheck;
+  Handler handler;
+  Logger logger;
+  MHD_Daemon* daemon = nullptr;
+
+  mutable std::mutex conn_mu;  // guards the set (connect/close), not the per-request clock
+  std::unordered_set<ConnState*> conns;
+  std::atomic<std::size_t> deadline_closures{0};
+
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  std::thread reaper;
+
+  void queue(MHD_Connection* c, const HttpRequest& req, const HttpResponse& r, bool close) {
+    MHD_Response* resp = MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()),
+                                                         MHD_RESPMEM_MUST_COPY);
+    if (!resp) return;  // out of memory: MHD closes the connection
+    if (r.status != 304 && !r.content_type.empty())
+      MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+    for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
+    if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    MHD_queue_response(c, static_cast<unsigned>(r.status), resp);
+    MHD_destroy_response(resp);
+    if (logger) logger(req, r.status);
+  }
+
+  static HttpResponse transport_error(int status, const char* code, const std::string& message) {
+    HttpResponse r;
+    r.status = status;
+    r.body = error_body(code, message);
+    return r;
+  }
+
+  /// Transport limits on the header block: body size (declared), encodings. nullopt: fine.
+  std::optional<HttpResponse> check_transport(const HttpRequest& req) const {
+    if (!req.content_encoding.empty() && req.content_encoding != "identity")
+      return transport_error(415, "unsupported_encoding",
+                             fmt::format("Content-Encoding \"{}\" is not accepted: the server never decompresses; "
+                                         "send the JSON body uncompressed",
+                                         req.content_encoding.substr(0, 64)));
+    if (req.content_length && *req.content_length > lim.max_body_bytes)
+      return transport_error(413, "payload_too_large",
+                             fmt::format("request body of {} bytes exceeds the limit of {} bytes (--max-body-mb)",
+                                         *req.content_length, lim.max_body_bytes));
+    return std::nullopt;
+  }
+
+  MHD_Result access(MHD_Connection* c, const char* url, const char* method, const char* upload_data,
+                    std::size_t* upload_size, void** con_cls) {
+    auto* ctx = static_cast<RequestCtx*>(*con_cls);
+    if (!ctx) {  // headers complete; no body byte read yet
+      ctx = new RequestCtx;
+      *con_cls = ctx;
+      HttpRequest& q = ctx->req;
+      q.method = method;
+      q.path = url;
+      q.remote_addr = peer_address(c);
+      q.authorization = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+      q.content_type = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+      q.content_encoding = header(c, MHD_HTTP_HEADER_CONTENT_ENCODING);
+      const std::string te = header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+      q.chunked = te.find("chunked") != std::string::npos;
+      if (const std::string cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH); !cl.empty() && !q.chunked) {
+        errno = 0;
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(cl.c_str(), &end, 10);
+        q.content_length = (errno == ERANGE || !end || *end) ? std::numeric_limits<std::size_t>::max()
+                                                               : static_cast<std::size_t>(n);
+      }
+      MHD_get_connection_values(
+          c, MHD_GET_ARGUMENT_KIND,
+          [](void* cls, MHD_ValueKind, const char* k, const char* v) -> MHD_Result {
+            auto* query = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
+            if (query->size() < 64) query->emplace_back(k ? k : "", v ? v : "");
+            return MHD_YES;
+          },
+          &q.query);
+      std::optional<HttpResponse> early = check_transport(q);
+      if (!early && precheck) early = precheck(q);
+      if (early) {
+        const bool body_pending = q.chunked || (q.content_length && *q.content_length > 0);
+        ctx->answered = true;
+        queue(c, q, *early, body_pending);
+      }
+      return MHD_YES;
+    }
+    if (ctx->answered) {  // MHD still hands us body bytes: drop them
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    if (*upload_size > 0) {
+      if (ctx->req.body.size() + *upload_size > lim.max_body_bytes) {
+        if (logger) logger(ctx->req, 413);
+        return MHD_NO;  // chunked (or lying) body past the limit: close the connection now
+      }
+      ctx->req.body.append(upload_data, *upload_size);
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    ctx->answered = true;
+    HttpResponse r;
+    try {
+      r = handler(ctx->req);
+    } catch (const std::exception&) {
+      r = transport_error(500, "internal_error", "internal server error");
+    }
+    queue(c, ctx->req, r, false);
+    return MHD_YES;
+  }
+
+  void connection_event(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+      auto* st = new ConnState;
+      st->fd = info ? info->connect_fd : -1;
+      st->request_start_s = mono_s();
+      if (st->fd >= 0) {
+        const int one = 1;
+        setsockopt(st->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      }
+      *socket_context = st;
+      std::lock_guard lock(conn_mu);
+      conns.insert(st);
+    } else {  // CLOSED: called before MHD closes the fd, so the reaper never touches a reused fd
+      auto* st = static_cast<ConnState*>(*socket_context);
+      {
+        std::lock_guard lock(conn_mu);
+        conns.erase(st);
+      }
+      delete st;
+      *socket_context = nullptr;
+    }
+  }
+
+  void request_completed(MHD_Connection* c, void** con_cls) {
+    delete static_cast<RequestCtx*>(*con_cls);
+    *con_cls = nullptr;
+    const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (info && info->socket_context) static_cast<ConnState*>(info->socket_context)->request_start_s = mono_s();
+  }
+
+  void reap_loop() {
+    const double period = std::clamp(lim.request_deadline_s / 4, 0.02, 1.0);
+    std::unique_lock lock(stop_mu);
+    while (!stop_cv.wait_for(lock, std::chrono::duration<double>(period), [&] { return stopping; })) {
+      const double now = mono_s();
+      std::lock_guard cl(conn_mu);
+      for (ConnState* s : conns) {
+        if (s->fd >= 0 && now - s->request_start_s.load() > lim.request_deadline_s) {
+          ::shutdown(s->fd, SHUT_RDWR);  // MHD sees the error and closes the connection
+          s->request_start_s = std::numeric_limits<double>::infinity();
+          deadline_closures++;
+        }
+      }
+    }
+  }
+};
+
+HttpDaemon::HttpDaemon(HttpLimits limits, Precheck precheck, Handler handler, Logger logger)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->lim = limits;
+  impl_->precheck = std::move(precheck);
+  impl_->handler = std::move(handler);
+  impl_->logger = std::move(logger);
+}
+
+HttpDaemon::~HttpDaemon() { stop(); }
+
+void HttpDaemon::start(int listen_fd) {
+  Impl* i = impl_.get();
+  const auto& l = i->lim;
+  auto access = [](void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
+                   const char* data, std::size_t* size, void** con_cls) -> MHD_Result {
+    return static_cast<Impl*>(cls)->access(c, url, method, data, size, con_cls);
+  };
+  auto completed = [](void* cls, MHD_Connection* c, void** con_cls, MHD_RequestTerminationCode) {
+    static_cast<Impl*>(cls)->request_completed(c, con_cls);
+  };
+  auto notify = [](void* cls, MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
+    static_cast<Impl*>(cls)->connection_event(c, socket_context, code);
+  };
+  const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC;
+  i->daemon = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, access, i,                                     //
+      MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(listen_fd),              //
+      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(std::max(1, l.threads)),  //
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<std::size_t>(std::max<std::size_t>(4096, l.header_bytes)),
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(std::max(1, l.idle_timeout_s)),  //
+      MHD_OPTION_CONNECTION_LIMIT, std::max(1u, l.max_connections),                           //
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, l.per_ip_connections,                               //
+      MHD_OPTION_NOTIFY_COMPLETED, static_cast<MHD_RequestCompletedCallback>(completed), i,    //
+      MHD_OPTION_NOTIFY_CONNECTION, static_cast<MHD_NotifyConnectionCallback>(notify), i,      //
+      MHD_OPTION_STRICT_FOR_CLIENT, 1,                                                        //
+      MHD_OPTION_END);
+  if (!i->daemon) {
+    ::close(listen_fd);
+    throw std::runtime_error("libmicrohttpd could not start (threads, memory or the listen socket)");
+  }
+  i->reaper = std::thread([i] { i->reap_loop(); });
+}
+
+void HttpDaemon::stop() {
+  Impl* i = impl_.get();
+  {
+    std::lock_guard lock(i->stop_mu);
+    if (i->stopping) return;
+    i->stopping = true;
+  }
+  i->stop_cv.notify_all();
+  if (i->reaper.joinable()) i->reaper.join();
+  if (i->daemon) {
+    const MHD_socket fd = MHD_quiesce_daemon(i->daemon);
+    MHD_stop_daemon(i->daemon);
+    if (fd != MHD_INVALID_SOCKET) ::close(fd);
+    i->daemon = nullptr;
+  }
+}
+
+std::size_t HttpDaemon::open_connections() const {
+  std::lock_guard lock(impl_->conn_mu);
+  return impl_->conns.size();
+}
+
+std::size_t HttpDaemon::deadline_closures() const { return impl_->deadline_closures.load(); }
+
+int open_listen_socket(const std::string& host, int port, int backlog, int* bound_port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res); rc != 0)
+    throw InputError(fmt::format("cannot listen on {}:{}: {}", host, port, gai_strerror(rc)));
+  std::string why = "no usable address";
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // restart over TIME_WAIT; no REUSEPORT
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, std::max(16, backlog)) != 0) {
+      const int e = errno;
+      why = e == EADDRINUSE ? fmt::format("port {} on {} is already in use by another process "
+                                          "(another `perseus serve`?); pick another --port or stop it",
+                                          port, host)
+            : e == EADDRNOTAVAIL ? fmt::format("{} is not an address of this machine", host)
+                                 : std::string(std::strerror(e));
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) throw InputError(fmt::format("cannot listen on {}:{}: {}", host, port, why));
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  *bound_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return fd;
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,362 @@
+// The client's guards (issue 16): supported clocks, registration conflicts, request
+// deadlines, plan size, per-item reports, telemetry anomalies, stale clock locks. The GPU is
+// the fake libnvidia-ml.so.1 playing a scenario file; the server is the in-test stub or a
+// raw socket that drips its answer. Every wait is on an event.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "perseus/client.h"
+#include "perseus/runtime/client.hpp"
+#include "perseus/runtime/gpu_lock_record.hpp"
+#include "stub_server.hpp"
+#include "test_util.hpp"
+
+namespace perseus::runtime {
+namespace {
+
+using namespace perseus::testing;
+
+// Sets the fake NVML's environment for one test and restores it.
+class FakeNvmlEnv {
+ public:
+  FakeNvmlEnv(const TempDir& dir, const std::string& scenario) {
+    ::setenv("FAKE_NVML_LOG", dir.file("nvml.log").c_str(), 1);
+    ::setenv("FAKE_NVML_STATE_DIR", dir.file("").c_str(), 1);
+    std::ofstream(dir.file("scenario")) << scenario;
+    ::setenv("FAKE_NVML_SCENARIO", dir.file("scenario").c_str(), 1);
+  }
+  ~FakeNvmlEnv() {
+    for (const char* v : {"FAKE_NVML_LOG", "FAKE_NVML_STATE_DIR", "FAKE_NVML_SCENARIO"}) ::unsetenv(v);
+  }
+};
+
+class Guards : public ::testing::Test {
+ protected:
+  void SetUp() override { server_.start(); }
+  ClientOptions options() const {
+    ClientOptions o;
+    o.server_url = server_.url();
+    o.token = "secret";
+    o.job_id = "job1";
+    o.plan_poll_interval_s = 0.02;
+    o.retry_initial_s = 0.01;
+    o.retry_max_s = 0.05;
+    o.request_timeout_s = 2.0;
+    o.startup_timeout_s = 2.0;
+    o.watchdog = false;
+    o.handle_signals = false;
+    o.coalesce_clock_requests = false;
+    o.lock_dir = dir_.file("locks");
+    return o;
+  }
+  std::shared_ptr<GpuControl> nvml() { return make_nvml_gpu(0, FAKE_NVML_PATH); }
+  std::string nvml_log() const { return read_file(dir_.file("nvml.log")); }
+  static void run_step(Client& c, const std::vector<std::string>& seq) {
+    c.on_step_begin();
+    for (const auto& name : seq) {
+      c.on_instruction_begin(name);
+      c.on_instruction_end(name);
+    }
+    c.on_step_end();
+  }
+  TempDir dir_;
+  StubServer server_;
+};
+
+// Row 2: 1400/1000 MHz on a 15 MHz grid are snapped; 1, 99999, 2^31-1 MHz never reach NVML.
+TEST_F(Guards, PlanClocksAreCheckedAgainstTheGpusList) {
+  FakeNvmlEnv env(dir_, "clocks * 1410 1395 1380 1365 1350 1200 1005 990 210\n");
+  server_.set_plan(0, make_plan(1, {{"forward", 1400}, {"backward", 1000}}));
+  auto c = Client::create(options(), nvml());
+  EXPECT_EQ(server_.registered_freqs(0), (std::vector<int>{1410, 1395, 1380, 1365, 1350, 1200, 1005, 990, 210}));
+  ASSERT_EQ(c->plan().version, 1);
+  EXPECT_EQ(c->plan().instructions[0].freq_mhz, 1395);
+  EXPECT_EQ(c->plan().instructions[0].planned_freq_mhz, 1400);
+  run_step(*c, {"forward", "backward"});
+  c->controller().flush();
+  ASSERT_TRUE(c->flush_reports(10.0));
+  const auto m = server_.measurements(0).at(0);
+  EXPECT_EQ(m["instructions"][0]["planned_freq_mhz"], 1400);  // labelled with what was applied
+  EXPECT_EQ(c->stats().clocks_snapped, 2);
+
+  server_.set_plan(0, make_plan(2, {{"forward", 1}, {"backward", 99999}, {"forward", 2147483647}}));
+  ASSERT_TRUE(wait_for([&] { return c->stats().plans_refused >= 1; }));
+  EXPECT_NE(c->stats().last_plan_error.find("not a supported clock"), std::string::npos) << c->stats().last_plan_error;
+  run_step(*c, {"forward", "backward"});  // the previous plan stays in use
+  EXPECT_EQ(c->stats().plan_version, 1);
+  c->close();
+  const std::string log = nvml_log();
+  EXPECT_NE(log.find("nvmlDeviceSetGpuLockedClocks 0 1395 1395"), std::string::npos) << log;
+  EXPECT_NE(log.find("nvmlDeviceSetGpuLockedClocks 0 1005 1005"), std::string::npos) << log;
+  for (const char* bad : {"Clocks 0 1400 ", "Clocks 0 1000 ", "Clocks 0 1 ", "99999", "2147483647"}) {
+    EXPECT_EQ(log.find(bad), std::string::npos) << bad;
+  }
+}
+
+// The controller refuses a clock that is not in the GPU's list even when asked directly.
+TEST_F(Guards, ControllerNeverSendsAnUnsupportedClock) {
+  FakeNvmlEnv env(dir_, "");
+  auto gpu = nvml();
+  FrequencyController::Options o;
+  o.supported_mhz = gpu->supported_graphics_clocks_mhz();
+  o.coalesce = false;
+  FrequencyController c(gpu, o);
+  c.request(99999);
+  c.request(1200);
+  c.flush();
+  const auto log = c.log();
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].outcome, FreqOutcome::kRefused);
+  EXPECT_EQ(log[1].outcome, FreqOutcome::kApplied);
+  c.stop(false);
+  EXPECT_EQ(nvml_log().find("99999"), std::string::npos);
+}
+
+// Row 3: the rank's slot is registered with other coordinates: create() fails (C++ and C).
+TEST_F(Guards, ConflictingRegistrationIsAnErrorTheTrainerSees) {
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}}));
+  server_.preregister(0, /*dp=*/1, /*pp=*/0, /*tp=*/0);
+  try {
+    Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+    FAIL() << "a conflicting registration was taken as success";
+  } catch (const ClientError& e) {
+    EXPECT_EQ(e.code(), ClientErrc::kServer);
+    EXPECT_NE(std::string(e.what()).find("409"), std::string::npos) << e.what();
+  }
+  perseus_client_config cfg;
+  perseus_client_config_init(&cfg);
+  const std::string url = server_.url();
+  cfg.server_url = url.c_str();
+  cfg.token = "secret";
+  cfg.job_id = "job1";
+  cfg.backend = "dry-run";
+  cfg.enable_watchdog = 0;
+  cfg.handle_signals = 0;
+  cfg.dry_run_log_path = nullptr;
+  perseus_client* h = nullptr;
+  EXPECT_EQ(perseus_client_create(&cfg, &h), PERSEUS_ERR_SERVER);
+  EXPECT_NE(std::string(perseus_last_error()).find("409"), std::string::npos) << perseus_last_error();
+  EXPECT_EQ(h, nullptr);
+}
+
+// Row 3, late: the server was down at create(); when it answers 409 later, the next step says so.
+TEST_F(Guards, LateRegistrationConflictSurfacesAtTheNextStep) {
+  server_.stop();
+  auto o = options();
+  o.startup_timeout_s = 0;
+  auto c = Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log")));
+  server_.preregister(0, 0, 1, 0);
+  server_.start();
+  ASSERT_TRUE(wait_for([&] {
+    try {
+      run_step(*c, {});
+      return false;
+    } catch (const ClientError& e) {
+      return e.code() == ClientErrc::kServer && std::string(e.what()).find("409") != std::string::npos;
+    }
+  }));
+}
+
+// A restarted trainer (same coordinates and clocks) registers again without error.
+TEST_F(Guards, RestartWithTheSameCoordinatesIsFine) {
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}}));
+  { auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log"))); }
+  auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+  EXPECT_EQ(server_.registrations(), 2);
+  EXPECT_EQ(c->plan().version, 1);
+}
+
+// A server that drips its answer one byte every 0.5 s; records whether each client hung up
+// before the answer was complete.
+class DripServer {
+ public:
+  DripServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    accept_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;  // closed by the destructor
+        std::lock_guard lock(mu_);
+        conns_.emplace_back([this, c] { drip(c); });
+      }
+    });
+  }
+  ~DripServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    accept_.join();
+    std::lock_guard lock(mu_);
+    for (auto& t : conns_) t.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int connections() const { return accepted_.load(); }
+  int hung_up() const { return hung_up_.load(); }
+  int completed() const { return completed_.load(); }
+
+ private:
+  void drip(int c) {
+    ++accepted_;
+    char buf[4096];
+    (void)::recv(c, buf, sizeof buf, 0);  // the request (its first segment is enough)
+    const std::string answer =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n"
+        "{\"version\":1,\"job_status\":\"running\",\"instructions\":[]}    ";
+    for (char ch : answer) {
+      if (stop_) break;
+      if (::send(c, &ch, 1, MSG_NOSIGNAL) != 1) {
+        ++hung_up_;
+        ::close(c);
+        return;
+      }
+      for (int i = 0; i < 50 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      // The client hung up if the socket reads EOF.
+      char probe;
+      if (::recv(c, &probe, 1, MSG_DONTWAIT | MSG_PEEK) == 0) {
+        ++hung_up_;
+        ::close(c);
+        return;
+      }
+    }
+    if (!stop_) ++completed_;
+    ::close(c);
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0}, hung_up_{0}, completed_{0};
+  std::mutex mu_;
+  std::vector<std::thread> conns_;
+  std::thread accept_;
+};
+
+// Row 4: every request has a deadline; create() respects its startup timeout and close() is
+// bounded, whatever the server does. Events: the server sees the client hang up before its
+// ~70 s answer is complete, for every connection, and never completes one.
+TEST_F(Guards, ADrippingServerIsCutOffAndCloseIsBounded) {
+  DripServer drip;
+  auto o = options();
+  o.server_url = drip.url();
+  o.request_timeout_s = 0.5;
+  o.startup_timeout_s = 1.0;
+  auto c = Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log")));  // returns: no plan
+  EXPECT_EQ(c->plan().version, -1);
+  EXPECT_GE(drip.connections(), 1);
+  run_step(*c, {});
+  c->close();
+  EXPECT_NE(c->stats().last_server_error.find("deadline"), std::string::npos) << c->stats().last_server_error;
+  ASSERT_TRUE(wait_for([&] { return drip.hung_up() == drip.connections(); }, 30));
+  EXPECT_EQ(drip.completed(), 0);
+}
+
+// Row 5: a plan response larger than the job's shape allows is refused while it streams in.
+TEST_F(Guards, OversizedPlansAreRefused) {
+  server_.set_registration_reply(R"({"microbatches":2,"chunks":1})");  // at most 6 computations
+  std::string huge = R"({"version":1,"instructions":[)";
+  for (int i = 0; i < 20000; ++i) huge += std::string(i ? "," : "") + R"({"instruction":"forward","microbatch":0,"freq_mhz":1410})";
+  huge += "]}";
+  server_.set_raw_plan(0, huge);
+  auto o = options();
+  o.startup_timeout_s = 0.2;
+  auto c = Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log")));
+  EXPECT_EQ(c->plan().version, -1);
+  EXPECT_NE(c->stats().last_server_error.find("larger than"), std::string::npos) << c->stats().last_server_error;
+  c->close();
+  // Small but with more computations than 3 x microbatches x chunks.
+  std::string many = R"({"version":1,"instructions":[)";
+  for (int i = 0; i < 10; ++i) many += std::string(i ? "," : "") + R"({"instruction":"forward","freq_mhz":1410})";
+  server_.set_raw_plan(0, many + "]}");
+  auto d = Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log")));
+  EXPECT_EQ(d->plan().version, -1);
+  EXPECT_NE(d->stats().last_server_error.find("holds 10 computations"), std::string::npos)
+      << d->stats().last_server_error;
+}
+
+// Row 7: over 8 iterations the counter goes back once in iteration 3; that computation's and
+// that step's energies are unknown (times kept); every report is delivered; a report the
+// server rejects on its own costs no other.
+TEST_F(Guards, ACounterGlitchCostsOnlyTheAffectedValues) {
+  // Energy reads: 1 at create; then per step 6 (step begin, 2 x (begin, end), step end), so
+  // iteration 2 reads 14..19 and read 16 (end of its first computation) goes back by 1 kJ.
+  FakeNvmlEnv env(dir_, "energy_offset 0 16 -1000000\n");
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
+  server_.reject_iteration(5);
+  auto c = Client::create(options(), nvml());
+  for (int i = 0; i < 8; ++i) run_step(*c, {"forward", "backward"});
+  ASSERT_TRUE(c->flush_reports(10.0));
+  const auto m = server_.measurements(0);
+  ASSERT_EQ(m.size(), 7u);  // 8 minus the one the server rejected
+  for (const auto& [it, j] : m) {
+    const bool glitch = it == 2;
+    EXPECT_EQ(j.contains("energy_j"), !glitch) << it;
+    EXPECT_EQ(j["instructions"][0].contains("energy_j"), !glitch) << it;
+    EXPECT_TRUE(j["instructions"][1].contains("energy_j")) << it;
+    EXPECT_TRUE(j["instructions"][0].contains("time_s")) << it;
+    if (j.contains("energy_j")) EXPECT_GE(j["energy_j"].get<double>(), 0.0);
+  }
+  const auto st = c->stats();
+  EXPECT_EQ(st.energy_unknown, 2);
+  EXPECT_EQ(st.reports_rejected, 1);
+  EXPECT_EQ(st.reports_sent, 7);
+  EXPECT_EQ(st.reports_dropped, 0);
+}
+
+// Row 10: a second live client on the same GPU is refused; a lock left by a client killed
+// together with its watchdog (container teardown) is reset at the next start.
+TEST_F(Guards, LockRecordsRefuseALiveOwnerAndResetStaleLocks) {
+  FakeNvmlEnv env(dir_, "");
+  auto a = nvml();
+  auto b = nvml();
+  {
+    GpuLockRecord first = GpuLockRecord::claim(*a, dir_.file("locks"));
+    ASSERT_FALSE(first.path().empty());
+    EXPECT_FALSE(first.reset_stale());
+    try {
+      GpuLockRecord::claim(*b, dir_.file("locks"));
+      FAIL() << "two live clients on one GPU";
+    } catch (const GpuError& e) {
+      EXPECT_NE(std::string(e.what()).find("already driven"), std::string::npos) << e.what();
+    }
+  }
+  GpuLockRecord again = GpuLockRecord::claim(*b, dir_.file("locks"));  // released cleanly: no reset
+  EXPECT_FALSE(again.reset_stale());
+}
+
+TEST_F(Guards, ClocksLeftLockedByAKilledContainerAreResetAtTheNextStart) {
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
+  std::ofstream(dir_.file("scenario")) << "";
+  const pid_t trainer = spawn(
+      {TEST_TRAINER, "--url", server_.url(), "--token", "secret", "--job", "job1", "--backend", "nvml", "--stages",
+       "1", "--microbatches", "1", "--iterations", "2", "--watchdog", "/nonexistent/perseus-watchdog", "--progress",
+       dir_.file("progress"), "--no-coalesce", "--hang"},
+      {{"LD_LIBRARY_PATH", FAKE_NVML_DIR}, {"FAKE_NVML_STATE_DIR", dir_.file("")}, {"PERSEUS_LOCK_DIR", dir_.file("locks")},
+       {"FAKE_NVML_LOG", dir_.file("nvml.log")}},
+      dir_.file("out.txt"));
+  ASSERT_TRUE(wait_for([&] { return read_file(dir_.file("progress")).find("ready") != std::string::npos; }, 20))
+      << read_file(dir_.file("out.txt"));
+  ASSERT_EQ(::kill(trainer, SIGKILL), 0);  // trainer and (missing) watchdog gone together
+  wait_exit(trainer);
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("locked_0")));  // the GPU stays locked
+  EXPECT_EQ(read_file(dir_.file("locked_0")), "1005\n");
+  FakeNvmlEnv env(dir_, "");
+  auto c = Client::create(options(), nvml());
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("locked_0")));  // reset before anything else
+  c->close();
+}
+
+}  // namespace
+}  // namespace perseus::runtime

@@ -1,0 +1,453 @@
+// Hostile-input suite: every row of issue 15's reliability probe (and a few more), on loopback.
+// Each test waits on events (an answer, a closed connection), never on elapsed time; counts are
+// small and every blocking read is bounded by RawConn's safety timeout.
+#include <gtest/gtest.h>
+
+#include <netinet/tcp.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "http_daemon.hpp"
+#include "perseus/error.hpp"
+#include "raw_socket.hpp"
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+std::string request_head(const std::string& method, const std::string& path, const std::string& extra,
+                         bool auth = true) {
+  return method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+         (auth ? "Authorization: Bearer " + kToken + "\r\n" : std::string()) + extra + "\r\n";
+}
+
+bool health_ok(int port) {
+  Api api(port, "");
+  return api.get("/v1/health").status == 200;
+}
+
+ServerOptions small_limits() {
+  ServerOptions opt;
+  opt.max_body_bytes = 1 << 20;
+  opt.max_header_bytes = 16 << 10;
+  opt.threads = 2;
+  return opt;
+}
+
+// Row 2: a chunked body past the limit, before auth, is refused without reading it.
+TEST(Hostile, ChunkedBodyBeforeAuthRefusedAtHeaders) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Transfer-Encoding: chunked\r\n", /*auth=*/false)));
+  const std::string resp = c.read_response();
+  EXPECT_EQ(raw_status(resp), 401) << resp;
+  EXPECT_TRUE(c.wait_closed()) << "the server never reads the body of a refused request";
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Row 2 (authenticated): a chunked body is cut off at max_body_bytes, not buffered whole.
+TEST(Hostile, ChunkedBodyPastLimitClosesConnection) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Transfer-Encoding: chunked\r\n")));
+  const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";  // 64 KiB chunks
+  std::size_t sent = 0;
+  const std::size_t cap = std::size_t(256) << 20;  // the test's own bound: 256 MiB
+  while (sent < cap && c.send(chunk)) sent += 0x10000;
+  EXPECT_LT(sent, cap) << "the server kept reading a chunked body far past its 1 MiB limit";
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Row 3: compressed bodies are never inflated: 415 at the headers.
+TEST(Hostile, ContentEncodingRefused) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Content-Encoding: gzip\r\nContent-Length: 1048000\r\n", false)));
+  const std::string resp = c.read_response();
+  EXPECT_EQ(raw_status(resp), 415) << resp;
+  EXPECT_NE(raw_body(resp).find("never decompresses"), std::string::npos) << resp;
+}
+
+// Row 4: a huge request line or header block is cut off at max_header_bytes.
+TEST(Hostile, HugeRequestLineAndHeadersCutOff) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  {
+    RawConn c(srv.port());
+    c.send("GET /" + std::string(1 << 20, 'a'));  // the server may close while we write
+    const std::string resp = c.read_all();
+    const int st = raw_status(resp);
+    EXPECT_TRUE(st == 414 || st == 431 || st == 400 || resp.empty()) << resp.substr(0, 200);
+  }
+  {
+    RawConn c(srv.port());
+    std::string head = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
+    bool open = c.send(head);
+    for (int i = 0; open && i < 100000; ++i) open = c.send("X-Junk-" + std::to_string(i) + ": y\r\n");
+    const std::string resp = open ? c.read_all() : std::string();
+    const int st = raw_status(resp);
+    EXPECT_TRUE(!open || st == 431 || st == 400 || st == 413 || resp.empty()) << resp.substr(0, 200);
+  }
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Row 5: slow senders cost no worker, and the whole-request deadline closes them.
+TEST(Hostile, SlowHeaderSendersDoNotBlockOthersAndHitTheDeadline) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.request_deadline_s = 0.5;
+  opt.threads = 1;  // one event loop: a blocked worker would show at once
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.push_back(std::make_unique<RawConn>(srv.port()));
+    ASSERT_TRUE(slow.back()->send("GET /v1/health HTTP/1.1\r\nX-A: "));
+  }
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(health_ok(srv.port())) << "probe " << i;
+  // A sender that keeps trickling bytes is still cut off by the deadline (not by idleness).
+  std::atomic<bool> closed{false};
+  std::thread trickle([&] {
+    RawConn c(srv.port());
+    c.send("GET /v1/health HTTP/1.1\r\nX-A: ");
+    while (c.send("a")) {
+      pollfd p{c.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) break;  // the server closed (EOF readable)
+    }
+    closed = c.wait_closed();
+  });
+  trickle.join();
+  EXPECT_TRUE(closed);
+  for (auto& c : slow) EXPECT_TRUE(c->wait_closed());
+}
+
+// Row 6: 1000 connections opened at once: the backlog holds them and health still answers.
+TEST(Hostile, ThousandIdleConnectsDoNotStall) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.max_connections_per_ip = 0;
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 1000; ++i) idle.push_back(std::make_unique<RawConn>(srv.port()));
+  int connected = 0;
+  for (auto& c : idle) connected += c->connected();
+  EXPECT_EQ(connected, 1000);
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Per-peer connection cap: the connection past the cap is closed at once.
+TEST(Hostile, PerAddressConnectionCap) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.max_connections_per_ip = 4;
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 4; ++i) {  // each one answered once, so the server has surely accepted it
+    held.push_back(std::make_unique<RawConn>(srv.port()));
+    ASSERT_TRUE(held.back()->send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_EQ(raw_status(held.back()->read_response()), 200);
+  }
+  RawConn extra(srv.port());
+  extra.send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(raw_status(extra.read_response()), -1) << "5th connection from one address must be refused";
+  held.clear();
+}
+
+// Row 7: 64 keep-alive pollers on 2 event-loop threads: every one is served.
+TEST(Hostile, KeepAlivePollersAllServed) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  std::atomic<int> served{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 64; ++t)
+    ts.emplace_back([&] {
+      httplib::Client c("127.0.0.1", srv.port());
+      c.set_keep_alive(true);
+      c.set_read_timeout(60);
+      int ok = 0;
+      for (int i = 0; i < 3; ++i)
+        if (auto res = c.Get("/v1/health"); res && res->status == 200) ++ok;
+      if (ok == 3) served++;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(served.load(), 64);
+}
+
+// Row 12: a second server on a taken port refuses to start, naming the cause.
+TEST(Hostile, SecondServerOnTakenPortRefuses) {
+  TempDir dir;
+  LocalServer first(dir.file("a.db"));
+  ServerOptions opt;
+  opt.port = first.port();
+  opt.db_path = dir.file("b.db");
+  opt.token = kToken;
+  Server second(opt);
+  try {
+    second.bind();
+    FAIL() << "bind on a taken port succeeded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
+  }
+}
+
+// Row 12 (database): a second server on a database in use refuses to start; files are private.
+TEST(Hostile, SecondServerOnSameDatabaseRefuses) {
+  TempDir dir;
+  LocalServer first(dir.file("same.db"));
+  ServerOptions opt;
+  opt.db_path = dir.file("same.db");
+  opt.token = kToken;
+  try {
+    Server second(opt);
+    FAIL() << "a second server opened a database in use";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another"), std::string::npos) << e.what();
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("same.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "database file must be created private";
+  EXPECT_TRUE(health_ok(first.port())) << "the first server is unaffected";
+}
+
+// Row 13: content types: form type gets 415 naming the fix (not a bare 413); empty body names it.
+TEST(Hostile, ContentTypesAndEmptyBodies) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  Api api(srv.port());
+  std::string big = profile_job().dump();
+  auto r = api.post_raw("/v1/jobs", big, "application/x-www-form-urlencoded");
+  EXPECT_EQ(r.status, 415) << r.body;
+  EXPECT_NE(r.body.find("Content-Type: application/json"), std::string::npos) << r.body;
+  {  // no Content-Type at all: accepted as JSON
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Content-Length: " + std::to_string(big.size()) + "\r\n") + big));
+    const std::string resp = c.read_response();
+    EXPECT_EQ(raw_status(resp), 201) << resp.substr(0, 300);
+  }
+  r = api.post_raw("/v1/jobs", big, "text/plain");
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = api.post_raw("/v1/jobs", big, "application/json; charset=utf-8");
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = api.post_raw("/v1/jobs", "");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.j["error"]["code"], "empty_body") << r.body;
+}
+
+// Row 14: TCP_NODELAY on the listening socket (accepted sockets get it too).
+TEST(Hostile, ListenSocketHasNoDelay) {
+  int port = 0;
+  const int fd = open_listen_socket("127.0.0.1", 0, 64, &port);
+  int v = 0;
+  socklen_t len = sizeof v;
+  ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+  EXPECT_NE(v, 0);
+  EXPECT_GT(port, 0);
+  ::close(fd);
+}
+
+// Junk that is not HTTP at all: answered 400 or closed, and the server keeps serving.
+TEST(Hostile, BinaryJunkInsteadOfHttp) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  {
+    RawConn c(srv.port());
+    std::string junk(1 << 16, '\0');
+    for (std::size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131 + 7) & 0xff);
+    c.send(junk);
+    const std::string resp = c.read_all();
+    const int st = raw_status(resp);
+    EXPECT_TRUE(st == 400 || st == 414 || st == 431 || st == 505 || resp.empty()) << st;
+  }
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
+
+namespace perseus::server::testing {
+namespace {
+
+/// A ready job (profile, dp x 8 stages) with every rank registered.
+std::string ready_job(Api& api, int dp) {
+  auto r = api.post("/v1/jobs", profile_job(dp, 8));
+  EXPECT_EQ(r.status, 201) << r.body;
+  const std::string job = r.j["job_id"];
+  wait_status(api, job, "ready");
+  for (int d = 0; d < dp; ++d)
+    for (int p = 0; p < 8; ++p)
+      EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks", {{"rank", d * 8 + p}, {"dp_rank", d}, {"pp_rank", p}, {"tp_rank", 0}})
+                    .status,
+                201);
+  return job;
+}
+
+// Row 1: 100,000 levels of nesting, in a measurement and in a job's plans: 400 naming the limit.
+TEST(Hostile, DeepNestingRefusedBeforeParsing) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 1);
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = api.post_raw("/v1/jobs/" + job + "/ranks/0/measurements",
+                        R"({"iteration":1,"time_s":1,"extra":)" + deep + "}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "too_deep");
+  EXPECT_NE(r.body.find("limit of 64 levels"), std::string::npos) << r.body;
+  json j = profile_job(1, 8);
+  r = api.post_raw("/v1/jobs", j.dump().substr(0, j.dump().size() - 1) + R"(,"plans":)" + deep + "}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200) << "server alive";
+}
+
+// Numbers outside the range of a double: 400, not 500.
+TEST(Hostile, NumbersOutOfDoubleRange) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 1);
+  auto r = api.post_raw("/v1/jobs/" + job + "/ranks/0/measurements", R"({"iteration":1,"time_s":1e400})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "number_out_of_range") << r.body;
+}
+
+// Unknown fields of a measurement are not stored (validated fields only).
+TEST(Hostile, MeasurementExtrasNotStored) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 1);
+  auto r = api.post("/v1/jobs/" + job + "/ranks/0/measurements",
+                    {{"iteration", 1}, {"time_s", 1.0}, {"junk", std::string(100000, 'x')}});
+  EXPECT_EQ(r.status, 202) << r.body;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("h.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT body_json FROM measurements", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  const std::string body = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  EXPECT_EQ(body.find("junk"), std::string::npos) << body;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+// Row 16: the planner's own range for unit_time_s, checked at POST time and naming the field.
+TEST(Hostile, UnitTimeOutsidePlannerRangeRefusedAtPost) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  json j = profile_job(1, 8);
+  j["unit_time_s"] = 1e-9;
+  auto r = api.post("/v1/jobs", j);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("unit_time_s"), std::string::npos) << r.body;
+  j["unit_time_s"] = 11.0;
+  EXPECT_EQ(api.post("/v1/jobs", j).status, 422);
+}
+
+// Row 17: dp = 2 with both pipelines stragglers: nothing switches, no saving is claimed.
+TEST(Hostile, AllPipelinesStragglersClaimNoSaving) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  const std::string job = ready_job(api, 2);
+  auto r = api.post("/v1/jobs/" + job + "/stragglers", {{"pipeline", 0}, {"slowdown", 1.2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = api.post("/v1/jobs/" + job + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json d = r.j["decision"];
+  EXPECT_EQ(d["predicted_saving_pct"], 0.0) << d.dump();
+  EXPECT_EQ(d["predicted_saving_j_per_iteration"], 0.0) << d.dump();
+  EXPECT_EQ(d["plan_index"], d["fastest_plan_index"]) << d.dump();
+  for (int rank : {0, 8}) {
+    auto p = api.get("/v1/jobs/" + job + "/ranks/" + std::to_string(rank) + "/plan");
+    EXPECT_EQ(p.j["plan_index"], d["fastest_plan_index"]) << "every pipeline runs the fastest plan";
+  }
+}
+
+/// Holds an exclusive SQLite lock on a database from a second connection while alive.
+struct ExclusiveDbLock {
+  sqlite3* db = nullptr;
+  explicit ExclusiveDbLock(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  ~ExclusiveDbLock() {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+};
+
+// Row 11: a write that fails leaves no trace in memory: rank not registered, straggler not applied,
+// version unchanged; the same requests succeed once the database is writable again.
+TEST(Hostile, FailedWritesLeaveNoTrace) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  auto r = api.post("/v1/jobs", profile_job(2, 8));
+  ASSERT_EQ(r.status, 201);
+  const std::string job = r.j["job_id"];
+  const std::string base = "/v1/jobs/" + job;
+  wait_status(api, job, "ready");
+  for (int p = 0; p < 8; ++p)
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", p}, {"dp_rank", 0}, {"pp_rank", p}, {"tp_rank", 0}}).status, 201);
+  const json before = api.get(base).j;
+  {
+    ExclusiveDbLock lock(dir.file("h.db"));
+    EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 500);
+    EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 500);
+  }
+  const json after = api.get(base).j;
+  EXPECT_EQ(after["ranks_registered"], before["ranks_registered"]);
+  EXPECT_EQ(after["version"], before["version"]);
+  EXPECT_EQ(after["stragglers"].size(), 0u);
+  EXPECT_EQ(after["decisions_total"], before["decisions_total"]);
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  // A retried registration (same fields) is answered again, not refused.
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
+  EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 409);
+  EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 200);
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
+
+namespace perseus::server::testing {
+namespace {
+
+/// A job whose frontier takes long to solve (64 microbatches at a fine time quantum).
+json big_job() {
+  json j = profile_job(1, 8);
+  j["microbatches"] = 256;
+  j["unit_time_s"] = 1e-5;
+  return j;
+}
+
+// Row 8: DELETE cancels a running solve (the planner thread is free again), and a job's planning
+// budget stops its solve with a clear error.
+TEST(Hostile, DeleteCancelsPlanningAndBudgetStopsIt) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"));
+  Api api(srv.port());
+  auto r = api.post("/v1/jobs", big_job());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(api.del("/v1/jobs/" + r.j["job_id"].get<std::string>()).status, 200);
+  EXPECT_TRUE(srv.server().manager().wait_idle(120)) << "the deleted job's solve did not stop";
+
+  json b = big_job();
+  b["planning_budget_s"] = 0.1;
+  r = api.post("/v1/jobs", b);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json info = wait_status(api, r.j["job_id"], "failed", 120);
+  EXPECT_NE(info["error"].get<std::string>().find("planning_budget_s"), std::string::npos) << info["error"];
+  EXPECT_EQ(api.get("/v1/jobs/" + r.j["job_id"].get<std::string>() + "/ranks/0/plan").status, 404)
+      << "(rank 0 not registered; the job still answers)";
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
