@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <random>
@@ -25,6 +26,7 @@
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
 #include "perseus/schedule.hpp"
 
 namespace {
@@ -137,6 +139,53 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "quality" && argc >= 6) {
+    // quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES [LOCAL_SEARCH_MOVES]]]: today's planner
+    // (graph cut) vs Planner 2.0 (certified) on one profile, 1F1B.
+    const perseus::Profile p = perseus::load_profile_csv(argv[2]);
+    const int stages = count(argv[3], "STAGES"), mbs = count(argv[4], "MICROBATCHES");
+    const double p_block = number(argv[5], "P_BLOCK");
+    const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
+    const perseus::FrequencyPlan allmax = perseus::all_max_plan(dag, p, p_block);
+    const double e_max = allmax.total_energy_j(), t_max = allmax.timeline.time_s;
+    for (const auto mode2 : {perseus::PlannerMode::kGraphCut, perseus::PlannerMode::kCertified}) {
+      perseus::PlannerOptions opt;
+      opt.p_block_w = p_block;
+      opt.unit_time_s = argc > 6 ? number(argv[6], "UNIT_S") : 1e-3;
+      if (argc > 7) opt.max_lp_solves = count(argv[7], "MAX_LP_SOLVES");
+      if (argc > 8) opt.local_search_moves = static_cast<int>(number(argv[8], "LOCAL_SEARCH_MOVES"));
+      opt.mode = mode2;
+      const double c0 = cpu_s();
+      const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
+      const double cpu = cpu_s() - c0;
+      std::string row = fmt::format("| {} | {} x {} | {} |", mode2 == perseus::PlannerMode::kGraphCut ? "today" : "2.0",
+                                    stages, mbs, f.size());
+      // The metric at 1, 1.02, 1.05 x all-max T: the lowest own-time energy of a
+      // frontier plan with T <= the deadline, vs the all-max plan's energy.
+      for (double rel : {1.0, 1.02, 1.05}) {
+        double e = std::numeric_limits<double>::infinity();
+        for (const auto& pt : f.points())
+          if (pt.time_s <= rel * t_max * (1 + 1e-12)) e = std::min(e, pt.energy_j);
+        row += fmt::format(" {:.2f} |", 100 * (e_max - e) / e_max);
+      }
+      for (double rel : {1.2, 1.5}) {
+        // Energy at the deadline: the chosen plan, then blocking at P_block until the deadline
+        // (the all-max plan blocks likewise).
+        const double d = rel * t_max;
+        const auto& pt = f.points()[f.lowest_energy_within(d * (1 + 1e-12))];
+        const double pipe_w = p_block * stages;
+        const double e = pt.energy_j + pipe_w * (d - pt.time_s), base = e_max + pipe_w * (d - t_max);
+        row += fmt::format(" {:.2f} |", 100 * (base - e) / base);
+      }
+      const double lb = f.lower_bound_at(t_max);
+      row += lb > 0 ? fmt::format(" {:.2f} | {:.3f} | {:.3f} |", 100 * (e_max - lb) / e_max, f.max_optimality_gap_pct(),
+                                  f.max_deadline_gap_pct())
+                    : " — | — | — |";
+      row += fmt::format(" {} | {:.3f} |", f.num_lp_solves, cpu);
+      fmt::print("{}\n", row);
+    }
+    return 0;
+  }
   if (mode == "synth" && argc >= 4) {
     const int stages = count(argv[2], "STAGES"), mbs = count(argv[3], "MICROBATCHES");
     const double unit = argc > 4 ? number(argv[4], "UNIT_S") : 1e-3;
@@ -181,7 +230,7 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: %s paper DATA_DIR UNIT_S | case DATA_DIR DEVICE MICROBATCHES UNIT_S | synth STAGES MICROBATCHES "
-               "[UNIT_S]\n",
+               "[UNIT_S] | quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES [LOCAL_SEARCH_MOVES]]]\n",
                argv[0]);
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

@@ -57,6 +57,14 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--format", *zeus, "Plan file format: perseus (JSON) or zeus (JSON + Zeus freqs_pipeline_*.py)")
       ->check(CLI::IsMember({"perseus", "zeus"}))
       ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--planner",
+         [cfg](const std::string& v) {
+           cfg->planner_mode = v == "graph-cut" ? perseus::PlannerMode::kGraphCut : perseus::PlannerMode::kCertified;
+         },
+         "Planner: certified (graph cut + LP lower bound, LP-rounded plans into the straggler regime; default) or "
+         "graph-cut (the paper's algorithm only)")
+      ->check(CLI::IsMember({"certified", "graph-cut"}));
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");

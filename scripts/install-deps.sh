@@ -9,13 +9,14 @@ PACKAGES=(
   build-essential cmake ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev libboost-graph-dev
   libcpp-httplib-dev libmicrohttpd-dev libsqlite3-dev libssl-dev
+  coinor-libclp-dev
 )
 case "$WHAT" in
   run) PERSEUS_WITH_BROWSER=0 ;;
   all) PACKAGES+=(
          libgtest-dev libgmock-dev libbenchmark-dev
          python3-dev pybind11-dev python3-torch python3-numpy
-         libxml2-utils stress-ng
+         libxml2-utils stress-ng coinor-cbc
        ) ;;
   *) echo "usage: scripts/install-deps.sh [run|all]" >&2; exit 2 ;;
 esac

@@ -85,6 +85,8 @@ struct EmulationConfig {
   int tp_degree = 1;               ///< Tensor-parallel degree K.
   double time_scale = 1;           ///< Time scale X.
   double unit_time_s = 1e-3;       ///< Planner (and EnvPipe) time quantum u, s.
+  /// Perseus planner algorithm; kGraphCut reproduces the artifact notebook's frontier.
+  PlannerMode planner_mode = PlannerMode::kCertified;
   std::vector<double> slowdowns;   ///< Slowdown factors s >= 1 (at least one).
 };
 

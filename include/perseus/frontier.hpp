@@ -13,12 +13,34 @@
 
 namespace perseus {
 
+/// Planner algorithm (a validated option of the planner, not an environment variable).
+enum class PlannerMode : std::uint8_t {
+  /// Today's planner as published (Perseus §4.2): graph-cut frontier over the (time, energy)
+  /// Pareto clocks, slack reclamation among them; no lower bound.
+  kGraphCut = 0,
+  /// Planner 2.0 (default): the graph-cut frontier as a first stage, clocks below the
+  /// energy-minimal one where effective energy drops (slack filling), plans rounded from the
+  /// LP relaxation at sampled deadlines up to 2 × T_min (straggler regime), and a certified
+  /// lower bound LB(T) for every point.
+  kCertified = 1,
+};
+
 /// Planner settings.
 struct PlannerOptions {
   double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).
   double unit_time_s = 1e-3;   ///< Time quantum u of the graph-cut steps, s (1e-7..10; at most
                                ///< 1e6 quanta between an op's fastest and slowest time).
   bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
+  PlannerMode mode = PlannerMode::kCertified;  ///< Algorithm (see PlannerMode).
+  /// kCertified: LP solves at most (sampling plus refinement where the gap exceeds
+  /// refine_gap_pct); the planner also caps them at max(40, 80000 / computations). 1..100000.
+  int max_lp_solves = 400;
+  /// kCertified: a frontier point whose energy is more than this % above the bound at its
+  /// time gets an exact LP solve (a tighter bound and a rounded plan at that time). >= 0.
+  double refine_gap_pct = 0.25;
+  /// kCertified: local-search moves (speed one op up, refill the slack) per LP-rounded plan on
+  /// DAGs of more than 16 ops (smaller ones also try pair moves, up to 4 × ops). 0..1000000.
+  int local_search_moves = 0;
   /// Optional progress callback: (current T in units, T_max in units, T_min in units).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
   /// Optional cancellation check, called once per graph-cut step: when it returns true the
@@ -38,6 +60,10 @@ struct FrontierPoint {
   double energy_before_reclaim_j = 0;///< E of the graph-cut plan before slack reclamation, J.
   std::int64_t step = 0;             ///< Graph-cut step that produced it (-1: the all-max plan).
   double tightened_to_s = 0;         ///< > 0: that step's plan was sped up to this T (s).
+  /// Certified lower bound (J) on the energy of any plan (same profile clocks, DAG and
+  /// accounting) with iteration time <= time_s; 0 when not computed (PlannerMode::kGraphCut).
+  double lower_bound_j = 0;
+  std::int32_t stored_plan = -1;     ///< >= 0: plan from the LP stage (not a graph-cut step).
 };
 
 /// Candidate operating points of one (stage, kind): the time–energy Pareto-optimal
@@ -78,12 +104,25 @@ class Frontier {
   /// Index of the lowest-energy point with time_s <= deadline_s (the Perseus straggler
   /// rule, §3.2); the fastest point (last) if none meets it.
   std::size_t lowest_energy_within(double deadline_s) const;
+  /// Certified lower bound (J) on the energy of any plan with iteration time <= deadline_s:
+  /// the best of the LP tangents LB(τ_k) + g_k (deadline − τ_k) and LB(τ_k) for τ_k >= deadline.
+  /// 0 when no bound was computed (PlannerMode::kGraphCut). Source: LP duality (see
+  /// lower_bound.hpp); LB is convex and non-increasing in the deadline.
+  double lower_bound_at(double deadline_s) const;
+  /// Largest 100 × (E − LB) / LB over the frontier points (their own time), %.
+  double max_optimality_gap_pct() const;
+  /// Largest gap a deadline can see: for any T' in [T_min, time of the slowest point), the
+  /// chosen point (lowest_energy_within(T')) against LB(T'), %; bounded by comparing each
+  /// point with the bound just below the next slower point's time.
+  double max_deadline_gap_pct() const;
 
   std::int64_t num_steps = 0;        ///< Graph-cut steps taken.
   std::int64_t num_max_flows = 0;    ///< Max-flow solves (a step reuses the previous cut
                                      ///< when the critical network is unchanged).
   double solve_time_s = 0;           ///< Wall-clock seconds of solve_frontier().
   double reclaimed_energy_j = 0;     ///< Energy removed by slack reclamation at T_min, J.
+  int num_lp_solves = 0;             ///< LP relaxation solves (kCertified).
+  double bound_time_s = 0;           ///< Wall-clock seconds of the LP stage, within solve_time_s.
   /// Work of the default (warm) max-flow engine, all 0 with the cold engines. For
   /// benchmarks: `PERSEUS_BENCH_STATS=1 perseus_planner_bench ...` prints them.
   struct MaxFlowWork {
@@ -106,6 +145,11 @@ class Frontier {
   std::vector<std::pair<std::int32_t, std::uint16_t>> changes_;  // (op, new choice)
   std::vector<std::size_t> step_end_;                  // per step: end offset in changes_
   std::vector<FrontierPoint> points_;
+  std::vector<std::vector<std::uint16_t>> stored_plans_;  // choices of LP-stage plans
+  struct Tangent {
+    double deadline_s, bound_j, slope_j_per_s;
+  };
+  std::vector<Tangent> tangents_;                      // deadline ascending
   FrequencyPlan make_plan(const std::vector<std::uint16_t>& choice, bool reclaim, double tighten_to_s) const;
 };
 

@@ -21,6 +21,7 @@ struct OptimizeConfig {
   int sample = 0;              ///< Write every K-th plan (plus first and last); 0 = at most 100 plans.
   bool zeus_format = false;    ///< Also write Zeus freqs_pipeline_NNNNN.py files.
   bool reclaim_slack = true;   ///< Slack reclamation after each step.
+  PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
   std::string out_dir;         ///< Output folder (replaced atomically).
   /// Threads that evaluate and write plan files (1..1024; 0 = one per hardware thread).
   /// The output does not depend on it.
@@ -37,6 +38,12 @@ struct OptimizeSummary {
   double allmax_energy_j = 0;     ///< All-max-frequency plan: energy, J.
   double intrinsic_saving_pct = 0;///< 100 × (allmax_energy − energy_at_t_min) / allmax_energy.
   double reclaimed_energy_j = 0;  ///< Part of the T_min saving due to slack reclamation, J.
+  /// 100 × (allmax_energy − E) / allmax_energy with E the lowest-energy plan whose iteration
+  /// time is <= the all-max plan's (equals intrinsic_saving_pct unless T_min < all-max time).
+  double saving_at_allmax_time_pct = 0;
+  double lower_bound_at_t_min_j = 0;   ///< Certified LB at T_min, J (0: not computed).
+  double max_optimality_gap_pct = 0;   ///< Largest 100 × (E − LB) / LB over the frontier, %.
+  double max_deadline_gap_pct = 0;     ///< Frontier::max_deadline_gap_pct(), %.
   std::size_t num_plans = 0;      ///< Frontier points.
   std::size_t plans_written = 0;  ///< Plan files written (sampling).
   std::int64_t num_steps = 0;     ///< Graph-cut steps.

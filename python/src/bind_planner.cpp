@@ -280,6 +280,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           d["energy_j"] = pts[i].energy_j;
           d["energy_before_reclaim_j"] = pts[i].energy_before_reclaim_j;
           d["step"] = pts[i].step;
+          d["lower_bound_j"] = pts[i].lower_bound_j;
           frontier.append(std::move(d));
         }
         py::list plan_list;
@@ -298,6 +299,9 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["num_steps"] = res.frontier->num_steps;
         summary["solve_time_s"] = res.frontier->solve_time_s;
         summary["num_ops"] = res.dag->num_ops();
+        summary["lower_bound_at_t_min_j"] = pts.back().lower_bound_j;
+        summary["max_optimality_gap_pct"] = res.frontier->max_optimality_gap_pct();
+        summary["num_lp_solves"] = res.frontier->num_lp_solves;
         py::dict out;
         out["frontier"] = std::move(frontier);
         out["plans"] = std::move(plan_list);
@@ -332,7 +336,7 @@ sorted, without repeats). threads: plans evaluated in parallel (1..1024; 0 = one
 not depend on it.
 
 Returns a dict of plain Python types:
-  'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step'}], slowest
+  'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest
               first (time strictly decreasing, energy strictly increasing);
   'plans':    [{'plan', 'time_s', 'energy_j', 'compute_energy_j', 'blocking_energy_j',
                'ranks': [{'rank', 'instructions': [{'instruction', 'stage', 'microbatch',

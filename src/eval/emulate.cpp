@@ -179,6 +179,7 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   PlannerOptions popt;
   popt.p_block_w = cfg.p_block_w;
   popt.unit_time_s = cfg.unit_time_s;
+  popt.mode = cfg.planner_mode;
   const Frontier frontier = solve_frontier(dag, profile, popt);
   const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p_block_w);
   EmulationResult result;

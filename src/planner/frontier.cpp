@@ -11,15 +11,18 @@
 #include <exception>
 #include <limits>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/core.h>
 
+#include "lower_bound.hpp"
 #include "max_flow_warm.hpp"
 #include "min_cut.hpp"
 #include "perseus/error.hpp"
+#include "plan_improve.hpp"
 
 namespace perseus {
 
@@ -52,30 +55,41 @@ struct CostModel {
   std::vector<std::uint16_t> choice;   // candidate index used at duration d
 };
 
-CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w) {
+CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended) {
   CostModel m;
-  // Candidates: Pareto-optimal in (time, energy), as the paper. Filtering in (time,
-  // effective energy) instead (pareto_points(raw, p_block_w)) keeps slower clocks that beat
-  // blocking and extends the frontier past ~1080 MHz (better under large stragglers), but it
-  // measured worse mid-frontier on A40/96 microbatches (87.6 % vs 87.0 % of all-max at
-  // T/T_min = 1.02) with unit steps; see docs/baselines.md "Finding".
-  m.cand.points = pareto_points(raw);
+  // The graph-cut stage's clocks are Pareto-optimal in (time, energy), as in the paper.
+  // Filtering the graph-cut's own model in (time, effective energy) instead measured worse
+  // mid-frontier on A40/96 microbatches (87.6 % vs 87.0 % of all-max at T/T_min = 1.02) with
+  // unit steps (docs/baselines.md "Finding"). In PlannerMode::kCertified the candidate table
+  // is the larger (time, effective energy) Pareto set: slack filling and the LP stage may use
+  // clocks below the energy-minimal one, which beat waiting at P_block.
+  const std::vector<OperatingPoint> paper = pareto_points(raw);
+  m.cand.points = extended ? pareto_points(raw, p_block_w) : paper;
   if (m.cand.points.size() > std::numeric_limits<std::uint16_t>::max()) {
     throw InputError("profile: too many Pareto-optimal frequencies for one computation (> 65535)");
   }
   for (const auto& p : m.cand.points) {
     m.cand.units.push_back(std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(p.time_s / unit_s - 1e-9))));
   }
-  m.q_min = m.cand.units.front();
-  m.q_max = m.cand.units.back();
+  // Indices (into cand.points) of the graph-cut clocks, time ascending.
+  std::vector<std::size_t> gc;
+  for (std::size_t i = 0, j = 0; i < m.cand.points.size() && j < paper.size(); ++i) {
+    if (m.cand.points[i].freq_mhz == paper[j].freq_mhz && m.cand.points[i].time_s == paper[j].time_s) {
+      gc.push_back(i);
+      ++j;
+    }
+  }
+  if (gc.empty()) gc.push_back(0);
+  m.q_min = m.cand.units[gc.front()];
+  m.q_max = m.cand.units[gc.back()];
   const std::int64_t range = m.q_max - m.q_min + 1;
   if (range > 1'000'000) {
     throw InputError(fmt::format("unit time {} s is too small for computations of up to {} s", unit_s,
-                                 m.cand.points.back().time_s));
+                                 m.cand.points[gc.back()].time_s));
   }
   // Fastest point of each quantized duration (its real time is the smallest in the bucket).
   std::vector<std::size_t> rep;  // candidate indices, units strictly ascending
-  for (std::size_t i = 0; i < m.cand.points.size(); ++i) {
+  for (std::size_t i : gc) {
     if (rep.empty() || m.cand.units[rep.back()] != m.cand.units[i]) rep.push_back(i);
   }
   // Lower convex hull of (units, effective energy) over the representatives.
@@ -111,28 +125,6 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
     m.choice[d - m.q_min] = static_cast<std::uint16_t>(rep[r]);
   }
   return m;
-}
-
-/// Lowers the frequency of every op whose slack allows it without lengthening T (one
-/// reverse-topological pass: each op takes the slowest Pareto point that fits between its
-/// earliest start and the latest start of its successors). Only ever saves energy.
-void reclaim_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-                   std::vector<double>& scratch_time, std::vector<double>& latest_start) {
-  const int n = dag.num_ops();
-  for (int i = 0; i < n; ++i) scratch_time[i] = cands[i]->points[choice[i]].time_s;
-  const Timeline tl = compute_timeline(dag, scratch_time);
-  const auto& topo = dag.topological_order();
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    const int v = *it;
-    double lf = tl.time_s;
-    for (int w : dag.successors(v)) lf = std::min(lf, latest_start[w]);
-    const double window = lf - tl.start_s[v];
-    const auto& pts = cands[v]->points;
-    std::size_t c = choice[v];
-    while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
-    choice[v] = static_cast<std::uint16_t>(c);
-    latest_start[v] = lf - pts[c].time_s;
-  }
 }
 
 /// Speeds up ops until the plan's iteration time is <= target_s: each round moves every op
@@ -199,11 +191,16 @@ class FrontierBuilder {
   Frontier f_;
   std::vector<CostModel> models_;
   std::vector<const CostModel*> op_model_;
+  std::vector<const std::vector<OperatingPoint>*> model_raw_, op_raw_;  // profile points
+  /// PlannerMode::kCertified: the LP stage (bound, rounded plans) on raw_points_.
+  void certify();
+  void set_bounds(std::vector<FrontierPoint>& kept) const;
   std::vector<std::int64_t> dur_;  // current quantized duration per op
   std::vector<std::int64_t> es_, lf_;
   std::int64_t T_ = 0;
   std::vector<std::uint16_t> choice_;
   std::vector<std::pair<FrontierPoint, bool>> raw_points_;  // (point, is all-max)
+  std::vector<std::vector<std::uint16_t>> stored_;         // LP-stage plans (raw_points_ refer)
   detail::MinCut min_cut_;
   // Warm engine (default): one fixed network over all ops, 7 arcs per op then one per DAG
   // edge, capacities 0 where the op/edge is not critical (see init_warm_network()).
@@ -243,6 +240,18 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   if (!(opt.p_block_w >= 0 && opt.p_block_w <= 1e5)) {
     throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p_block_w));
   }
+  if (opt.mode != PlannerMode::kGraphCut && opt.mode != PlannerMode::kCertified) {
+    throw InputError(fmt::format("planner mode {} is not a known mode", static_cast<int>(opt.mode)));
+  }
+  if (opt.max_lp_solves < 1 || opt.max_lp_solves > 100000) {
+    throw InputError(fmt::format("max LP solves must be in [1, 100000], got {}", opt.max_lp_solves));
+  }
+  if (opt.local_search_moves < 0 || opt.local_search_moves > 1'000'000) {
+    throw InputError(fmt::format("local search moves must be in [0, 1000000], got {}", opt.local_search_moves));
+  }
+  if (!(opt.refine_gap_pct >= 0)) {
+    throw InputError(fmt::format("refine gap must be >= 0 %, got {}", opt.refine_gap_pct));
+  }
   f_.dag_ = std::make_shared<const Dag>(dag);
   f_.p_block_w = opt.p_block_w;
   f_.unit_time_s = opt.unit_time_s;
@@ -259,12 +268,14 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
                                    c.stage, to_string(c.kind)));
     }
     index[key] = models_.size();
-    models_.push_back(build_cost_model(pts, opt.unit_time_s, opt.p_block_w));
+    models_.push_back(build_cost_model(pts, opt.unit_time_s, opt.p_block_w, opt.mode == PlannerMode::kCertified));
+    model_raw_.push_back(&pts);
   }
   f_.candidates_ = std::make_shared<std::vector<Candidates>>();
   for (const auto& m : models_) f_.candidates_->push_back(m.cand);
   const int n = dag.num_ops();
   op_model_.resize(n);
+  op_raw_.resize(n);
   f_.op_candidates_.resize(n);
   dur_.resize(n);
   choice_.resize(n);
@@ -272,6 +283,7 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
     const Computation& c = dag.op(i);
     const std::size_t k = index[{c.stage, static_cast<int>(c.kind)}];
     op_model_[i] = &models_[k];
+    op_raw_[i] = model_raw_[k];
     f_.op_candidates_[i] = &(*f_.candidates_)[k];
     dur_[i] = models_[k].q_max;
     choice_[i] = models_[k].choice.back();
@@ -613,6 +625,123 @@ void FrontierBuilder::record_point(std::int64_t step, const std::vector<std::uin
   raw_points_.push_back({p, step < 0});
 }
 
+/// Pareto filter of candidate points: time ascending, strictly decreasing energy; the
+/// result is fastest first.
+/// pipe_block_w = 0 (W): Pareto in (T, E). pipe_block_w = P_block × R: Pareto in (T, E −
+/// pipe_block_w × T), the points that are the best choice for some deadline when the GPUs
+/// block at P_block until it (energy at deadline τ = E + pipe_block_w × (τ − T)).
+static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPoint, bool>> pts,
+                                                double pipe_block_w = 0) {
+  auto key = [&](const FrontierPoint& p) { return p.energy_j - pipe_block_w * p.time_s; };
+  std::stable_sort(pts.begin(), pts.end(), [&](const auto& a, const auto& b) {
+    return a.first.time_s != b.first.time_s ? a.first.time_s < b.first.time_s : key(a.first) < key(b.first);
+  });
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<FrontierPoint> kept;
+  for (const auto& [p, is_max] : pts) {
+    if (key(p) < best && (kept.empty() || kept.back().time_s < p.time_s)) {
+      kept.push_back(p);
+      best = key(p);
+    }
+  }
+  return kept;
+}
+
+/// LP solve budget of the LP stage: at most kLpSolveOps / ops solves, at least kMinLpSolves
+/// (and at most PlannerOptions::max_lp_solves).
+constexpr int kLpSolveOps = 80000;
+constexpr int kMinLpSolves = 40;
+/// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
+constexpr int kPairMovesMaxOps = 16;
+
+void FrontierBuilder::certify() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Dag& dag = *f_.dag_;
+  detail::HullLowerBound lp(dag, op_raw_, opt_.p_block_w);
+  double t_lo = std::numeric_limits<double>::infinity();
+  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
+  std::vector<std::uint16_t> choice;
+  std::vector<double> scratch, latest;
+  // Solves cost grows faster than linearly with the DAG: fewer on large DAGs (deterministic,
+  // so the output does not depend on the machine's load).
+  int budget = std::min(opt_.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
+  const double pipe_w = opt_.p_block_w * dag.num_ranks();
+  std::vector<double> solved;  // deadlines solved
+  // One LP solve at deadline tau: a tangent of LB and a rounded, slack-filled plan.
+  auto solve_at = [&](double tau) {
+    for (double d : solved)
+      if (std::abs(d - tau) <= 1e-9 * tau) return std::optional<detail::HullLowerBound::Solution>{};
+    if (budget <= 0) return std::optional<detail::HullLowerBound::Solution>{};
+    --budget;
+    solved.push_back(tau);
+    auto sol = lp.solve(tau);
+    if (!sol.feasible) return std::optional<detail::HullLowerBound::Solution>{};
+    f_.tangents_.push_back({tau, sol.bound_j, sol.slope_j_per_s});
+    detail::round_lp_schedule(dag, f_.op_candidates_, sol.start_s, sol.duration_s, choice);
+    FrontierPoint p;
+    p.step = -1;
+    timeline_and_energy(choice, p.energy_before_reclaim_j);
+    detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
+    // Small pipelines: pair moves close most of the rounding loss (bounded work).
+    const bool small = dag.num_ops() <= kPairMovesMaxOps;
+    if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p_block_w, tau, choice,
+                                 small ? 4 * dag.num_ops() : opt_.local_search_moves, small)) {
+      detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
+    }
+    p.time_s = timeline_and_energy(choice, p.energy_j);
+    p.stored_plan = static_cast<std::int32_t>(stored_.size());
+    stored_.push_back(choice);
+    raw_points_.push_back({p, false});
+    return std::optional<detail::HullLowerBound::Solution>{std::move(sol)};
+  };
+  // The straggler regime ends where no slower plan lowers the energy at any deadline (every
+  // op at its hull minimum), or at 2 x T_min.
+  const double t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
+  solve_at(t_end);
+  const int samples = std::min(32, std::max(1, budget / 2));
+  for (int k = 0; k < samples; ++k) {
+    const double x = static_cast<double>(k) / samples;
+    solve_at(t_lo + (t_end - t_lo) * x * std::sqrt(x));  // denser near T_min
+  }
+  auto sort_tangents = [&] {
+    std::sort(f_.tangents_.begin(), f_.tangents_.end(),
+              [](const auto& a, const auto& b) { return a.deadline_s < b.deadline_s; });
+  };
+  sort_tangents();
+  // Refinement: exact solves where a point, or a deadline just below the next slower point,
+  // is further than refine_gap_pct above the bound.
+  for (int round = 0; round < 8 && budget > 0; ++round) {
+    const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
+    std::vector<std::pair<double, double>> worst;                       // (gap, deadline)
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      if (kept[i].time_s > t_end * (1 + 1e-9)) break;
+      const double lb = f_.lower_bound_at(kept[i].time_s);
+      const double gap = 100 * (kept[i].energy_j - lb) / lb;
+      if (gap > opt_.refine_gap_pct) worst.emplace_back(gap, kept[i].time_s);
+      if (i + 1 < kept.size()) {
+        const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));
+        const double lb2 = f_.lower_bound_at(deadline);
+        const double at_deadline = kept[i].energy_j + pipe_w * (deadline - kept[i].time_s);
+        const double gap2 = 100 * (at_deadline - lb2) / lb2;
+        if (gap2 > opt_.refine_gap_pct && deadline > kept[i].time_s) {
+          worst.emplace_back(gap2, deadline);
+          // Bisect the hole: a plan in between may exist that neither end's LP rounds to.
+          worst.emplace_back(gap2 * 0.999, 0.5 * (kept[i].time_s + deadline));
+        }
+      }
+    }
+    if (worst.empty()) break;
+    std::sort(worst.begin(), worst.end(), std::greater<>());
+    const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, budget / 4));
+    const int before = budget;
+    for (std::size_t i = 0; i < take && budget > 0; ++i) solve_at(worst[i].second);
+    sort_tangents();
+    if (budget == before) break;  // nothing new to solve
+  }
+  f_.num_lp_solves = lp.num_solves();
+  f_.bound_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 Frontier FrontierBuilder::run() {
   const auto t0 = std::chrono::steady_clock::now();
   const Dag& dag = *f_.dag_;
@@ -670,18 +799,22 @@ Frontier FrontierBuilder::run() {
     record_point(-1, fastest);
     record_point(step, choice_, raw_points_.back().first.time_s);
   }
-  // Pareto filter: time ascending, keep strictly decreasing energy.
-  auto& pts = raw_points_;
-  std::stable_sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) {
-    return a.first.time_s != b.first.time_s ? a.first.time_s < b.first.time_s : a.first.energy_j < b.first.energy_j;
-  });
-  double best = std::numeric_limits<double>::infinity();
   std::vector<FrontierPoint> kept;
-  for (const auto& [p, is_max] : pts) {
-    if (p.energy_j < best && (kept.empty() || kept.back().time_s < p.time_s)) {
-      kept.push_back(p);
-      best = p.energy_j;
+  if (opt_.mode == PlannerMode::kCertified) {
+    certify();
+    kept = pareto_filter(raw_points_, opt_.p_block_w * f_.dag_->num_ranks());
+    // Keep only the stored plans that survived, renumbered.
+    std::vector<std::vector<std::uint16_t>> stored;
+    for (auto& p : kept) {
+      if (p.stored_plan < 0) continue;
+      stored.push_back(std::move(stored_[p.stored_plan]));
+      p.stored_plan = static_cast<std::int32_t>(stored.size() - 1);
     }
+    f_.stored_plans_ = std::move(stored);
+    stored_.clear();
+    for (auto& p : kept) p.lower_bound_j = f_.lower_bound_at(p.time_s);
+  } else {
+    kept = pareto_filter(raw_points_);
   }
   std::reverse(kept.begin(), kept.end());  // slowest first
   f_.points_ = std::move(kept);
@@ -702,7 +835,7 @@ FrequencyPlan Frontier::make_plan(const std::vector<std::uint16_t>& choice_in, b
   if (tighten_to_s > 0) tighten(dag, op_candidates_, choice, tighten_to_s);
   if (reclaim) {
     std::vector<double> scratch(n), ls(n);
-    reclaim_slack(dag, op_candidates_, choice, scratch, ls);
+    detail::fill_slack(dag, op_candidates_, choice, scratch, ls);
   }
   std::vector<int> freq(n);
   std::vector<double> time(n), energy(n);
@@ -730,7 +863,8 @@ void Frontier::for_each_plan(const std::vector<std::size_t>& indices,
   std::vector<std::size_t> batch_index(batch);
   auto evaluate = [&](std::size_t slot) {
     const std::size_t i = batch_index[slot];
-    fn(i, make_plan(snapshots[slot], reclaim_, points_[i].tightened_to_s));
+    // Stored plans were slack-filled when found; evaluated as they are.
+    fn(i, make_plan(snapshots[slot], reclaim_ && points_[i].stored_plan < 0, points_[i].tightened_to_s));
   };
   std::vector<std::uint16_t> choice = start_choice_;
   std::int64_t at = 0;
@@ -740,6 +874,10 @@ void Frontier::for_each_plan(const std::vector<std::size_t>& indices,
       const std::size_t i = order[first + slot];
       const std::int64_t step = points_[i].step;
       batch_index[slot] = i;
+      if (points_[i].stored_plan >= 0) {
+        snapshots[slot] = stored_plans_[points_[i].stored_plan];
+        continue;
+      }
       if (step < 0) {
         snapshots[slot].assign(choice.size(), 0);
         continue;
@@ -788,6 +926,40 @@ std::size_t Frontier::lowest_energy_within(double deadline_s) const {
   for (std::size_t i = 0; i < points_.size(); ++i)
     if (points_[i].time_s <= deadline_s) return i;
   return points_.empty() ? 0 : points_.size() - 1;
+}
+
+double Frontier::lower_bound_at(double deadline_s) const {
+  if (tangents_.empty()) return 0;
+  double best = -std::numeric_limits<double>::infinity();
+  const double pipe_w = p_block_w * dag_->num_ranks();
+  for (const Tangent& t : tangents_) {
+    double v = t.bound_j + t.slope_j_per_s * (deadline_s - t.deadline_s);
+    // LB − pipe_w × τ is non-increasing.
+    if (t.deadline_s >= deadline_s) v = std::max(v, t.bound_j - pipe_w * (t.deadline_s - deadline_s));
+    best = std::max(best, v);
+  }
+  return best;
+}
+
+double Frontier::max_optimality_gap_pct() const {
+  double gap = 0;
+  for (const auto& p : points_)
+    if (p.lower_bound_j > 0) gap = std::max(gap, 100 * (p.energy_j - p.lower_bound_j) / p.lower_bound_j);
+  return gap;
+}
+
+double Frontier::max_deadline_gap_pct() const {
+  double gap = 0;
+  if (tangents_.empty()) return 0;
+  // points_ are slowest first: a deadline just below points_[i-1]'s time chooses points_[i].
+  const double pipe_w = p_block_w * dag_->num_ranks();
+  for (std::size_t i = 1; i < points_.size(); ++i) {
+    const double deadline = points_[i - 1].time_s * (1 - 1e-12);
+    const double lb = lower_bound_at(deadline);
+    const double at_deadline = points_[i].energy_j + pipe_w * (deadline - points_[i].time_s);
+    if (lb > 0) gap = std::max(gap, 100 * (at_deadline - lb) / lb);
+  }
+  return gap;
 }
 
 Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options) {

@@ -28,8 +28,10 @@ void check_options(const OptimizeConfig& cfg) {
 }
 
 std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
-  std::string csv = "plan,time_s,energy_j\n";
-  for (std::size_t i = 0; i < pts.size(); ++i) csv += fmt::format("{},{:.9f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j);
+  std::string csv = "plan,time_s,energy_j,lower_bound_j\n";
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    csv += fmt::format("{},{:.9f},{:.6f},{:.6f}\n", i, pts[i].time_s, pts[i].energy_j, pts[i].lower_bound_j);
+  }
   return csv;
 }
 
@@ -45,6 +47,12 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
       {"allmax_energy_j", sum.allmax_energy_j},
       {"intrinsic_saving_pct", sum.intrinsic_saving_pct},
       {"reclaimed_energy_j", sum.reclaimed_energy_j},
+      {"saving_at_allmax_time_pct", sum.saving_at_allmax_time_pct},
+      {"lower_bound_at_t_min_j", sum.lower_bound_at_t_min_j},
+      {"max_optimality_gap_pct", sum.max_optimality_gap_pct},
+      {"max_deadline_gap_pct", sum.max_deadline_gap_pct},
+      {"num_lp_solves", r.frontier.num_lp_solves},
+      {"bound_time_s", r.frontier.bound_time_s},
       {"num_plans", sum.num_plans},
       {"plans_written", sum.plans_written},
       {"num_steps", sum.num_steps},
@@ -69,7 +77,8 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"unit_time_s", cfg.unit_time_s},
         {"sample", cfg.sample},
         {"format_zeus", cfg.zeus_format},
-        {"reclaim_slack", cfg.reclaim_slack}}},
+        {"reclaim_slack", cfg.reclaim_slack},
+        {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"}}},
   };
 }
 
@@ -92,6 +101,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   opt.p_block_w = problem.p_block_w;
   opt.unit_time_s = cfg.unit_time_s;
   opt.reclaim_slack = cfg.reclaim_slack;
+  opt.mode = cfg.planner_mode;
   if (progress) {
     opt.progress = [&](std::int64_t t, std::int64_t t_max, std::int64_t t_min) {
       progress(t_max > t_min ? static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min) : 1.0);
@@ -111,6 +121,12 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   sum.allmax_energy_j = allmax.total_energy_j();
   sum.intrinsic_saving_pct = 100.0 * (sum.allmax_energy_j - sum.energy_at_t_min_j) / sum.allmax_energy_j;
   sum.reclaimed_energy_j = frontier.reclaimed_energy_j;
+  sum.saving_at_allmax_time_pct =
+      100.0 * (sum.allmax_energy_j - pts[frontier.lowest_energy_within(sum.allmax_time_s * (1 + 1e-12))].energy_j) /
+      sum.allmax_energy_j;
+  sum.lower_bound_at_t_min_j = pts.back().lower_bound_j;
+  sum.max_optimality_gap_pct = frontier.max_optimality_gap_pct();
+  sum.max_deadline_gap_pct = frontier.max_deadline_gap_pct();
   sum.num_plans = pts.size();
   sum.num_steps = frontier.num_steps;
   sum.solve_time_s = frontier.solve_time_s;

@@ -103,7 +103,11 @@ class OptimizeTest(unittest.TestCase):
         times = [p["time_s"] for p in fr]
         energies = [p["energy_j"] for p in fr]
         self.assertTrue(all(a > b for a, b in zip(times, times[1:])), "time must strictly decrease")
-        self.assertTrue(all(a < b for a, b in zip(energies, energies[1:])), "energy must strictly increase")
+        # Planner 2.0 (docs/planner2.md): effective energy E - P_block x ranks x T rises toward
+        # T_min (own-time E may fall in the straggler regime); the bound is below every point.
+        eff = [p["energy_j"] - P_BLOCK * STAGES * p["time_s"] for p in fr]
+        self.assertTrue(all(a < b for a, b in zip(eff, eff[1:])), "effective energy must strictly increase")
+        self.assertTrue(all(0 < p["lower_bound_j"] <= p["energy_j"] for p in fr))
         s = self.res["summary"]
         self.assertEqual(s["num_plans"], len(fr))
         self.assertAlmostEqual(s["t_min_s"], times[-1])
@@ -238,8 +242,8 @@ class SameProblemAsCliTest(unittest.TestCase):
         res = perseus.optimize(profile_path, p2p_power_w=P_BLOCK, unit_time_s=UNIT, **py_kwargs)
         with open(os.path.join(out, "frontier.csv")) as f:
             cli_frontier = f.read()
-        py_frontier = "plan,time_s,energy_j\n" + "".join(
-            "%d,%.9f,%.6f\n" % (p["plan"], p["time_s"], p["energy_j"]) for p in res["frontier"])
+        py_frontier = "plan,time_s,energy_j,lower_bound_j\n" + "".join(
+            "%d,%.9f,%.6f,%.6f\n" % (p["plan"], p["time_s"], p["energy_j"], p["lower_bound_j"]) for p in res["frontier"])
         self.assertEqual(cli_frontier, py_frontier)
         plan_files = sorted(os.listdir(os.path.join(out, "plans")))
         self.assertEqual(plan_files, ["plan_%05d.json" % p["plan"] for p in res["plans"]])

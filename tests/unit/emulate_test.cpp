@@ -123,6 +123,7 @@ TEST(Emulate, ReproducesNotebookStragglerSavings) {
   }
   EmulationConfig c = a100_mb12();
   c.slowdowns = {1.01, 1.05, 1.1, 1.2, 1.3, 1.5};
+  c.planner_mode = PlannerMode::kGraphCut;  // the notebook's planner
   const EmulationResult res = run_emulation(c);
   EXPECT_EQ(res.num_pipelines, 128);
   EXPECT_EQ(res.envpipe.status, EnvPipeStatus::kConverged);

@@ -108,9 +108,10 @@ int JobModel::lowest_energy_within(double deadline_s) const {
   for (int i = 0; i < static_cast<int>(points.size()); ++i) {
     const auto& a = points[i];
     if (!(a.time_s <= deadline_s)) continue;
-    if (best < 0 || a.energy_j < points[best].energy_j ||
-        (a.energy_j == points[best].energy_j && a.time_s < points[best].time_s))
-      best = i;
+    // Energy at the deadline: the plan, then blocking at P_block until the deadline.
+    const double e = a.energy_j + pipe_block_w * (deadline_s - a.time_s);
+    const double eb = best < 0 ? 0 : points[best].energy_j + pipe_block_w * (deadline_s - points[best].time_s);
+    if (best < 0 || e < eb || (e == eb && a.time_s < points[best].time_s)) best = i;
   }
   return best < 0 ? fastest_index() : best;
 }
@@ -175,6 +176,7 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
     m.schedule = std::make_shared<const Schedule>(resolve_schedule(ps));
     m.dag = std::make_shared<const Dag>(Dag::build(*m.schedule));
   }
+  m.pipe_block_w = spec.p_block_w * m.dag->num_ranks();
   if (m.dag->num_ranks() != spec.pp)
     throw InputError(fmt::format("schedule {} has {} ranks, expected pp = {}", spec.schedule, m.dag->num_ranks(), spec.pp));
   if (m.profile && spec.source != PlanSource::kPlans && spec.source != PlanSource::kZeusPlans)

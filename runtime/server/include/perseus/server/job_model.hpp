@@ -44,13 +44,16 @@ struct JobModel {
   std::shared_ptr<const Profile> profile;         ///< Null when the job has none.
   std::vector<PlanPoint> points;                  ///< Frontier points (empty until solved).
   std::vector<std::vector<int>> explicit_plans;   ///< Per point: per-op MHz (sources plans/zeus_plans).
+  double pipe_block_w = 0;  ///< P_block × pipeline ranks, W: GPUs block at it until a deadline.
 
   /// Index of the fastest point (least time; lowest energy among equal times); for points
   /// with unknown times, the last one (Zeus convention: higher file number = faster).
   /// -1 when there are no points.
   int fastest_index() const;
-  /// Index of the lowest-energy point with time_s <= deadline_s (Perseus straggler rule);
-  /// fastest_index() if none qualifies. Requires known times.
+  /// Index of the point with time_s <= deadline_s that uses the least energy by the deadline,
+  /// energy_j + pipe_block_w × (deadline − time_s) (Perseus straggler rule, §3.2, with the
+  /// blocking until the straggler finishes counted); fastest_index() if none qualifies.
+  /// Requires known times.
   int lowest_energy_within(double deadline_s) const;
   /// True when every point has a known time and energy.
   bool times_known() const;

@@ -1,0 +1,153 @@
+// LP relaxation lower bound of the frequency-planning problem (COIN-OR CLP).
+#include "lower_bound.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <ClpSimplex.hpp>
+#include <CoinPackedMatrix.hpp>
+#include <fmt/core.h>
+
+namespace perseus::detail {
+
+std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoint>& points, double p_block_w) {
+  std::vector<OperatingPoint> pts = points;
+  for (auto& p : pts) p.energy_j -= p_block_w * p.time_s;
+  std::sort(pts.begin(), pts.end(), [](const OperatingPoint& a, const OperatingPoint& b) {
+    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
+  });
+  std::vector<OperatingPoint> hull;
+  for (const auto& p : pts) {
+    if (!hull.empty() && hull.back().time_s == p.time_s) continue;  // same time, higher energy
+    while (hull.size() >= 2) {
+      const OperatingPoint& a = hull[hull.size() - 2];
+      const OperatingPoint& b = hull.back();
+      // Remove b when it lies on or above the segment a–p.
+      if ((b.energy_j - a.energy_j) * (p.time_s - a.time_s) >= (p.energy_j - a.energy_j) * (b.time_s - a.time_s)) {
+        hull.pop_back();
+      } else {
+        break;
+      }
+    }
+    hull.push_back(p);
+  }
+  return hull;
+}
+
+namespace {
+constexpr double kMs = 1e3;  // the LP measures time in ms (better scaled than s)
+}  // namespace
+
+struct HullLowerBound::Lp {
+  ClpSimplex model;
+  int col_T = 0;
+  bool solved_once = false;
+  std::vector<int> seg_first;  // first δ column of op i (n + 1 entries)
+  std::vector<double> t_min;   // fastest time of op i, ms
+  double constant = 0;         // Σ_i hull_i(t_min_i), J
+};
+
+HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_points,
+                               double p_block_w)
+    : lp_(std::make_unique<Lp>()), n_(dag.num_ops()) {
+  if (static_cast<int>(op_points.size()) != n_) {
+    throw std::invalid_argument(fmt::format("HullLowerBound: {} point lists for {} ops", op_points.size(), n_));
+  }
+  // Segment form: t_i = t_min_i + Σ_k δ_ik with 0 <= δ_ik <= (length of hull segment k); the
+  // slopes increase with k (convex), so the LP fills the segments in order and Σ_k slope_k δ_ik
+  // is hull_i(t_i) − hull_i(t_min_i). Only the falling part of the hull (up to its minimum) is
+  // kept: a slower point costs at least that minimum and lengthens every path, so clipping
+  // keeps the bound valid. Columns: s_i = i, then T, then the δ's of op 0, op 1, ...
+  const int n = n_;
+  lp_->col_T = n;
+  std::vector<double> col_lo(n + 1, 0.0), col_hi(n + 1, COIN_DBL_MAX), obj(n + 1, 0.0);
+  obj[n] = p_block_w * dag.num_ranks() / kMs;
+  lp_->seg_first.assign(n + 1, 0);
+  lp_->t_min.resize(n);
+  double constant = 0;
+  std::vector<double> flat(n);
+  for (int i = 0; i < n; ++i) {
+    if (op_points[i] == nullptr || op_points[i]->empty()) {
+      throw std::invalid_argument(fmt::format("HullLowerBound: op {} has no operating points", i));
+    }
+    const auto hull = lower_hull_effective(*op_points[i], p_block_w);
+    lp_->t_min[i] = hull.front().time_s * kMs;
+    double t_flat = hull.front().time_s;  // time of the hull's minimum
+    constant += hull.front().energy_j;
+    lp_->seg_first[i] = static_cast<int>(col_lo.size());
+    for (std::size_t k = 0; k + 1 < hull.size(); ++k) {
+      const double len = (hull[k + 1].time_s - hull[k].time_s) * kMs;
+      const double slope = (hull[k + 1].energy_j - hull[k].energy_j) / len;
+      if (slope >= 0) break;  // past the hull's minimum
+      t_flat = hull[k + 1].time_s;
+      col_lo.push_back(0.0);
+      col_hi.push_back(len);
+      obj.push_back(slope);
+    }
+    flat[i] = t_flat;
+  }
+  lp_->seg_first[n] = static_cast<int>(col_lo.size());
+  flat_time_s_ = compute_timeline(dag, flat).time_s;
+  lp_->constant = constant;
+  std::vector<int> rows, cols;
+  std::vector<double> vals, row_lo;
+  int row = 0;
+  // Row "x - s_i - Σ_k δ_ik >= t_min_i" for x = s_j (edge i -> j) or x = T (op without successors).
+  auto add_row = [&](int i, int x) {
+    rows.push_back(row), cols.push_back(x), vals.push_back(1.0);
+    rows.push_back(row), cols.push_back(i), vals.push_back(-1.0);
+    for (int c = lp_->seg_first[i]; c < lp_->seg_first[i + 1]; ++c) rows.push_back(row), cols.push_back(c), vals.push_back(-1.0);
+    row_lo.push_back(lp_->t_min[i]);
+    ++row;
+  };
+  for (int i = 0; i < n; ++i) {
+    if (dag.successors(i).empty()) add_row(i, n);
+    for (int j : dag.successors(i)) add_row(i, j);
+  }
+  std::vector<double> row_hi(row, COIN_DBL_MAX);
+  const CoinPackedMatrix matrix(false, rows.data(), cols.data(), vals.data(), static_cast<CoinBigIndex>(vals.size()));
+  lp_->model.setLogLevel(0);
+  lp_->model.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
+  lp_->model.setOptimizationDirection(1.0);
+}
+
+HullLowerBound::~HullLowerBound() = default;
+
+HullLowerBound::Solution HullLowerBound::solve(double deadline_s) {
+  Solution out;
+  ClpSimplex& m = lp_->model;
+  m.setColumnLower(lp_->col_T, deadline_s * kMs);
+  m.setColumnUpper(lp_->col_T, deadline_s * kMs);
+  ++solves_;
+  // A bound change keeps the previous basis dual feasible: the dual simplex warm-starts.
+  m.dual(0, lp_->solved_once ? 1 : 0);
+  lp_->solved_once = true;
+  if (m.status() != 0) {
+    if (m.status() != 1) {
+      // Numerical trouble: one cold retry before giving up.
+      m.allSlackBasis();
+      m.dual();
+    }
+    if (m.status() != 0) return out;
+  }
+  const double* x = m.primalColumnSolution();
+  const double* d = m.dualColumnSolution();
+  const double obj = m.objectiveValue() + lp_->constant;
+  out.feasible = true;
+  out.bound_j = obj - kMargin * std::abs(obj);
+  const int T = lp_->col_T;
+  // Reduced cost of the fixed column T = d LB / d τ (J/ms).
+  out.slope_j_per_s = d[T] * kMs;
+  out.start_s.resize(n_);
+  out.duration_s.resize(n_);
+  for (int i = 0; i < n_; ++i) {
+    double t = lp_->t_min[i];
+    for (int c = lp_->seg_first[i]; c < lp_->seg_first[i + 1]; ++c) t += x[c];
+    out.start_s[i] = x[i] / kMs;
+    out.duration_s[i] = t / kMs;
+  }
+  return out;
+}
+
+}  // namespace perseus::detail

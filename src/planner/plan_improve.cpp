@@ -1,0 +1,113 @@
+// LP rounding and slack filling for the planner's second stage.
+#include "plan_improve.hpp"
+
+#include <algorithm>
+
+namespace perseus::detail {
+
+void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& cands, const std::vector<double>& start_s,
+                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice) {
+  const int n = dag.num_ops();
+  choice.assign(n, 0);
+  std::vector<double> end(n, 0.0);
+  for (int v : dag.topological_order()) {
+    double start = 0;
+    for (int u : dag.predecessors(v)) start = std::max(start, end[u]);
+    const double lp_end = start_s[v] + duration_s[v];
+    const double room = (lp_end - start) + 1e-9 * std::max(1e-3, lp_end);  // LP tolerance
+    const auto& pts = cands[v]->points;
+    std::size_t c = 0;
+    while (c + 1 < pts.size() && pts[c + 1].time_s <= room) ++c;
+    choice[v] = static_cast<std::uint16_t>(c);
+    end[v] = start + pts[c].time_s;
+  }
+}
+
+void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s) {
+  const int n = dag.num_ops();
+  scratch_time.resize(n);
+  latest_start.resize(n);
+  for (int i = 0; i < n; ++i) scratch_time[i] = cands[i]->points[choice[i]].time_s;
+  const Timeline tl = compute_timeline(dag, scratch_time);
+  const auto& topo = dag.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    const int v = *it;
+    double lf = std::max(tl.time_s, horizon_s);
+    for (int w : dag.successors(v)) lf = std::min(lf, latest_start[w]);
+    const double window = lf - tl.start_s[v];
+    const auto& pts = cands[v]->points;
+    std::size_t c = choice[v];
+    while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
+    choice[v] = static_cast<std::uint16_t>(c);
+    latest_start[v] = lf - pts[c].time_s;
+  }
+}
+
+}  // namespace perseus::detail
+
+namespace perseus::detail {
+
+bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
+                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds, bool pairs) {
+  const int n = dag.num_ops();
+  std::vector<double> time(n);
+  for (int i = 0; i < n; ++i) time[i] = cands[i]->points[choice[i]].time_s;
+  auto eff = [&](int v, std::size_t c) { return cands[v]->points[c].energy_j - p_block_w * cands[v]->points[c].time_s; };
+  bool any = false;
+  for (int round = 0; round < max_rounds; ++round) {
+    bool improved = false;
+    for (int a = 0; a < n && pairs; ++a) {
+      for (int b = 0; b < n; ++b) {
+        if (a == b) continue;
+        const auto& pa = cands[a]->points;
+        const auto& pb = cands[b]->points;
+        for (std::size_t ca = 0; ca < choice[a]; ++ca) {                // a faster
+          for (std::size_t cb = choice[b] + 1; cb < pb.size(); ++cb) {  // b slower
+            // Energy at the deadline is Σ eff + P_block R τ: the move must lower Σ eff.
+            const double gain = eff(a, choice[a]) - eff(a, ca) + eff(b, choice[b]) - eff(b, cb);
+            if (gain <= 1e-12 * std::abs(eff(b, cb))) continue;
+            time[a] = pa[ca].time_s;
+            time[b] = pb[cb].time_s;
+            if (compute_timeline(dag, time).time_s <= deadline_s * (1 + 1e-12)) {
+              choice[a] = static_cast<std::uint16_t>(ca);
+              choice[b] = static_cast<std::uint16_t>(cb);
+              improved = any = true;
+              break;
+            }
+            time[a] = pa[choice[a]].time_s;
+            time[b] = pb[choice[b]].time_s;
+          }
+          if (improved) break;
+        }
+        if (improved) break;
+      }
+      if (improved) break;
+    }
+    if (!improved) {
+      // Speed one op up, then let slack filling spend the time it frees on the others.
+      std::vector<double> scratch, latest;
+      double base = 0;
+      for (int v = 0; v < n; ++v) base += eff(v, choice[v]);
+      for (int a = 0; a < n && !improved; ++a) {
+        for (std::size_t ca = choice[a]; ca-- > 0 && !improved;) {  // one clock faster first
+          std::vector<std::uint16_t> trial = choice;
+          trial[a] = static_cast<std::uint16_t>(ca);
+          fill_slack(dag, cands, trial, scratch, latest, deadline_s);
+          double e = 0;
+          for (int v = 0; v < n; ++v) e += eff(v, trial[v]);
+          for (int v = 0; v < n; ++v) time[v] = cands[v]->points[trial[v]].time_s;
+          if (e < base - 1e-12 * std::abs(base) && compute_timeline(dag, time).time_s <= deadline_s * (1 + 1e-12)) {
+            choice = std::move(trial);
+            improved = any = true;
+          }
+        }
+      }
+      for (int v = 0; v < n; ++v) time[v] = cands[v]->points[choice[v]].time_s;
+    }
+    if (!improved) break;
+  }
+  return any;
+}
+
+}  // namespace perseus::detail

@@ -1,0 +1,40 @@
+// Discrete plans from the LP relaxation (private to the library): rounding, then slack
+// filling. Used by the planner's second stage (solve_frontier()).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "perseus/dag.hpp"
+#include "perseus/frontier.hpp"
+
+namespace perseus::detail {
+
+/// Rounds a fractional LP schedule (start_s, duration_s per op, s) to one candidate per op:
+/// in topological order each op starts when its predecessors (as rounded) end and takes the
+/// slowest candidate that still ends by its LP finish time start_s + duration_s, so the
+/// rounded plan is never slower than the LP schedule. cands[i]: op i's candidates, time
+/// ascending with effective energy descending (pareto_points(points, P_block)).
+/// Writes candidate indices into `choice` (resized to dag.num_ops()).
+void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& cands, const std::vector<double>& start_s,
+                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice);
+
+/// Slack filling: lowers the clock of every op whose slack allows it without lengthening
+/// the iteration (one reverse-topological pass: each op takes the slowest candidate that fits
+/// between its earliest start and the latest start of its successors). With candidates
+/// sorted by time ascending and effective energy descending this never raises the energy.
+/// horizon_s > 0: the iteration may end as late as horizon_s (s) instead of at its current T
+/// (a deadline). scratch vectors are resized as needed.
+void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s = 0);
+
+/// Local search at a deadline: repeatedly (pairs = true) makes one op faster and another
+/// slower, or makes one op faster and lets fill_slack() spend the freed time, where the
+/// iteration still ends by deadline_s and the effective energy Σ (E − p_block_w × t) (hence
+/// the energy at the deadline) drops; first improvement, at most max_rounds moves.
+/// Cost per round O(ops² × clocks² × (ops + edges)) with pairs, O(ops × clocks × (ops +
+/// edges)) without. Returns true when `choice` changed.
+bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
+                      double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds, bool pairs = true);
+
+}  // namespace perseus::detail
