@@ -22,21 +22,7 @@ class ClientTest : public ::testing::Test {
     server_.set_plan(0, make_plan(1, kSeq));
     server_.start();
   }
-  ClientOptions options() const {
-    ClientOptions o;
-    o.server_url = server_.url();
-    o.token = "secret";
-    o.job_id = "job1";
-    o.plan_poll_interval_s = 0.02;
-    o.retry_initial_s = 0.01;
-    o.retry_max_s = 0.05;
-    o.request_timeout_s = 2.0;
-    o.startup_timeout_s = 2.0;
-    o.watchdog = false;
-    o.handle_signals = false;
-    o.coalesce_clock_requests = false;  // exact logs: computations here take no time
-    return o;
-  }
+  ClientOptions options() const { return perseus::testing::stub_client_options(server_.url()); }
   std::shared_ptr<GpuControl> gpu() { return make_dry_run_gpu(0, dir_.file("gpu.log")); }
   static void run_step(Client& c, const std::vector<std::pair<std::string, int>>& seq) {
     c.on_step_begin();

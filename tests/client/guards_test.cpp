@@ -40,18 +40,7 @@ class Guards : public ::testing::Test {
  protected:
   void SetUp() override { server_.start(); }
   ClientOptions options() const {
-    ClientOptions o;
-    o.server_url = server_.url();
-    o.token = "secret";
-    o.job_id = "job1";
-    o.plan_poll_interval_s = 0.02;
-    o.retry_initial_s = 0.01;
-    o.retry_max_s = 0.05;
-    o.request_timeout_s = 2.0;
-    o.startup_timeout_s = 2.0;
-    o.watchdog = false;
-    o.handle_signals = false;
-    o.coalesce_clock_requests = false;
+    ClientOptions o = perseus::testing::stub_client_options(server_.url());
     o.lock_dir = dir_.file("locks");
     return o;
   }

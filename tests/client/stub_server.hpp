@@ -3,6 +3,8 @@
 
 #include <httplib.h>
 
+#include "perseus/runtime/client.hpp"
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -211,6 +213,25 @@ inline runtime::RankPlan make_plan(std::int64_t version, const std::vector<std::
   std::map<std::string, int> count;
   for (const auto& [name, f] : seq) p.instructions.push_back({name, 0, count[name]++, f});
   return p;
+}
+
+/// Client options for tests against a StubServer at `url` (token "secret", job "job1"): fast
+/// polling and retries, no watchdog or signal handlers, every clock request applied in order
+/// (exact logs: computations in these tests take no time).
+inline perseus::runtime::ClientOptions stub_client_options(const std::string& url) {
+  perseus::runtime::ClientOptions o;
+  o.server_url = url;
+  o.token = "secret";
+  o.job_id = "job1";
+  o.plan_poll_interval_s = 0.02;
+  o.retry_initial_s = 0.01;
+  o.retry_max_s = 0.05;
+  o.request_timeout_s = 2.0;
+  o.startup_timeout_s = 2.0;
+  o.watchdog = false;
+  o.handle_signals = false;
+  o.coalesce_clock_requests = false;
+  return o;
 }
 
 }  // namespace perseus::testing
