@@ -26,14 +26,6 @@ constexpr int kMicrobatches = 4;
 constexpr int kIterations = 20;
 const char* kToken = "e2e-token-0123456789abcdef";
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) {
-    if (!l.empty()) out.push_back(l);
-  }
-  return out;
-}
 
 // One line of a trainer's progress file.
 struct Progress {
@@ -49,11 +41,7 @@ class ServeE2E : public ::testing::Test {
     GTEST_SKIP() << "perseus serve is not built";
 #endif
     // A 4-stage profile: the first 4 stages of the bundled GPT-3 175B A100 profile.
-    std::ofstream prof(dir_.file("profile4.csv"));
-    for (const auto& l : lines(read_file(std::string(PERSEUS_EXAMPLES_DIR) + "/stage_profile_gpt3-175b_a100_sxm.csv"))) {
-      if (l.rfind("stage", 0) == 0 || std::stoi(l.substr(0, l.find(','))) < kPp) prof << l << "\n";
-    }
-    prof.close();
+    write_first_stages(std::string(PERSEUS_EXAMPLES_DIR) + "/stage_profile_gpt3-175b_a100_sxm.csv", kPp, dir_.file("profile4.csv"));
     std::ofstream(dir_.file("token")) << kToken << "\n";
     start_server(0);
   }
@@ -157,7 +145,7 @@ class ServeE2E : public ::testing::Test {
   void resume(int k) { std::ofstream(dir_.file("resume_" + std::to_string(k))) << "go\n"; }
   std::vector<Progress> progress(int rank) const {
     std::vector<Progress> out;
-    for (const auto& l : lines(read_file(dir_.file("progress_" + std::to_string(rank))))) {
+    for (const auto& l : nonempty_lines(read_file(dir_.file("progress_" + std::to_string(rank))))) {
       std::istringstream in(l);
       Progress p{};
       if (in >> p.iteration >> p.version >> p.start_unix_s) out.push_back(p);
@@ -172,7 +160,7 @@ class ServeE2E : public ::testing::Test {
   // Plan frequencies the trainer ran for a version (written with --plan-dir).
   std::vector<int> plan_freqs(int rank, long version) const {
     std::vector<int> out;
-    for (const auto& l : lines(read_file(dir_.file("plan_" + std::to_string(rank) + "_v" + std::to_string(version) + ".txt")))) {
+    for (const auto& l : nonempty_lines(read_file(dir_.file("plan_" + std::to_string(rank) + "_v" + std::to_string(version) + ".txt")))) {
       std::istringstream in(l);
       std::string name;
       int mb = 0, f = 0;
@@ -184,7 +172,7 @@ class ServeE2E : public ::testing::Test {
   // Requested clocks per iteration from the controller log; checks every one was applied.
   std::map<int, std::vector<int>> applied_by_iteration(int rank) const {
     std::map<int, std::vector<int>> out;
-    const auto rows = lines(read_file(dir_.file("freq_" + std::to_string(rank) + ".csv")));
+    const auto rows = nonempty_lines(read_file(dir_.file("freq_" + std::to_string(rank) + ".csv")));
     EXPECT_GT(rows.size(), 1u) << "rank " << rank;
     for (std::size_t i = 1; i < rows.size(); ++i) {
       std::vector<std::string> f;

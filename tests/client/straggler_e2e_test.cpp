@@ -31,13 +31,6 @@ constexpr double kPBlockW = 83.64;
 constexpr int kStraggler = 2;
 const char* kToken = "straggler-e2e-token-0123456789";
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) out.push_back(l);
-  return out;
-}
 
 /// One rank-iteration of a trainer's --energy-log.
 struct RankIteration {
@@ -59,10 +52,8 @@ class StragglerE2E : public ::testing::Test {
 #if !HAVE_SERVER
     GTEST_SKIP() << "perseus serve is not built";
 #endif
-    std::ofstream prof(dir_.file("profile4.csv"));
-    for (const auto& l : lines(read_file(std::string(PERSEUS_EXAMPLES_DIR) + "/stage_profile_gpt3-175b_a100_sxm.csv")))
-      if (l.rfind("stage", 0) == 0 || std::stoi(l.substr(0, l.find(','))) < kPp) prof << l << "\n";
-    prof.close();
+    // A 4-stage profile: the first 4 stages of the bundled GPT-3 175B A100 profile.
+    write_first_stages(std::string(PERSEUS_EXAMPLES_DIR) + "/stage_profile_gpt3-175b_a100_sxm.csv", kPp, dir_.file("profile4.csv"));
     std::ofstream(dir_.file("token")) << kToken << "\n";
     server_ = spawn({PERSEUS_BINARY, "serve", "--port", "0", "--port-file", dir_.file("port"), "--db",
                      dir_.file("perseus.db"), "--token-file", dir_.file("token")},
@@ -169,7 +160,7 @@ class StragglerE2E : public ::testing::Test {
     trainers_.clear();
     out.by_rank.resize(kRanks);
     for (int r = 0; r < kRanks; ++r) {
-      for (const auto& l : lines(read_file(gate + "/energy_" + std::to_string(r)))) {
+      for (const auto& l : nonempty_lines(read_file(gate + "/energy_" + std::to_string(r)))) {
         std::istringstream in(l);
         int it = 0;
         RankIteration ri;
@@ -212,7 +203,7 @@ class StragglerE2E : public ::testing::Test {
                           {}, dir_.file("emulate.log"));
     const int status = wait_exit(p, 300);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir_.file("emulate.log"));
-    for (const auto& l : lines(read_file(out + "/emulation.csv"))) {
+    for (const auto& l : nonempty_lines(read_file(out + "/emulation.csv"))) {
       std::vector<std::string> f;
       std::istringstream in(l);
       for (std::string c; std::getline(in, c, ',');) f.push_back(c);

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace perseus::testing {
 
@@ -42,6 +43,25 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// The non-empty lines of `text`.
+inline std::vector<std::string> nonempty_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty()) out.push_back(l);
+  }
+  return out;
+}
+
+/// Writes to `path` the header and the rows of stages 0..stages-1 of the profile CSV at
+/// `source` (e.g. a 4-stage profile from the bundled 8-stage GPT-3 one).
+inline void write_first_stages(const std::string& source, int stages, const std::string& path) {
+  std::ofstream out(path);
+  for (const auto& l : nonempty_lines(read_file(source))) {
+    if (l.rfind("stage", 0) == 0 || std::stoi(l.substr(0, l.find(','))) < stages) out << l << "\n";
+  }
 }
 
 /// Polls `cond` every 10 ms for at most timeout_s; returns its last value.
