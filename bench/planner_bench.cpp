@@ -113,6 +113,16 @@ int count(const char* text, const char* what) {
   return static_cast<int>(v);
 }
 
+/// The planner of the paper, case and synth modes: PERSEUS_BENCH_PLANNER=graph-cut (default:
+/// the README's speed and paper tables were measured with it) or certified (Planner 2.0).
+perseus::PlannerMode bench_planner() {
+  const char* env = std::getenv("PERSEUS_BENCH_PLANNER");
+  const std::string name = env ? env : "graph-cut";
+  if (name == "graph-cut") return perseus::PlannerMode::kGraphCut;
+  if (name == "certified") return perseus::PlannerMode::kCertified;
+  throw Usage(fmt::format("PERSEUS_BENCH_PLANNER: expected graph-cut or certified, got '{}'", name));
+}
+
 int run(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if ((mode == "paper" && argc >= 4) || (mode == "case" && argc >= 6)) {
@@ -123,7 +133,7 @@ int run(int argc, char** argv) {
       if (mode == "case" && (c.device != argv[3] || c.microbatches != mbs)) continue;
       ++matched;
       const double c0 = cpu_s();
-      const auto r = perseus::reference::run_case(c, argv[2], unit, maybe_dump);
+      const auto r = perseus::reference::run_case(c, argv[2], unit, maybe_dump, bench_planner());
       const double cpu = cpu_s() - c0;
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device,
                  c.microbatches, unit, r.num_ops, r.steps, r.max_flows, r.num_plans, cpu, r.solve_time_s, r.saving_pct, c.paper_saving_pct,
@@ -194,6 +204,7 @@ int run(int argc, char** argv) {
     perseus::PlannerOptions opt;
     opt.p_block_w = 80.0;
     opt.unit_time_s = unit;
+    opt.mode = bench_planner();
     const double c0 = cpu_s();
     // PERSEUS_BENCH_BUDGET_S=S: stop after S s of solve CPU and report how far the solve got
     // (share of the T_max -> T_min range, checked at each 1 % progress report) and its RSS.

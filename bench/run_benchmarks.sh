@@ -5,6 +5,7 @@
 # Usage: bench/run_benchmarks.sh [BUILD_DIR]   (default: build)
 #   PERSEUS_BENCH_LARGE=1      also run 64 x 1024 (131,072 computations)
 #   PERSEUS_BENCH_TIMEOUT=S    per-case wall-clock timeout (default 600 s)
+#   PERSEUS_BENCH_PLANNER=P     graph-cut (default; the README speed tables) or certified (Planner 2.0)
 #   PERSEUS_BENCH_BUDGET_S=S   synthetic cases stop after S s of solve CPU and report how far
 #                              they got and their RSS (default 300)
 #   OUT_CSV / OUT_SVG          default: bench/planner_scaling.csv, docs/planner_scaling.svg
