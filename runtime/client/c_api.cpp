@@ -203,6 +203,7 @@ perseus_status perseus_client_simulate_compute(perseus_client* h, double* time_s
 perseus_status perseus_client_flush(perseus_client* h, double timeout_s) {
   PERSEUS_CHECK_HANDLE("perseus_client_flush");
   return guarded("perseus_client_flush", [&] {
+    h->client->controller().flush();  // clock requests first: stats read after flush are settled
     if (!h->client->flush_reports(timeout_s)) {
       const auto s = h->client->stats();
       throw ClientError(ClientErrc::kServer,
