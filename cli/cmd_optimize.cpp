@@ -73,9 +73,18 @@ void register_optimize(CLI::App& app) {
                 "Implausible profile units (a row's energy/time outside 1..3000 W, P_block above a computation's "
                 "power) are errors (exit 1) instead of warnings");
   cmd->add_option("--threads", cfg->threads,
-                  "Threads that evaluate and write plan files (0 = one per hardware thread); output is identical")
+                  "Threads of the solve (the certified planner's LP stage beside the graph cut) and of writing "
+                  "plan files (0 = one per hardware thread); output is identical")
       ->capture_default_str()
       ->check(integer_in(0, 1024));
+  cmd->add_option("--time-budget", cfg->time_budget_s,
+                  "Stop the solve after S seconds and write the frontier found so far, marked \"partial\" in "
+                  "summary.json (default: no budget)")
+      ->check(number_in(0, 1e9, "s"));
+  cmd->add_option("--max-points", cfg->max_points,
+                  "Stop the solve once the frontier has K plans (a finished solve with more keeps K, spread evenly); "
+                  "marked \"partial\" in summary.json (default: no limit)")
+      ->check(integer_in(1, 1'000'000'000));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
   cmd->callback([cfg, zeus, quiet, report, strict] {
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
@@ -128,6 +137,7 @@ void register_optimize(CLI::App& app) {
     fmt::print("  Perseus at T_min:  T = {:.4f} s, E = {:.1f} J  -> intrinsic bloat removed: {:.2f}% energy\n",
                s.t_min_s, s.energy_at_t_min_j, s.intrinsic_saving_pct);
     fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J\n", s.t_max_s, s.energy_at_t_max_j);
+    if (s.partial) fmt::print("  PARTIAL frontier ({}): {}\n", s.partial_reason, s.partial_detail);
     fmt::print("wrote {} ({} plan files, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written);
     if (*report) fmt::print("wrote {}\n", write_report(cfg->out_dir));
   });

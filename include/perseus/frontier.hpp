@@ -3,8 +3,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <stdexcept>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "perseus/dag.hpp"
@@ -41,6 +42,19 @@ struct PlannerOptions {
   /// kCertified: local-search moves (speed one op up, refill the slack) per LP-rounded plan on
   /// DAGs of more than 16 ops (smaller ones also try pair moves, up to 4 × ops). 0..1000000.
   int local_search_moves = 0;
+  /// Bound on the solve's wall-clock time, s (< 0: none; 0..1e9). Checked before every
+  /// graph-cut step and every LP solve: once reached, the solve stops and returns the
+  /// frontier found so far, marked Frontier::partial (never an exception). 0 gives the
+  /// slowest plan, the all-max plan and the last plan sped up to the all-max time.
+  double time_budget_s = -1;
+  /// Bound on the number of frontier points (0: none; else 1..1e9). The graph-cut walk stops
+  /// once the frontier found so far (with the all-max plan) has this many points; a finished
+  /// solve with more (LP-stage points) keeps this many spread evenly by index, both ends kept.
+  /// Either way the frontier is marked Frontier::partial.
+  std::int64_t max_points = 0;
+  /// Threads of the solve itself (1..1024): with >= 2 the LP stage's sampled solves
+  /// (PlannerMode::kCertified) run beside the graph-cut walk. The frontier does not depend on it.
+  int threads = 1;
   /// Optional progress callback: (current T in units, T_max in units, T_min in units).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
   /// Optional cancellation check, called once per graph-cut step: when it returns true the
@@ -134,6 +148,14 @@ class Frontier {
   } max_flow_work;
   double p_block_w = 0;              ///< P_block used, W.
   double unit_time_s = 0;            ///< u used, s.
+  /// Why a frontier is partial (PlannerOptions::time_budget_s / max_points).
+  enum class StopReason : std::uint8_t { kComplete = 0, kTimeBudget, kMaxPoints };
+  StopReason stop_reason = StopReason::kComplete;  ///< kComplete: the whole solve ran.
+  /// True when the solve was bounded by the user and stopped early (stop_reason says why).
+  bool partial() const { return stop_reason != StopReason::kComplete; }
+  /// Human-readable account of a partial solve (empty when complete): what stopped it,
+  /// how far the graph-cut walk got (share of T_max -> T_min) and what was skipped.
+  std::string partial_detail;
 
  private:
   friend class FrontierBuilder;
@@ -153,12 +175,17 @@ class Frontier {
   FrequencyPlan make_plan(const std::vector<std::uint16_t>& choice, bool reclaim, double tighten_to_s) const;
 };
 
+/// "complete", "time_budget" or "max_points" (the summary.json spelling).
+const char* to_string(Frontier::StopReason reason);
+
 /// Computes the iteration time–energy Pareto frontier with the iterative min-cut
 /// time–cost tradeoff algorithm (Phillips & Dessouky 1977) as in Perseus §4.2, with a
 /// piecewise-linear convex cost per (stage, kind): the lower convex hull of the Pareto
 /// candidates in (quantized time, effective energy = energy − P_block × time).
 /// Every emitted plan is re-evaluated with the profile (and optionally slack-reclaimed);
 /// dominated points are dropped.
+/// options.time_budget_s / max_points bound the solve: it then returns the frontier found so
+/// far with Frontier::partial() true (a valid frontier: slowest first, at least the all-max plan).
 /// Throws InputError if the profile lacks a (stage, kind) the DAG uses, or options are invalid.
 Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options);
 

@@ -1,6 +1,7 @@
 // `perseus optimize` as a library call: profile in, frontier folder out.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,9 +24,13 @@ struct OptimizeConfig {
   bool reclaim_slack = true;   ///< Slack reclamation after each step.
   PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
   std::string out_dir;         ///< Output folder (replaced atomically).
-  /// Threads that evaluate and write plan files (1..1024; 0 = one per hardware thread).
-  /// The output does not depend on it.
+  /// Threads of the solve (PlannerOptions::threads) and of evaluating and writing plan files
+  /// (1..1024; 0 = one per hardware thread). The output does not depend on it.
   int threads = 1;
+  /// Bound on the solve's wall time, s (PlannerOptions::time_budget_s; < 0: none, 0..1e9).
+  double time_budget_s = -1;
+  /// Bound on the frontier's points (PlannerOptions::max_points; 0: none, 1..1e9).
+  std::int64_t max_points = 0;
 };
 
 /// Headline results of an optimize job (also written to summary.json).
@@ -48,6 +53,11 @@ struct OptimizeSummary {
   std::size_t plans_written = 0;  ///< Plan files written (sampling).
   std::int64_t num_steps = 0;     ///< Graph-cut steps.
   double solve_time_s = 0;        ///< Frontier solve wall time, s.
+  /// The solve was stopped by time_budget_s or max_points (Frontier::partial()): the
+  /// frontier is the best found so far. partial_reason: "time_budget" or "max_points"
+  /// ("" when complete); partial_detail: Frontier::partial_detail.
+  bool partial = false;
+  std::string partial_reason, partial_detail;
   /// Profile approximations applied (chunk split, backward split), for the user to see.
   std::vector<std::string> approximations;
 };

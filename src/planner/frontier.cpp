@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -157,6 +158,41 @@ void tighten(const Dag& dag, const std::vector<const Candidates*>& cands, std::v
 
 }  // namespace
 
+/// Size of the Pareto filter (pareto_filter() below) of the points added so far, kept
+/// incrementally (O(log n) per point when they arrive slowest first, as graph-cut steps do):
+/// for PlannerOptions::max_points. Points: (time, key = energy − pipe_block_w × time).
+class RunningFront {
+ public:
+  void add(double t, double k) {
+    const auto pos = first_not_slower(t);
+    if (pos != pts_.end() && pos->second <= k) return;  // a point as fast and as cheap exists
+    const auto i = static_cast<std::size_t>(pos - pts_.begin());
+    std::size_t lo = i;  // slower points (before i) with key >= k are now dominated
+    while (lo > 0 && pts_[lo - 1].second >= k) --lo;
+    const std::size_t hi = pos != pts_.end() && pos->first == t ? i + 1 : i;  // same time, more energy
+    pts_.erase(pts_.begin() + static_cast<std::ptrdiff_t>(lo), pts_.begin() + static_cast<std::ptrdiff_t>(hi));
+    pts_.insert(pts_.begin() + static_cast<std::ptrdiff_t>(lo), {t, k});
+  }
+  /// Size of the filter if (t, k) were added too.
+  std::size_t size_with(double t, double k) const {
+    const auto pos = first_not_slower(t);
+    if (pos != pts_.end() && pos->second <= k) return pts_.size();
+    // Dominated by (t, k): time >= t (a prefix) and key >= k (a suffix, keys rise as time falls).
+    const auto i = pos - pts_.begin();
+    auto lo = i;
+    while (lo > 0 && pts_[lo - 1].second >= k) --lo;
+    const auto same = pos != pts_.end() && pos->first == t ? 1 : 0;
+    return pts_.size() - static_cast<std::size_t>(i - lo + same) + 1;
+  }
+
+ private:
+  using Pts = std::vector<std::pair<double, double>>;  // time strictly falling, key strictly rising
+  Pts::const_iterator first_not_slower(double t) const {
+    return std::lower_bound(pts_.begin(), pts_.end(), t, [](const auto& p, double x) { return p.first > x; });
+  }
+  Pts pts_;
+};
+
 /// Augmenting-path threshold of the warm engine relative to the cut tolerance: the warm
 /// flow carries rounding-level leftovers from earlier steps, so it must augment below the
 /// cut tolerance to reach the same minimal cut as a cold solve (measured: 1 diverges on a
@@ -194,6 +230,15 @@ class FrontierBuilder {
   std::vector<const std::vector<OperatingPoint>*> model_raw_, op_raw_;  // profile points
   /// PlannerMode::kCertified: the LP stage (bound, rounded plans) on raw_points_.
   void certify();
+  /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
+  bool over_time_budget() const {
+    return opt_.time_budget_s >= 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >= opt_.time_budget_s;
+  }
+  /// PlannerOptions::max_points: keeps that many of `kept` (fastest first), spread evenly by
+  /// index with both ends kept, and marks the frontier partial if any was dropped.
+  void keep_at_most_max_points(std::vector<FrontierPoint>& kept);
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   void set_bounds(std::vector<FrontierPoint>& kept) const;
   std::vector<std::int64_t> dur_;  // current quantized duration per op
   std::vector<std::int64_t> es_, lf_;
@@ -251,6 +296,15 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   }
   if (!(opt.refine_gap_pct >= 0)) {
     throw InputError(fmt::format("refine gap must be >= 0 %, got {}", opt.refine_gap_pct));
+  }
+  if (std::isnan(opt.time_budget_s) || opt.time_budget_s > 1e9) {
+    throw InputError(fmt::format("time budget must be in [0, 1e9] s (< 0: none), got {}", opt.time_budget_s));
+  }
+  if (opt.max_points < 0 || opt.max_points > 1'000'000'000) {
+    throw InputError(fmt::format("max points must be in [1, 1e9] (0: none), got {}", opt.max_points));
+  }
+  if (opt.threads < 1 || opt.threads > 1024) {
+    throw InputError(fmt::format("planner threads must be in [1, 1024], got {}", opt.threads));
   }
   f_.dag_ = std::make_shared<const Dag>(dag);
   f_.p_block_w = opt.p_block_w;
@@ -316,29 +370,38 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
 }
 
 void FrontierBuilder::compute_cpm() {
-  T_ = 0;
+  // Raw pointers: stores into es_/lf_/sig_ would otherwise reload every vector's data
+  // pointer inside the loops.
+  std::int64_t* const es = es_.data();
+  std::int64_t* const lf_out = lf_.data();
+  std::uint32_t* const sig = sig_.data();
+  const std::int64_t* const dur = dur_.data();
+  const int *const pred_first = pred_first_.data(), *const pred = pred_.data();
+  const int *const succ_first = succ_first_.data(), *const succ = succ_.data();
+  std::int64_t T = 0;
   for (int v : topo_) {
     std::int64_t s = 0;
-    for (int i = pred_first_[v]; i < pred_first_[v + 1]; ++i) s = std::max(s, es_[pred_[i]] + dur_[pred_[i]]);
-    es_[v] = s;
-    T_ = std::max(T_, s + dur_[v]);
+    for (int i = pred_first[v]; i < pred_first[v + 1]; ++i) s = std::max(s, es[pred[i]] + dur[pred[i]]);
+    es[v] = s;
+    T = std::max(T, s + dur[v]);
   }
+  T_ = T;
   for (auto it = topo_.rbegin(); it != topo_.rend(); ++it) {
     const int v = *it;
     // Latest finish, and the critical-network signature: successors are done (reverse
     // topological order), so bit 1 + j says whether the edge to the j-th one is tight and
     // leads to a critical op; it counts only if v itself turns out critical.
-    const std::int64_t ef = es_[v] + dur_[v];
-    std::int64_t lf = T_;
+    const std::int64_t ef = es[v] + dur[v];
+    std::int64_t lf = T;
     std::uint32_t edges = 0;
-    const int first = succ_first_[v], deg = succ_first_[v + 1] - first;
+    const int first = succ_first[v], deg = succ_first[v + 1] - first;
     for (int j = 0; j < deg; ++j) {
-      const int w = succ_[first + j];
-      lf = std::min(lf, lf_[w] - dur_[w]);
-      if (j < kSigEdges && (sig_[w] & 1u) != 0 && ef == es_[w]) edges |= 2u << j;
+      const int w = succ[first + j];
+      lf = std::min(lf, lf_out[w] - dur[w]);
+      if (j < kSigEdges && (sig[w] & 1u) != 0 && ef == es[w]) edges |= 2u << j;
     }
-    lf_[v] = lf;
-    sig_[v] = ef != lf ? 0u : 1u | edges | (deg > kSigEdges ? kSigUnknown : 0u);
+    lf_out[v] = lf;
+    sig[v] = ef != lf ? 0u : 1u | edges | (deg > kSigEdges ? kSigUnknown : 0u);
   }
 }
 
@@ -578,12 +641,15 @@ double FrontierBuilder::timeline_and_energy(const std::vector<std::uint16_t>& ch
     busy += p.time_s;
   }
   double T = 0;
+  double *const ev_start = ev_start_.data(), *const ev_end = ev_end_.data();
+  const double* const ev_time = ev_time_.data();
+  const int *const pred_first = pred_first_.data(), *const pred = pred_.data();
   for (int v : topo_) {
     double start = 0.0;
-    for (int i = pred_first_[v]; i < pred_first_[v + 1]; ++i) start = std::max(start, ev_end_[pred_[i]]);
-    ev_start_[v] = start;
-    ev_end_[v] = start + ev_time_[v];
-    T = std::max(T, ev_end_[v]);
+    for (int i = pred_first[v]; i < pred_first[v + 1]; ++i) start = std::max(start, ev_end[pred[i]]);
+    ev_start[v] = start;
+    ev_end[v] = start + ev_time[v];
+    T = std::max(T, ev_end[v]);
   }
   energy_j = compute + f_.p_block_w * (dag.num_ranks() * T - busy);
   return T;
@@ -672,6 +738,17 @@ void FrontierBuilder::certify() {
     for (double d : solved)
       if (std::abs(d - tau) <= 1e-9 * tau) return std::optional<detail::HullLowerBound::Solution>{};
     if (budget <= 0) return std::optional<detail::HullLowerBound::Solution>{};
+    if (over_time_budget()) {
+      if (!f_.partial()) {
+        f_.stop_reason = Frontier::StopReason::kTimeBudget;
+        f_.partial_detail = fmt::format(
+            "time budget of {} s reached in the LP stage after {} LP solves: the lower bound and LP-rounded plans "
+            "are from those solves only (the graph-cut frontier is complete)",
+            opt_.time_budget_s, lp.num_solves());
+      }
+      budget = 0;
+      return std::optional<detail::HullLowerBound::Solution>{};
+    }
     --budget;
     solved.push_back(tau);
     auto sol = lp.solve(tau);
@@ -742,8 +819,32 @@ void FrontierBuilder::certify() {
   f_.bound_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void FrontierBuilder::keep_at_most_max_points(std::vector<FrontierPoint>& kept) {
+  const auto k = static_cast<std::size_t>(opt_.max_points);
+  if (k == 0 || kept.size() <= k) return;
+  const std::size_t n = kept.size();
+  std::vector<FrontierPoint> spread;
+  for (std::size_t j = 0; j < k; ++j) spread.push_back(kept[k == 1 ? 0 : (j * (n - 1) + (k - 1) / 2) / (k - 1)]);
+  if (!f_.partial()) {
+    f_.stop_reason = Frontier::StopReason::kMaxPoints;
+    f_.partial_detail = fmt::format("the solve found {} frontier points; {} of them are kept (max points), spread evenly "
+                                    "from the slowest to the fastest", n, k);
+  }
+  kept = std::move(spread);
+}
+
+const char* to_string(Frontier::StopReason reason) {
+  switch (reason) {
+    case Frontier::StopReason::kTimeBudget: return "time_budget";
+    case Frontier::StopReason::kMaxPoints: return "max_points";
+    case Frontier::StopReason::kComplete: break;
+  }
+  return "complete";
+}
+
 Frontier FrontierBuilder::run() {
-  const auto t0 = std::chrono::steady_clock::now();
+  start_ = std::chrono::steady_clock::now();
+  const auto t0 = start_;
   const Dag& dag = *f_.dag_;
   const int n = dag.num_ops();
   f_.start_choice_ = choice_;
@@ -762,14 +863,51 @@ Frontier FrontierBuilder::run() {
   record_point(0, choice_);
   std::int64_t step = 0;
   std::int64_t last_report = T_;
-  while (find_and_apply_cut()) {
+  // User bounds (PlannerOptions::time_budget_s, max_points): the walk stops early and the
+  // frontier found so far is returned, marked partial.
+  const double pipe_w = opt_.mode == PlannerMode::kCertified ? opt_.p_block_w * dag.num_ranks() : 0.0;
+  RunningFront front;
+  FrontierPoint all_max;  // for the count: the all-max plan joins the frontier at the end
+  if (opt_.max_points > 0) {
+    evaluate(std::vector<std::uint16_t>(n, 0), all_max.energy_before_reclaim_j, all_max.time_s, all_max.energy_j);
+    front.add(raw_points_.back().first.time_s, raw_points_.back().first.energy_j - pipe_w * raw_points_.back().first.time_s);
+  }
+  auto stop_walk = [&] {
+    if (over_time_budget()) {
+      f_.stop_reason = Frontier::StopReason::kTimeBudget;
+    } else if (opt_.max_points > 0 &&
+               front.size_with(all_max.time_s, all_max.energy_j - pipe_w * all_max.time_s) >=
+                   static_cast<std::size_t>(opt_.max_points)) {
+      f_.stop_reason = Frontier::StopReason::kMaxPoints;
+    } else {
+      return false;
+    }
+    const double done = t_max_units > t_min_units
+                            ? static_cast<double>(t_max_units - T_) / static_cast<double>(t_max_units - t_min_units)
+                            : 1.0;
+    f_.partial_detail = fmt::format(
+        "{} reached after {} graph-cut steps, {:.1f} % of the T_max -> T_min range; the frontier jumps from T = {:.6g} s "
+        "to the all-max plan{}",
+        f_.stop_reason == Frontier::StopReason::kTimeBudget
+            ? fmt::format("time budget of {} s", opt_.time_budget_s)
+            : fmt::format("{} frontier points (max points)", opt_.max_points),
+        step, 100 * done, raw_points_.back().first.time_s,
+        opt_.mode == PlannerMode::kCertified ? "; the LP stage (lower bound, LP-rounded plans) was skipped" : "");
+    return true;
+  };
+  while (!stop_walk() && find_and_apply_cut()) {
     ++step;
     if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
     // Only ops whose duration moved can change candidate; record them in op order.
     touched_.clear();
-    for (int v : faster_) touched_.push_back(v);
-    for (int v : lengthened_) touched_.push_back(v);
-    std::sort(touched_.begin(), touched_.end());
+    if (std::is_sorted(faster_.begin(), faster_.end()) && std::is_sorted(lengthened_.begin(), lengthened_.end())) {
+      // Both lists come in op order (the warm engine lists cut ops by op id): merge them.
+      std::merge(faster_.begin(), faster_.end(), lengthened_.begin(), lengthened_.end(), std::back_inserter(touched_));
+    } else {
+      for (int v : faster_) touched_.push_back(v);
+      for (int v : lengthened_) touched_.push_back(v);
+      std::sort(touched_.begin(), touched_.end());
+    }
     touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
     const std::size_t before = f_.changes_.size();
     for (int v : touched_) {
@@ -785,6 +923,10 @@ Frontier FrontierBuilder::run() {
       // would drop as a duplicate of the earlier one anyway.
     } else {
       record_point(step, choice_);
+      if (opt_.max_points > 0) {
+        const FrontierPoint& p = raw_points_.back().first;
+        front.add(p.time_s, p.energy_j - pipe_w * p.time_s);
+      }
     }
     if (opt_.progress && last_report - T_ >= std::max<std::int64_t>(1, (t_max_units - t_min_units) / 100)) {
       opt_.progress(T_, t_max_units, t_min_units);
@@ -800,9 +942,10 @@ Frontier FrontierBuilder::run() {
     record_point(step, choice_, raw_points_.back().first.time_s);
   }
   std::vector<FrontierPoint> kept;
-  if (opt_.mode == PlannerMode::kCertified) {
+  if (opt_.mode == PlannerMode::kCertified && !f_.partial()) {
     certify();
-    kept = pareto_filter(raw_points_, opt_.p_block_w * f_.dag_->num_ranks());
+    kept = pareto_filter(raw_points_, pipe_w);
+    keep_at_most_max_points(kept);
     // Keep only the stored plans that survived, renumbered.
     std::vector<std::vector<std::uint16_t>> stored;
     for (auto& p : kept) {
@@ -814,7 +957,8 @@ Frontier FrontierBuilder::run() {
     stored_.clear();
     for (auto& p : kept) p.lower_bound_j = f_.lower_bound_at(p.time_s);
   } else {
-    kept = pareto_filter(raw_points_);
+    kept = pareto_filter(raw_points_, pipe_w);
+    keep_at_most_max_points(kept);
   }
   std::reverse(kept.begin(), kept.end());  // slowest first
   f_.points_ = std::move(kept);

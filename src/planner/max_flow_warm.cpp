@@ -149,95 +149,116 @@ bool WarmMaxFlow::push_short_paths(double eps) {
 }
 
 bool WarmMaxFlow::bfs(double eps, double eps_band) {
-  for (int v : queue_) level_[v] = -1;  // the nodes the previous phase labelled
-  level_[t_] = -1;
+  // Raw pointers: the stores into level_/queue_ would otherwise make the compiler reload
+  // every vector's data pointer in the inner loop (measured: the loop's hottest loads).
+  int* const level = level_.data();
+  const int* const head = head_.data();
+  const double* const res = res_.data();
+  for (int v : queue_) level[v] = -1;  // the nodes the previous phase labelled
+  level[t_] = -1;
   queue_.clear();
   queue_.push_back(s_);
-  level_[s_] = 0;
-  band_seen_ = false;
+  level[s_] = 0;
+  bool band_seen = false;
   ++counters_.dinic_phases;
   for (std::size_t h = 0; h < queue_.size(); ++h) {
     const int v = queue_[h];
     ++counters_.bfs_nodes;
+    const int next_level = level[v] + 1;
     for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
       const int r = *it;
-      const int w = head_[r];
-      if (res_[r] > eps) {
-        band_seen_ |= res_[r] <= eps_band;
-        if (level_[w] < 0) {
-          level_[w] = level_[v] + 1;
-          if (w == t_) return true;
+      const double rr = res[r];
+      if (rr > eps) {
+        band_seen |= rr <= eps_band;
+        const int w = head[r];
+        if (level[w] < 0) {
+          level[w] = next_level;
+          if (w == t_) {
+            band_seen_ = band_seen;
+            return true;
+          }
           queue_.push_back(w);
         }
       }
     }
   }
+  band_seen_ = band_seen;
   return false;
 }
 
 bool WarmMaxFlow::blocking_flow(double eps) {
   stack_.clear();
+  int* const level = level_.data();
+  int* const iter = iter_.data();
+  const int* const head = head_.data();
+  double* const res = res_.data();
   int v = s_;
   while (true) {
     if (v == t_) {
       double d = kInf;
-      for (int r : stack_) d = std::min(d, res_[r]);
+      for (int r : stack_) d = std::min(d, res[r]);
       if (d == kInf) return false;
       ++counters_.augmenting_paths;
       counters_.augmenting_arcs += static_cast<long long>(stack_.size());
       for (int r : stack_) {
-        res_[r] -= d;
-        res_[r ^ 1] += d;
+        res[r] -= d;
+        res[r ^ 1] += d;
       }
       // Continue from the tail of the first arc the augmentation saturated: a restart from
       // s would walk the same unsaturated prefix (its arcs' iterators did not move).
       std::size_t k = 0;
-      while (res_[stack_[k]] > eps) ++k;
-      v = head_[stack_[k] ^ 1];
+      while (res[stack_[k]] > eps) ++k;
+      v = head[stack_[k] ^ 1];
       stack_.resize(k);
       continue;
     }
-    // iter_[v]: offset of the next arc to try in v's list.
+    // iter[v]: offset of the next arc to try in v's list.
     const int* arcs = arcs_begin(v);
     const int len = static_cast<int>(arcs_end(v) - arcs);
-    int& i = iter_[v];
+    const int want = level[v] + 1;
+    int i = iter[v];
     for (; i < len; ++i) {
       const int r = arcs[i];
-      if (res_[r] > eps && level_[head_[r]] == level_[v] + 1) break;
+      if (res[r] > eps && level[head[r]] == want) break;
     }
+    iter[v] = i;
     if (i < len) {
       stack_.push_back(arcs[i]);
-      v = head_[arcs[i]];
+      v = head[arcs[i]];
     } else {
-      level_[v] = -1;
+      level[v] = -1;
       if (stack_.empty()) return true;
-      v = head_[stack_.back() ^ 1];
+      v = head[stack_.back() ^ 1];
       stack_.pop_back();
-      ++iter_[v];
+      ++iter[v];
     }
   }
 }
 
 bool WarmMaxFlow::reaches_sink(double eps, double eps_augment) {
   seen_.assign(n_, 0);
+  char* const seen = seen_.data();
+  const int* const head = head_.data();
+  const double* const res = res_.data();
   std::vector<int>& queue = stack_;
   queue.clear();
   band_.clear();
   queue.push_back(s_);
-  seen_[s_] = 1;
+  seen[s_] = 1;
   // Phase A: residuals > eps (the source side if no augmenting path is left).
   for (std::size_t h = 0; h < queue.size(); ++h) {
     const int v = queue[h];
     for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
       const int r = *it;
-      if (res_[r] > eps) {
-        const int w = head_[r];
-        if (!seen_[w]) {
+      const double rr = res[r];
+      if (rr > eps) {
+        const int w = head[r];
+        if (!seen[w]) {
           if (w == t_) return true;
-          seen_[w] = 1;
+          seen[w] = 1;
           queue.push_back(w);
         }
-      } else if (res_[r] > eps_augment) {
+      } else if (rr > eps_augment) {
         band_.push_back(r);
       }
     }
@@ -245,10 +266,10 @@ bool WarmMaxFlow::reaches_sink(double eps, double eps_augment) {
   // Phase B: continue through residuals > eps_augment (marked 2, then unmarked).
   const std::size_t phase_b = queue.size();
   for (int r : band_) {
-    const int w = head_[r];
-    if (!seen_[w]) {
+    const int w = head[r];
+    if (!seen[w]) {
       if (w == t_) return true;
-      seen_[w] = 2;
+      seen[w] = 2;
       queue.push_back(w);
     }
   }
@@ -256,15 +277,15 @@ bool WarmMaxFlow::reaches_sink(double eps, double eps_augment) {
     const int v = queue[h];
     for (const int *it = arcs_begin(v), *end = arcs_end(v); it != end; ++it) {
       const int r = *it;
-      const int w = head_[r];
-      if (res_[r] > eps_augment && !seen_[w]) {
+      const int w = head[r];
+      if (res[r] > eps_augment && !seen[w]) {
         if (w == t_) return true;
-        seen_[w] = 2;
+        seen[w] = 2;
         queue.push_back(w);
       }
     }
   }
-  for (std::size_t h = phase_b; h < queue.size(); ++h) seen_[queue[h]] = 0;
+  for (std::size_t h = phase_b; h < queue.size(); ++h) seen[queue[h]] = 0;
   return false;
 }
 

@@ -2,6 +2,7 @@
 #include "perseus/optimize.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -25,6 +26,17 @@ void check_options(const OptimizeConfig& cfg) {
   if (cfg.threads < 0 || cfg.threads > 1024) {
     throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", cfg.threads));
   }
+  if (std::isnan(cfg.time_budget_s) || cfg.time_budget_s > 1e9) {
+    throw InputError("time_budget_s", fmt::format("must be in [0, 1e9] s (< 0: none), got {}", cfg.time_budget_s));
+  }
+  if (cfg.max_points < 0 || cfg.max_points > 1'000'000'000) {
+    throw InputError("max_points", fmt::format("must be in [1, 1e9] (0: none), got {}", cfg.max_points));
+  }
+}
+
+/// OptimizeConfig::threads with 0 resolved to one per hardware thread.
+int resolved_threads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
@@ -58,6 +70,9 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
       {"num_steps", sum.num_steps},
       {"num_max_flows", r.frontier.num_max_flows},
       {"solve_time_s", sum.solve_time_s},
+      {"partial", sum.partial},
+      {"partial_reason", sum.partial_reason},
+      {"partial_detail", sum.partial_detail},
       {"approximations", sum.approximations},
       {"schedule",
        {{"name", schedule.name},
@@ -78,7 +93,9 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"sample", cfg.sample},
         {"format_zeus", cfg.zeus_format},
         {"reclaim_slack", cfg.reclaim_slack},
-        {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"}}},
+        {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"},
+        {"time_budget_s", cfg.time_budget_s >= 0 ? json(cfg.time_budget_s) : json(nullptr)},
+        {"max_points", cfg.max_points > 0 ? json(cfg.max_points) : json(nullptr)}}},
   };
 }
 
@@ -102,6 +119,9 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   opt.unit_time_s = cfg.unit_time_s;
   opt.reclaim_slack = cfg.reclaim_slack;
   opt.mode = cfg.planner_mode;
+  opt.time_budget_s = cfg.time_budget_s;
+  opt.max_points = cfg.max_points;
+  opt.threads = resolved_threads(cfg.threads);
   if (progress) {
     opt.progress = [&](std::int64_t t, std::int64_t t_max, std::int64_t t_min) {
       progress(t_max > t_min ? static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min) : 1.0);
@@ -130,13 +150,16 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   sum.num_plans = pts.size();
   sum.num_steps = frontier.num_steps;
   sum.solve_time_s = frontier.solve_time_s;
+  sum.partial = frontier.partial();
+  sum.partial_reason = frontier.partial() ? to_string(frontier.stop_reason) : "";
+  sum.partial_detail = frontier.partial_detail;
   sum.approximations = problem.approximations;
   return OptimizeResult{std::move(problem), std::move(frontier), std::move(allmax), std::move(sum)};
 }
 
 void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   check_options(cfg);
-  const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = resolved_threads(cfg.threads);
   OutputFolder folder(cfg.out_dir, is_optimize_output);
   const fs::path& tmp = folder.dir();
   std::error_code ec;

@@ -1,0 +1,212 @@
+// Bounded solves (issue 20): PlannerOptions::time_budget_s / max_points return the frontier
+// found so far, marked partial; PlannerOptions::threads does not change the frontier.
+// Count- and event-based: no test depends on how fast the machine is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "perseus/dag.hpp"
+#include "perseus/error.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/optimize.hpp"
+#include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
+#include "test_util.hpp"
+
+namespace perseus {
+namespace {
+
+constexpr double kPBlock = 83.64;
+
+struct Case {
+  Profile profile = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
+  Dag dag = Dag::build(make_1f1b(8, 4));
+  PlannerOptions options(PlannerMode mode) const {
+    PlannerOptions o;
+    o.p_block_w = kPBlock;
+    o.unit_time_s = 0.002;
+    o.mode = mode;
+    return o;
+  }
+};
+
+/// A valid frontier: slowest first, time strictly falling, effective energy rising, every
+/// point reproduced by its replayed plan.
+void expect_valid(const Frontier& f, const Dag& dag, PlannerMode mode) {
+  ASSERT_GE(f.size(), 1u);
+  const double pipe_w = mode == PlannerMode::kCertified ? kPBlock * dag.num_ranks() : 0.0;
+  for (std::size_t i = 1; i < f.size(); ++i) {
+    EXPECT_LT(f.points()[i].time_s, f.points()[i - 1].time_s) << i;
+    EXPECT_GT(f.points()[i].energy_j - pipe_w * f.points()[i].time_s,
+              f.points()[i - 1].energy_j - pipe_w * f.points()[i - 1].time_s)
+        << i;
+  }
+  std::vector<std::size_t> all(f.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  f.for_each_plan(all, [&](std::size_t i, const FrequencyPlan& plan) {
+    EXPECT_DOUBLE_EQ(plan.timeline.time_s, f.points()[i].time_s) << i;
+    EXPECT_NEAR(plan.total_energy_j(), f.points()[i].energy_j, 1e-9) << i;
+  });
+}
+
+class PartialFrontier : public ::testing::TestWithParam<PlannerMode> {};
+
+TEST_P(PartialFrontier, TimeBudgetZeroGivesValidPartialResult) {
+  const Case c;
+  PlannerOptions o = c.options(GetParam());
+  o.time_budget_s = 0;
+  const Frontier f = solve_frontier(c.dag, c.profile, o);
+  EXPECT_TRUE(f.partial());
+  EXPECT_EQ(f.stop_reason, Frontier::StopReason::kTimeBudget);
+  EXPECT_STREQ(to_string(f.stop_reason), "time_budget");
+  EXPECT_NE(f.partial_detail.find("time budget of 0 s"), std::string::npos) << f.partial_detail;
+  EXPECT_EQ(f.num_steps, 0);        // stopped before the first graph-cut step
+  EXPECT_EQ(f.num_lp_solves, 0);    // and the LP stage was skipped
+  EXPECT_GE(f.size(), 2u);          // the slowest plan and the all-max plan at least
+  expect_valid(f, c.dag, GetParam());
+  // The fastest point is as fast as the all-max plan: stragglers can still be matched.
+  const FrequencyPlan allmax = all_max_plan(c.dag, c.profile, kPBlock);
+  EXPECT_LE(f.points().back().time_s, allmax.timeline.time_s);
+}
+
+TEST_P(PartialFrontier, MaxPointsGivesExactlyThatManyPoints) {
+  const Case c;
+  const Frontier full = solve_frontier(c.dag, c.profile, c.options(GetParam()));
+  EXPECT_FALSE(full.partial());
+  EXPECT_TRUE(full.partial_detail.empty());
+  ASSERT_GT(full.size(), 20u);
+  for (std::int64_t k : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, std::int64_t{17},
+                         static_cast<std::int64_t>(full.size()) - 1}) {
+    PlannerOptions o = c.options(GetParam());
+    o.max_points = k;
+    const Frontier f = solve_frontier(c.dag, c.profile, o);
+    ASSERT_EQ(f.size(), static_cast<std::size_t>(k)) << "max_points " << k;
+    EXPECT_TRUE(f.partial()) << k;
+    EXPECT_EQ(f.stop_reason, Frontier::StopReason::kMaxPoints) << k;
+    EXPECT_FALSE(f.partial_detail.empty());
+    expect_valid(f, c.dag, GetParam());
+    // A bounded solve finds nothing the full solve misses: every graph-cut point it kept is
+    // matched or beaten by the full frontier at its time.
+    for (const auto& p : f.points()) {
+      if (p.step < 0 || p.tightened_to_s > 0 || p.stored_plan >= 0) continue;
+      EXPECT_GE(p.energy_j, full.points()[full.lowest_energy_within(p.time_s)].energy_j - 1e-9) << k;
+    }
+  }
+}
+
+TEST_P(PartialFrontier, BoundsThatAreNotReachedChangeNothing) {
+  const Case c;
+  const Frontier full = solve_frontier(c.dag, c.profile, c.options(GetParam()));
+  PlannerOptions o = c.options(GetParam());
+  o.max_points = static_cast<std::int64_t>(full.size());
+  o.time_budget_s = 1e9;
+  const Frontier f = solve_frontier(c.dag, c.profile, o);
+  EXPECT_FALSE(f.partial());
+  ASSERT_EQ(f.size(), full.size());
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(f.points()[i].time_s, full.points()[i].time_s) << i;
+    EXPECT_EQ(f.points()[i].energy_j, full.points()[i].energy_j) << i;
+    EXPECT_EQ(f.points()[i].lower_bound_j, full.points()[i].lower_bound_j) << i;
+  }
+}
+
+TEST_P(PartialFrontier, ThreadsDoNotChangeTheFrontier) {
+  const Case c;
+  const Frontier one = solve_frontier(c.dag, c.profile, c.options(GetParam()));
+  PlannerOptions o = c.options(GetParam());
+  o.threads = 2;
+  const Frontier two = solve_frontier(c.dag, c.profile, o);
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(one.num_lp_solves, two.num_lp_solves);
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one.points()[i].time_s, two.points()[i].time_s) << i;
+    EXPECT_EQ(one.points()[i].energy_j, two.points()[i].energy_j) << i;
+    EXPECT_EQ(one.points()[i].lower_bound_j, two.points()[i].lower_bound_j) << i;
+    EXPECT_EQ(one.plan(i).freq_mhz, two.plan(i).freq_mhz) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PartialFrontier, ::testing::Values(PlannerMode::kGraphCut, PlannerMode::kCertified),
+                         [](const auto& info) {
+                           return std::string(info.param == PlannerMode::kGraphCut ? "GraphCut" : "Certified");
+                         });
+
+TEST(PartialFrontierErrors, BadBoundsAreInputErrors) {
+  const Case c;
+  PlannerOptions o = c.options(PlannerMode::kGraphCut);
+  o.time_budget_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(solve_frontier(c.dag, c.profile, o), InputError);
+  o.time_budget_s = 2e9;
+  EXPECT_THROW(solve_frontier(c.dag, c.profile, o), InputError);
+  o = c.options(PlannerMode::kGraphCut);
+  o.max_points = -1;
+  EXPECT_THROW(solve_frontier(c.dag, c.profile, o), InputError);
+  o = c.options(PlannerMode::kGraphCut);
+  o.threads = 0;
+  EXPECT_THROW(solve_frontier(c.dag, c.profile, o), InputError);
+}
+
+TEST(PartialFrontierOutput, SummaryMarksPartialSolves) {
+  testing::TempDir dir;
+  OptimizeConfig cfg;
+  cfg.profile_path = testing::example("stage_profile_gpt3-175b_a100_sxm.csv");
+  cfg.problem.num_ranks = 8;
+  cfg.problem.microbatches = 4;
+  cfg.problem.p_block_w = kPBlock;
+  cfg.unit_time_s = 0.002;
+  cfg.max_points = 6;
+  cfg.out_dir = (dir.path() / "out").string();
+  const OptimizeSummary s = run_optimize(cfg);
+  EXPECT_TRUE(s.partial);
+  EXPECT_EQ(s.num_plans, 6u);
+  const auto summary = nlohmann::json::parse(std::ifstream(dir.path() / "out" / "summary.json"));
+  EXPECT_EQ(summary["partial"], true);
+  EXPECT_EQ(summary["partial_reason"], "max_points");
+  EXPECT_FALSE(summary["partial_detail"].get<std::string>().empty());
+  EXPECT_EQ(summary["num_plans"], 6);
+  EXPECT_EQ(summary["inputs"]["max_points"], 6);
+  EXPECT_TRUE(summary["inputs"]["time_budget_s"].is_null());
+  // A complete solve says so too.
+  cfg.max_points = 0;
+  EXPECT_FALSE(run_optimize(cfg).partial);
+  const auto complete = nlohmann::json::parse(std::ifstream(dir.path() / "out" / "summary.json"));
+  EXPECT_EQ(complete["partial"], false);
+  EXPECT_EQ(complete["partial_reason"], "");
+  // Bad bounds: an InputError naming the field, nothing written.
+  cfg.max_points = -2;
+  cfg.out_dir = (dir.path() / "bad").string();
+  try {
+    run_optimize(cfg);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_points"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "bad"));
+}
+
+TEST(PartialFrontierCli, TimeBudgetAndMaxPointsFlags) {
+  testing::TempDir dir;
+  const std::string base = "optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                           " --stages 8 --microbatches 4 --p2p-power 83.64 --unit-time 0.005 --out " +
+                           (dir.path() / "o").string();
+  const auto zero = testing::run(base + " --time-budget 0");
+  EXPECT_EQ(zero.status, 0) << zero.output;
+  EXPECT_NE(zero.output.find("PARTIAL frontier (time_budget)"), std::string::npos) << zero.output;
+  const auto summary = nlohmann::json::parse(std::ifstream(dir.path() / "o" / "summary.json"));
+  EXPECT_EQ(summary["partial"], true);
+  EXPECT_EQ(summary["partial_reason"], "time_budget");
+  const auto k = testing::run(base + " --max-points 3 --threads 2");
+  EXPECT_EQ(k.status, 0) << k.output;
+  EXPECT_NE(k.output.find("Perseus frontier: 3 plans"), std::string::npos) << k.output;
+  for (const char* bad : {" --time-budget -1", " --time-budget nan", " --max-points 0", " --max-points x"}) {
+    const auto r = testing::run(base + bad);
+    EXPECT_EQ(r.status, 2) << bad << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace perseus
