@@ -15,6 +15,7 @@
 #include <optional>
 #include <mutex>
 #include <stdexcept>
+#include <stop_token>
 #include <thread>
 
 #include <fmt/core.h>
@@ -220,16 +221,54 @@ class FrontierBuilder {
   /// Frontier::make_plan(choice, false/reclaim_, 0) (same operations in the same order).
   void evaluate(const std::vector<std::uint16_t>& choice, double& energy_before_reclaim_j, double& time_s,
                 double& energy_j);
-  /// T (longest path) and E of the plan with per-op times ev_time_ (summed in op order).
-  double timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j);
+  /// Per-op timeline scratch of timeline_and_energy() (one per thread).
+  struct TimelineScratch {
+    std::vector<double> time, start, end;
+  };
+  /// T (longest path) and E of the plan `choice` (energies summed in op order), using `tl`
+  /// (resized as needed; tl.start holds the start times afterwards).
+  double timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j, TimelineScratch& tl) const;
+  double timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j) {
+    return timeline_and_energy(choice, energy_j, ev_);
+  }
 
   const PlannerOptions& opt_;
   Frontier f_;
   std::vector<CostModel> models_;
   std::vector<const CostModel*> op_model_;
   std::vector<const std::vector<OperatingPoint>*> model_raw_, op_raw_;  // profile points
-  /// PlannerMode::kCertified: the LP stage (bound, rounded plans) on raw_points_.
-  void certify();
+  /// PlannerMode::kCertified, the LP stage: one warm-started LP and what its solves produced
+  /// since they were last merged into the builder (lp_merge()). Owned by one thread at a time.
+  struct LpStage {
+    LpStage(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_raw, const PlannerOptions& opt,
+            double t_lo_s);
+    detail::HullLowerBound lp;
+    double t_lo = 0, t_end = 0;  // sampled deadlines: T_min .. end of the straggler regime, s
+    int budget = 0;              // LP solves left
+    std::vector<double> solved;  // deadlines solved, s
+    struct Tangent {
+      double deadline_s, bound_j, slope_j_per_s;
+    };
+    std::vector<std::pair<FrontierPoint, bool>> points;  // LP-rounded plans (stored_plan: into `stored`)
+    std::vector<std::vector<std::uint16_t>> stored;
+    std::vector<Tangent> tangents;
+    bool over_time_budget = false;
+    std::stop_token stop;  // set when the sampling runs beside the graph-cut walk
+    double seconds = 0;    // wall time of the stage's construction and lp_sample() beside the walk
+    std::vector<std::uint16_t> choice;
+    std::vector<double> scratch, latest;
+    TimelineScratch timeline;
+  };
+  /// One LP solve at deadline tau (s): a tangent of LB and a rounded, slack-filled plan, into `st`.
+  /// Touches no builder state but reads (const): safe beside the graph-cut walk.
+  void lp_solve_at(LpStage& st, double tau) const;
+  /// The LP stage's first part: the solve at st.t_end, then samples from st.t_lo up.
+  void lp_sample(LpStage& st) const;
+  /// Moves st's solves into raw_points_, stored_ and f_.tangents_ (sorted).
+  void lp_merge(LpStage& st);
+  /// The LP stage (bound, rounded plans) on raw_points_: sampling (unless `sampled` already
+  /// did it from the right T_min), then refinement where the gap is large.
+  void certify(std::unique_ptr<LpStage> sampled);
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&
@@ -274,7 +313,8 @@ class FrontierBuilder {
   bool have_prev_cut_ = false;
   // Evaluation scratch (per op).
   std::vector<std::uint16_t> ev_choice_;
-  std::vector<double> ev_time_, ev_start_, ev_end_, ev_ls_;
+  TimelineScratch ev_;
+  std::vector<double> ev_ls_;
 };
 
 FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt) : opt_(opt) {
@@ -349,7 +389,7 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   cap_dur_.assign(n, 0);
   node_id_.assign(2 * static_cast<std::size_t>(n) + 2, -1);
   ev_choice_.resize(n);
-  ev_time_.resize(n);
+  ev_.time.resize(n);
   const char* engine = std::getenv("PERSEUS_MIN_CUT_ENGINE");
   warm_ = engine == nullptr || std::strcmp(engine, "warm") == 0 || engine[0] == '\0';
   if (warm_) init_warm_network();
@@ -364,8 +404,8 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
     pred_first_.push_back(static_cast<int>(pred_.size()));
     succ_first_.push_back(static_cast<int>(succ_.size()));
   }
-  ev_start_.resize(n);
-  ev_end_.resize(n);
+  ev_.start.resize(n);
+  ev_.end.resize(n);
   ev_ls_.resize(n);
 }
 
@@ -630,19 +670,23 @@ bool FrontierBuilder::apply_cut() {
   return true;
 }
 
-double FrontierBuilder::timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j) {
+double FrontierBuilder::timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j,
+                                            TimelineScratch& tl) const {
   const Dag& dag = *f_.dag_;
   const int n = dag.num_ops();
+  tl.time.resize(n);
+  tl.start.resize(n);
+  tl.end.resize(n);
   double compute = 0, busy = 0;
   for (int i = 0; i < n; ++i) {
     const OperatingPoint& p = f_.op_candidates_[i]->points[choice[i]];
-    ev_time_[i] = p.time_s;
+    tl.time[i] = p.time_s;
     compute += p.energy_j;
     busy += p.time_s;
   }
   double T = 0;
-  double *const ev_start = ev_start_.data(), *const ev_end = ev_end_.data();
-  const double* const ev_time = ev_time_.data();
+  double *const ev_start = tl.start.data(), *const ev_end = tl.end.data();
+  const double* const ev_time = tl.time.data();
   const int *const pred_first = pred_first_.data(), *const pred = pred_.data();
   for (int v : topo_) {
     double start = 0.0;
@@ -661,12 +705,12 @@ void FrontierBuilder::evaluate(const std::vector<std::uint16_t>& choice, double&
   time_s = T0;
   energy_j = energy_before_reclaim_j;
   if (!f_.reclaim_) return;
-  // reclaim_slack() on the timeline above (ev_start_), into ev_choice_.
+  // reclaim_slack() on the timeline above (ev_.start), into ev_choice_.
   for (auto it = topo_.rbegin(); it != topo_.rend(); ++it) {
     const int v = *it;
     double lf = T0;
     for (int i = succ_first_[v]; i < succ_first_[v + 1]; ++i) lf = std::min(lf, ev_ls_[succ_[i]]);
-    const double window = lf - ev_start_[v];
+    const double window = lf - ev_.start[v];
     const auto& pts = f_.op_candidates_[v]->points;
     std::size_t c = choice[v];
     while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
@@ -720,74 +764,107 @@ constexpr int kMinLpSolves = 40;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
 constexpr int kPairMovesMaxOps = 16;
 
-void FrontierBuilder::certify() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const Dag& dag = *f_.dag_;
-  detail::HullLowerBound lp(dag, op_raw_, opt_.p_block_w);
-  double t_lo = std::numeric_limits<double>::infinity();
-  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
-  std::vector<std::uint16_t> choice;
-  std::vector<double> scratch, latest;
+FrontierBuilder::LpStage::LpStage(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_raw,
+                                  const PlannerOptions& opt, double t_lo_s)
+    : lp(dag, op_raw, opt.p_block_w), t_lo(t_lo_s) {
   // Solves cost grows faster than linearly with the DAG: fewer on large DAGs (deterministic,
   // so the output does not depend on the machine's load).
-  int budget = std::min(opt_.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
-  const double pipe_w = opt_.p_block_w * dag.num_ranks();
-  std::vector<double> solved;  // deadlines solved
-  // One LP solve at deadline tau: a tangent of LB and a rounded, slack-filled plan.
-  auto solve_at = [&](double tau) {
-    for (double d : solved)
-      if (std::abs(d - tau) <= 1e-9 * tau) return std::optional<detail::HullLowerBound::Solution>{};
-    if (budget <= 0) return std::optional<detail::HullLowerBound::Solution>{};
-    if (over_time_budget()) {
-      if (!f_.partial()) {
-        f_.stop_reason = Frontier::StopReason::kTimeBudget;
-        f_.partial_detail = fmt::format(
-            "time budget of {} s reached in the LP stage after {} LP solves: the lower bound and LP-rounded plans "
-            "are from those solves only (the graph-cut frontier is complete)",
-            opt_.time_budget_s, lp.num_solves());
-      }
-      budget = 0;
-      return std::optional<detail::HullLowerBound::Solution>{};
-    }
-    --budget;
-    solved.push_back(tau);
-    auto sol = lp.solve(tau);
-    if (!sol.feasible) return std::optional<detail::HullLowerBound::Solution>{};
-    f_.tangents_.push_back({tau, sol.bound_j, sol.slope_j_per_s});
-    detail::round_lp_schedule(dag, f_.op_candidates_, sol.start_s, sol.duration_s, choice);
-    FrontierPoint p;
-    p.step = -1;
-    timeline_and_energy(choice, p.energy_before_reclaim_j);
-    detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
-    // Small pipelines: pair moves close most of the rounding loss (bounded work).
-    const bool small = dag.num_ops() <= kPairMovesMaxOps;
-    if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p_block_w, tau, choice,
-                                 small ? 4 * dag.num_ops() : opt_.local_search_moves, small)) {
-      detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
-    }
-    p.time_s = timeline_and_energy(choice, p.energy_j);
-    p.stored_plan = static_cast<std::int32_t>(stored_.size());
-    stored_.push_back(choice);
-    raw_points_.push_back({p, false});
-    return std::optional<detail::HullLowerBound::Solution>{std::move(sol)};
-  };
+  budget = std::min(opt.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
   // The straggler regime ends where no slower plan lowers the energy at any deadline (every
   // op at its hull minimum), or at 2 x T_min.
-  const double t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
-  solve_at(t_end);
-  const int samples = std::min(32, std::max(1, budget / 2));
+  t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
+}
+
+void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
+  for (double d : st.solved)
+    if (std::abs(d - tau) <= 1e-9 * tau) return;
+  if (st.budget <= 0) return;
+  if (st.stop.stop_requested()) {  // the graph-cut walk failed: its exception is on its way
+    st.budget = 0;
+    return;
+  }
+  if (over_time_budget()) {
+    st.over_time_budget = true;
+    st.budget = 0;
+    return;
+  }
+  --st.budget;
+  st.solved.push_back(tau);
+  const Dag& dag = *f_.dag_;
+  auto sol = st.lp.solve(tau);
+  if (!sol.feasible) return;
+  st.tangents.push_back({tau, sol.bound_j, sol.slope_j_per_s});
+  std::vector<std::uint16_t>& choice = st.choice;
+  detail::round_lp_schedule(dag, f_.op_candidates_, sol.start_s, sol.duration_s, choice);
+  FrontierPoint p;
+  p.step = -1;
+  timeline_and_energy(choice, p.energy_before_reclaim_j, st.timeline);
+  detail::fill_slack(dag, f_.op_candidates_, choice, st.scratch, st.latest, tau);
+  // Small pipelines: pair moves close most of the rounding loss (bounded work).
+  const bool small = dag.num_ops() <= kPairMovesMaxOps;
+  if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p_block_w, tau, choice,
+                               small ? 4 * dag.num_ops() : opt_.local_search_moves, small)) {
+    detail::fill_slack(dag, f_.op_candidates_, choice, st.scratch, st.latest, tau);
+  }
+  p.time_s = timeline_and_energy(choice, p.energy_j, st.timeline);
+  p.stored_plan = static_cast<std::int32_t>(st.stored.size());
+  st.stored.push_back(choice);
+  st.points.push_back({p, false});
+}
+
+void FrontierBuilder::lp_sample(LpStage& st) const {
+  lp_solve_at(st, st.t_end);
+  const int samples = std::min(32, std::max(1, st.budget / 2));
   for (int k = 0; k < samples; ++k) {
     const double x = static_cast<double>(k) / samples;
-    solve_at(t_lo + (t_end - t_lo) * x * std::sqrt(x));  // denser near T_min
+    lp_solve_at(st, st.t_lo + (st.t_end - st.t_lo) * x * std::sqrt(x));  // denser near T_min
   }
-  auto sort_tangents = [&] {
-    std::sort(f_.tangents_.begin(), f_.tangents_.end(),
-              [](const auto& a, const auto& b) { return a.deadline_s < b.deadline_s; });
-  };
-  sort_tangents();
+}
+
+void FrontierBuilder::lp_merge(LpStage& st) {
+  // In the order the solves ran, so the result is the same as pushing them one by one.
+  const auto offset = static_cast<std::int32_t>(stored_.size());
+  for (auto& pt : st.points) {
+    pt.first.stored_plan += offset;
+    raw_points_.push_back(pt);
+  }
+  for (auto& plan : st.stored) stored_.push_back(std::move(plan));
+  for (const auto& t : st.tangents) f_.tangents_.push_back({t.deadline_s, t.bound_j, t.slope_j_per_s});
+  st.points.clear();
+  st.stored.clear();
+  st.tangents.clear();
+  std::sort(f_.tangents_.begin(), f_.tangents_.end(),
+            [](const auto& a, const auto& b) { return a.deadline_s < b.deadline_s; });
+  if (st.over_time_budget && !f_.partial()) {
+    f_.stop_reason = Frontier::StopReason::kTimeBudget;
+    f_.partial_detail = fmt::format(
+        "time budget of {} s reached in the LP stage after {} LP solves: the lower bound and LP-rounded plans are "
+        "from those solves only (the graph-cut frontier is complete)",
+        opt_.time_budget_s, st.lp.num_solves());
+  }
+}
+
+void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
+  const Dag& dag = *f_.dag_;
+  double t_lo = std::numeric_limits<double>::infinity();
+  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
+  // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is
+  // used only if that is T_min exactly (otherwise it is redone), so the result never
+  // depends on PlannerOptions::threads.
+  const auto t0 = std::chrono::steady_clock::now();
+  double beside_s = 0;  // LP-stage time spent beside the walk
+  if (!st || st->t_lo != t_lo) {
+    st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
+    lp_sample(*st);
+  } else {
+    beside_s = st->seconds;
+  }
+  lp_merge(*st);
+  const double pipe_w = opt_.p_block_w * dag.num_ranks();
+  const double t_end = st->t_end;
   // Refinement: exact solves where a point, or a deadline just below the next slower point,
   // is further than refine_gap_pct above the bound.
-  for (int round = 0; round < 8 && budget > 0; ++round) {
+  for (int round = 0; round < 8 && st->budget > 0; ++round) {
     const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
     std::vector<std::pair<double, double>> worst;                       // (gap, deadline)
     for (std::size_t i = 0; i < kept.size(); ++i) {
@@ -809,14 +886,14 @@ void FrontierBuilder::certify() {
     }
     if (worst.empty()) break;
     std::sort(worst.begin(), worst.end(), std::greater<>());
-    const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, budget / 4));
-    const int before = budget;
-    for (std::size_t i = 0; i < take && budget > 0; ++i) solve_at(worst[i].second);
-    sort_tangents();
-    if (budget == before) break;  // nothing new to solve
+    const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st->budget / 4));
+    const int before = st->budget;
+    for (std::size_t i = 0; i < take && st->budget > 0; ++i) lp_solve_at(*st, worst[i].second);
+    lp_merge(*st);
+    if (st->budget == before) break;  // nothing new to solve
   }
-  f_.num_lp_solves = lp.num_solves();
-  f_.bound_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f_.num_lp_solves = st->lp.num_solves();
+  f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void FrontierBuilder::keep_at_most_max_points(std::vector<FrontierPoint>& kept) {
@@ -871,6 +948,26 @@ Frontier FrontierBuilder::run() {
   if (opt_.max_points > 0) {
     evaluate(std::vector<std::uint16_t>(n, 0), all_max.energy_before_reclaim_j, all_max.time_s, all_max.energy_j);
     front.add(raw_points_.back().first.time_s, raw_points_.back().first.energy_j - pipe_w * raw_points_.back().first.time_s);
+  }
+  // threads >= 2 (kCertified): the LP stage's sampling runs beside the walk, from the
+  // all-max plan's time (T_min unless a graph-cut plan is faster; certify() checks).
+  std::unique_ptr<LpStage> beside;
+  std::exception_ptr beside_error;
+  std::jthread beside_thread;  // declared last: joined (after a stop request) before the rest goes
+  if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget()) {
+    FrontierPoint fastest;
+    evaluate(std::vector<std::uint16_t>(n, 0), fastest.energy_before_reclaim_j, fastest.time_s, fastest.energy_j);
+    beside_thread = std::jthread([this, &beside, &beside_error, t_lo = fastest.time_s](std::stop_token stop) {
+      try {
+        const auto s0 = std::chrono::steady_clock::now();
+        beside = std::make_unique<LpStage>(*f_.dag_, op_raw_, opt_, t_lo);
+        beside->stop = std::move(stop);
+        lp_sample(*beside);
+        beside->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      } catch (...) {
+        beside_error = std::current_exception();
+      }
+    });
   }
   auto stop_walk = [&] {
     if (over_time_budget()) {
@@ -941,9 +1038,13 @@ Frontier FrontierBuilder::run() {
     record_point(-1, fastest);
     record_point(step, choice_, raw_points_.back().first.time_s);
   }
+  if (beside_thread.joinable()) {
+    beside_thread.join();
+    if (beside_error) std::rethrow_exception(beside_error);
+  }
   std::vector<FrontierPoint> kept;
   if (opt_.mode == PlannerMode::kCertified && !f_.partial()) {
-    certify();
+    certify(std::move(beside));
     kept = pareto_filter(raw_points_, pipe_w);
     keep_at_most_max_points(kept);
     // Keep only the stored plans that survived, renumbered.
