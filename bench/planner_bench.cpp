@@ -205,6 +205,15 @@ int run(int argc, char** argv) {
     opt.p_block_w = 80.0;
     opt.unit_time_s = unit;
     opt.mode = bench_planner();
+    // PERSEUS_BENCH_THREADS=N: PlannerOptions::threads (the solve's threads; default 1).
+    if (const char* t = std::getenv("PERSEUS_BENCH_THREADS"); t != nullptr && *t) {
+      opt.threads = count(t, "PERSEUS_BENCH_THREADS");
+    }
+    // PERSEUS_BENCH_TIME_BUDGET_S=S: PlannerOptions::time_budget_s (wall s): the solve stops and
+    // returns a partial frontier (the row says so), unlike PERSEUS_BENCH_BUDGET_S below.
+    if (const char* t = std::getenv("PERSEUS_BENCH_TIME_BUDGET_S"); t != nullptr && *t) {
+      opt.time_budget_s = number(t, "PERSEUS_BENCH_TIME_BUDGET_S");
+    }
     const double c0 = cpu_s();
     // PERSEUS_BENCH_BUDGET_S=S: stop after S s of solve CPU and report how far the solve got
     // (share of the T_max -> T_min range, checked at each 1 % progress report) and its RSS.
@@ -228,15 +237,16 @@ int run(int argc, char** argv) {
     } catch (const OverBudget& b) {
       const double cpu = cpu_s() - c0;
       // No time estimate: later steps are slower (the critical network grows toward T_min).
-      fmt::print("| {} x {} | {} | ≤ {} | — | — | > {:.1f} (stopped with {:.1f} % of T_max → T_min done) | | {:.0f} |\n",
+      fmt::print("| {} x {} | {} | ≤ {} | — | — | > {:.1f} (stopped with {:.1f} % of T_max → T_min done) | | {:.0f} | | |\n",
                  stages, mbs, dag.num_ops(), b.range_units, cpu, 100 * b.done, peak_rss_mib());
       return 0;
     }
     const perseus::Frontier& f = *solved;
     const double cpu = cpu_s() - c0;
     maybe_dump(f);
-    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.0f} |\n", stages, mbs, dag.num_ops(), f.num_steps,
-               f.num_max_flows, f.size(), cpu, f.solve_time_s, peak_rss_mib());
+    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.0f} | {} | {} |\n", stages, mbs, dag.num_ops(),
+               f.num_steps, f.num_max_flows, f.size(), cpu, f.solve_time_s, peak_rss_mib(), f.num_lp_solves,
+               f.partial() ? fmt::format("partial: {}", f.partial_detail) : "complete");
     return 0;
   }
   std::fprintf(stderr,

@@ -44,8 +44,8 @@ echo "## Energy / all-max baseline (%) at T/T_min = 1.00 1.01 1.02 1.05 1.10 1.2
 cat "$rel"
 echo
 echo "## Synthetic pipelines (1F1B, 40 frequencies per op, heterogeneous stages, seed 42, unit time 1 ms)"
-echo "| stages x microbatches | computations | steps | max-flows | frontier plans | solve CPU s | solve wall s | peak RSS MiB |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| stages x microbatches | computations | steps | max-flows | frontier plans | solve CPU s | solve wall s | peak RSS MiB | LP solves | result |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for c in "4 8" "4 64" "8 32" "8 128" "16 64" "16 256" "32 128" "64 256" ${PERSEUS_BENCH_LARGE:+"64 1024"}; do
   # shellcheck disable=SC2086
   if row=$(timeout "$TMO" $PIN "$BIN" synth $c 0.001); then
