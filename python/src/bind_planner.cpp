@@ -210,7 +210,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       [](const py::object& profile_arg, std::optional<int> stages, std::optional<int> microbatches,
          const py::object& schedule_arg, int chunks, std::optional<double> p2p_power_arg,
          double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
-         int threads) {
+         int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points) {
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
@@ -222,6 +222,12 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         }
         if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         check_finite(unit_time_s, "unit_time_s", false);
+        if (time_budget_s && !(*time_budget_s >= 0 && *time_budget_s <= 1e9)) {
+          throw InputError("time_budget_s", fmt::format("must be in [0, 1e9] s or None, got {}", *time_budget_s));
+        }
+        if (max_points && (*max_points < 1 || *max_points > 1'000'000'000)) {
+          throw InputError("max_points", fmt::format("must be in [1, 1e9] or None, got {}", *max_points));
+        }
         if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
         // The one problem assembly (perseus/problem.hpp): the same schedules (names or a CSV
         // file) and profile fitting as `perseus optimize` and the server.
@@ -256,6 +262,9 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.p_block_w = problem->p_block_w;
           opt.unit_time_s = unit_time_s;
           opt.reclaim_slack = reclaim_slack;
+          opt.threads = threads;
+          opt.time_budget_s = time_budget_s.value_or(-1.0);
+          opt.max_points = max_points.value_or(0);
           res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
           res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
@@ -302,6 +311,9 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["lower_bound_at_t_min_j"] = pts.back().lower_bound_j;
         summary["max_optimality_gap_pct"] = res.frontier->max_optimality_gap_pct();
         summary["num_lp_solves"] = res.frontier->num_lp_solves;
+        summary["partial"] = res.frontier->partial();
+        summary["partial_reason"] = res.frontier->partial() ? to_string(res.frontier->stop_reason) : "";
+        summary["partial_detail"] = res.frontier->partial_detail;
         py::dict out;
         out["frontier"] = std::move(frontier);
         out["plans"] = std::move(plan_list);
@@ -316,7 +328,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
       py::arg("schedule") = "1f1b", py::arg("chunks") = 1, py::arg("p2p_power_w") = py::none(),
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
-      py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1, R"doc(
+      py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
+      py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
 profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x chunks), or
@@ -332,8 +345,12 @@ p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0; required
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned
-sorted, without repeats). threads: plans evaluated in parallel (1..1024; 0 = one per hardware thread); the result does
-not depend on it.
+sorted, without repeats). threads: threads of the solve (the LP stage beside the graph cut) and of
+evaluating plans (1..1024; 0 = one per hardware thread); the result does not depend on it.
+time_budget_s: stop the solve after this many seconds (0..1e9, None: no budget); max_points: stop
+once the frontier has this many plans (1..1e9, None: no limit). A bounded solve returns the
+frontier found so far with summary['partial'] True, summary['partial_reason'] 'time_budget' or
+'max_points' and summary['partial_detail'] saying how far it got (InputError on bad values).
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest
@@ -344,7 +361,8 @@ Returns a dict of plain Python types:
   'all_max':  the all-max-frequency baseline plan (same format, 'plan': None);
   'summary':  {'t_min_s', 'energy_at_t_min_j', 't_max_s', 'energy_at_t_max_j', 'allmax_time_s',
                'allmax_energy_j', 'intrinsic_saving_pct', 'reclaimed_energy_j', 'num_plans',
-               'num_steps', 'solve_time_s', 'num_ops', 'approximations'};
+               'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j', 'max_optimality_gap_pct',
+               'num_lp_solves', 'partial', 'partial_reason', 'partial_detail', 'approximations'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes, schedule name or option value;

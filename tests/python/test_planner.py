@@ -129,6 +129,27 @@ class OptimizeTest(unittest.TestCase):
         with self.assertRaises(perseus.InputError):
             perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, threads=-1)
 
+    def test_bounded_solves_are_partial(self):
+        # Issue 20: a bounded solve returns the frontier found so far, marked partial.
+        zero = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                plans="none", time_budget_s=0)
+        self.assertTrue(zero["summary"]["partial"])
+        self.assertEqual(zero["summary"]["partial_reason"], "time_budget")
+        self.assertEqual(zero["summary"]["num_steps"], 0)
+        self.assertGreaterEqual(len(zero["frontier"]), 2)
+        capped = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                  plans="all", max_points=4, threads=2)
+        self.assertEqual(len(capped["frontier"]), 4)
+        self.assertEqual(len(capped["plans"]), 4)
+        self.assertTrue(capped["summary"]["partial"])
+        self.assertEqual(capped["summary"]["partial_reason"], "max_points")
+        self.assertTrue(capped["summary"]["partial_detail"])
+        self.assertFalse(self.res["summary"]["partial"])
+        self.assertEqual(self.res["summary"]["partial_reason"], "")
+        for bad in ({"time_budget_s": -1.0}, {"time_budget_s": float("nan")}, {"max_points": 0}):
+            with self.assertRaises(perseus.InputError):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, **bad)
+
     def test_plans_are_consistent(self):
         plans = self.res["plans"]
         self.assertEqual(len(plans), len(self.res["frontier"]))
