@@ -791,7 +791,14 @@ void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
   --st.budget;
   st.solved.push_back(tau);
   const Dag& dag = *f_.dag_;
-  auto sol = st.lp.solve(tau);
+  // Polled at every simplex iteration: one solve of a large LP can take minutes.
+  const std::function<bool()> interrupt = [&] { return st.stop.stop_requested() || over_time_budget(); };
+  auto sol = st.lp.solve(tau, opt_.time_budget_s >= 0 || st.stop.stop_possible() ? interrupt : std::function<bool()>{});
+  if (sol.interrupted) {  // the warm start is gone: no more solves
+    st.over_time_budget = !st.stop.stop_requested();
+    st.budget = 0;
+    return;
+  }
   if (!sol.feasible) return;
   st.tangents.push_back({tau, sol.bound_j, sol.slope_j_per_s});
   std::vector<std::uint16_t>& choice = st.choice;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <ClpEventHandler.hpp>
 #include <ClpSimplex.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <fmt/core.h>
@@ -37,6 +38,19 @@ std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoin
 
 namespace {
 constexpr double kMs = 1e3;  // the LP measures time in ms (better scaled than s)
+
+/// Ends a simplex solve when `stop` returns true (polled every iteration; CLP status 5).
+class StopHandler : public ClpEventHandler {
+ public:
+  explicit StopHandler(const std::function<bool()>* stop) : stop_(stop) {}
+  int event(Event which) override {
+    return which == endOfIteration && stop_ != nullptr && *stop_ && (*stop_)() ? 0 : -1;
+  }
+  ClpEventHandler* clone() const override { return new StopHandler(*this); }
+
+ private:
+  const std::function<bool()>* stop_;
+};
 }  // namespace
 
 struct HullLowerBound::Lp {
@@ -114,15 +128,27 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
 
 HullLowerBound::~HullLowerBound() = default;
 
-HullLowerBound::Solution HullLowerBound::solve(double deadline_s) {
+HullLowerBound::Solution HullLowerBound::solve(double deadline_s, const std::function<bool()>& stop) {
   Solution out;
   ClpSimplex& m = lp_->model;
   m.setColumnLower(lp_->col_T, deadline_s * kMs);
   m.setColumnUpper(lp_->col_T, deadline_s * kMs);
   ++solves_;
   // A bound change keeps the previous basis dual feasible: the dual simplex warm-starts.
+  if (stop) {
+    const StopHandler handler(&stop);
+    m.passInEventHandler(&handler);  // CLP keeps a clone, pointing at `stop`
+  }
   m.dual(0, lp_->solved_once ? 1 : 0);
+  if (stop) {
+    const ClpEventHandler none;
+    m.passInEventHandler(&none);  // the clone must not outlive `stop`
+  }
   lp_->solved_once = true;
+  if (m.status() == 5) {
+    out.interrupted = true;
+    return out;
+  }
   if (m.status() != 0) {
     if (m.status() != 1) {
       // Numerical trouble: one cold retry before giving up.

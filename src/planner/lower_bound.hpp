@@ -2,6 +2,7 @@
 // problem (private to the library). Solved with COIN-OR CLP, warm-started across deadlines.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,13 +41,16 @@ class HullLowerBound {
 
   /// Result of one solve at deadline τ.
   struct Solution {
-    bool feasible = false;     ///< false: τ is below the fastest possible iteration time.
+    bool feasible = false;     ///< false: τ is below the fastest possible iteration time (or interrupted).
+    bool interrupted = false;  ///< true: `stop` ended the solve.
     double bound_j = 0;        ///< LB(τ), J, already lowered by the solver-tolerance margin.
     double slope_j_per_s = 0;  ///< A subgradient of LB at τ (<= 0), J/s.
     std::vector<double> start_s, duration_s;  ///< LP optimum per op, s.
   };
-  /// Solves at deadline τ (s), warm-started from the previous solve.
-  Solution solve(double deadline_s);
+  /// Solves at deadline τ (s), warm-started from the previous solve. `stop` (optional) is
+  /// polled at every simplex iteration; when it returns true the solve ends at once with
+  /// feasible = false and interrupted = true (the LP's warm start is then unusable: solve no more).
+  Solution solve(double deadline_s, const std::function<bool()>& stop = {});
   /// Iteration time with every op at its hull minimum (t_flat_i), s: beyond it LB − P_block R τ
   /// is flat, so no slower plan lowers the energy at any deadline.
   double flat_time_s() const { return flat_time_s_; }

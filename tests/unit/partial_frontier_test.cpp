@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "../../src/planner/lower_bound.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
@@ -141,6 +142,27 @@ INSTANTIATE_TEST_SUITE_P(Modes, PartialFrontier, ::testing::Values(PlannerMode::
                          [](const auto& info) {
                            return std::string(info.param == PlannerMode::kGraphCut ? "GraphCut" : "Certified");
                          });
+
+TEST(PartialFrontierLp, StopEndsASolveAtOnce) {
+  // The LP stage polls the time budget (or a stop request) at every simplex iteration: one
+  // solve of a large LP can take minutes. Event-based: the stop hook answers true.
+  const Case c;
+  std::vector<const std::vector<OperatingPoint>*> pts;
+  for (int i = 0; i < c.dag.num_ops(); ++i) pts.push_back(&c.profile.points(c.dag.op(i).stage, c.dag.op(i).kind));
+  detail::HullLowerBound lp(c.dag, pts, kPBlock);
+  const double deadline = 1.2 * all_max_plan(c.dag, c.profile, kPBlock).timeline.time_s;
+  int polls = 0;
+  const auto stopped = lp.solve(deadline, [&] { return ++polls >= 1; });
+  EXPECT_TRUE(stopped.interrupted);
+  EXPECT_FALSE(stopped.feasible);
+  EXPECT_EQ(polls, 1);
+  detail::HullLowerBound fresh(c.dag, pts, kPBlock);
+  const auto solved = fresh.solve(deadline, [] { return false; });
+  EXPECT_FALSE(solved.interrupted);
+  EXPECT_TRUE(solved.feasible);
+  detail::HullLowerBound plain(c.dag, pts, kPBlock);
+  EXPECT_EQ(plain.solve(deadline).bound_j, solved.bound_j);  // the hook changes nothing else
+}
 
 TEST(PartialFrontierErrors, BadBoundsAreInputErrors) {
   const Case c;
