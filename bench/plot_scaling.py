@@ -2,7 +2,7 @@
 """Writes the planner scaling plot (solve CPU seconds vs computations, log-log) as SVG.
 
 Usage: plot_scaling.py DATA.csv OUT.svg   (DATA.csv from bench/run_benchmarks.sh:
-series,label,computations,cpu_s). Standard library only.
+series,label,computations,cpu_s; series paper, synthetic or certified). Standard library only.
 """
 import csv
 import math
@@ -35,7 +35,9 @@ def main(src, dst):
     y60 = sy(60)
     out.append(f'<line x1="{L}" y1="{y60:.1f}" x2="{W - R}" y2="{y60:.1f}" stroke="#c33" stroke-dasharray="4 3"/>')
     out.append(f'<text x="{W - R - 4}" y="{y60 - 4:.1f}" text-anchor="end" fill="#c33">60 s target</text>')
-    colors = {"paper": "#1f77b4", "synthetic": "#ff7f0e"}
+    colors = {"paper": "#1f77b4", "synthetic": "#ff7f0e", "certified": "#2ca02c"}
+    names = {"paper": "GPT-3 175B paper cases, graph cut (unit 1 ms)", "synthetic": "synthetic, 40 freqs/op, graph cut (unit 1 ms)",
+             "certified": "synthetic, certified planner (graph cut + LP stage)"}
     for series, color in colors.items():
         sp = sorted((p for p in pts if p[0] == series), key=lambda p: p[2])
         for _, label, n, c in sp:
@@ -43,7 +45,7 @@ def main(src, dst):
             out.append(f'<text x="{sx(n) + 6:.1f}" y="{sy(c) - 5:.1f}" font-size="9" fill="{color}">{label}</text>')
     for i, (series, color) in enumerate(colors.items()):
         out.append(f'<circle cx="{L + 15}" cy="{T + 12 + 16 * i}" r="4" fill="{color}"/>')
-        out.append(f'<text x="{L + 25}" y="{T + 16 + 16 * i}">{"GPT-3 175B paper cases (unit 1 ms)" if series == "paper" else "synthetic, 40 freqs/op (unit 1 ms)"}</text>')
+        out.append(f'<text x="{L + 25}" y="{T + 16 + 16 * i}">{names[series]}</text>')
     out.append("</svg>")
     open(dst, "w").write("\n".join(out) + "\n")
 
