@@ -309,7 +309,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     const double time_s = (*m)["time_s"].get<double>();
     const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
     const double energy_j = energy_known ? (*m)["energy_j"].get<double>() : 0.0;  // the stored JSON keeps "unknown"
-    const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, m->dump(), now);
+    const std::string text = m->dump();
+    const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, text, now);
     results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
       ++duplicates;
@@ -324,7 +325,9 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       j->sum_time_s += time_s;
       j->sum_energy_j += energy_j;
       if (energy_known) ++j->num_energy_known;
+      j->measurement_bytes += static_cast<std::int64_t>(text.size());
     }
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += static_cast<std::int64_t>(text.size());
     if (j->status == kStatusReady) feed_straggler_loop(*j, r, *m, loop_actions);
     if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
       if (j->sweep->done()) {
