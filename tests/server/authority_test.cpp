@@ -3,8 +3,12 @@
 // Every check is one request and its answer; nothing waits on time.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <map>
 
+#include "job.hpp"  // token helpers (private header)
+#include "perseus/server/store.hpp"
 #include "test_util.hpp"
 
 namespace perseus::server::testing {
@@ -227,6 +231,49 @@ TEST(Authority, AnonymousQuota) {
   EXPECT_EQ(anon.post("/register_job", zeus_job(1)).status, 200) << "deleting frees jobs, ranks and bytes";
   auto r = anon.post("/register_job", zeus_job(1));
   EXPECT_EQ(r.status, 403) << r.body;
+}
+
+// The token digest is SHA-256 (FIPS 180-4 test vector "abc"); tokens are fresh and long.
+TEST(Authority, TokenDigestAndFreshTokens) {
+  EXPECT_EQ(token_sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string a = new_job_token(), b = new_job_token();
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.size(), 4u + 64u);
+  EXPECT_TRUE(equal_constant_time(a, a));
+  EXPECT_FALSE(equal_constant_time(a, b));
+  EXPECT_FALSE(equal_constant_time(a, a.substr(0, 10)));
+}
+
+// A database of schema version 1 (before per-job tokens) is upgraded in place: its jobs become
+// /v1 jobs without a token (only the admin reaches them), and new jobs store their auth.
+TEST(Authority, SchemaVersionOneIsUpgraded) {
+  TempDir dir;
+  const std::string path = dir.file("old.db");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* v1 = R"sql(
+      CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO meta VALUES('schema_version', '1');
+      CREATE TABLE jobs(job_id TEXT PRIMARY KEY, created_s REAL NOT NULL, last_activity_s REAL NOT NULL,
+        spec_json TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+        version_counter INTEGER NOT NULL, built_profile_csv TEXT NOT NULL DEFAULT '',
+        points_json TEXT NOT NULL DEFAULT '');
+      INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter)
+        VALUES('job-old', 1, 1, '{}', 'ready', 1);)sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  Store store(path);
+  auto jobs = store.load_all();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].auth.origin, "v1");
+  EXPECT_EQ(jobs[0].auth.token_sha256, "");
+  ASSERT_TRUE(store.insert_job("job-new", 2, JobAuth{"zeus_anonymous", "ab"}, "{}", "ready", 1, {}));
+  jobs = store.load_all();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[1].auth.origin, "zeus_anonymous");
+  EXPECT_EQ(jobs[1].auth.token_sha256, "ab");
 }
 
 }  // namespace
