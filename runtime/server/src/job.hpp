@@ -31,7 +31,7 @@ struct Assignment {
 };
 
 /// Job states reported as "job_status" / "status".
-inline constexpr const char* kStatusPlanning = "planning";    ///< Solving; ranks run the all-max plan.
+inline constexpr const char* kStatusPlanning = "planning";    ///< Solving; ranks run the quick T_min plan.
 inline constexpr const char* kStatusProfiling = "profiling";  ///< Online sweep in progress.
 inline constexpr const char* kStatusReady = "ready";          ///< Frontier plans are served.
 inline constexpr const char* kStatusFailed = "failed";        ///< Planning failed; see "error".

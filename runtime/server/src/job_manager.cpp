@@ -185,7 +185,7 @@ std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
     if (attempt > 8) throw std::runtime_error("could not allocate a unique job id");
   }
   for (const auto& [idx, plan] : job->plans)
-    if (idx >= kAllMaxPlanIndex && job->model.explicit_plans.empty())
+    if (idx != kSweepPlanIndex && job->model.explicit_plans.empty())  // sweep steps are re-derived
       store_.put_plan(job->id, idx, freqs_json(plan->freq_mhz));
   std::unique_lock lock(mu_);
   jobs_[job->id] = job;
@@ -223,14 +223,11 @@ Reply JobManager::create_job_as(const json& body, const std::string& origin) {
   int idx = 0;
   try {
     switch (spec.source) {
-      case PlanSource::kProfile: {
-        auto freq = all_max_freqs(job->model, spec);
-        const PlanPoint pt = all_max_point(job->model, spec, freq);
-        idx = kAllMaxPlanIndex;
-        plan = render_plan(*job->model.dag, idx, pt, std::move(freq));
+      case PlanSource::kProfile:
+        plan = quick_plan(job->model, spec);  // served at once; the frontier is solved in the background
+        idx = kQuickPlanIndex;
         job->status = kStatusPlanning;
         break;
-      }
       case PlanSource::kPlans:
       case PlanSource::kZeusPlans:
         idx = job->model.fastest_index();
@@ -330,7 +327,7 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       if (j->deleted || !assign_when_done) return;
       const std::string error = fmt::format(
           "planning stopped: it exceeded the job's planning budget of {} s (planning_budget_s); the ranks keep "
-          "the all-max plan", spec.planning_budget_s);
+          "the quick T_min plan", spec.planning_budget_s);
       store_.set_status(j->id, kStatusFailed, error);
       j->status = kStatusFailed;
       j->error = error;
@@ -543,7 +540,8 @@ std::size_t JobManager::load() {
         if (static_cast<int>(freq.size()) != j->model.dag->num_ops()) continue;
         PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
         if (idx >= 0 && idx < static_cast<int>(j->model.points.size())) pt = j->model.points[idx];
-        else if (idx == kAllMaxPlanIndex && j->model.profile) pt = all_max_point(j->model, j->spec, freq);
+        else if ((idx == kAllMaxPlanIndex || idx == kQuickPlanIndex) && j->model.profile)
+          pt = all_max_point(j->model, j->spec, freq);  // evaluates any per-op clocks
         j->plans[idx] = render_plan(*j->model.dag, idx, pt, std::move(freq));
       }
       for (const auto& a : sj.assignments) {

@@ -245,15 +245,13 @@ void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
   const std::string csv = profile_csv_text(rows);
   try {
     JobModel model = prepare_model(j->spec, csv);
-    auto freq = all_max_freqs(model, j->spec);
-    const FrequencyPlan ev = evaluate_plan(*model.dag, *model.profile, freq, j->spec.p_block_w);
-    auto plan = render_plan(*model.dag, kAllMaxPlanIndex, {ev.timeline.time_s, ev.total_energy_j()}, std::move(freq));
+    auto plan = quick_plan(model, j->spec);
     store_.set_built_profile(j->id, csv);
-    store_.put_plan(j->id, kAllMaxPlanIndex, freqs_json(plan->freq_mhz));
+    store_.put_plan(j->id, kQuickPlanIndex, freqs_json(plan->freq_mhz));
     j->model = std::move(model);
-    j->plans[kAllMaxPlanIndex] = plan;
+    j->plans[kQuickPlanIndex] = plan;
     ++j->version_counter;
-    for (auto& a : j->pipelines) a = {kAllMaxPlanIndex, j->version_counter, plan};
+    for (auto& a : j->pipelines) a = {kQuickPlanIndex, j->version_counter, plan};
     store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
     j->status = kStatusPlanning;
     store_.set_status(j->id, j->status, "");

@@ -23,7 +23,7 @@ struct StoredRank {
 /// Which plan one pipeline (DP replica) runs, and the version at which it was assigned.
 struct StoredAssignment {
   int pipeline = 0;
-  int plan_index = 0;   ///< Frontier index; -1 all-max baseline; -2 profiling sweep step.
+  int plan_index = 0;   ///< Frontier index; -1 all-max baseline; -2 profiling sweep step; -3 quick T_min plan.
   std::int64_t version = 0;
 };
 
