@@ -158,7 +158,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port-file", args->port_file, "Write the bound port to this file");
   cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
   cmd->add_option("--token-file", args->token_file,
-                  "File holding the bearer token (else $PERSEUS_TOKEN, else <db>.token, generated)");
+                  "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated); each job also gets its own");
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(CLI::Range(1, 256));
