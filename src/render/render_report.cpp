@@ -209,17 +209,6 @@ std::string html_table(const render_detail::CsvTable& t) {
   return s + "</tbody></table>\n";
 }
 
-constexpr const char* kCss =
-    "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px 32px;color:#111;background:#fff;"
-    "max-width:1500px}"
-    "h1{font-size:22px;margin:0 0 4px 0}h2{font-size:17px;margin:28px 0 8px 0;border-bottom:1px solid #ddd;"
-    "padding-bottom:3px}p.note{color:#555;font-size:13px;margin:4px 0 10px 0}"
-    "table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 10px}"
-    "th{background:#f2f2f2;text-align:left}table.data td{text-align:right}"
-    "table.kv td:first-child{text-align:left;background:#fafafa}table.kv td{text-align:right}"
-    ".row{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}"
-    ".scroll{overflow-x:auto;border:1px solid #eee;padding:4px}"
-    "svg{display:block}";
 
 }  // namespace
 
@@ -342,7 +331,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
       "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
       "<meta charset=\"utf-8\"/>\n";
   h += fmt::format("<title>Perseus report: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(profile_name),
-                   kCss);
+                   render_detail::kReportCss);
   h += fmt::format("<h1>Perseus report: {}</h1>\n", xml_escape(profile_name));
   h += fmt::format(
       "<p class=\"note\">{} GPUs, {} stage(s) per GPU, {} microbatches, schedule {}, P_block = {} W. "
