@@ -18,6 +18,7 @@
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
 #include "perseus/output_folder.hpp"
+#include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
 #include "render_csv.hpp"
 #include "render_svg.hpp"
@@ -77,54 +78,8 @@ FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* pro
   const std::string src = path.string();
   const json j = read_json(path, "plan file");
   const double file_time_s = number(j, src, "", "time_s");
-  const json& ranks = field(j, src, "", "ranks");
-  if (!ranks.is_array()) throw InputError(fmt::format("{}: field 'ranks': expected an array", src));
-  std::vector<int> freq(dag.num_ops(), -1);
-  std::vector<double> dur(dag.num_ops(), 0.0);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const std::string rp = fmt::format("ranks[{}].", r);
-    const json& instrs = field(ranks[r], src, rp, "instructions");
-    if (!instrs.is_array()) throw InputError(fmt::format("{}: field '{}instructions': expected an array", src, rp));
-    for (std::size_t i = 0; i < instrs.size(); ++i) {
-      const std::string ip = fmt::format("{}instructions[{}].", rp, i);
-      const json& in = instrs[i];
-      const std::string kind_name = text(in, src, ip, "instruction");
-      const auto kind = parse_instruction_kind(kind_name);
-      if (!kind) {
-        throw InputError(
-            fmt::format("{}: field '{}instruction': expected forward, backward, backward_input or "
-                        "backward_weight, got '{}'",
-                        src, ip, kind_name));
-      }
-      Computation c;
-      c.stage = static_cast<std::int32_t>(integer(in, src, ip, "stage"));
-      c.microbatch = static_cast<std::int32_t>(integer(in, src, ip, "microbatch"));
-      c.kind = *kind;
-      const int id = dag.find(c);
-      if (id < 0) {
-        throw InputError(
-            fmt::format("{}: '{}': {} of stage {}, microbatch {} is not in the schedule described by "
-                        "summary.json's inputs",
-                        src, ip, kind_name, c.stage, c.microbatch));
-      }
-      if (freq[id] >= 0) {
-        throw InputError(fmt::format("{}: '{}': {} of stage {}, microbatch {} appears twice", src, ip, kind_name,
-                                     c.stage, c.microbatch));
-      }
-      const long f = integer(in, src, ip, "frequency_mhz");
-      if (f <= 0) throw InputError(fmt::format("{}: field '{}frequency_mhz': expected > 0, got {}", src, ip, f));
-      freq[id] = static_cast<int>(f);
-      dur[id] = number(in, src, ip, "end_s") - number(in, src, ip, "start_s");
-      if (!(dur[id] > 0)) throw InputError(fmt::format("{}: '{}': end_s must be greater than start_s", src, ip));
-    }
-  }
-  for (int id = 0; id < dag.num_ops(); ++id) {
-    if (freq[id] < 0) {
-      const Computation& c = dag.op(id);
-      throw InputError(fmt::format("{}: the plan lacks {} of stage {}, microbatch {}", src, to_string(c.kind), c.stage,
-                                   c.microbatch));
-    }
-  }
+  std::vector<double> dur;
+  std::vector<int> freq = plan_frequencies_from_json(j, dag, src, &dur);
   if (!profile) {
     return evaluate_durations(dag, std::move(freq), std::move(dur), std::vector<double>(dag.num_ops(), 0.0), p_block_w);
   }

@@ -174,7 +174,7 @@ TEST(ReportErrors, BadFolderAndSummary) {
   EXPECT_NE(e.find("field 'inputs.schedule': 'zigzag' is neither a schedule name"), std::string::npos) << e;
   std::ofstream(sum) << std::regex_replace(good, std::regex("\"microbatches\": 3"), "\"microbatches\": 4");
   e = report_error(job.out);
-  EXPECT_NE(e.find("the plan lacks"), std::string::npos) << e;
+  EXPECT_NE(e.find("ranks[0] must list 8 computations, as the schedule runs on that rank"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
 }
 
@@ -191,7 +191,15 @@ TEST(ReportErrors, PlanFileProblems) {
   std::ofstream(plan) << std::regex_replace(good, std::regex("\"instruction\": \"forward\""),
                                             "\"instruction\": \"sideways\"", std::regex_constants::format_first_only);
   e = report_error(job.out);
-  EXPECT_NE(e.find("instructions[0].instruction': expected forward, backward"), std::string::npos) << e;
+  EXPECT_NE(e.find(plan.filename().string() + ": ranks[0][0]: unknown instruction \"sideways\""), std::string::npos) << e;
+  {
+    auto j = nlohmann::json::parse(good);
+    j["ranks"][1]["instructions"][2].erase("end_s");
+    std::ofstream(plan) << j.dump(1);
+  }
+  e = report_error(job.out);
+  EXPECT_NE(e.find("ranks[1][2]: \"start_s\" and \"end_s\" must be numbers (s) with end_s > start_s"),
+            std::string::npos) << e;
   {
     auto j = nlohmann::json::parse(good);
     j["time_s"] = 99.0;
