@@ -98,6 +98,7 @@ std::string write_job_report(const std::string& job_export_path, const std::stri
     h += "<p class=\"note\">The job's frontier; dots are the plans its pipelines ran (hover for values).</p>\n";
     FrontierPlotData fd;
     fd.frontier = job.frontier;
+    fd.plans_label = "plans the pipelines ran";
     std::set<int> used{job.fastest_index};
     for (int p : job.current_plans) used.insert(p);
     for (const auto& d : job.decisions)

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/baselines.hpp"
 #include "perseus/error.hpp"
 #include "perseus/profile_transform.hpp"
 #include "perseus/render.hpp"
@@ -139,6 +140,78 @@ std::optional<std::string> resolve_profile(const std::string& given, const fs::p
   return std::nullopt;
 }
 
+/// The certified lower bound LB(T) of frontier.csv (column lower_bound_j; Planner 2.0), as
+/// (time_s, LB) points; empty when the column is absent or all zero (graph-cut planner).
+std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv) {
+  const auto t = render_detail::read_csv_table(frontier_csv);
+  const int ct = t.column({"time_s", "time"}), cb = t.column({"lower_bound_j"});
+  std::vector<PlotPoint> out;
+  if (ct < 0 || cb < 0) return out;
+  bool any = false;
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    const double lb = render_detail::csv_number(t, r, cb);
+    any |= lb > 0;
+    out.push_back({fmt::format("bound {}", r), render_detail::csv_number(t, r, ct), lb});
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+/// Adds the baselines (docs/baselines.md), evaluated like the planner's plans, to the frontier
+/// plot: ZeusGlobal and ZeusPerStage candidates and the EnvPipe plan, restricted to the plot's
+/// time range (up to 5 % beyond the frontier's slowest plan, so very slow clocks do not squash
+/// the frontier). Returns a note on what was left out or could not be computed.
+std::string add_baselines(FrontierPlotData& fd, const Dag& dag, const Profile& profile, double p_block_w) {
+  double t_hi = 0;
+  for (const auto& p : fd.frontier) t_hi = std::max(t_hi, p.time_s);
+  t_hi *= 1.05;
+  std::vector<std::string> notes;
+  std::size_t beyond = 0;
+  auto series = [&](const char* label, const std::vector<FrequencyPlan>& plans, const char* unit) {
+    PlotSeries ps{label, {}};
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const double t = plans[i].timeline.time_s;
+      if (t > t_hi) {
+        ++beyond;
+        continue;
+      }
+      const int mhz = plans[i].freq_mhz.empty() ? 0 : plans[i].freq_mhz.front();
+      ps.points.push_back({fmt::format("{} {} {}", unit, i, mhz > 0 ? fmt::format("({} MHz on stage 0)", mhz) : ""),
+                           t, plans[i].total_energy_j()});
+    }
+    if (!ps.points.empty()) fd.candidates.push_back(std::move(ps));
+  };
+  try {
+    series("ZeusGlobal candidates (one clock for all GPUs)", zeus_global_candidates(dag, profile, p_block_w),
+           "candidate");
+  } catch (const InputError& e) {
+    notes.push_back(fmt::format("ZeusGlobal not shown: {}", e.what()));
+  }
+  try {
+    series("ZeusPerStage candidates (one clock per stage)", zeus_per_stage_candidates(dag, profile, p_block_w),
+           "candidate");
+  } catch (const InputError& e) {
+    notes.push_back(fmt::format("ZeusPerStage not shown: {}", e.what()));
+  }
+  try {
+    const EnvPipeResult env = envpipe_plan(dag, profile, p_block_w);
+    if (env.plan.timeline.time_s <= t_hi) {
+      fd.baselines.push_back({"EnvPipe", env.plan.timeline.time_s, env.plan.total_energy_j()});
+    } else {
+      ++beyond;
+    }
+  } catch (const InputError& e) {
+    notes.push_back(fmt::format("EnvPipe not shown: {}", e.what()));
+  }
+  if (beyond > 0) {
+    notes.push_back(fmt::format("{} baseline plan(s) slower than the frontier's slowest plan (+5 %) are not drawn.",
+                                beyond));
+  }
+  std::string out;
+  for (const auto& n : notes) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
 std::string cell_text(const std::string& column, const std::string& value) {
   double v = 0;
   std::istringstream is(value);
@@ -255,7 +328,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const FrequencyPlan green = load_plan(plan_files[green_idx], dag, prof, p_block_w);
 
   fd.frontier = frontier;
+  fd.lower_bound = lower_bound_points(frontier_csv.string());
   fd.all_max = PlotPoint{"all-max frequency", allmax_t, allmax_e};
+  std::string baselines_note;
+  if (profile) baselines_note = add_baselines(fd, dag, *profile, p_block_w);
   if (!opt.points_csv.empty()) fd.baselines = load_plot_points_csv(opt.points_csv);
   if (!opt.reference_csv.empty()) {
     fd.reference = load_plot_points_csv(opt.reference_csv);
@@ -323,7 +399,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Iteration time–energy frontier</h2>\n";
   h += "<p class=\"note\">Every point of the line is a frequency plan; dots are the plans written to plans/ (hover "
        "for values). Lower and further left is better; the all-max square is what training runs at without "
-       "Perseus.</p>\n";
+       "Perseus. The dotted line is the certified lower bound: no plan of this profile and schedule with that "
+       "iteration time uses less energy. Triangles and diamonds are the baselines' plans (docs/baselines.md), "
+       "evaluated exactly like Perseus's.</p>\n";
+  if (!baselines_note.empty()) h += "<p class=\"note\">" + xml_escape(baselines_note) + "</p>\n";
   FrontierPlotOptions fo;
   const std::string frontier_svg = render_frontier_svg(fd, fo);
   h += "<figure>" + frontier_svg + "</figure>\n";

@@ -137,6 +137,30 @@ TEST(Report, PlanPointsMatchFrontierCsvRows) {
   EXPECT_EQ(n, plans);
 }
 
+TEST(Report, FrontierPlotShowsTheBoundAndTheBaselinesPlans) {
+  Job job;  // certified planner (the default): frontier.csv has lower_bound_j
+  std::string html = slurp(write_report(job.out));
+  EXPECT_EQ(count(html, "<polyline class=\"lower-bound\""), 1u);
+  EXPECT_NE(html.find("certified lower bound (no plan below)"), std::string::npos);
+  // ZeusGlobal's all-1410 MHz candidate is the all-max plan; EnvPipe is a named diamond.
+  EXPECT_NE(html.find("ZeusGlobal candidates (one clock for all GPUs): candidate 0 (1410 MHz on stage 0)"),
+            std::string::npos);
+  EXPECT_GE(count(html, "ZeusPerStage candidates (one clock per stage): candidate"), 1u);
+  EXPECT_NE(html.find("<title>EnvPipe: "), std::string::npos);
+  // Every candidate is drawn inside the plot's time range, or counted in the note.
+  const std::size_t drawn = count(html, "<polygon class=\"candidate\"");
+  std::smatch m;
+  const std::size_t left_out =
+      std::regex_search(html, m, std::regex("([0-9]+) baseline plan\\(s\\) slower")) ? std::stoul(m[1]) : 0;
+  EXPECT_EQ(drawn + left_out, 3u + 3u);  // ZeusGlobal and ZeusPerStage: one candidate per clock (3); EnvPipe drawn above
+  // Graph-cut folders have no bound: no dotted line.
+  std::string csv = slurp(fs::path(job.out) / "frontier.csv");
+  csv = std::regex_replace(csv, std::regex(",[0-9.e+-]+\n"), ",0\n");
+  std::ofstream(fs::path(job.out) / "frontier.csv") << csv;
+  html = slurp(write_report(job.out));
+  EXPECT_EQ(count(html, "class=\"lower-bound\""), 0u);
+}
+
 TEST(Report, WithoutTheProfileBoxesShowFrequency) {
   Job job;
   fs::rename(job.profile, job.profile + ".moved");
