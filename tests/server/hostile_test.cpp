@@ -1,4 +1,6 @@
 // Hostile-input suite: every row of issue 15's reliability probe (and a few more), on loopback.
+// Rows 9 and 10 (one token for everything; --zeus-no-auth filling the server) are in
+// authority_test.cpp; row 8's SIGTERM in restart_test.cpp (Shutdown.SigtermCancelsALongSolve).
 // Each test waits on events (an answer, a closed connection), never on elapsed time; counts are
 // small and every blocking read is bounded by RawConn's safety timeout.
 #include <gtest/gtest.h>
