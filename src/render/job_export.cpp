@@ -135,6 +135,10 @@ JobExport load_job_export(const std::string& path) {
     throw InputError(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
   const Reader r(path);
+  if (!j.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object (the body of GET /v1/jobs/{{id}}), got {}", path,
+                                 j.is_array() ? "an array" : j.type_name()));
+  }
   JobExport out;
   out.job_id = r.text(j, "", "job_id");
   out.name = r.has(j, "name") ? r.text(j, "", "name") : "";

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "perseus/error.hpp"
 #include "perseus/job_report.hpp"
 #include "perseus/output_folder.hpp"
 #include "render_svg.hpp"
@@ -50,6 +51,11 @@ std::string decisions_table(const JobExport& job) {
 std::string write_job_report(const std::string& job_export_path, const std::string& out_arg) {
   const JobExport job = load_job_export(job_export_path);
   const fs::path out = out_arg.empty() ? fs::path(job_export_path).replace_extension(".html") : fs::path(out_arg);
+  std::error_code e1, e2;  // weakly_canonical resolves symlinks and works for files that do not exist yet
+  if (fs::weakly_canonical(out, e1) == fs::weakly_canonical(job_export_path, e2)) {
+    throw InputError(fmt::format("{}: the page would overwrite the job export it is drawn from; pass another --out",
+                                 out.string()));
+  }
   const std::string title = job.name.empty() ? job.job_id : job.name + " (" + job.job_id + ")";
 
   std::string h =

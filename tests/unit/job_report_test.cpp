@@ -197,7 +197,8 @@ TEST(JobExport, BadExportsNameFileAndField) {
   j = sample_export();
   j["pipelines"].erase(0);
   EXPECT_NE(load_error(j).find("'pipelines': expected spec.dp = 4 entries, got 3"), std::string::npos);
-  EXPECT_NE(load_error(json::array()).find("expected an object"), std::string::npos);
+  EXPECT_NE(load_error(json::array({1, 2})).find("job.json: expected a JSON object (the body of GET /v1/jobs/{id}), got an array"),
+            std::string::npos) << load_error(json::array({1, 2}));
   EXPECT_EQ(load_error(sample_export()), "");
 
   TempDir tmp;
@@ -210,6 +211,12 @@ TEST(JobExport, BadExportsNameFileAndField) {
 TEST(JobExport, UnwritablePageLeavesNothing) {
   TempDir tmp;
   const std::string path = write(tmp, sample_export());
+  // The page never replaces the export it is drawn from (explicitly or by default: x.html).
+  EXPECT_THROW(write_job_report(path, path), InputError);
+  const std::string html_named = write(tmp, sample_export(), "export.html");
+  EXPECT_THROW(write_job_report(html_named), InputError);
+  EXPECT_NO_THROW(load_job_export(path));
+  EXPECT_NO_THROW(load_job_export(html_named));
   EXPECT_THROW(write_job_report(path, (tmp.path() / "no-such-dir" / "x.html").string()), InputError);
   EXPECT_FALSE(fs::exists(tmp.path() / "no-such-dir"));
 }
