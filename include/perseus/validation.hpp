@@ -29,6 +29,8 @@ struct RealGpuValidation {
   std::string workload;          ///< Folder name.
   int num_ranks = 0;             ///< GPUs of the pipeline (one stage each, 1F1B).
   int microbatches = 0;          ///< Microbatches per iteration.
+  int dp = 1;                    ///< Data-parallel replicas (info.json "dp", default 1).
+  int tp = 1;                    ///< Tensor-parallel GPUs per stage (info.json "tp", default 1).
   double overhead_s = 0;         ///< Mean (measured − dag time) over the all-max plans, s.
   std::vector<RealPlanCheck> plans;  ///< Every plan, in plan order.
   double median_abs_error_pct = 0;   ///< Median |error_pct| over the non-all-max plans.
@@ -57,9 +59,17 @@ struct RealGpuValidation {
 ///    per-computation overhead solved for by bisection so that the all-max plans' mean
 ///    simulated time equals their mean measured time) and re-simulated (model_time_s) —
 ///    the model the planner optimizes with `--p2p-latency`/`--op-overhead`.
+/// Data-parallel × pipeline × tensor-parallel (3D) runs: info.json may give "dp" and "tp"
+/// (default 1); time_profile.csv and perseus_plans.csv may carry dp_rank and tp_rank columns.
+/// A stage's TP GPUs share one clock (their plan rows must agree) and the stage takes the
+/// slowest of them (time_profile max over tp_rank: TP collectives inside every layer make the
+/// group wait for it). Each DP replica (dp_rank; without the column one plan and profile stand
+/// for all) is simulated as its own pipeline and the iteration is the slowest replica's; the
+/// gradient all-reduce after it is per-iteration work outside the DAG (in the constant).
 /// Checks that each row's `order` matches our 1F1B order. Throws InputError naming file, line
-/// and field on missing files/columns, bad values, a frequency absent from time_profile.csv or
-/// an order mismatch, and on a bad p2p_latency_s (field "p2p_latency_s").
+/// and field on missing files/columns, bad values, a frequency absent from time_profile.csv,
+/// an order mismatch, a duplicate profile row, TP GPUs of a stage at different clocks, a rank
+/// outside info.json's dp/tp, and on a bad p2p_latency_s (field "p2p_latency_s").
 RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOptions& options = {},
                                     double p2p_latency_s = 0);
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/core.h>
@@ -56,15 +57,31 @@ InstructionKind to_kind(const Where& w, const char* text) {
   return *k;
 }
 
+// Opens a CSV and reads its header: the first N − optional columns are required, the last
+// `optional` ones (e.g. dp_rank, tp_rank of a 3D run) may be absent (their fields stay null).
 template <int N, class... Cols>
-void open_csv(std::unique_ptr<Reader<N>>& reader, const std::string& path, Cols... cols) {
+void open_csv(std::unique_ptr<Reader<N>>& reader, const std::string& path, int optional, Cols... cols) {
   if (!fs::exists(path)) throw InputError(fmt::format("{}: file not found", path));
   try {
     reader = std::make_unique<Reader<N>>(path);
-    reader->read_header(io::ignore_extra_column, cols...);
+    reader->read_header(io::ignore_extra_column | io::ignore_missing_column, cols...);
   } catch (const io::error::base& e) {
     throw InputError(fmt::format("{}: {}", path, e.what()));
   }
+  const std::string names[] = {cols...};
+  for (int i = 0; i < N - optional; ++i) {
+    if (!reader->has_column(names[i])) throw InputError(fmt::format("{}: missing column '{}' in the header", path, names[i]));
+  }
+}
+
+// An optional rank column (dp_rank/tp_rank): 0 when absent, else an integer in [0, count).
+int rank_field(const Where& w, std::string_view field, const char* text, int count, std::string_view info_field) {
+  if (text == nullptr) return 0;
+  const int v = to_int(w, field, text);
+  if (v < 0 || v >= count) {
+    fail(w, field, fmt::format("expected 0..{} (info.json '{}' = {}), got {}", count - 1, info_field, count, v));
+  }
+  return v;
 }
 
 template <class R, class... Ptrs>
@@ -132,11 +149,14 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       info = nlohmann::json::parse(in);
       out.num_ranks = info.at("pp").get<int>();
       out.microbatches = info.at("num_microbatches").get<int>();
+      out.dp = info.value("dp", 1);
+      out.tp = info.value("tp", 1);
     } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: expected integer fields 'pp' and 'num_microbatches': {}", info_path, e.what()));
+      throw InputError(fmt::format("{}: expected integer fields 'pp' and 'num_microbatches' (and optional 'dp', 'tp'): {}",
+                                   info_path, e.what()));
     }
-    if (out.num_ranks < 1 || out.microbatches < 1) {
-      throw InputError(fmt::format("{}: 'pp' and 'num_microbatches' must be >= 1", info_path));
+    if (out.num_ranks < 1 || out.microbatches < 1 || out.dp < 1 || out.tp < 1) {
+      throw InputError(fmt::format("{}: 'pp', 'num_microbatches', 'dp' and 'tp' must be >= 1", info_path));
     }
   }
   ProblemSpec spec;  // the artifact's runs are 1F1B, one stage per GPU
@@ -146,26 +166,44 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   const Dag dag = Dag::build(schedule);
   const int n = dag.num_ops();
 
-  // time_profile.csv: (stage, kind, freq) -> mean time.
-  std::map<std::tuple<int, int, int>, double> profile;
+  // time_profile.csv: (dp_rank, stage, kind, freq) -> mean time, the max over the stage's TP
+  // GPUs (one clock per stage; the TP group's collectives make it run at its slowest GPU).
+  // Without a dp_rank column the rows stand for every data-parallel replica (key dp = -1).
+  std::map<std::tuple<int, int, int, int>, double> profile;
   {
     const std::string path = (fs::path(dir) / "time_profile.csv").string();
-    std::unique_ptr<Reader<4>> r;
-    open_csv<4>(r, path, "stage", "instruction", "frequency", "time");
-    char *st = nullptr, *in = nullptr, *fr = nullptr, *tm = nullptr;
-    while (next_row(*r, path, st, in, fr, tm)) {
+    std::unique_ptr<Reader<6>> r;
+    open_csv<6>(r, path, 2, "stage", "instruction", "frequency", "time", "dp_rank", "tp_rank");
+    std::set<std::tuple<int, int, int, int, int>> seen;
+    char *st = nullptr, *in = nullptr, *fr = nullptr, *tm = nullptr, *dpr = nullptr, *tpr = nullptr;
+    while (next_row(*r, path, st, in, fr, tm, dpr, tpr)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time", tm);
       if (t <= 0) fail(w, "time", fmt::format("expected a duration > 0 s, got {}", t));
-      profile[{to_int(w, "stage", st), static_cast<int>(to_kind(w, in)), to_int(w, "frequency", fr)}] = t;
+      const int dp = dpr ? rank_field(w, "dp_rank", dpr, out.dp, "dp") : -1;
+      const int tp = rank_field(w, "tp_rank", tpr, out.tp, "tp");
+      const int stage = to_int(w, "stage", st), kind = static_cast<int>(to_kind(w, in)), f = to_int(w, "frequency", fr);
+      if (!seen.insert({dp, tp, stage, kind, f}).second) {
+        fail(w, "frequency", fmt::format("duplicate row for stage {} {} at {} MHz (dp_rank {}, tp_rank {})", stage,
+                                         to_string(static_cast<InstructionKind>(kind)), f, dp < 0 ? 0 : dp, tp));
+      }
+      double& slot = profile[{dp, stage, kind, f}];
+      slot = std::max(slot, t);
     }
   }
+  const auto profiled = [&](int dp, int stage, InstructionKind kind, int f) -> const double* {
+    for (int d : {dp, -1}) {
+      const auto it = profile.find({d, stage, static_cast<int>(kind), f});
+      if (it != profile.end()) return &it->second;
+    }
+    return nullptr;
+  };
   // perseus_frontier.csv: measured times.
   std::map<int, std::pair<double, bool>> measured;
   {
     const std::string path = (fs::path(dir) / "perseus_frontier.csv").string();
     std::unique_ptr<Reader<3>> r;
-    open_csv<3>(r, path, "plan", "time_s", "all_max_frequency");
+    open_csv<3>(r, path, 0, "plan", "time_s", "all_max_frequency");
     char *pl = nullptr, *tm = nullptr, *am = nullptr;
     while (next_row(*r, path, pl, tm, am)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
@@ -174,14 +212,20 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       measured[to_int(w, "plan", pl)] = {t, to_int(w, "all_max_frequency", am) != 0};
     }
   }
-  // perseus_plans.csv: per-plan frequencies, checked against our 1F1B order.
-  std::map<int, std::vector<int>> freqs;
+  // perseus_plans.csv: per-plan, per-replica frequencies, checked against our 1F1B order. The
+  // rows of one computation on a stage's TP GPUs must agree (one clock per stage).
+  const int replicas = out.dp;  // without a dp_rank column, replica 0's plan stands for all
+  std::map<int, std::vector<std::vector<int>>> freqs;  // plan -> [dp][op] MHz
+  bool per_replica = false;
   {
     const std::string path = (fs::path(dir) / "perseus_plans.csv").string();
-    std::unique_ptr<Reader<6>> r;
-    open_csv<6>(r, path, "plan", "stage", "order", "instruction", "microbatch", "frequency_mhz");
-    char *pl = nullptr, *st = nullptr, *od = nullptr, *in = nullptr, *mb = nullptr, *fr = nullptr;
-    while (next_row(*r, path, pl, st, od, in, mb, fr)) {
+    std::unique_ptr<Reader<8>> r;
+    open_csv<8>(r, path, 2, "plan", "stage", "order", "instruction", "microbatch", "frequency_mhz", "dp_rank",
+                "tp_rank");
+    per_replica = r->has_column("dp_rank");
+    char *pl = nullptr, *st = nullptr, *od = nullptr, *in = nullptr, *mb = nullptr, *fr = nullptr, *dpr = nullptr,
+         *tpr = nullptr;
+    while (next_row(*r, path, pl, st, od, in, mb, fr, dpr, tpr)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const int plan = to_int(w, "plan", pl);
       const Computation c{to_int(w, "stage", st), to_int(w, "microbatch", mb), to_kind(w, in)};
@@ -199,39 +243,64 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
         fail(w, "order", fmt::format("stage {} {} microbatch {} is at position {} in our 1F1B order, the file says {}",
                                      c.stage, to_string(c.kind), c.microbatch, pos, order));
       }
+      const int dp = rank_field(w, "dp_rank", dpr, out.dp, "dp");
+      const int tp = rank_field(w, "tp_rank", tpr, out.tp, "tp");
       auto& f = freqs[plan];
-      if (f.empty()) f.assign(n, 0);
-      f[op] = to_int(w, "frequency_mhz", fr);
-      if (!profile.count({c.stage, static_cast<int>(c.kind), f[op]})) {
-        fail(w, "frequency_mhz", fmt::format("{} MHz is not in time_profile.csv for stage {} {}", f[op], c.stage,
+      if (f.empty()) f.assign(per_replica ? replicas : 1, std::vector<int>(n, 0));
+      const int mhz = to_int(w, "frequency_mhz", fr);
+      int& slot = f[dp][op];
+      if (slot != 0 && slot != mhz) {
+        fail(w, "frequency_mhz", fmt::format("plan {} runs stage {} {} microbatch {} at {} MHz on tp_rank {} but at {} MHz "
+                                             "on another GPU of the stage (one clock per stage across its TP GPUs)",
+                                             plan, c.stage, to_string(c.kind), c.microbatch, mhz, tp, slot));
+      }
+      slot = mhz;
+      if (!profiled(per_replica ? dp : -1, c.stage, c.kind, mhz)) {
+        fail(w, "frequency_mhz", fmt::format("{} MHz is not in time_profile.csv for stage {} {}", mhz, c.stage,
                                              to_string(c.kind)));
       }
     }
   }
-  std::vector<std::vector<double>> plan_times;  // profiled durations per plan, in out.plans order
-  std::vector<FrequencyPlan> plan_freqs;
+  // Per plan and replica: profiled durations. The iteration of a data-parallel job is its
+  // slowest replica's (they meet at the gradient all-reduce, which is not in the DAG).
+  std::vector<std::vector<std::vector<double>>> plan_times;  // [plan in out.plans order][dp][op]
+  std::vector<std::vector<std::vector<int>>> plan_freqs;
+  const auto replica_max = [&](std::size_t i, const std::vector<double>& extra) {
+    double t = 0;
+    for (std::size_t d = 0; d < plan_times[i].size(); ++d) {
+      std::vector<double> time = plan_times[i][d];
+      for (int op = 0; op < n; ++op) time[op] += extra[op];
+      const FrequencyPlan fp = evaluate_durations(dag, plan_freqs[i][d], std::move(time), std::vector<double>(n, 0.0), 0.0);
+      t = std::max(t, simulate(dag, fp, 0.0, options).time_s);
+    }
+    return t;
+  };
   for (auto& [plan, f] : freqs) {
     const auto m = measured.find(plan);
     if (m == measured.end()) {
       throw InputError(fmt::format("{}/perseus_frontier.csv: no measured time for plan {}", dir, plan));
     }
-    std::vector<double> time(n);
-    for (int i = 0; i < n; ++i) {
-      if (f[i] == 0) {
+    std::vector<std::vector<double>> times;
+    for (std::size_t d = 0; d < f.size(); ++d) {
+      std::vector<double> time(n);
+      for (int i = 0; i < n; ++i) {
         const Computation& c = dag.op(i);
-        throw InputError(fmt::format("{}/perseus_plans.csv: plan {} has no row for stage {} {} microbatch {}", dir, plan,
-                                     c.stage, to_string(c.kind), c.microbatch));
+        if (f[d][i] == 0) {
+          throw InputError(fmt::format("{}/perseus_plans.csv: plan {} has no row for stage {} {} microbatch {}{}", dir,
+                                       plan, c.stage, to_string(c.kind), c.microbatch,
+                                       per_replica ? fmt::format(" (dp_rank {})", d) : std::string()));
+        }
+        time[i] = *profiled(per_replica ? static_cast<int>(d) : -1, c.stage, c.kind, f[d][i]);
       }
-      time[i] = profile.at({dag.op(i).stage, static_cast<int>(dag.op(i).kind), f[i]});
+      times.push_back(std::move(time));
     }
-    plan_times.push_back(time);
-    const FrequencyPlan fp = evaluate_durations(dag, f, std::move(time), std::vector<double>(n, 0.0), 0.0);
-    plan_freqs.push_back(fp);
+    plan_times.push_back(std::move(times));
+    plan_freqs.push_back(f);
     RealPlanCheck chk;
     chk.plan = plan;
     chk.all_max = m->second.second;
     chk.measured_time_s = m->second.first;
-    chk.dag_time_s = simulate(dag, fp, 0.0, options).time_s;
+    chk.dag_time_s = replica_max(plan_times.size() - 1, std::vector<double>(n, 0.0));
     out.plans.push_back(chk);
   }
   std::vector<double> gaps;
@@ -247,11 +316,9 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   out.overheads.p2p_latency_s = p2p_latency_s;
   const auto model_time = [&](std::size_t i, double op_overhead_s) {
     const TimelineOverheads o{p2p_latency_s, op_overhead_s};
-    std::vector<double> time = plan_times[i];
-    for (int op = 0; op < n; ++op) time[op] += timeline_overhead_s(schedule, dag.op(op).stage, dag.op(op).kind, o);
-    const FrequencyPlan fp = evaluate_durations(dag, plan_freqs[i].freq_mhz, std::move(time),
-                                                std::vector<double>(n, 0.0), 0.0);
-    return simulate(dag, fp, 0.0, options).time_s;
+    std::vector<double> extra(n);
+    for (int op = 0; op < n; ++op) extra[op] = timeline_overhead_s(schedule, dag.op(op).stage, dag.op(op).kind, o);
+    return replica_max(i, extra);
   };
   out.overheads.op_overhead_s = calibrate_op_overhead(out.plans, model_time, dag);
   std::vector<double> abs_err, dag_err, model_err, abs_model_err;

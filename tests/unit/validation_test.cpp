@@ -128,6 +128,68 @@ void expect_error(const std::string& dir, const std::string& what) {
   }
 }
 
+// A 3D run (dp 2 × pp 2 × tp 2): rows per (dp_rank, tp_rank). Replica 0's stage 1 has a slow
+// TP GPU (backward 2.5 s instead of 2 s): its stage takes the slowest GPU, so replica 0 runs
+// s1: F0 [1,2] B0 [2,4.5] F1 [4.5,5.5] B1 [5.5,8], s0: B1 [8,10] -> 10 s; replica 1 9 s; the
+// iteration is the slowest replica's: 10 s.
+struct Tiny3dWorkload {
+  testing::TempDir dir;
+  explicit Tiny3dWorkload(int tp1_freq_of_f01 = 1000) {
+    dir.write("info.json", R"({"pp": 2, "num_microbatches": 2, "dp": 2, "tp": 2})");
+    std::string prof = "stage,instruction,frequency,time,dp_rank,tp_rank\n";
+    for (int d = 0; d < 2; ++d)
+      for (int t = 0; t < 2; ++t) {
+        prof += fmt::format("0,forward,1000,1.0,{0},{1}\n0,backward,1000,2.0,{0},{1}\n1,forward,1000,1.0,{0},{1}\n"
+                            "1,backward,1000,{2},{0},{1}\n0,forward,500,2.0,{0},{1}\n",
+                            d, t, d == 0 && t == 1 ? 2.5 : 2.0);
+      }
+    dir.write("time_profile.csv", prof);
+    std::string plans = "plan,stage,order,instruction,microbatch,frequency_mhz,dp_rank,tp_rank\n";
+    for (int p = 0; p < 2; ++p)
+      for (int d = 0; d < 2; ++d)
+        for (int t = 0; t < 2; ++t) {
+          const int f01 = p == 0 ? 1000 : (t == 1 ? tp1_freq_of_f01 : 500);
+          plans += fmt::format("{0},0,0,forward,0,1000,{2},{3}\n{0},0,1,forward,1,{1},{2},{3}\n"
+                               "{0},0,2,backward,0,1000,{2},{3}\n{0},0,3,backward,1,1000,{2},{3}\n"
+                               "{0},1,0,forward,0,1000,{2},{3}\n{0},1,1,backward,0,1000,{2},{3}\n"
+                               "{0},1,2,forward,1,1000,{2},{3}\n{0},1,3,backward,1,1000,{2},{3}\n",
+                               p, f01, d, t);
+        }
+    dir.write("perseus_plans.csv", plans);
+    dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,11.0,1,1\n1,11.5,1,0\n");
+  }
+  std::string path() const { return dir.path().string(); }
+};
+
+TEST(Validation, ThreeDimensionalRunByHand) {
+  Tiny3dWorkload w(500);
+  const RealGpuValidation r = validate_real_gpu(w.path());
+  EXPECT_EQ(r.dp, 2);
+  EXPECT_EQ(r.tp, 2);
+  ASSERT_EQ(r.plans.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.plans[0].dag_time_s, 10.0);
+  EXPECT_DOUBLE_EQ(r.plans[1].dag_time_s, 10.0);  // F(0,1) at 500 MHz is off the critical path
+  EXPECT_DOUBLE_EQ(r.overhead_s, 1.0);             // the gradient all-reduce & co., per iteration
+}
+
+TEST(Validation, ThreeDimensionalErrors) {
+  {
+    Tiny3dWorkload w(1000);  // plan 1: tp_rank 0 at 500 MHz, tp_rank 1 at 1000 MHz
+    expect_error(w.path(), "one clock per stage across its TP GPUs");
+  }
+  {
+    Tiny3dWorkload w(500);
+    w.dir.write("info.json", R"({"pp": 2, "num_microbatches": 2, "dp": 1, "tp": 2})");
+    expect_error(w.path(), "time_profile.csv:12: field 'dp_rank': expected 0..0 (info.json 'dp' = 1), got 1");
+  }
+  {
+    Tiny3dWorkload w(500);
+    w.dir.write("time_profile.csv", "stage,instruction,frequency,time,tp_rank\n0,forward,1000,1,0\n0,forward,1000,1,0\n");
+    expect_error(w.path(), "time_profile.csv:3: field 'frequency': duplicate row for stage 0 forward at 1000 MHz");
+  }
+}
+
+
 TEST(Validation, Errors) {
   {
     TinyWorkload w("2,0,0,forward,0,700,1\n");
