@@ -11,6 +11,7 @@
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan_files.hpp"
+#include "perseus/zeus_plan_file.hpp"
 #include "perseus/schedule_io.hpp"
 
 namespace perseus {

@@ -9,7 +9,7 @@
 #include "perseus/server/job_spec.hpp"
 #include "perseus/server/rate_limiter.hpp"
 #include "perseus/server/sweep.hpp"
-#include "perseus/server/zeus_plan.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::server {
 namespace {
@@ -30,7 +30,7 @@ TEST(ZeusPlan, ParsesTuplesAndRoundTrips) {
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(*p[0][1].instruction, "backward");
   EXPECT_EQ(p[1][0].freq_mhz, 900);
-  const auto q = parse_zeus_plan(format_zeus_plan(p), "t");
+  const auto q = parse_zeus_plan(zeus_plan_text(p, "a comment\nover two lines"), "t");
   EXPECT_EQ(q.size(), 2u);
   EXPECT_EQ(*q[0][0].instruction, "forward");
 }

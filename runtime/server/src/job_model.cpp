@@ -16,7 +16,7 @@
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
-#include "perseus/server/zeus_plan.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::server {
 

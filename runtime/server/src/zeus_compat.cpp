@@ -8,7 +8,7 @@
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
-#include "perseus/server/zeus_plan.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::server {
 
