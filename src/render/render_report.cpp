@@ -279,6 +279,9 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     spec.backward_input_fraction =
         in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
     spec.p_block_w = p_block_w;
+    // Written by optimize only when set (docs/validation.md): the plans' durations include them.
+    if (in.contains("p2p_latency_s")) spec.overheads.p2p_latency_s = number(in, ss, ip, "p2p_latency_s");
+    if (in.contains("op_overhead_s")) spec.overheads.op_overhead_s = number(in, ss, ip, "op_overhead_s");
     Problem problem = make_problem(spec, schedule, load_profile_csv(*p));
     profile = std::move(problem.profile);
     problem_dag = std::move(problem.dag);
