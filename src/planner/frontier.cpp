@@ -779,6 +779,10 @@ void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
   for (double d : st.solved)
     if (std::abs(d - tau) <= 1e-9 * tau) return;
   if (st.budget <= 0) return;
+  // PlannerOptions::cancelled is called on the solve's own thread only: beside the walk, the
+  // walk calls it and a cancellation reaches this stage as a stop request.
+  const bool may_cancel = !st.stop.stop_possible() && opt_.cancelled;
+  if (may_cancel && opt_.cancelled()) throw PlanningCancelled("planning cancelled");  // per LP solve
   if (st.stop.stop_requested()) {  // the graph-cut walk failed: its exception is on its way
     st.budget = 0;
     return;
@@ -792,8 +796,15 @@ void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
   st.solved.push_back(tau);
   const Dag& dag = *f_.dag_;
   // Polled at every simplex iteration: one solve of a large LP can take minutes.
-  const std::function<bool()> interrupt = [&] { return st.stop.stop_requested() || over_time_budget(); };
-  auto sol = st.lp.solve(tau, opt_.time_budget_s >= 0 || st.stop.stop_possible() ? interrupt : std::function<bool()>{});
+  bool cancelled = false;
+  const std::function<bool()> interrupt = [&] {
+    if (st.stop.stop_requested() || over_time_budget()) return true;
+    cancelled = may_cancel && opt_.cancelled();
+    return cancelled;
+  };
+  auto sol = st.lp.solve(tau, opt_.time_budget_s >= 0 || st.stop.stop_possible() || may_cancel ? interrupt
+                                                                                               : std::function<bool()>{});
+  if (cancelled) throw PlanningCancelled("planning cancelled");
   if (sol.interrupted) {  // the warm start is gone: no more solves
     st.over_time_budget = !st.stop.stop_requested();
     st.budget = 0;
@@ -865,6 +876,7 @@ void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
     lp_sample(*st);
   } else {
     beside_s = st->seconds;
+    st->stop = std::stop_token{};  // on this thread from now on: PlannerOptions::cancelled applies
   }
   lp_merge(*st);
   const double pipe_w = opt_.p_block_w * dag.num_ranks();

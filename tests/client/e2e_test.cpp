@@ -100,7 +100,9 @@ class ServeE2E : public ::testing::Test {
                            {"straggler_detection", {{"enabled", false}, {"verify", false}}}},
                           201);
     job_id_ = job.value("job_id", "");
+    job_token_ = job.value("job_token", "");  // the trainers use the job's own token, not the admin's
     ASSERT_FALSE(job_id_.empty());
+    ASSERT_FALSE(job_token_.empty());
     ASSERT_TRUE(wait_for([&] { return get("/v1/jobs/" + job_id_)["status"] != "planning"; }, 60));
     ASSERT_EQ(get("/v1/jobs/" + job_id_)["status"], "ready");
   }
@@ -111,7 +113,7 @@ class ServeE2E : public ::testing::Test {
       for (int pp = 0; pp < kPp; ++pp) {
         const int rank = dp * kPp + pp;
         trainers_.push_back(spawn(
-            {TEST_TRAINER, "--url", url(), "--token", kToken, "--job", job_id_, "--rank", std::to_string(rank), "--dp",
+            {TEST_TRAINER, "--url", url(), "--token", job_token_, "--job", job_id_, "--rank", std::to_string(rank), "--dp",
              std::to_string(dp), "--pp", std::to_string(pp), "--stages", std::to_string(kPp), "--microbatches",
              std::to_string(kMicrobatches), "--iterations", std::to_string(kIterations), "--backend", "simulated",
              "--profile", dir_.file("profile4.csv"), "--time-scale", std::to_string(time_scale), "--poll", "0.02",
@@ -214,7 +216,7 @@ class ServeE2E : public ::testing::Test {
   TempDir dir_;
   pid_t server_ = 0;
   int port_ = 0;
-  std::string job_id_;
+  std::string job_id_, job_token_;
   std::vector<pid_t> trainers_;
 };
 
