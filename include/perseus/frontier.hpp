@@ -57,8 +57,10 @@ struct PlannerOptions {
   int threads = 1;
   /// Optional progress callback: (current T in units, T_max in units, T_min in units).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
-  /// Optional cancellation check, called once per graph-cut step and once per LP solve: when it returns true the
-  /// solve stops and throws PlanningCancelled (the server: job deleted, shutdown, time budget).
+  /// Optional cancellation check, called once per graph-cut step and once per LP solve (and per
+  /// simplex iteration inside one), always on the thread that called solve_frontier(): when it
+  /// returns true the solve stops and throws PlanningCancelled (the server: job deleted,
+  /// shutdown, time budget).
   std::function<bool()> cancelled;
 };
 
