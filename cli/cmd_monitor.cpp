@@ -40,7 +40,9 @@ constexpr int kExitCannotRun = 127;
 
 struct MonitorArgs {
   std::vector<int> devices;
+  std::string backend = "nvml";
   std::string nvml_library;
+  std::string rocm_smi_library;
   std::string json_path;
   double interval_s = 0.1;
   bool allow_no_gpu = false;
@@ -100,14 +102,16 @@ int monitor(const MonitorArgs& args) {
   std::vector<DeviceMeter> meters;
   std::string no_gpu;
   try {
+    const bool rocm = args.backend == "rocm-smi";
     if (devices.empty()) {
-      const int n = runtime::nvml_device_count(args.nvml_library);
+      const int n = rocm ? runtime::rocm_smi_device_count(args.rocm_smi_library)
+                         : runtime::nvml_device_count(args.nvml_library);
       for (int i = 0; i < n; ++i) devices.push_back(i);
-      if (n == 0) no_gpu = "NVML reports 0 GPUs";
+      if (n == 0) no_gpu = rocm ? "ROCm SMI reports 0 GPUs" : "NVML reports 0 GPUs";
     }
     for (int d : devices) {
       DeviceMeter m;
-      m.gpu = runtime::make_nvml_gpu(d, args.nvml_library);
+      m.gpu = rocm ? runtime::make_rocm_smi_gpu(d, args.rocm_smi_library) : runtime::make_nvml_gpu(d, args.nvml_library);
       meters.push_back(std::move(m));
     }
   } catch (const runtime::GpuError& e) {
@@ -115,7 +119,8 @@ int monitor(const MonitorArgs& args) {
     meters.clear();
   }
   if (!no_gpu.empty()) {
-    fmt::print(stderr, "perseus monitor: no NVIDIA GPU can be measured on this machine: {}\n", no_gpu);
+    fmt::print(stderr, "perseus monitor: no {} GPU can be measured on this machine: {}\n",
+               args.backend == "rocm-smi" ? "AMD" : "NVIDIA", no_gpu);
     if (!args.allow_no_gpu) {
       fmt::print(stderr, "perseus monitor: command not run (pass --allow-no-gpu to run it and report time only); "
                          "exit status 4\n");
@@ -219,12 +224,17 @@ void register_monitor(CLI::App& app) {
   auto args = std::make_shared<MonitorArgs>();
   CLI::App* cmd = app.add_subcommand(
       "monitor",
-      "Run a command and print its wall time and GPU energy (NVML). Exit status: the command's; 4 if no GPU "
+      "Run a command and print its wall time and GPU energy (NVML or ROCm SMI). Exit status: the command's; 4 if no GPU "
       "can be measured (command not run); 127 if the command cannot be started");
   cmd->add_option("-d,--device", args->devices, "GPU index to measure (repeatable; default: all GPUs)")
       ->allow_extra_args(false);
   cmd->add_option("--nvml-library", args->nvml_library,
                   "NVML library to dlopen (default: $PERSEUS_NVML_LIBRARY or libnvidia-ml.so.1)");
+  cmd->add_option("--backend", args->backend, "GPU library: nvml (NVIDIA) or rocm-smi (AMD)")
+      ->check(CLI::IsMember({"nvml", "rocm-smi"}))
+      ->capture_default_str();
+  cmd->add_option("--rocm-smi-library", args->rocm_smi_library,
+                  "ROCm SMI library to dlopen (default: $PERSEUS_ROCM_SMI_LIBRARY or librocm-smi64.so)");
   cmd->add_option("--json", args->json_path, "Also write the result as JSON to this file");
   cmd->add_option("--interval", args->interval_s, "Power sampling period, s, for GPUs without an energy counter");
   cmd->add_flag("--allow-no-gpu", args->allow_no_gpu, "Run the command even when no GPU can be measured");
