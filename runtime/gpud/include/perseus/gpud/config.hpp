@@ -44,8 +44,10 @@ struct GpudConfig {
   std::string library;                               ///< `library PATH`: the vendor library to dlopen.
   std::string dry_run_log;                           ///< `dry_run_log PATH` (dry-run backend only).
   std::vector<int> gpus;                             ///< `gpus I J ...`; empty = every GPU the backend sees.
-  double rate_per_s = 50;                            ///< `rate_limit PER_S BURST`: token bucket per client.
-  double rate_burst = 100;
+  /// `rate_limit PER_S BURST`: token bucket per client. A trainer sends about 3 requests per
+  /// computation (lock, energy at its start and end): 500/s covers 150 computations/s.
+  double rate_per_s = 500;
+  double rate_burst = 1000;
   int max_clients = 64;                              ///< `max_clients N`: further connections are refused.
   std::vector<AllowRule> rules;                      ///< `allow` lines; nothing is allowed without one.
 
