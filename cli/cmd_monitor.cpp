@@ -29,6 +29,7 @@
 #include "commands.hpp"
 #include "perseus/error.hpp"
 #include "perseus/runtime/gpu_control.hpp"
+#include "perseus/runtime/gpu_identity.hpp"
 
 extern char** environ;
 
@@ -43,6 +44,7 @@ struct MonitorArgs {
   std::string backend = "nvml";
   std::string nvml_library;
   std::string rocm_smi_library;
+  std::string gpud_socket;
   std::string json_path;
   double interval_s = 0.1;
   bool allow_no_gpu = false;
@@ -103,15 +105,26 @@ int monitor(const MonitorArgs& args) {
   std::string no_gpu;
   try {
     const bool rocm = args.backend == "rocm-smi";
+    const bool gpud = args.backend == "gpud";
     if (devices.empty()) {
-      const int n = rocm ? runtime::rocm_smi_device_count(args.rocm_smi_library)
-                         : runtime::nvml_device_count(args.nvml_library);
-      for (int i = 0; i < n; ++i) devices.push_back(i);
-      if (n == 0) no_gpu = rocm ? "ROCm SMI reports 0 GPUs" : "NVML reports 0 GPUs";
+      if (gpud) {
+        devices = runtime::gpud_allowed_gpus(args.gpud_socket);
+      } else {
+        const int n = rocm ? runtime::rocm_smi_device_count(args.rocm_smi_library)
+                           : runtime::nvml_device_count(args.nvml_library);
+        for (int i = 0; i < n; ++i) devices.push_back(i);
+      }
+      if (devices.empty()) {
+        no_gpu = gpud ? "the gpud helper lets this user use no GPU" : rocm ? "ROCm SMI reports 0 GPUs" : "NVML reports 0 GPUs";
+      }
     }
     for (int d : devices) {
       DeviceMeter m;
-      m.gpu = rocm ? runtime::make_rocm_smi_gpu(d, args.rocm_smi_library) : runtime::make_nvml_gpu(d, args.nvml_library);
+      runtime::GpuSelector sel;
+      sel.nvml_index = d;
+      m.gpu = gpud   ? runtime::make_gpud_gpu(sel, args.gpud_socket)
+              : rocm ? runtime::make_rocm_smi_gpu(d, args.rocm_smi_library)
+                     : runtime::make_nvml_gpu(d, args.nvml_library);
       meters.push_back(std::move(m));
     }
   } catch (const runtime::GpuError& e) {
@@ -120,7 +133,7 @@ int monitor(const MonitorArgs& args) {
   }
   if (!no_gpu.empty()) {
     fmt::print(stderr, "perseus monitor: no {} GPU can be measured on this machine: {}\n",
-               args.backend == "rocm-smi" ? "AMD" : "NVIDIA", no_gpu);
+               args.backend == "rocm-smi" ? "AMD" : args.backend == "gpud" ? "gpud-served" : "NVIDIA", no_gpu);
     if (!args.allow_no_gpu) {
       fmt::print(stderr, "perseus monitor: command not run (pass --allow-no-gpu to run it and report time only); "
                          "exit status 4\n");
@@ -230,11 +243,14 @@ void register_monitor(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_option("--nvml-library", args->nvml_library,
                   "NVML library to dlopen (default: $PERSEUS_NVML_LIBRARY or libnvidia-ml.so.1)");
-  cmd->add_option("--backend", args->backend, "GPU library: nvml (NVIDIA) or rocm-smi (AMD)")
-      ->check(CLI::IsMember({"nvml", "rocm-smi"}))
+  cmd->add_option("--backend", args->backend,
+                  "GPU library: nvml (NVIDIA), rocm-smi (AMD) or gpud (readings through the perseus gpud helper)")
+      ->check(CLI::IsMember({"nvml", "rocm-smi", "gpud"}))
       ->capture_default_str();
   cmd->add_option("--rocm-smi-library", args->rocm_smi_library,
-                  "ROCm SMI library to dlopen (default: $PERSEUS_ROCM_SMI_LIBRARY or librocm-smi64.so)");
+                  "ROCm SMI library to dlopen (default: $PERSEUS_ROCM_SMI_LIBRARY or librocm_smi64.so)");
+  cmd->add_option("--gpud-socket", args->gpud_socket,
+                  "gpud backend: the helper's socket (default: $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock)");
   cmd->add_option("--json", args->json_path, "Also write the result as JSON to this file");
   cmd->add_option("--interval", args->interval_s, "Power sampling period, s, for GPUs without an energy counter");
   cmd->add_flag("--allow-no-gpu", args->allow_no_gpu, "Run the command even when no GPU can be measured");

@@ -197,6 +197,16 @@ std::string default_gpud_socket() {
   return (env != nullptr && *env != '\0') ? env : "/run/perseus/gpud.sock";
 }
 
+std::vector<int> gpud_allowed_gpus(const std::string& socket_path) {
+  GpudConnection conn(socket_path.empty() ? default_gpud_socket() : socket_path);
+  const json hello = conn.call(Request{Op::kHello, -1, 0});
+  std::vector<int> out;
+  for (const auto& g : hello.value("gpus", json::array())) {
+    if (g.value("allowed", false)) out.push_back(g.value("index", 0));
+  }
+  return out;
+}
+
 std::unique_ptr<GpuControl> make_gpud_gpu(const GpuSelector& selector, const std::string& socket_path) {
   return std::make_unique<GpudGpu>(selector, socket_path.empty() ? default_gpud_socket() : socket_path);
 }

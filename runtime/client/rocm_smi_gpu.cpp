@@ -1,4 +1,4 @@
-// ROCm SMI backend: librocm-smi64.so loaded with dlopen at run time, never linked. Types and
+// ROCm SMI backend: librocm_smi64.so loaded with dlopen at run time, never linked. Types and
 // codes come from Debian's librocm-smi-dev header (rocm_smi/rocm_smi.h).
 //
 // What maps to what (AMD has no "locked clock" call; see docs/client.md "AMD GPUs"):
@@ -53,9 +53,14 @@ struct RocmSmiLibrary {
   explicit RocmSmiLibrary(const std::string& requested) : path(requested) {
     if (path.empty()) {
       const char* env = std::getenv("PERSEUS_ROCM_SMI_LIBRARY");
-      path = (env != nullptr && *env != '\0') ? env : "librocm-smi64.so";
+      path = (env != nullptr && *env != '\0') ? env : "librocm_smi64.so";
     }
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr && requested.empty() && path == "librocm_smi64.so") {
+      // Without the -dev package only the versioned name exists (Debian librocm-smi64-1).
+      handle = dlopen("librocm_smi64.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (handle != nullptr) path = "librocm_smi64.so.1";
+    }
     if (handle == nullptr) {
       const char* why = dlerror();
       throw GpuError(fmt::format("cannot load ROCm SMI ({}): {}. Is ROCm installed? (set PERSEUS_ROCM_SMI_LIBRARY "

@@ -1,4 +1,4 @@
-/* A fake librocm-smi64.so for tests: exports the ROCm SMI symbols the Perseus rocm-smi backend
+/* A fake librocm_smi64.so for tests: exports the ROCm SMI symbols the Perseus rocm-smi backend
  * uses (types from Debian's rocm_smi/rocm_smi.h) and appends one line per call,
  * "<pid> <function> <args...>", to $FAKE_RSMI_LOG (if set). Knobs (environment):
  *   FAKE_RSMI_DEVICES     number of GPUs (default 1)

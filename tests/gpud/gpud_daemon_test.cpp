@@ -276,6 +276,20 @@ TEST_F(Gpud, RefusesToStartOverALiveHelperOrANonSocketFileOrAWorldWritableMode) 
   }
 }
 
+TEST_F(Gpud, MonitorMeasuresTheAllowedGpusThroughTheHelper) {
+  ASSERT_TRUE(gpud_.start("allow 1 " + me() + "\n")) << gpud_.log();
+  const pid_t p = spawn({PERSEUS_BINARY, "monitor", "--backend", "gpud", "--gpud-socket", gpud_.socket(), "--json",
+                         dir_.file("m.json"), "--", "sleep", "0.1"},
+                        {}, dir_.file("monitor.log"));
+  const int status = wait_exit(p, 60);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(dir_.file("monitor.log"));
+  const auto j = nlohmann::json::parse(read_file(dir_.file("m.json")));
+  ASSERT_EQ(j["gpus"].size(), 1u) << "only GPU 1 is allowed";
+  EXPECT_EQ(j["gpus"][0]["index"], 1);
+  EXPECT_EQ(j["gpus"][0]["method"], "energy counter");
+  EXPECT_GE(j["gpus"][0]["avg_power_w"].get<double>(), 99.0);  // the fake's steady 100 W
+}
+
 // Only root can become another user; elsewhere the config-based test above covers the rule.
 TEST_F(Gpud, AsRootAnotherRealUserIsStoppedByTheSocketModeAndThenByTheAllowRules) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";

@@ -1,4 +1,4 @@
-// The rocm-smi backend through the fake librocm-smi64.so (loaded with dlopen like the real
+// The rocm-smi backend through the fake librocm_smi64.so (loaded with dlopen like the real
 // one): what each GpuControl call maps to, errors, `perseus monitor --backend rocm-smi`, and
 // the gpud helper serving AMD GPUs (reset on client kill -9).
 #include <rocm_smi/rocm_smi.h>
@@ -75,7 +75,7 @@ TEST_F(RocmSmi, ErrorsSayWhatToDo) {
   const std::string denied = what([&] { g->set_locked_clocks(1400); });
   EXPECT_NE(denied.find("rsmi_dev_perf_level_set_v1(GPU 0, MANUAL) failed: RSMI_STATUS_PERMISSION"), std::string::npos) << denied;
   EXPECT_NE(denied.find("use the gpud backend"), std::string::npos) << denied;
-  EXPECT_NE(what([] { make_rocm_smi_gpu(0, "/nonexistent/librocm-smi64.so"); }).find("cannot load ROCm SMI"),
+  EXPECT_NE(what([] { make_rocm_smi_gpu(0, "/nonexistent/librocm_smi64.so"); }).find("cannot load ROCm SMI"),
             std::string::npos);
   EXPECT_NE(what([] { make_rocm_smi_gpu(2, FAKE_RSMI_PATH); }).find("ROCm SMI GPU 2 does not exist (the node has 2)"),
             std::string::npos);
@@ -112,7 +112,7 @@ TEST_F(RocmSmi, MonitorMeasuresAmdGpus) {
 
 TEST_F(RocmSmi, MonitorWithoutRocmSaysSoAndDoesNotRunTheCommand) {
   const pid_t p = spawn({PERSEUS_BINARY, "monitor", "--backend", "rocm-smi", "--rocm-smi-library",
-                         "/nonexistent/librocm-smi64.so", "--", "touch", dir_.file("ran")},
+                         "/nonexistent/librocm_smi64.so", "--", "touch", dir_.file("ran")},
                         {}, dir_.file("monitor.log"));
   const int status = wait_exit(p, 60);
   EXPECT_EQ(WEXITSTATUS(status), 4);

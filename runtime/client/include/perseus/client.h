@@ -100,7 +100,7 @@ typedef struct perseus_client_config {
   const char* gpud_socket_path;  /**< gpud: the helper's Unix socket; NULL = $PERSEUS_GPUD_SOCKET, else
                                       /run/perseus/gpud.sock. device_index etc. select the GPU as for nvml. */
   const char* rocm_smi_library_path; /**< rocm-smi: library to dlopen; NULL = $PERSEUS_ROCM_SMI_LIBRARY,
-                                          else "librocm-smi64.so". device_index is ROCm SMI's index. */
+                                          else "librocm_smi64.so". device_index is ROCm SMI's index. */
 } perseus_client_config;
 
 /** Counters (see perseus_client_get_stats). */

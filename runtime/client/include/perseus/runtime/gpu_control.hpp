@@ -88,9 +88,9 @@ std::vector<NvmlDeviceInfo> nvml_devices(const std::string& library_path = "");
 /// cannot be loaded or initialized (e.g. a machine without an NVIDIA GPU or driver).
 int nvml_device_count(const std::string& library_path = "");
 
-/// Opens AMD GPU device_index (ROCm SMI's numbering) through librocm-smi64.so, loaded with
+/// Opens AMD GPU device_index (ROCm SMI's numbering) through librocm_smi64.so, loaded with
 /// dlopen at run time (never linked). library_path: file to dlopen; empty =
-/// $PERSEUS_ROCM_SMI_LIBRARY if set, else "librocm-smi64.so". Clocks are the sclk DPM levels;
+/// $PERSEUS_ROCM_SMI_LIBRARY if set, else "librocm_smi64.so". Clocks are the sclk DPM levels;
 /// a lock is performance level MANUAL plus a one-level sclk mask, a reset is performance level
 /// AUTO (the mapping is listed in rocm_smi_gpu.cpp and docs/client.md). Throws GpuError when
 /// the library cannot be loaded, a symbol is missing, rsmi_init fails or there is no such GPU.
@@ -106,6 +106,10 @@ int rocm_smi_device_count(const std::string& library_path = "");
 /// Throws GpuError when the helper cannot be reached, speaks another protocol version, does
 /// not serve the GPU or does not allow this process's user to use it (docs/gpud.md).
 std::unique_ptr<GpuControl> make_gpud_gpu(const GpuSelector& selector, const std::string& socket_path = "");
+
+/// Indices of the GPUs the helper on socket_path lets this process's user use (its "hello"
+/// answer). Throws GpuError when the helper cannot be reached.
+std::vector<int> gpud_allowed_gpus(const std::string& socket_path = "");
 
 /// The gpud socket used when none is given: $PERSEUS_GPUD_SOCKET, else /run/perseus/gpud.sock.
 std::string default_gpud_socket();

@@ -22,7 +22,7 @@ struct GpuSpec {
   std::string device_uuid;       ///< nvml: "GPU-..." UUID (or unique prefix); overrides device_index.
   std::string device_pci_bus_id; ///< nvml: PCI bus id "0000:41:00.0"; overrides device_index.
   std::string nvml_library;      ///< nvml: library to dlopen ("" = default search).
-  std::string rocm_smi_library;  ///< rocm-smi: library to dlopen ("" = $PERSEUS_ROCM_SMI_LIBRARY or librocm-smi64.so).
+  std::string rocm_smi_library;  ///< rocm-smi: library to dlopen ("" = $PERSEUS_ROCM_SMI_LIBRARY or librocm_smi64.so).
   std::string gpud_socket;       ///< gpud: the helper's socket ("" = $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock).
   std::string profile_path;      ///< simulated: profile CSV (stage,instruction,frequency,time,energy).
   int stage = 0;                 ///< simulated: profile stage this GPU runs.
