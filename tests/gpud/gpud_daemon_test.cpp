@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "gpud_test_util.hpp"
+#include "perseus/client.h"
 #include "perseus/gpud/protocol.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "perseus/runtime/gpu_identity.hpp"
@@ -288,6 +289,26 @@ TEST_F(Gpud, MonitorMeasuresTheAllowedGpusThroughTheHelper) {
   EXPECT_EQ(j["gpus"][0]["index"], 1);
   EXPECT_EQ(j["gpus"][0]["method"], "energy counter");
   EXPECT_GE(j["gpus"][0]["avg_power_w"].get<double>(), 99.0);  // the fake's steady 100 W
+}
+
+TEST_F(Gpud, CAbiSelectsTheGpudBackendAndReportsWhyItCannotBeUsed) {
+  ASSERT_TRUE(gpud_.start("allow 1 " + me() + "\n")) << gpud_.log();
+  perseus_client_config cfg;
+  perseus_client_config_init(&cfg);
+  cfg.server_url = "http://127.0.0.1:1";
+  cfg.job_id = "job";
+  cfg.backend = "gpud";
+  cfg.gpud_socket_path = "/nonexistent/gpud.sock";
+  perseus_client* c = nullptr;
+  EXPECT_EQ(perseus_client_create(&cfg, &c), PERSEUS_ERR_GPU);
+  EXPECT_NE(std::string(perseus_last_error()).find("cannot connect to perseus gpud at /nonexistent/gpud.sock"),
+            std::string::npos);
+  const std::string sock = gpud_.socket();
+  cfg.gpud_socket_path = sock.c_str();
+  cfg.device_index = 0;  // not allowed: only GPU 1 is
+  EXPECT_EQ(perseus_client_create(&cfg, &c), PERSEUS_ERR_GPU);
+  EXPECT_NE(std::string(perseus_last_error()).find("does not allow uid"), std::string::npos) << perseus_last_error();
+  EXPECT_EQ(c, nullptr);
 }
 
 // Only root can become another user; elsewhere the config-based test above covers the rule.
