@@ -195,7 +195,9 @@ TEST_F(Gpud, ClocksAreResetWhenTheClientIsKilled) {
   EXPECT_EQ(gpud_.gpu_state(1), "1005\n");
   ::kill(client, SIGKILL);
   ASSERT_NE(wait_exit(client, 30), -1);
-  ASSERT_TRUE(wait_for([&] { return !gpud_.gpu_locked(1); }, 60)) << gpud_.log();
+  // The event: the helper logs the reset right after the driver call that unlocks the GPU.
+  ASSERT_TRUE(wait_for([&] { return gpud_.log().find("GPU 1: clocks reset") != std::string::npos; }, 60)) << gpud_.log();
+  EXPECT_FALSE(gpud_.gpu_locked(1));
   EXPECT_NE(gpud_.log().find("GPU 1: clocks reset (uid=" + std::to_string(::getuid())), std::string::npos);
   EXPECT_NE(gpud_.log().find("pid=" + std::to_string(client)), std::string::npos) << gpud_.log();
 }
@@ -210,7 +212,8 @@ TEST_F(Gpud, ClocksAreResetWhenTheClientDiesEvenIfAForkedChildKeepsItsSocket) {
   ::kill(client, SIGKILL);
   ASSERT_NE(wait_exit(client, 30), -1);
   // The worker still holds the connection open; the helper watches the process (pidfd).
-  ASSERT_TRUE(wait_for([&] { return !gpud_.gpu_locked(0); }, 60)) << gpud_.log();
+  ASSERT_TRUE(wait_for([&] { return gpud_.log().find("GPU 0: clocks reset") != std::string::npos; }, 60)) << gpud_.log();
+  EXPECT_FALSE(gpud_.gpu_locked(0));
   EXPECT_NE(gpud_.log().find(" exited;"), std::string::npos) << gpud_.log();
   ::kill(worker, SIGKILL);
   // The worker was the killed client's child: init reaps it; nothing to wait for here.

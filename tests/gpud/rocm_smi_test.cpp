@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "gpud_test_util.hpp"
+#include "stub_server.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "perseus/runtime/gpu_factory.hpp"
 
@@ -143,8 +144,35 @@ TEST_F(RocmSmi, GpudServesAmdGpusAndResetsWhenTheClientIsKilled) {
   EXPECT_EQ(gpud.gpu_state(1), "manual 1400\n") << gpud.log() << gpud.gpu_log();
   ::kill(client, SIGKILL);
   wait_exit(client, 30);
-  ASSERT_TRUE(wait_for([&] { return !gpud.gpu_locked(1); }, 60)) << gpud.log();
-  EXPECT_NE(gpud.log().find("GPU 1: clocks reset"), std::string::npos);
+  ASSERT_TRUE(wait_for([&] { return gpud.log().find("GPU 1: clocks reset") != std::string::npos; }, 60)) << gpud.log();
+  EXPECT_FALSE(gpud.gpu_locked(1));
+}
+
+// A trainer on the rocm-smi backend (no helper) killed with -9: its perseus-watchdog resets
+// the AMD GPU through ROCm SMI (performance level AUTO) from its own process.
+TEST_F(RocmSmi, TheWatchdogResetsAnAmdGpuAfterTheTrainerIsKilled) {
+  StubServer server;
+  server.set_plan(0, make_plan(1, {{"forward", 1400}, {"backward", 1100}}));
+  server.start();
+  std::filesystem::create_directories(dir_.file("state"));
+  const pid_t trainer = spawn({TEST_TRAINER, "--url", server.url(), "--token", "secret", "--job", "job1", "--backend",
+                               "rocm-smi", "--stages", "1", "--microbatches", "1", "--iterations", "2", "--watchdog",
+                               WATCHDOG, "--progress", dir_.file("progress"), "--no-coalesce", "--hang"},
+                              {{"PERSEUS_ROCM_SMI_LIBRARY", FAKE_RSMI_PATH}, {"FAKE_RSMI_STATE_DIR", dir_.file("state")},
+                               {"FAKE_RSMI_DEVICES", "1"}, {"PERSEUS_LOCK_DIR", dir_.file("locks")}},
+                              dir_.file("out.txt"));
+  ASSERT_TRUE(wait_for([&] { return read_file(dir_.file("progress")).find("ready") != std::string::npos; }, 60))
+      << read_file(dir_.file("out.txt"));
+  EXPECT_EQ(read_file(dir_.file("state/level_0")), "manual 1100\n");
+  ::kill(trainer, SIGKILL);
+  wait_exit(trainer, 30);
+  ASSERT_TRUE(wait_for([&] { return !std::filesystem::exists(dir_.file("state/level_0")); }, 60)) << calls();
+  bool reset_by_other = false;
+  for (const auto& l : nonempty_lines(calls())) {
+    const std::string auto_level = "rsmi_dev_perf_level_set_v1 0 " + std::to_string(static_cast<int>(RSMI_DEV_PERF_LEVEL_AUTO));
+    if (l.find(auto_level) != std::string::npos && l.substr(0, l.find(' ')) != std::to_string(trainer)) reset_by_other = true;
+  }
+  EXPECT_TRUE(reset_by_other) << calls();
 }
 
 }  // namespace
