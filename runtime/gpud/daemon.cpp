@@ -161,7 +161,7 @@ struct Gpud::Impl {
 
   void record_lock(const GpuSlot& g) {
     std::ofstream f(state_file(g.index) + ".tmp");
-    f << g.locked_mhz << " " << g.owner_who << "\n";
+    f << g.owner_who << "\n";
     f.close();
     std::error_code ec;
     std::filesystem::rename(state_file(g.index) + ".tmp", state_file(g.index), ec);
@@ -175,7 +175,11 @@ struct Gpud::Impl {
   void reset(GpuSlot& g, const std::string& why) {
     try {
       g.ctl->reset_locked_clocks();
-      note("GPU {}: clocks reset ({}; was locked at {} MHz by {})", g.index, why, g.locked_mhz, g.owner_who);
+      if (g.locked_mhz > 0) {
+        note("GPU {}: clocks reset ({}; was locked at {} MHz by {})", g.index, why, g.locked_mhz, g.owner_who);
+      } else {
+        note("GPU {}: clocks reset ({}; was locked by {})", g.index, why, g.owner_who);
+      }
       forget_lock(g);
     } catch (const std::exception& e) {
       note("GPU {}: FAILED to reset clocks ({}): {}", g.index, why, e.what());
@@ -234,10 +238,11 @@ struct Gpud::Impl {
             return;
           }
           g.ctl->set_locked_clocks(r.mhz);
+          const bool new_owner = g.owner != c.id;
           g.owner = c.id;
           g.owner_who = c.who;
           g.locked_mhz = r.mhz;
-          record_lock(g);
+          if (new_owner) record_lock(g);  // who holds it; a restarted helper resets it
           note("GPU {}: locked at {} MHz by {}", g.index, r.mhz, c.who);
           c.reply({{"ok", true}, {"gpu", g.index}, {"mhz", r.mhz}});
           return;
@@ -417,8 +422,7 @@ struct Gpud::Impl {
         continue;
       }
       GpuSlot& g = *it->second;
-      g.locked_mhz = std::atoi(what.c_str());
-      g.owner_who = what.substr(what.find(' ') == std::string::npos ? what.size() : what.find(' ') + 1);
+      g.owner_who = what;
       reset(g, "left locked when the previous helper ended");
     }
   }
