@@ -148,6 +148,17 @@ TEST_F(Gpud, AFloodIsRateLimited) {
   EXPECT_EQ(ok + limited, kRequests);
 }
 
+TEST_F(Gpud, ConnectionsBeyondMaxClientsAreRefused) {
+  ASSERT_TRUE(gpud_.start("max_clients 1\nallow * " + me() + "\n")) << gpud_.log();
+  RawGpudClient first(gpud_.socket());
+  ASSERT_TRUE(first.call(R"({"op":"hello"})").value("ok", false));  // accepted and counted
+  RawGpudClient second(gpud_.socket());
+  const auto r = second.reply();  // answered without asking, then hung up on
+  EXPECT_EQ(r.value("error", ""), "too_many_clients") << r.dump();
+  EXPECT_TRUE(second.reply().is_null());
+  EXPECT_TRUE(first.call(R"({"op":"hello"})").value("ok", false));
+}
+
 TEST_F(Gpud, AGpuLockedByOneClientIsBusyForAnother) {
   ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
   auto a = make_gpud_gpu(gpu(0), gpud_.socket());
