@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "perseus/emulation_report.hpp"
 #include "option_checks.hpp"
 #include "perseus/emulate.hpp"
 
@@ -35,7 +36,10 @@ void register_emulate(CLI::App& app) {
       ->delimiter(',');
   auto out = std::make_shared<std::string>();
   cmd->add_option("--out", *out, "Output folder: emulation.csv is written there atomically")->required();
-  cmd->callback([cfg, out, pipes, batch] {
+  auto report = std::make_shared<bool>(false);
+  cmd->add_flag("--report", *report,
+                "Also write OUT/emulation.html: total and extrinsic saving vs slowdown per method (self-contained HTML)");
+  cmd->callback([cfg, out, pipes, batch, report] {
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");
     }
@@ -53,6 +57,11 @@ void register_emulate(CLI::App& app) {
     }
     write_emulation_csv(res.rows, *out);
     fmt::print("wrote {}/emulation.csv\n", *out);
+    if (*report) {
+      const EmulationReportInputs in{cfg->profile_path, cfg->num_ranks, cfg->microbatches, cfg->tp_degree,
+                                     cfg->time_scale, cfg->p_block_w};
+      fmt::print("wrote {}\n", write_emulation_report(res, in, *out));
+    }
   });
 }
 

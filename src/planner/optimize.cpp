@@ -11,6 +11,7 @@
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan_files.hpp"
+#include "perseus/zeus_plan_file.hpp"
 #include "perseus/schedule_io.hpp"
 
 namespace perseus {
@@ -35,7 +36,7 @@ std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
   return csv;
 }
 
-json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
+json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
   const OptimizeSummary& sum = r.summary;
   const Schedule& schedule = r.problem.schedule;
   return {
@@ -80,6 +81,16 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"reclaim_slack", cfg.reclaim_slack},
         {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"}}},
   };
+}
+
+json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
+  json j = summary_json_base(r, cfg);
+  // Only when set, so computation-only runs write the same summary as before these terms existed.
+  if (cfg.problem.overheads.any()) {
+    j["inputs"]["p2p_latency_s"] = cfg.problem.overheads.p2p_latency_s;
+    j["inputs"]["op_overhead_s"] = cfg.problem.overheads.op_overhead_s;
+  }
+  return j;
 }
 
 }  // namespace

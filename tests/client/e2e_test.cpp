@@ -105,7 +105,9 @@ class ServeE2E : public ::testing::Test {
                            {"straggler_detection", {{"enabled", false}, {"verify", false}}}},
                           201);
     job_id_ = job.value("job_id", "");
+    job_token_ = job.value("job_token", "");  // the trainers use the job's own token, not the admin's
     ASSERT_FALSE(job_id_.empty());
+    ASSERT_FALSE(job_token_.empty());
     ASSERT_TRUE(wait_for([&] { return get("/v1/jobs/" + job_id_)["status"] != "planning"; }, 60));
     ASSERT_EQ(get("/v1/jobs/" + job_id_)["status"], "ready");
   }
@@ -123,7 +125,7 @@ class ServeE2E : public ::testing::Test {
                                            "--time-scale", std::to_string(time_scale)}
                 : std::vector<std::string>{"--backend", "gpud", "--gpud-socket", gpud_socket, "--device",
                                            std::to_string(rank)};
-        std::vector<std::string> argv = {TEST_TRAINER, "--url", url(), "--token", kToken, "--job", job_id_, "--rank",
+        std::vector<std::string> argv = {TEST_TRAINER, "--url", url(), "--token", job_token_, "--job", job_id_, "--rank",
                                          std::to_string(rank), "--dp", std::to_string(dp), "--pp", std::to_string(pp),
                                          "--stages", std::to_string(kPp), "--microbatches", std::to_string(kMicrobatches),
                                          "--iterations", std::to_string(kIterations)};
@@ -229,7 +231,7 @@ class ServeE2E : public ::testing::Test {
   TempDir dir_;
   pid_t server_ = 0;
   int port_ = 0;
-  std::string job_id_;
+  std::string job_id_, job_token_;
   std::vector<pid_t> trainers_;
 };
 

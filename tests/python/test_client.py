@@ -22,8 +22,9 @@ class ClientTest(unittest.TestCase):
         cls.profile = write_first_stages(2, cls._tmp.name)
         with open(cls.profile) as f:
             cls.csv = f.read()
-        cls.job_id = cls.server.api.create_job(pp=2, microbatches=3, profile_csv=cls.csv, p2p_power_w=83.64,
-                                               unit_time_s=0.002)["job_id"]
+        created = cls.server.api.create_job(pp=2, microbatches=3, profile_csv=cls.csv, p2p_power_w=83.64,
+                                            unit_time_s=0.002)
+        cls.job_id, cls.job_token = created["job_id"], created["job_token"]
         cls.server.api.wait_ready(cls.job_id, timeout_s=600)
 
     @classmethod
@@ -111,6 +112,21 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(perseus.ServerRefusedError):
             perseus.Client(self.server.url, self.job_id, rank=0, token="wrong", backend="simulated",
                            profile_path=self.profile)
+
+    def test_job_token_reaches_only_its_job(self):
+        from perseus.server import API, APIError
+        c = self.client(1, token=self.job_token)  # a rank with the job's own token
+        c.on_step_begin()
+        job_api = API(self.server.url, self.job_token)
+        self.assertEqual(job_api.get_job(self.job_id)["job_id"], self.job_id)
+        for call in (lambda: job_api.request("GET", "/v1/jobs"),
+                     lambda: job_api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=83.64),
+                     lambda: job_api.request("DELETE", "/v1/jobs/" + self.job_id)):
+            with self.assertRaises(APIError) as cm:
+                call()
+            self.assertEqual(cm.exception.http_status, 403)
+            self.assertEqual(cm.exception.code, "forbidden")
+        self.assertEqual(self.server.api.get_job(self.job_id)["job_id"], self.job_id)  # not deleted
 
     def test_bad_config(self):
         with self.assertRaises(perseus.ClientConfigError) as cm:
