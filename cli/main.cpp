@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
 #ifdef HAVE_PERSEUS_CLIENT
   perseus::cli::register_monitor(app);
 #endif
+#ifdef HAVE_PERSEUS_GPUD
+  perseus::cli::register_gpud(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

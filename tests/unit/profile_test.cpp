@@ -1,3 +1,4 @@
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include "perseus/error.hpp"
@@ -73,6 +74,20 @@ TEST(Profile, SortsFrequenciesDescending) {
   const Profile p = parse_profile_csv(kGood, "x");
   EXPECT_EQ(p.points(0, InstructionKind::kForward)[0].freq_mhz, 1410);
   EXPECT_EQ(p.points(0, InstructionKind::kForward)[1].freq_mhz, 1200);
+}
+
+TEST(Profile, AnyRowOrderGivesTheSameProfile) {
+  // Rows listed slowest clock first, stages interleaved: the same profile as highest first.
+  std::string asc = "stage,instruction,frequency,time,energy\n", desc = asc;
+  for (int f = 1005; f <= 1410; f += 15)
+    for (int s = 1; s >= 0; --s)
+      for (const char* k : {"backward", "forward"})
+        asc += fmt::format("{},{},{},{},{}\n", s, k, f, 300.0 / f, f / 10.0);
+  for (int s = 0; s <= 1; ++s)
+    for (const char* k : {"forward", "backward"})
+      for (int f = 1410; f >= 1005; f -= 15) desc += fmt::format("{},{},{},{},{}\n", s, k, f, 300.0 / f, f / 10.0);
+  EXPECT_EQ(format_profile_csv(parse_profile_csv(asc, "asc")), format_profile_csv(parse_profile_csv(desc, "desc")));
+  EXPECT_EQ(parse_profile_csv(asc, "asc").points(1, InstructionKind::kBackward).front().freq_mhz, 1410);
 }
 
 TEST(ProfileErrors, MissingColumn) {
