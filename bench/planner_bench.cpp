@@ -123,6 +123,16 @@ perseus::PlannerMode bench_planner() {
   throw Usage(fmt::format("PERSEUS_BENCH_PLANNER: expected graph-cut or certified, got '{}'", name));
 }
 
+/// Max-flow engine of the synth modes: PERSEUS_MIN_CUT_ENGINE=warm (default), dinic, lemon or
+/// boost-bk (the bench's switch for PlannerOptions::min_cut_engine; perseus optimize has
+/// --min-cut-engine).
+perseus::MinCutEngine bench_min_cut_engine() {
+  const char* env = std::getenv("PERSEUS_MIN_CUT_ENGINE");
+  if (env == nullptr || *env == '\0') return perseus::MinCutEngine::kWarm;
+  if (const auto e = perseus::parse_min_cut_engine(env)) return *e;
+  throw Usage(fmt::format("PERSEUS_MIN_CUT_ENGINE: expected warm, dinic, lemon or boost-bk, got '{}'", env));
+}
+
 int run(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if ((mode == "paper" && argc >= 4) || (mode == "case" && argc >= 6)) {
@@ -165,6 +175,7 @@ int run(int argc, char** argv) {
       if (argc > 7) opt.max_lp_solves = count(argv[7], "MAX_LP_SOLVES");
       if (argc > 8) opt.local_search_moves = static_cast<int>(number(argv[8], "LOCAL_SEARCH_MOVES"));
       opt.mode = mode2;
+      opt.min_cut_engine = bench_min_cut_engine();
       const double c0 = cpu_s();
       const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
       const double cpu = cpu_s() - c0;
@@ -205,6 +216,7 @@ int run(int argc, char** argv) {
     opt.p_block_w = 80.0;
     opt.unit_time_s = unit;
     opt.mode = bench_planner();
+    opt.min_cut_engine = bench_min_cut_engine();
     // PERSEUS_BENCH_THREADS=N: PlannerOptions::threads (the solve's threads; default 1).
     if (const char* t = std::getenv("PERSEUS_BENCH_THREADS"); t != nullptr && *t) {
       opt.threads = count(t, "PERSEUS_BENCH_THREADS");

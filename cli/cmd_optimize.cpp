@@ -75,6 +75,12 @@ void register_optimize(CLI::App& app) {
          "Planner: certified (graph cut + LP lower bound, LP-rounded plans into the straggler regime; default) or "
          "graph-cut (the paper's algorithm only)")
       ->check(CLI::IsMember({"certified", "graph-cut"}));
+  cmd->add_option_function<std::string>(
+         "--min-cut-engine",
+         [cfg](const std::string& v) { cfg->min_cut_engine = *perseus::parse_min_cut_engine(v); },
+         "Max-flow engine of the graph-cut steps: warm (default), dinic, lemon or boost-bk; the frontier is the same "
+         "with each (docs/performance.md compares their speed)")
+      ->check(CLI::IsMember({"warm", "dinic", "lemon", "boost-bk"}));
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");

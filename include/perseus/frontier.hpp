@@ -5,7 +5,9 @@
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "perseus/dag.hpp"
@@ -26,6 +28,21 @@ enum class PlannerMode : std::uint8_t {
   kCertified = 1,
 };
 
+/// Max-flow engine of the graph-cut steps (a validated option of the planner, not an
+/// environment variable). Every engine computes the same minimal source-side min cut, so the
+/// frontier does not depend on it (tests/golden/engines_agree.sh); they differ in speed only.
+enum class MinCutEngine : std::uint8_t {
+  kWarm = 0,              ///< Default: one network over all ops, warm-started Dinic between steps.
+  kDinic = 1,             ///< Dinic's algorithm on a network rebuilt every step (cold).
+  kLemon = 2,             ///< LEMON's Preflow (Goldberg–Tarjan push-relabel), cold.
+  kBoykovKolmogorov = 3,  ///< Boost.Graph's Boykov–Kolmogorov (2004), cold.
+};
+
+/// "warm", "dinic", "lemon" or "boost-bk".
+const char* to_string(MinCutEngine engine);
+/// Inverse of to_string(MinCutEngine); nullopt for any other name.
+std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name);
+
 /// Planner settings.
 struct PlannerOptions {
   double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).
@@ -33,6 +50,7 @@ struct PlannerOptions {
                                ///< 1e6 quanta between an op's fastest and slowest time).
   bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
   PlannerMode mode = PlannerMode::kCertified;  ///< Algorithm (see PlannerMode).
+  MinCutEngine min_cut_engine = MinCutEngine::kWarm;  ///< Max-flow engine (see MinCutEngine).
   /// kCertified: LP solves at most (sampling plus refinement where the gap exceeds
   /// refine_gap_pct); the planner also caps them at max(40, 80000 / computations). 1..100000.
   int max_lp_solves = 400;

@@ -23,6 +23,8 @@ struct OptimizeConfig {
   bool zeus_format = false;    ///< Also write Zeus freqs_pipeline_NNNNN.py files.
   bool reclaim_slack = true;   ///< Slack reclamation after each step.
   PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
+  /// Max-flow engine (PlannerOptions::min_cut_engine); the frontier does not depend on it.
+  MinCutEngine min_cut_engine = MinCutEngine::kWarm;
   std::string out_dir;         ///< Output folder (replaced atomically).
   /// Threads of the solve (PlannerOptions::threads) and of evaluating and writing plan files
   /// (1..1024; 0 = one per hardware thread). The output does not depend on it.

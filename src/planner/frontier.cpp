@@ -328,6 +328,9 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   if (opt.mode != PlannerMode::kGraphCut && opt.mode != PlannerMode::kCertified) {
     throw InputError(fmt::format("planner mode {} is not a known mode", static_cast<int>(opt.mode)));
   }
+  if (!parse_min_cut_engine(to_string(opt.min_cut_engine))) {
+    throw InputError(fmt::format("min-cut engine {} is not a known engine", static_cast<int>(opt.min_cut_engine)));
+  }
   if (opt.max_lp_solves < 1 || opt.max_lp_solves > 100000) {
     throw InputError(fmt::format("max LP solves must be in [1, 100000], got {}", opt.max_lp_solves));
   }
@@ -390,8 +393,8 @@ FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const P
   node_id_.assign(2 * static_cast<std::size_t>(n) + 2, -1);
   ev_choice_.resize(n);
   ev_.time.resize(n);
-  const char* engine = std::getenv("PERSEUS_MIN_CUT_ENGINE");
-  warm_ = engine == nullptr || std::strcmp(engine, "warm") == 0 || engine[0] == '\0';
+  warm_ = opt_.min_cut_engine == MinCutEngine::kWarm;
+  min_cut_.set_engine(opt_.min_cut_engine);
   if (warm_) init_warm_network();
   op_ub_.resize(n);
   op_lb_.resize(n);

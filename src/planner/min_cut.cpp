@@ -1,7 +1,5 @@
 #include "min_cut.hpp"
 
-#include <cstdlib>
-#include <cstring>
 
 #include "min_cut_dinic.hpp"
 
@@ -10,21 +8,10 @@
 #include <lemon/preflow.h>
 #include <lemon/smart_graph.h>
 
-namespace perseus::detail {
+namespace perseus {
+namespace detail {
 
 namespace {
-
-enum class Engine { kDinic, kLemon, kBoykovKolmogorov };
-
-Engine engine() {
-  static const Engine e = [] {
-    const char* name = std::getenv("PERSEUS_MIN_CUT_ENGINE");
-    if (name != nullptr && std::strcmp(name, "lemon") == 0) return Engine::kLemon;
-    if (name != nullptr && std::strcmp(name, "boost-bk") == 0) return Engine::kBoykovKolmogorov;
-    return Engine::kDinic;
-  }();
-  return e;
-}
 
 /// Minimal source side from a maximum flow given per arc: BFS from s over residual arcs
 /// (forward: capacity - flow, backward: flow) greater than `tolerance`.
@@ -106,21 +93,42 @@ double boost_boykov_kolmogorov(int num_nodes, const std::vector<FlowArc>& arcs, 
 
 }  // namespace
 
+}  // namespace detail
+
+const char* to_string(MinCutEngine engine) {
+  switch (engine) {
+    case MinCutEngine::kWarm: return "warm";
+    case MinCutEngine::kDinic: return "dinic";
+    case MinCutEngine::kLemon: return "lemon";
+    case MinCutEngine::kBoykovKolmogorov: return "boost-bk";
+  }
+  return "unknown";
+}
+
+std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name) {
+  for (auto e : {MinCutEngine::kWarm, MinCutEngine::kDinic, MinCutEngine::kLemon, MinCutEngine::kBoykovKolmogorov})
+    if (name == to_string(e)) return e;
+  return std::nullopt;
+}
+
+namespace detail {
+
 const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
                                        double tolerance, double* cut_value) {
   double value = 0;
-  switch (engine()) {
-    case Engine::kDinic:
+  switch (engine_) {
+    case MinCutEngine::kWarm:
+    case MinCutEngine::kDinic:
       dinic_.reset(num_nodes);
       for (const FlowArc& a : arcs) dinic_.add_arc(a.from, a.to, a.capacity);
       value = dinic_.push_short_paths(source, sink, tolerance);
       value += dinic_.max_flow(source, sink, tolerance);
       dinic_.reachable_from(source, tolerance, in_s_);
       break;
-    case Engine::kLemon:
+    case MinCutEngine::kLemon:
       value = lemon_preflow(num_nodes, arcs, source, sink, tolerance, in_s_);
       break;
-    case Engine::kBoykovKolmogorov:
+    case MinCutEngine::kBoykovKolmogorov:
       value = boost_boykov_kolmogorov(num_nodes, arcs, source, sink, tolerance, in_s_);
       break;
   }
@@ -128,4 +136,5 @@ const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>
   return in_s_;
 }
 
-}  // namespace perseus::detail
+}  // namespace detail
+}  // namespace perseus

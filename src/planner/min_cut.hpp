@@ -1,12 +1,12 @@
 // Facade over the max-flow engine: "max flow -> minimal source-side min cut" in one call.
-// Private to the library. The engine (Dinic's algorithm by default, LEMON's Preflow with
-// PERSEUS_MIN_CUT_ENGINE=lemon, Boost.Graph's Boykov–Kolmogorov with =boost-bk) can change
-// behind it.
+// Private to the library. The engine (Dinic's algorithm by default, LEMON's Preflow or
+// Boost.Graph's Boykov–Kolmogorov: PlannerOptions::min_cut_engine) can change behind it.
 #pragma once
 
 #include <vector>
 
 #include "min_cut_dinic.hpp"
+#include "perseus/frontier.hpp"
 
 namespace perseus::detail {
 
@@ -29,10 +29,14 @@ struct FlowArc {
 /// Boykov–Kolmogorov (2004) on request.
 class MinCut {
  public:
+  /// Engine of the next solve() calls: kDinic (default; also for kWarm, whose warm network
+  /// lives in the planner), kLemon or kBoykovKolmogorov.
+  void set_engine(MinCutEngine engine) { engine_ = engine; }
   const std::vector<char>& solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
                                  double tolerance, double* cut_value = nullptr);
 
  private:
+  MinCutEngine engine_ = MinCutEngine::kDinic;
   Dinic dinic_;
   std::vector<char> in_s_;
 };

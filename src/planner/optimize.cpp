@@ -130,6 +130,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   opt.unit_time_s = cfg.unit_time_s;
   opt.reclaim_slack = cfg.reclaim_slack;
   opt.mode = cfg.planner_mode;
+  opt.min_cut_engine = cfg.min_cut_engine;
   opt.time_budget_s = cfg.time_budget_s;
   opt.max_points = cfg.max_points;
   opt.threads = resolved_threads(cfg.threads);

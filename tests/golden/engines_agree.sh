@@ -7,7 +7,7 @@ bin=$1 profile=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 for engine in warm dinic lemon boost-bk; do
-  PERSEUS_MIN_CUT_ENGINE=$engine "$bin" optimize --profile "$profile" --stages 8 --microbatches 12 \
+  "$bin" optimize --min-cut-engine "$engine" --profile "$profile" --stages 8 --microbatches 12 \
     --p2p-power 83.64 --unit-time 0.002 --sample 1000 --quiet --out "$dir/$engine" >/dev/null
 done
 status=0

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "perseus/error.hpp"
+#include "perseus/frontier.hpp"
+#include "perseus/schedule.hpp"
 #include "test_util.hpp"
 
 namespace perseus {
@@ -38,7 +41,25 @@ TEST(Cli, BadArgumentsExitTwoWithUsage) {
   const auto bad_schedule = run("optimize --profile " + prof + " --schedule nosuch --p2p-power 1 --out x");
   EXPECT_EQ(bad_schedule.status, 2) << bad_schedule.output;
   EXPECT_NE(bad_schedule.output.find("'nosuch' is not a schedule name"), std::string::npos) << bad_schedule.output;
+  const auto bad_engine = run("optimize --profile " + prof + " --stages 8 --microbatches 4 --p2p-power 1 "
+                              "--min-cut-engine fast --out x");
+  EXPECT_EQ(bad_engine.status, 2) << bad_engine.output;
+  EXPECT_NE(bad_engine.output.find("--min-cut-engine"), std::string::npos) << bad_engine.output;
   EXPECT_FALSE(std::filesystem::exists("x"));
+}
+
+TEST(PlannerOptions, MinCutEngineNamesRoundTripAndUnknownIsRefused) {
+  for (auto e : {MinCutEngine::kWarm, MinCutEngine::kDinic, MinCutEngine::kLemon, MinCutEngine::kBoykovKolmogorov})
+    EXPECT_EQ(parse_min_cut_engine(to_string(e)), e);
+  EXPECT_FALSE(parse_min_cut_engine("Warm").has_value());
+  EXPECT_FALSE(parse_min_cut_engine("").has_value());
+  const Dag dag = Dag::build(make_1f1b(2, 2));
+  Profile prof;
+  for (int s = 0; s < 2; ++s)
+    for (auto k : {InstructionKind::kForward, InstructionKind::kBackward}) prof.add(s, k, {1410, 0.1, 20});
+  PlannerOptions opt;
+  opt.min_cut_engine = static_cast<MinCutEngine>(9);
+  EXPECT_THROW(solve_frontier(dag, prof, opt), InputError);
 }
 
 TEST(Cli, BadProfileExitsOneWithMessage) {
