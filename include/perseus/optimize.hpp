@@ -69,7 +69,9 @@ struct OptimizeResult {
 /// (load_problem(): schedule by name or CSV file, the profile fitted to it, with the
 /// approximations listed in summary.approximations), solves the frontier and evaluates the
 /// all-max baseline. `progress(fraction)` is called from time to time during the solve.
-/// Throws InputError on bad inputs or an empty frontier.
+/// Throws InputError on bad inputs, a profile without a row at its maximum clock for some
+/// computation (require_max_frequency(), the rule `perseus emulate` applies too) or an
+/// empty frontier.
 OptimizeResult optimize(const OptimizeConfig& config, const std::function<void(double)>& progress = {});
 
 /// Writes `config.out_dir` atomically (OutputFolder; it may replace only an earlier

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/baselines.hpp"
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan_files.hpp"
@@ -96,6 +97,8 @@ std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) 
 OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
   check_options(cfg);
   Problem problem = load_problem(cfg.problem, cfg.profile_path);
+  // "all-max" means one clock for every computation, as in `perseus emulate` (docs/baselines.md).
+  require_max_frequency(problem.dag, problem.profile);
 
   PlannerOptions opt;
   opt.p_block_w = problem.p_block_w;

@@ -57,6 +57,30 @@ TEST(Cli, OptimizeBundledProfile) {
   EXPECT_NE(r.output.find("intrinsic bloat removed"), std::string::npos) << r.output;
 }
 
+// Issue 22: one rule for a profile without a row at its maximum clock for some computation
+// (the user trial's min_nomax.csv: stage 0 backward tops out at 1200 MHz): optimize and emulate
+// both refuse it, naming the computation and both fixes, and write nothing.
+TEST(Cli, ProfileWithoutMaxClockRowIsRefusedByOptimizeAndEmulate) {
+  testing::TempDir dir;
+  const auto prof = testing::test_data("cases/min_nomax.csv");
+  const std::string shape = " --stages 2 --microbatches 4 --p2p-power 60 --quiet";
+  const auto opt = run("optimize --profile " + prof + shape + " --out " + (dir.path() / "o").string());
+  const auto emu = run("emulate --profile " + prof + " --stages 2 --microbatches 4 --p2p-power 60 --pipelines 4 "
+                       "--slowdown 1.1 --out " + (dir.path() / "e").string());
+  for (const auto& r : {opt, emu}) {
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("min_nomax.csv: field 'frequency': stage 0 backward (its highest is 1200 MHz) has no row "
+                            "at the profile's maximum frequency 1410 MHz"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("profile the missing computations at 1410 MHz, or remove the rows above 1200 MHz"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "o"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "e"));
+}
+
 // Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,
 // power in the energy column) or a P_block above the computations' power: a warning naming
 // file and line; an error with --strict (nothing written).
