@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/emulate.hpp"
+#include "perseus/error.hpp"
 
 namespace perseus::cli {
 
@@ -20,24 +21,43 @@ void register_emulate(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--stages", cfg->num_ranks, "GPUs (pipeline stages) per pipeline")->required()->check(integer_in(1, 1 << 20));
   cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(integer_in(1, 1 << 20));
-  auto* pipes = cmd->add_option("--pipelines", cfg->pipelines, "Data-parallel pipelines (one is the straggler)");
+  auto* pipes = cmd->add_option("--pipelines", cfg->pipelines, "Data-parallel pipelines (one is the straggler)")
+                    ->check(integer_in(2, 100'000'000, "one pipeline is the straggler and the others adapt to it; "
+                                                       "for one pipeline use perseus optimize"));
   auto* batch = cmd->add_option("--global-batch", cfg->global_batch,
-                                "Microbatches per global batch; pipelines = global batch / microbatches");
+                                "Microbatches per global batch; pipelines = global batch / microbatches (>= 2)")
+                    ->check(integer_in(1, 1 << 30));
   pipes->excludes(batch);
-  cmd->add_option("--p2p-power", cfg->p_block_w, "P2P blocking power P_block of one GPU, W")->required();
-  cmd->add_option("--tp", cfg->tp_degree, "Tensor-parallel degree: GPUs per stage (scales energy and blocking power)")
-      ->capture_default_str();
-  cmd->add_option("--time-scale", cfg->time_scale, "Scale profile times (and energies) by this factor")
-      ->capture_default_str();
-  cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")->capture_default_str();
-  cmd->add_option("--slowdown", cfg->slowdowns, "Straggler slowdown factors >= 1, comma separated (e.g. 1.05,1.1,1.2)")
+  cmd->add_option("--p2p-power", cfg->p_block_w, "P2P blocking power P_block of one GPU, W")
       ->required()
-      ->delimiter(',');
+      ->check(number_in(0, 1e5, "W"));
+  cmd->add_option("--tp", cfg->tp_degree, "Tensor-parallel degree: GPUs per stage (scales energy and blocking power)")
+      ->capture_default_str()
+      ->check(integer_in(1, 1'000'000));
+  cmd->add_option("--time-scale", cfg->time_scale,
+                  "Scale profile times (and energies) by this factor: the profile covers 1/X of a stage's layers")
+      ->capture_default_str()
+      ->check(positive_number_up_to(1e6));
+  cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
+      ->capture_default_str()
+      ->check(number_in(1e-7, 10, "s"));
+  cmd->add_option("--slowdown", cfg->slowdowns,
+                  "Straggler slowdown factors, comma separated (e.g. 1.05,1.1,1.2; 1 = no straggler)")
+      ->required()
+      ->delimiter(',')
+      ->check(number_in(1, 100));
   auto out = std::make_shared<std::string>();
   cmd->add_option("--out", *out, "Output folder: emulation.csv is written there atomically")->required();
   cmd->callback([cfg, out, pipes, batch] {
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");
+    }
+    // --pipelines/--global-batch/--microbatches that do not give >= 2 whole pipelines: a usage
+    // error (exit status 2) like the range checks above.
+    try {
+      emulation_pipelines(*cfg);
+    } catch (const InputError& e) {
+      throw CLI::ValidationError(e.phrased(flag_for_field));
     }
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);

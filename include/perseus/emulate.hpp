@@ -36,7 +36,7 @@ struct MethodPlans {
 /// times scale by time_scale, computation energy by time_scale × tp_degree, and blocking
 /// power by tp_degree. Savings in % do not depend on either.
 struct ClusterShape {
-  int num_pipelines = 1;     ///< Data-parallel pipelines (>= 1), one of them the straggler.
+  int num_pipelines = 2;     ///< Data-parallel pipelines (>= 2), one of them the straggler.
   int num_ranks = 1;         ///< GPUs (stages) per pipeline, before TP.
   int tp_degree = 1;         ///< Tensor-parallel degree K (>= 1).
   double time_scale = 1;     ///< Time scale X (> 0).
@@ -79,7 +79,7 @@ struct EmulationConfig {
   std::string profile_path;        ///< Profile CSV (load_profile_csv()).
   int num_ranks = 0;               ///< GPUs per pipeline (1F1B, one stage per GPU).
   int microbatches = 0;            ///< Microbatches per iteration M.
-  int pipelines = 0;               ///< Data-parallel pipelines P; 0: derive from global_batch.
+  int pipelines = 0;               ///< Data-parallel pipelines P (>= 2); 0: derive from global_batch.
   int global_batch = 0;            ///< Microbatches per global batch B; P = B / M (must divide).
   double p_block_w = 0;            ///< P_block of one GPU, W (>= 0).
   int tp_degree = 1;               ///< Tensor-parallel degree K.
@@ -100,10 +100,18 @@ struct EmulationResult {
   std::vector<EmulationRow> rows;
 };
 
+/// The number of data-parallel pipelines P of `config`: `pipelines`, or global_batch /
+/// microbatches when global_batch is set (both set: they must agree). At least 2: one is the
+/// straggler, the others adapt to it (one pipeline has nothing to adapt; that is
+/// `perseus optimize`). Throws InputError with field "pipelines", "global_batch" or
+/// "microbatches" otherwise.
+int emulation_pipelines(const EmulationConfig& config);
+
 /// Assembles the problem (load_problem(), 1F1B with one stage per GPU), solves the Perseus frontier once (solve_frontier), builds the
 /// baselines once (all-max, EnvPipe, ZeusGlobal and ZeusPerStage candidates) and runs
-/// emulate_stragglers(). Throws InputError on bad inputs (pipelines/global batch, slowdowns,
-/// missing max-frequency rows, ...) and when EnvPipe hits its iteration cap.
+/// emulate_stragglers(). Throws InputError on bad inputs (emulation_pipelines(), slowdowns,
+/// missing max-frequency rows, a zero-bubble profile without backward rows: emulate plans
+/// 1F1B only, ...) and when EnvPipe hits its iteration cap.
 EmulationResult run_emulation(const EmulationConfig& config);
 
 /// The emulation CSV (one writer): the header below and one line per row.
