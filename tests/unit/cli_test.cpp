@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "test_util.hpp"
@@ -108,6 +109,41 @@ TEST(Cli, ImplausibleUnitsWarnOrFailWithStrict) {
   const auto pblock = run("optimize --strict --profile " + ok + " --p2p-power 750" + args + (dir.path() / "p").string());
   EXPECT_EQ(pblock.status, 1) << pblock.output;
   EXPECT_NE(pblock.output.find("P_block (--p2p-power) 750 W is above"), std::string::npos) << pblock.output;
+}
+
+// Issue 22: `perseus <unknown> --help` is an error (exit 2), not the general help; typos of a
+// command or option get "did you mean".
+TEST(Cli, UnknownCommandOrOptionSuggestsTheNearestName) {
+  const auto help = run("frobnicate --help");
+  EXPECT_EQ(help.status, 2) << help.output;
+  EXPECT_NE(help.output.find("unknown command 'frobnicate'; commands: optimize, emulate"), std::string::npos)
+      << help.output;
+  const auto typo = run("optimze --help");
+  EXPECT_EQ(typo.status, 2) << typo.output;
+  EXPECT_NE(typo.output.find("unknown command 'optimze' (did you mean optimize?)"), std::string::npos) << typo.output;
+  const auto opt = run("optimize --stage 4 --microbatch=8 --frobnicate --p2p-power 1");
+  EXPECT_EQ(opt.status, 2) << opt.output;
+  EXPECT_NE(opt.output.find("unknown option --stage (did you mean --stages?)"), std::string::npos) << opt.output;
+  EXPECT_NE(opt.output.find("unknown option --microbatch (did you mean --microbatches?)"), std::string::npos)
+      << opt.output;
+  EXPECT_NE(opt.output.find("unknown option --frobnicate\n"), std::string::npos) << opt.output;
+  EXPECT_EQ(run("optimize --help").status, 0);
+}
+
+// `schedule --out FILE` keeps an existing file unless --force.
+TEST(Cli, ScheduleKeepsAnExistingFileUnlessForce) {
+  testing::TempDir dir;
+  const auto mine = dir.write("mine.csv", "0F0,0B0\n");
+  const auto r = run("schedule --stages 2 --microbatches 2 --out " + mine);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("mine.csv: exists; pass --force to replace it"), std::string::npos) << r.output;
+  std::ifstream kept(mine);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "0F0,0B0\n");
+  const auto forced = run("schedule --stages 2 --microbatches 2 --force --out " + mine);
+  EXPECT_EQ(forced.status, 0) << forced.output;
+  std::ifstream now(mine);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(now), {}), "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  EXPECT_EQ(run("schedule --stages 2 --microbatches 2 --out " + dir.path().string()).status, 1);
 }
 
 }  // namespace
