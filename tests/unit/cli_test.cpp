@@ -146,5 +146,21 @@ TEST(Cli, ScheduleKeepsAnExistingFileUnlessForce) {
   EXPECT_EQ(run("schedule --stages 2 --microbatches 2 --out " + dir.path().string()).status, 1);
 }
 
+// `serve --db :memory:` writes no token file: it needs --token-file or $PERSEUS_TOKEN.
+TEST(Cli, ServeInMemoryNeedsAToken) {
+  if (run("--help").output.find("serve") == std::string::npos) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const std::string cmd = "cd " + dir.path().string() + " && env -u PERSEUS_TOKEN " + PERSEUS_BINARY +
+                          " serve --db :memory: --port 0 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  EXPECT_EQ(WEXITSTATUS(::pclose(p)), 2) << out;
+  EXPECT_NE(out.find("--db: :memory: keeps nothing on disk, so there is no <db>.token"), std::string::npos) << out;
+  EXPECT_NE(out.find("give --token-file FILE or set PERSEUS_TOKEN"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
 }  // namespace
 }  // namespace perseus
