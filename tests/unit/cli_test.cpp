@@ -162,5 +162,31 @@ TEST(Cli, ServeInMemoryNeedsAToken) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
+// A noisy profile where 1350 MHz is faster than 1410 MHz for every computation: T_min is below
+// the all-max time, and optimize says so (and by how much). A clean profile prints no such line.
+TEST(Cli, OptimizeSaysWhenTMinIsBelowAllMaxTime) {
+  testing::TempDir dir;
+  const std::string header = "stage,instruction,frequency,time,energy\n";
+  const auto noisy = dir.write("noisy.csv", header + "0,forward,1410,0.0100,3\n0,forward,1350,0.0099,2.9\n"
+                                                     "0,backward,1410,0.0200,6\n0,backward,1350,0.0198,5.8\n"
+                                                     "1,forward,1410,0.0100,3\n1,forward,1350,0.0099,2.9\n"
+                                                     "1,backward,1410,0.0200,6\n1,backward,1350,0.0198,5.8\n");
+  const std::string args = " --stages 2 --microbatches 4 --p2p-power 50 --unit-time 0.0001 --quiet --out ";
+  const auto r = run("optimize --profile " + noisy + args + (dir.path() / "o").string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  // all-max: (M + p - 1)(F + B) = 5 × 0.03 = 0.15 s; all at 1350: 0.1485 s (1 % less).
+  EXPECT_NE(r.output.find("all-max baseline:  T = 0.1500 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("T_min = 0.1485 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("T_min is 1.00% below the all-max time: 4 computation(s) run faster at a lower clock "
+                          "(stage 0 forward: 0.0099 s at 1350 MHz, 0.01 s at 1410 MHz)"),
+            std::string::npos)
+      << r.output;
+  const auto clean = run("optimize --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                         " --stages 4 --microbatches 8 --p2p-power 75 --quiet --out " + (dir.path() / "c").string());
+  EXPECT_EQ(clean.status, 0) << clean.output;
+  EXPECT_EQ(clean.output.find("below the all-max time"), std::string::npos) << clean.output;
+  EXPECT_NE(clean.output.find("E includes waiting at P_block until T)"), std::string::npos) << clean.output;
+}
+
 }  // namespace
 }  // namespace perseus
