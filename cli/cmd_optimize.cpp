@@ -138,7 +138,11 @@ void register_optimize(CLI::App& app) {
     fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J  (for a straggler's deadline T: E includes waiting at "
                "P_block until T)\n", s.t_max_s, s.energy_at_t_max_j);
     fmt::print("wrote {} ({} plan files, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written);
-    if (*report) fmt::print("wrote {}\n", write_report(cfg->out_dir));
+    if (*report) {
+      ReportOptions ro;
+      ro.on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };
+      fmt::print("wrote {}\n", write_report(cfg->out_dir, ro));
+    }
   });
 }
 

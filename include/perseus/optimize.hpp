@@ -76,6 +76,7 @@ OptimizeResult optimize(const OptimizeConfig& config, const std::function<void(d
 
 /// Writes `config.out_dir` atomically (OutputFolder; it may replace only an earlier
 /// output, checked recursively with is_optimize_output()): frontier.csv, schedule.csv,
+/// profile.csv (the profile as planned, fitted to the schedule: what `perseus report` reads),
 /// plans/plan_NNNNN.json (plan_json_text()), with config.zeus_format plans/freqs_pipeline_NNNNN.py
 /// (zeus_plan_text()), and summary.json last. Sets result.summary.plans_written.
 /// Throws InputError when the folder cannot be written.

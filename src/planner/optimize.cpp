@@ -150,6 +150,9 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   const Dag& dag = r.problem.dag;
   write_file(tmp / "frontier.csv", frontier_csv_text(pts));
   write_file(tmp / "schedule.csv", format_schedule_csv(r.problem.schedule));  // the order planned, to diff
+  // The profile as planned (fitted to the schedule): `perseus report` needs it for power
+  // colours and re-evaluation, from any working folder and after the input file moved.
+  write_file(tmp / "profile.csv", format_profile_csv(r.problem.profile));
   const auto indices = sample_plan_indices(pts.size(), cfg.sample);
   r.frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
     write_file(tmp / "plans" / plan_json_file_name(i), plan_json_text(dag, plan, i));

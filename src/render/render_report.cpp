@@ -167,6 +167,8 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
   std::error_code ec;
   if (fs::is_regular_file(name, ec)) spec.schedule = name;
   else if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec)) spec.schedule = (dir / name).string();
+  else if (name.ends_with(".csv") && fs::is_regular_file(dir / "schedule.csv", ec))  // a moved CSV: optimize's copy
+    spec.schedule = (dir / "schedule.csv").string();
   else
     throw InputError(
         fmt::format("{}: field 'inputs.schedule': '{}' is neither a schedule name nor a readable schedule "
@@ -257,7 +259,13 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   std::optional<Profile> profile;
   std::string profile_note;
   std::optional<Dag> problem_dag;
-  if (const auto p = resolve_profile(profile_given, dir)) {
+  // The profile: --profile, else the copy optimize stored in the folder (the profile as
+  // planned), else summary.json's inputs.profile (folders written before the copy existed).
+  std::optional<std::string> profile_file;
+  if (!opt.profile_path.empty()) profile_file = resolve_profile(opt.profile_path, dir);
+  else if (fs::is_regular_file(dir / "profile.csv", ec)) profile_file = (dir / "profile.csv").string();
+  else profile_file = resolve_profile(profile_given, dir);
+  if (const auto& p = profile_file) {
     ProblemSpec spec;
     spec.backward_input_fraction =
         in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
@@ -269,9 +277,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     throw InputError("profile_path", fmt::format("{}: cannot read the file", opt.profile_path));
   } else {
     profile_note = fmt::format(
-        "The profile {} was not found, so boxes are coloured by SM frequency instead of power "
-        "(pass --profile to show power).",
+        "The profile {} was not found (the folder holds no profile.csv, and the path is relative to where optimize "
+        "ran), so boxes are coloured by SM frequency instead of power (pass --profile to show power).",
         profile_given);
+    if (opt.on_warning) opt.on_warning(profile_note);
   }
   const Dag dag = problem_dag ? std::move(*problem_dag) : Dag::build(schedule);
 

@@ -306,7 +306,7 @@ TEST_F(OptimizeJob, ThreadsDoNotChangeTheOutput) {
     EXPECT_EQ(read_all(e.path()), read_all(four.out_dir / rel)) << rel;
     ++files;
   }
-  EXPECT_EQ(files, 2 * s1.plans_written + 2);  // JSON + Zeus per plan, frontier.csv, schedule.csv
+  EXPECT_EQ(files, 2 * s1.plans_written + 3);  // JSON + Zeus per plan, frontier.csv, schedule.csv, profile.csv
   auto bad = one;
   bad.threads = -1;
   EXPECT_THROW(run_optimize(bad), InputError);

@@ -137,18 +137,53 @@ TEST(Report, PlanPointsMatchFrontierCsvRows) {
   EXPECT_EQ(n, plans);
 }
 
+// The folder stores the profile as planned (profile.csv): the report keeps power colours when
+// the input profile moved (issue 22). Without the copy and the input: frequency, a note and a warning.
 TEST(Report, WithoutTheProfileBoxesShowFrequency) {
   Job job;
   fs::rename(job.profile, job.profile + ".moved");
-  const std::string html = slurp(write_report(job.out));
-  EXPECT_NE(html.find("was not found, so boxes are coloured by SM frequency"), std::string::npos);
+  std::vector<std::string> warnings;
+  ReportOptions warn;
+  warn.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  EXPECT_NE(slurp(write_report(job.out, warn)).find("average power (W)"), std::string::npos);
+  EXPECT_TRUE(warnings.empty());
+  fs::remove(fs::path(job.out) / "profile.csv");  // a folder written before the copy existed
+  const std::string html = slurp(write_report(job.out, warn));
+  EXPECT_NE(html.find("was not found (the folder holds no profile.csv, and the path is relative to where optimize "
+                      "ran), so boxes are coloured by SM frequency"),
+            std::string::npos);
   EXPECT_NE(html.find("SM frequency (MHz)"), std::string::npos);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("coloured by SM frequency"), std::string::npos);
   // --profile brings power back.
   ReportOptions opt;
   opt.profile_path = job.profile + ".moved";
   EXPECT_NE(slurp(write_report(job.out, opt)).find("average power (W)"), std::string::npos);
   opt.profile_path = job.profile + ".nope";
   EXPECT_NE(report_error(job.out, opt).find("profile_path " + opt.profile_path + ": cannot read"), std::string::npos);
+}
+
+// The user trial: optimize with a relative profile path, report run from another folder.
+TEST(ReportCli, ReportFromAnotherFolderKeepsPowerColours) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "work");
+  fs::copy_file(testing::test_data("cases/llama_a100_4st.csv"), tmp.path() / "work" / "llama.csv");
+  const std::string bin = PERSEUS_BINARY;
+  // Relative profile and schedule CSV paths: the report finds the folder's copies.
+  const std::string cmd = "cd " + (tmp.path() / "work").string() + " && " + bin +
+                          " schedule --stages 4 --microbatches 8 --out s.csv > /dev/null && " + bin +
+                          " optimize --quiet --profile llama.csv --schedule s.csv --p2p-power 75 "
+                          "--out ../out > /dev/null && cd / && " + bin + " report " + (tmp.path() / "out").string() +
+                          " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  const std::string html = slurp(tmp.path() / "out" / "report.html");
+  EXPECT_NE(html.find("average power (W)"), std::string::npos);
+  EXPECT_EQ(html.find("coloured by SM frequency"), std::string::npos);
 }
 
 TEST(ReportErrors, BadFolderAndSummary) {
