@@ -47,7 +47,8 @@ void register_emulate(CLI::App& app) {
       ->delimiter(',')
       ->check(number_in(1, 100));
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--out", *out, "Output folder: emulation.csv is written there atomically")->required();
+  cmd->add_option("--out", *out, "Output folder: emulation.csv and emulation.json are written there atomically")
+      ->required();
   cmd->callback([cfg, out, pipes, batch] {
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");
@@ -61,18 +62,24 @@ void register_emulate(CLI::App& app) {
     }
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
-    fmt::print("{} pipelines x {} GPUs (TP {}), T_min = {:.4f} s, Perseus frontier {} plans ({:.3f} s)\n",
-               res.num_pipelines, cfg->num_ranks * cfg->tp_degree, cfg->tp_degree, res.t_min_s, res.frontier_size,
-               res.solve_time_s);
+    fmt::print("{} pipelines x {} GPUs ({} stages x TP {}), time scale {} (times and energies below are scaled), "
+               "T_min = {:.4f} s ({:.4f} s unscaled), Perseus frontier {} plans ({:.3f} s)\n",
+               res.num_pipelines, cfg->num_ranks * cfg->tp_degree, cfg->num_ranks, cfg->tp_degree, cfg->time_scale,
+               res.t_min_s, res.t_min_s / cfg->time_scale, res.frontier_size, res.solve_time_s);
     fmt::print("{:<15} {:>8} {:>11} {:>10} {:>16} {:>10} {:>10} {:>10} {:>10}\n", "method", "slowdown", "iter_time_s",
                "chosen_s", "cluster_energy_J", "pipe_sav%", "intr_sav%", "extr_sav%", "total_sav%");
     for (const EmulationRow& r : res.rows) {
-      fmt::print("{:<15} {:>8.3f} {:>11.3f} {:>10.3f} {:>16.1f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}\n", r.method,
+      // A method whose plan is slower than the straggler makes the whole cluster slower: say so.
+      const std::string slows =
+          r.iteration_time_s > r.straggler_time_s * (1 + 1e-9)
+              ? fmt::format("  <- slows the cluster by {:.2f}%", 100 * (r.iteration_time_s / r.straggler_time_s - 1))
+              : "";
+      fmt::print("{:<15} {:>8.3f} {:>11.3f} {:>10.3f} {:>16.1f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}{}\n", r.method,
                  r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j, r.pipeline_saving_pct,
-                 r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
+                 r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct, slows);
     }
-    write_emulation_csv(res.rows, *out);
-    fmt::print("wrote {}/emulation.csv\n", *out);
+    write_emulation_outputs(res, *cfg, *out);
+    fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", *out);
   });
 }
 

@@ -117,6 +117,16 @@ EmulationResult run_emulation(const EmulationConfig& config);
 /// The emulation CSV (one writer): the header below and one line per row.
 std::string emulation_csv_text(const std::vector<EmulationRow>& rows);
 
+/// The emulation's shape and scaling as JSON text (what a reader of emulation.csv needs to
+/// interpret its scaled numbers): {"pipelines", "stages", "microbatches", "tp", "time_scale",
+/// "p2p_power_w", "unit_time_s", "t_min_s" (Perseus T_min, scaled s), "t_min_unscaled_s",
+/// "profile"}.
+std::string emulation_json_text(const EmulationResult& result, const EmulationConfig& config);
+
+/// Writes `<out_dir>/emulation.csv` (write_emulation_csv()) and `<out_dir>/emulation.json`
+/// (emulation_json_text()), each atomically. Throws InputError when they cannot be written.
+void write_emulation_outputs(const EmulationResult& result, const EmulationConfig& config, const std::string& out_dir);
+
 /// Writes `<out_dir>/emulation.csv` with the header
 /// method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct
 /// through a temporary file renamed into place (the folder is created if needed).

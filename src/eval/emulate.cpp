@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
@@ -262,7 +263,9 @@ std::string emulation_csv_text(const std::vector<EmulationRow>& rows) {
   return csv;
 }
 
-void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
+namespace {
+
+fs::path emulation_folder(const std::string& out_dir) {
   if (out_dir.empty()) throw InputError("out_dir", "is required: give an output folder");
   std::error_code ec;
   const fs::path dir = fs::absolute(out_dir).lexically_normal();
@@ -270,7 +273,30 @@ void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::strin
   if (ec || !fs::is_directory(dir)) {
     throw InputError("out_dir", fmt::format("{}: cannot create the output folder{}", out_dir, ec ? ": " + ec.message() : ""));
   }
-  write_file_atomically(dir / "emulation.csv", emulation_csv_text(rows));
+  return dir;
+}
+
+}  // namespace
+
+void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
+  write_file_atomically(emulation_folder(out_dir) / "emulation.csv", emulation_csv_text(rows));
+}
+
+std::string emulation_json_text(const EmulationResult& res, const EmulationConfig& cfg) {
+  const nlohmann::ordered_json j = {
+      {"pipelines", res.num_pipelines},   {"stages", cfg.num_ranks},
+      {"microbatches", cfg.microbatches}, {"tp", cfg.tp_degree},
+      {"time_scale", cfg.time_scale},     {"p2p_power_w", cfg.p_block_w},
+      {"unit_time_s", cfg.unit_time_s},   {"t_min_s", res.t_min_s},
+      {"t_min_unscaled_s", res.t_min_s / cfg.time_scale}, {"profile", cfg.profile_path},
+  };
+  return j.dump(2) + "\n";
+}
+
+void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir) {
+  const fs::path dir = emulation_folder(out_dir);
+  write_file_atomically(dir / "emulation.json", emulation_json_text(res, cfg));
+  write_file_atomically(dir / "emulation.csv", emulation_csv_text(res.rows));  // last: the reader's cue
 }
 
 }  // namespace perseus

@@ -211,6 +211,55 @@ std::string html_table(const render_detail::CsvTable& t) {
   return s + "</tbody></table>\n";
 }
 
+/// The Emulation section: the cluster's shape and scaling (emulation.json), the table of
+/// emulation.csv, and a note on every row whose plan is slower than the straggler
+/// (chosen_time_s > slowdown × T_min): that method makes the whole cluster slower.
+std::string emulation_section(const fs::path& csv_path, const fs::path& json_path) {
+  std::string h = "<h2>Emulation: energy savings at scale</h2>\n";
+  render_detail::CsvTable t = render_detail::read_csv_table(csv_path.string());
+  std::optional<double> t_min_s;
+  std::error_code ec;
+  if (fs::exists(json_path, ec)) {
+    const std::string js = json_path.string();
+    const json e = read_json(json_path, "emulation");
+    const long pipelines = integer(e, js, "", "pipelines"), stages = integer(e, js, "", "stages");
+    const long tp = integer(e, js, "", "tp");
+    const double scale = number(e, js, "", "time_scale");
+    t_min_s = number(e, js, "", "t_min_s");
+    h += fmt::format(
+        "<p class=\"note\">From emulation.csv (perseus emulate): {} data-parallel pipelines (one of them the "
+        "straggler) of {} stages × TP {} = {} GPUs each, {} GPUs in all; time scale {}. Times and energies in this "
+        "table are of that scaled cluster (T_min = {:.4f} s here is {:.4f} s unscaled), not of the one pipeline "
+        "in the Summary above. Savings in % do not depend on the scaling.</p>\n",
+        pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, *t_min_s, *t_min_s / scale);
+  } else {
+    h += "<p class=\"note\">From emulation.csv (perseus emulate): cluster energy and savings of each method for the "
+         "given straggler slowdown. Times and energies are scaled as the emulation ran; its time scale, TP and "
+         "pipeline count are not known (emulation.json, written by perseus emulate, is missing).</p>\n";
+  }
+  const int c_slow = t.column({"slowdown"}), c_chosen = t.column({"chosen_time_s"});
+  if (t_min_s && c_slow >= 0 && c_chosen >= 0) {
+    t.header.push_back("note");
+    int flagged = 0;
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      const double straggler_s = render_detail::csv_number(t, i, c_slow) * *t_min_s;
+      const double chosen_s = render_detail::csv_number(t, i, c_chosen);
+      std::string note;
+      if (chosen_s > straggler_s + 1e-6 * std::max(1.0, straggler_s)) {  // emulation.csv prints 6 decimals
+        note = fmt::format("slows the cluster by {:.2f}%", 100 * (chosen_s / straggler_s - 1));
+        ++flagged;
+      }
+      t.rows[i].push_back(note);
+    }
+    if (flagged > 0) {
+      h += "<p class=\"note\">A row noted \"slows the cluster\" runs a plan slower than the straggler (slowdown × "
+           "T_min): every pipeline, the straggler included, then waits for it, so that method's cluster is slower "
+           "than Perseus's and its energy is compared at a longer iteration time.</p>\n";
+    }
+  }
+  return h + html_table(t);
+}
+
 constexpr const char* kCss =
     "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px 32px;color:#111;background:#fff;"
     "max-width:1500px}"
@@ -415,12 +464,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<div>" + render_frequency_histogram_svg(dag, green, ho) + "</div>\n</div>\n";
 
   const fs::path emu = dir / "emulation.csv";
-  if (fs::exists(emu, ec)) {
-    h += "<h2>Emulation: energy savings at scale</h2>\n";
-    h += "<p class=\"note\">From emulation.csv (perseus emulate): cluster energy and savings of each method for "
-         "the given straggler slowdown.</p>\n";
-    h += html_table(render_detail::read_csv_table(emu.string()));
-  }
+  if (fs::exists(emu, ec)) h += emulation_section(emu, dir / "emulation.json");
   h += "<p class=\"note\">Written by perseus report from summary.json, frontier.csv and plans/ in this folder.</p>\n";
   h += "</body>\n</html>\n";
 

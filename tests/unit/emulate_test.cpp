@@ -163,6 +163,20 @@ TEST(EmulateCli, WritesCsvAndTable) {
       &rc);
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("zeus_per_stage"), std::string::npos) << text;
+  // The shape and scaling are stated; a baseline slower than the straggler at slowdown 1 is flagged.
+  EXPECT_NE(text.find("4 pipelines x 8 GPUs (8 stages x TP 1), time scale 1 (times and energies below are scaled)"),
+            std::string::npos)
+      << text;
+  const auto zps = text.find("zeus_per_stage     1.000");
+  ASSERT_NE(zps, std::string::npos) << text;
+  EXPECT_NE(text.substr(zps, text.find('\n', zps) - zps).find("<- slows the cluster by "), std::string::npos) << text;
+  const auto per = text.find("perseus            1.000");
+  ASSERT_NE(per, std::string::npos) << text;
+  EXPECT_EQ(text.substr(per, text.find('\n', per) - per).find("slows"), std::string::npos) << text;
+  std::ifstream js(dir + "/emulation.json");
+  const std::string json_text(std::istreambuf_iterator<char>(js), {});
+  EXPECT_NE(json_text.find("\"pipelines\": 4"), std::string::npos) << json_text;
+  EXPECT_NE(json_text.find("\"time_scale\": 1.0"), std::string::npos) << json_text;
   std::ifstream in(dir + "/emulation.csv");
   std::string header;
   std::getline(in, header);

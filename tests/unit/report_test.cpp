@@ -72,7 +72,9 @@ TEST(Report, SelfContainedPageWithAllSections) {
   Job job;
   std::ofstream(fs::path(job.out) / "emulation.csv")
       << "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n"
-         "Perseus,1.2,0.95,123456.7,10.123,5.5,15.62\nEnvPipe,1.2,0.80,130000,8,0,8\n";
+         "Perseus,1.2,0.95,123456.7,10.123,5.5,15.62\nEnvPipe,1.2,0.80,130000,8,0,8\nZeus,1.0,0.85,130000,8,0,8\n";
+  std::ofstream(fs::path(job.out) / "emulation.json")
+      << R"({"pipelines": 4, "stages": 2, "microbatches": 3, "tp": 8, "time_scale": 10.0, "t_min_s": 0.8})";
   const auto points = job.tmp.write("points.csv", "name,time_s,energy_j\nZeusGlobal,1.0,250\n");
   ReportOptions opt;
   opt.write_svgs = true;
@@ -108,6 +110,13 @@ TEST(Report, SelfContainedPageWithAllSections) {
   EXPECT_NE(html.find("<th>total_saving_pct</th>"), std::string::npos);
   EXPECT_NE(html.find("<td>15.62</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>123456.7</td>"), std::string::npos);
+  // Emulation: shape and scaling stated; the row slower than its straggler (0.85 s > 1.0 × 0.8 s) flagged.
+  EXPECT_NE(html.find("4 data-parallel pipelines (one of them the straggler) of 2 stages × TP 8 = 16 GPUs each, 64 "
+                      "GPUs in all; time scale 10."),
+            std::string::npos);
+  EXPECT_NE(html.find("(T_min = 0.8000 s here is 0.0800 s unscaled)"), std::string::npos);
+  EXPECT_EQ(count(html, "<td>slows the cluster by 6.25%</td>"), 1u);
+  EXPECT_EQ(count(html, "slows the cluster by"), 1u);
   EXPECT_NE(html.find("ZeusGlobal"), std::string::npos);
   EXPECT_NE(html.find("reference: ref.csv"), std::string::npos);
   for (const char* f : {"frontier.svg", "timeline_fastest.svg", "timeline_lowest_energy.svg"}) {
