@@ -431,7 +431,12 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   if (sum.contains("num_steps")) kv("graph-cut steps", std::to_string(integer(sum, ss, "", "num_steps")));
   if (sum.contains("solve_time_s")) kv("solve time (s)", fmt::format("{:.3f}", number(sum, ss, "", "solve_time_s")));
   h += "</tbody></table>\n<table class=\"kv\"><tbody>\n";
-  for (const auto& [k, v] : in.items()) kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.dump());
+  for (const auto& [k, v] : in.items()) {
+    // Inputs that did not apply to this schedule are left out (they would suggest they did).
+    if (k == "backward_input_fraction" && !schedule.split_backward) continue;
+    if (k == "chunks" && dag.num_stages() == dag.num_ranks()) continue;
+    kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.dump());
+  }
   h += "</tbody></table></div>\n";
 
   h += "<h2>Iteration time–energy frontier</h2>\n";
@@ -445,10 +450,11 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Pipeline timelines</h2>\n";
   h += fmt::format(
       "<p class=\"note\">One row per GPU; box colour = {}; background = idle/blocking time{}; red "
-      "outline = one critical path. Labels F3/B3 = forward/backward of microbatch 3 (0-based), dropped "
+      "outline = one critical path. Labels F3/B3 = forward/backward of microbatch 3 (0-based){}, dropped "
       "when they do not fit. Hover a box for its frequency, time and power.</p>\n",
       profile ? "average power of the computation (energy/time)" : "SM frequency",
-      profile ? " drawn at P_block on the same scale" : "");
+      profile ? " drawn at P_block on the same scale" : "",
+      dag.num_stages() > dag.num_ranks() ? "; F3c1 = in the GPU's model chunk 1 (its stages in increasing order)" : "");
   if (!profile_note.empty()) h += "<p class=\"note\">" + xml_escape(profile_note) + "</p>\n";
   const std::string fast_svg = render_timeline_svg(dag, fast, to_fast);
   const std::string green_svg = render_timeline_svg(dag, green, to_green);

@@ -110,6 +110,10 @@ TEST(Report, SelfContainedPageWithAllSections) {
   EXPECT_NE(html.find("<th>total_saving_pct</th>"), std::string::npos);
   EXPECT_NE(html.find("<td>15.62</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>123456.7</td>"), std::string::npos);
+  // Inputs that did not apply to 1F1B are not listed.
+  EXPECT_NE(html.find("<td>inputs.microbatches</td>"), std::string::npos);
+  EXPECT_EQ(html.find("inputs.backward_input_fraction"), std::string::npos);
+  EXPECT_EQ(html.find("inputs.chunks"), std::string::npos);
   // Emulation: shape and scaling stated; the row slower than its straggler (0.85 s > 1.0 × 0.8 s) flagged.
   EXPECT_NE(html.find("4 data-parallel pipelines (one of them the straggler) of 2 stages × TP 8 = 16 GPUs each, 64 "
                       "GPUs in all; time scale 10."),
