@@ -134,6 +134,8 @@ int main(int argc, char** argv) {
   }
   const std::string job = json::parse(c->body)["job_id"];
   const std::string base = "/v1/jobs/" + job;
+  // The ranks use the job's own token, as real trainers do (docs/http-api.md, "Authority").
+  const httplib::Headers rank_headers = {{"Authorization", "Bearer " + json::parse(c->body)["job_token"].get<std::string>()}};
   for (int i = 0; i < 6000; ++i) {  // wait for planning (<= 60 s)
     auto g = cli.Get(base.c_str());
     if (g && g->status == 200 && json::parse(g->body)["status"] == "ready") break;
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
               a.pp, a.microbatches, a.connections);
 
   std::vector<Stats> stats;
-  double wall = run_phase(a, h, stats, [&](httplib::Client& cl, int t, Stats& st) {
+  double wall = run_phase(a, rank_headers, stats, [&](httplib::Client& cl, int t, Stats& st) {
     for (int r = t; r < a.ranks; r += a.connections) {
       json rb = {{"rank", r}, {"dp_rank", r / a.pp}, {"pp_rank", r % a.pp}, {"tp_rank", 0}};
       const auto t0 = Clock::now();
@@ -154,7 +156,7 @@ int main(int argc, char** argv) {
   });
   report("register", stats, wall);
 
-  wall = run_phase(a, h, stats, [&](httplib::Client& cl, int t, Stats& st) {
+  wall = run_phase(a, rank_headers, stats, [&](httplib::Client& cl, int t, Stats& st) {
     for (int round = 0; round < a.rounds; ++round)
       for (int r = t; r < a.ranks; r += a.connections) {
         const std::string path = base + "/ranks/" + std::to_string(r) + "/plan";
@@ -166,7 +168,7 @@ int main(int argc, char** argv) {
   });
   report("fetch", stats, wall);
 
-  wall = run_phase(a, h, stats, [&](httplib::Client& cl, int t, Stats& st) {
+  wall = run_phase(a, rank_headers, stats, [&](httplib::Client& cl, int t, Stats& st) {
     for (int round = 0; round < a.rounds; ++round)
       for (int r = t; r < a.ranks; r += a.connections) {
         const std::string path = base + "/ranks/" + std::to_string(r) + "/plan?since_version=1000000";

@@ -21,7 +21,7 @@ port=$(cat "$tmp/port"); tok=$(cat "$tmp/token"); url="http://127.0.0.1:$port"
 auth=(-H "Authorization: Bearer $tok" -H "Content-Type: application/json")
 python3 - "$root/examples/stage_profile_gpt3-175b_a100_sxm.csv" > "$tmp/job.json" <<'PY'
 import json, sys
-print(json.dumps({"name": "probe", "pp": 8, "dp": 1, "microbatches": 8, "unit_time_s": 0.01,
+print(json.dumps({"name": "probe", "pp": 8, "dp": 1, "microbatches": 8, "unit_time_s": 0.01, "p2p_power_w": 83.64,
                   "profile_csv": open(sys.argv[1]).read()}))
 PY
 job=$(curl -sf "${auth[@]}" --data-binary @"$tmp/job.json" "$url/v1/jobs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')

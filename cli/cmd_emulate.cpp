@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "perseus/emulation_report.hpp"
 #include "option_checks.hpp"
 #include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
@@ -49,7 +50,10 @@ void register_emulate(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   cmd->add_option("--out", *out, "Output folder: emulation.csv and emulation.json are written there atomically")
       ->required();
-  cmd->callback([cfg, out, pipes, batch] {
+  auto report = std::make_shared<bool>(false);
+  cmd->add_flag("--report", *report,
+                "Also write OUT/emulation.html: total and extrinsic saving vs slowdown per method (self-contained HTML)");
+  cmd->callback([cfg, out, pipes, batch, report] {
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");
     }
@@ -80,6 +84,11 @@ void register_emulate(CLI::App& app) {
     }
     write_emulation_outputs(res, *cfg, *out);
     fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", *out);
+    if (*report) {
+      const EmulationReportInputs in{cfg->profile_path, cfg->num_ranks, cfg->microbatches, cfg->tp_degree,
+                                     cfg->time_scale, cfg->p_block_w};
+      fmt::print("wrote {}\n", write_emulation_report(res, in, *out));
+    }
   });
 }
 

@@ -29,6 +29,7 @@
 #include "commands.hpp"
 #include "perseus/error.hpp"
 #include "perseus/runtime/gpu_control.hpp"
+#include "perseus/runtime/gpu_identity.hpp"
 
 extern char** environ;
 
@@ -40,7 +41,10 @@ constexpr int kExitCannotRun = 127;
 
 struct MonitorArgs {
   std::vector<int> devices;
+  std::string backend = "nvml";
   std::string nvml_library;
+  std::string rocm_smi_library;
+  std::string gpud_socket;
   std::string json_path;
   double interval_s = 0.1;
   bool allow_no_gpu = false;
@@ -100,14 +104,27 @@ int monitor(const MonitorArgs& args) {
   std::vector<DeviceMeter> meters;
   std::string no_gpu;
   try {
+    const bool rocm = args.backend == "rocm-smi";
+    const bool gpud = args.backend == "gpud";
     if (devices.empty()) {
-      const int n = runtime::nvml_device_count(args.nvml_library);
-      for (int i = 0; i < n; ++i) devices.push_back(i);
-      if (n == 0) no_gpu = "NVML reports 0 GPUs";
+      if (gpud) {
+        devices = runtime::gpud_allowed_gpus(args.gpud_socket);
+      } else {
+        const int n = rocm ? runtime::rocm_smi_device_count(args.rocm_smi_library)
+                           : runtime::nvml_device_count(args.nvml_library);
+        for (int i = 0; i < n; ++i) devices.push_back(i);
+      }
+      if (devices.empty()) {
+        no_gpu = gpud ? "the gpud helper lets this user use no GPU" : rocm ? "ROCm SMI reports 0 GPUs" : "NVML reports 0 GPUs";
+      }
     }
     for (int d : devices) {
       DeviceMeter m;
-      m.gpu = runtime::make_nvml_gpu(d, args.nvml_library);
+      runtime::GpuSelector sel;
+      sel.nvml_index = d;
+      m.gpu = gpud   ? runtime::make_gpud_gpu(sel, args.gpud_socket)
+              : rocm ? runtime::make_rocm_smi_gpu(d, args.rocm_smi_library)
+                     : runtime::make_nvml_gpu(d, args.nvml_library);
       meters.push_back(std::move(m));
     }
   } catch (const runtime::GpuError& e) {
@@ -115,7 +132,8 @@ int monitor(const MonitorArgs& args) {
     meters.clear();
   }
   if (!no_gpu.empty()) {
-    fmt::print(stderr, "perseus monitor: no NVIDIA GPU can be measured on this machine: {}\n", no_gpu);
+    fmt::print(stderr, "perseus monitor: no {} GPU can be measured on this machine: {}\n",
+               args.backend == "rocm-smi" ? "AMD" : args.backend == "gpud" ? "gpud-served" : "NVIDIA", no_gpu);
     if (!args.allow_no_gpu) {
       fmt::print(stderr, "perseus monitor: command not run (pass --allow-no-gpu to run it and report time only); "
                          "exit status 4\n");
@@ -219,12 +237,20 @@ void register_monitor(CLI::App& app) {
   auto args = std::make_shared<MonitorArgs>();
   CLI::App* cmd = app.add_subcommand(
       "monitor",
-      "Run a command and print its wall time and GPU energy (NVML). Exit status: the command's; 4 if no GPU "
+      "Run a command and print its wall time and GPU energy (NVML or ROCm SMI). Exit status: the command's; 4 if no GPU "
       "can be measured (command not run); 127 if the command cannot be started");
   cmd->add_option("-d,--device", args->devices, "GPU index to measure (repeatable; default: all GPUs)")
       ->allow_extra_args(false);
   cmd->add_option("--nvml-library", args->nvml_library,
                   "NVML library to dlopen (default: $PERSEUS_NVML_LIBRARY or libnvidia-ml.so.1)");
+  cmd->add_option("--backend", args->backend,
+                  "GPU library: nvml (NVIDIA), rocm-smi (AMD) or gpud (readings through the perseus gpud helper)")
+      ->check(CLI::IsMember({"nvml", "rocm-smi", "gpud"}))
+      ->capture_default_str();
+  cmd->add_option("--rocm-smi-library", args->rocm_smi_library,
+                  "ROCm SMI library to dlopen (default: $PERSEUS_ROCM_SMI_LIBRARY or librocm_smi64.so)");
+  cmd->add_option("--gpud-socket", args->gpud_socket,
+                  "gpud backend: the helper's socket (default: $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock)");
   cmd->add_option("--json", args->json_path, "Also write the result as JSON to this file");
   cmd->add_option("--interval", args->interval_s, "Power sampling period, s, for GPUs without an energy counter");
   cmd->add_flag("--allow-no-gpu", args->allow_no_gpu, "Run the command even when no GPU can be measured");

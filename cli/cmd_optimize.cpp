@@ -48,6 +48,16 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--p2p-power", cfg->problem.p_block_w, "P2P blocking power P_block of one GPU, W")
       ->required()
       ->check(number_in(0, 1e5, "W"));
+  cmd->add_option("--p2p-latency", cfg->problem.overheads.p2p_latency_s,
+                  "Blocking P2P send time, s: added to every computation that sends to another GPU (its GPU "
+                  "waits at --p2p-power meanwhile); 0 = computation-only model (docs/validation.md)")
+      ->capture_default_str()
+      ->check(number_in(0, 3600, "s"));
+  cmd->add_option("--op-overhead", cfg->problem.overheads.op_overhead_s,
+                  "Per-computation overhead, s (host dispatch, clock setting): added to every computation; "
+                  "calibrate it with `perseus validate` (docs/validation.md)")
+      ->capture_default_str()
+      ->check(number_in(0, 3600, "s"));
   cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
       ->capture_default_str()
       ->check(number_in(1e-7, 10, "s"));

@@ -108,6 +108,7 @@ struct ServeArgs {
   double max_body_mb = 16;
   std::size_t max_header_kb = 16;
   bool zeus_no_auth = false;
+  double zeus_anonymous_max_mb = 64;
 };
 
 void run_serve(ServeArgs& a) {
@@ -115,6 +116,7 @@ void run_serve(ServeArgs& a) {
   a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan);
   if (!a.zeus_profile.empty()) a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
   a.opt.zeus_require_token = !a.zeus_no_auth;
+  a.opt.zeus_anonymous_max_bytes = static_cast<std::int64_t>(a.zeus_anonymous_max_mb * 1024 * 1024);
   a.opt.max_body_bytes = static_cast<std::size_t>(std::max(0.001, a.max_body_mb) * 1024 * 1024);
   a.opt.max_header_bytes = a.max_header_kb * 1024;
 
@@ -161,8 +163,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port-file", args->port_file, "Write the bound port to this file");
   cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
   cmd->add_option("--token-file", args->token_file,
-                  "File holding the bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
-                  "--db :memory: needs one of the first two)");
+                  "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
+                  "--db :memory: needs one of the first two); each job also gets its own");
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(CLI::Range(1, 256));
@@ -189,7 +191,16 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies");
   cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
   cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W");
-  cmd->add_flag("--zeus-no-auth", args->zeus_no_auth, "Let Zeus routes work without a token (unchanged Zeus clients)");
+  cmd->add_flag("--zeus-no-auth", args->zeus_no_auth,
+                "Let Zeus routes work without a token (unchanged Zeus clients); they reach only Zeus jobs");
+  cmd->add_option("--zeus-no-auth-max-jobs", o.zeus_anonymous_max_jobs, "Live jobs made without a token (quota)")
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--zeus-no-auth-max-ranks", o.zeus_anonymous_max_ranks,
+                  "Ranks (sum of world sizes) of the jobs made without a token (quota)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--zeus-no-auth-max-mb", args->zeus_anonymous_max_mb,
+                  "Measurements the jobs made without a token may store in total, MiB (quota)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_flag("--log-requests", o.log_requests, "Access log on stderr (never bodies or tokens)");
   cmd->callback([args] { run_serve(*args); });
 }

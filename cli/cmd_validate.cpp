@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/error.hpp"
 #include "perseus/validation.hpp"
 
@@ -16,6 +17,7 @@ void register_validate(CLI::App& app) {
   auto dirs = std::make_shared<std::vector<std::string>>();
   auto markdown = std::make_shared<std::string>();
   auto per_plan = std::make_shared<bool>(false);
+  auto p2p_latency = std::make_shared<double>(0.0);
   CLI::App* cmd = app.add_subcommand(
       "validate", "Predict measured real-GPU plans' iteration times with the DAG simulator and report the error");
   cmd->add_option("--real-gpu", *dirs,
@@ -27,15 +29,21 @@ void register_validate(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--markdown", *markdown, "Also write the summary table to this Markdown file");
   cmd->add_flag("--per-plan", *per_plan, "Print every plan's measured and predicted time");
-  cmd->callback([dirs, markdown, per_plan] {
+  cmd->add_option("--p2p-latency", *p2p_latency,
+                  "Blocking P2P send time, s, in the overhead model (as `perseus optimize --p2p-latency`); the "
+                  "per-computation overhead is calibrated on top of it")
+      ->capture_default_str()
+      ->check(number_in(0, 3600, "s"));
+  cmd->callback([dirs, markdown, per_plan, p2p_latency] {
     std::vector<RealGpuValidation> results;
-    for (const auto& d : *dirs) results.push_back(validate_real_gpu(d));
+    for (const auto& d : *dirs) results.push_back(validate_real_gpu(d, {}, *p2p_latency));
     if (*per_plan) {
-      fmt::print("workload,plan,all_max,measured_s,dag_s,predicted_s,error_pct\n");
+      fmt::print("workload,plan,all_max,measured_s,dag_s,predicted_s,error_pct,model_s,model_error_pct\n");
       for (const auto& r : results) {
         for (const auto& p : r.plans) {
-          fmt::print("{},{},{},{:.6f},{:.6f},{:.6f},{:.3f}\n", r.workload, p.plan, p.all_max ? 1 : 0,
-                     p.measured_time_s, p.dag_time_s, p.predicted_time_s, p.error_pct);
+          fmt::print("{},{},{},{:.6f},{:.6f},{:.6f},{:.3f},{:.6f},{:.3f}\n", r.workload, p.plan, p.all_max ? 1 : 0,
+                     p.measured_time_s, p.dag_time_s, p.predicted_time_s, p.error_pct, p.model_time_s,
+                     p.model_error_pct);
         }
       }
     }

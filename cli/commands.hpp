@@ -18,5 +18,8 @@ void register_serve(CLI::App& app);
 #ifdef HAVE_PERSEUS_CLIENT
 void register_monitor(CLI::App& app);
 #endif
+#ifdef HAVE_PERSEUS_GPUD
+void register_gpud(CLI::App& app);
+#endif
 
 }  // namespace perseus::cli

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
 #ifdef HAVE_PERSEUS_CLIENT
   perseus::cli::register_monitor(app);
 #endif
+#ifdef HAVE_PERSEUS_GPUD
+  perseus::cli::register_gpud(app);
+#endif
   // `perseus frobnicate --help` would print the general help and exit 0: name the command first.
   if (const auto unknown = perseus::cli::unknown_subcommand_message(app, argc, argv)) {
     fmt::print(stderr, "perseus: error: {}\n", *unknown);

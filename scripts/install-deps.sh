@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev libboost-graph-dev
   libcpp-httplib-dev libmicrohttpd-dev libsqlite3-dev libssl-dev
   coinor-libclp-dev
+  librocm-smi-dev
 )
 case "$WHAT" in
   run) PERSEUS_WITH_BROWSER=0 ;;

@@ -43,7 +43,7 @@ struct PlannerOptions {
   int local_search_moves = 0;
   /// Optional progress callback: (current T in units, T_max in units, T_min in units).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
-  /// Optional cancellation check, called once per graph-cut step: when it returns true the
+  /// Optional cancellation check, called once per graph-cut step and once per LP solve: when it returns true the
   /// solve stops and throws PlanningCancelled (the server: job deleted, shutdown, time budget).
   std::function<bool()> cancelled;
 };

@@ -1,5 +1,5 @@
-// Plan files: the one writer (and reader) of plan JSON (plans/plan_NNNNN.json) and the one
-// writer of Zeus plan files (plans/freqs_pipeline_NNNNN.py).
+// Plan JSON files (plans/plan_NNNNN.json): the one writer and the one reader. Zeus plan files
+// (plans/freqs_pipeline_NNNNN.py) are in zeus_plan_file.hpp.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +16,6 @@ namespace perseus {
 
 /// "plan_NNNNN.json" (index zero-padded to 5 digits).
 std::string plan_json_file_name(std::size_t index);
-/// "freqs_pipeline_NNNNN.py".
-std::string zeus_plan_file_name(std::size_t index);
-
 /// A plan as JSON: {"plan": index (null when absent), "time_s", "energy_j",
 /// "compute_energy_j", "blocking_energy_j", "ranks": [{"rank", "instructions":
 /// [{"instruction", "stage", "microbatch", "frequency_mhz", "start_s", "end_s"}]}]}, each
@@ -28,11 +25,6 @@ nlohmann::json plan_json(const Dag& dag, const FrequencyPlan& plan, std::optiona
 /// The text of plan_NNNNN.json: plan_json() dumped with indent 1 and a final newline.
 std::string plan_json_text(const Dag& dag, const FrequencyPlan& plan, std::size_t index);
 
-/// The text of a Zeus PFO plan file: a Python list literal with one list per rank of
-/// `("instruction", MHz)` tuples in execution order, then a comment with index, T and E.
-/// Read back with parse_plan_frequencies() (the server accepts it in "zeus_plans").
-std::string zeus_plan_text(const Dag& dag, const FrequencyPlan& plan, std::size_t index);
-
 /// Per-op frequencies (MHz, indexed by DAG op id) of a plan in JSON, the one plan reader.
 /// Accepts both forms: a plan file (plan_json(): "ranks" is a list of {"rank",
 /// "instructions": [...]}) and the compact form of the server's "plans" jobs ("ranks" is a
@@ -40,8 +32,11 @@ std::string zeus_plan_text(const Dag& dag, const FrequencyPlan& plan, std::size_
 /// (a positive integer); with "instruction" and "microbatch" (and "stage", else the rank's
 /// own stage for one chunk) it names its computation, without them it is the rank's next
 /// computation in execution order. Every computation must appear exactly once, on its rank.
-/// `where` prefixes error messages (e.g. "plans[3]" or a file name).
+/// `where` prefixes error messages (e.g. "plans[3]" or a file name). When `durations_s` is
+/// given, every entry must also carry "start_s" and "end_s" (s, end_s > start_s, as plan files
+/// do) and durations_s receives end_s − start_s per op id (s; size dag.num_ops()).
 /// Throws InputError naming the entry and what was expected.
-std::vector<int> plan_frequencies_from_json(const nlohmann::json& plan, const Dag& dag, const std::string& where);
+std::vector<int> plan_frequencies_from_json(const nlohmann::json& plan, const Dag& dag, const std::string& where,
+                                            std::vector<double>* durations_s = nullptr);
 
 }  // namespace perseus

@@ -9,6 +9,7 @@
 #include "perseus/dag.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/schedule.hpp"
+#include "perseus/timeline_overheads.hpp"
 
 namespace perseus {
 
@@ -24,6 +25,9 @@ struct ProblemSpec {
   /// on a profile without backward_input/backward_weight rows (split_backward_profile()).
   double backward_input_fraction = 0.5;
   double p_block_w = 0;    ///< P2P blocking power P_block of one GPU, W (finite, >= 0).
+  /// Blocking P2P sends and per-computation overheads added to the computations' durations
+  /// (add_timeline_overheads()); all 0 (the default) = the computation-only model.
+  TimelineOverheads overheads;
 };
 
 /// A problem ready to plan: the schedule, its DAG and a profile with one stage per
@@ -49,8 +53,10 @@ Schedule resolve_schedule(const ProblemSpec& spec);
 /// Builds the problem: resolve_schedule(), the DAG, and `profile` fitted to the schedule
 /// (fit_profile_to_schedule(): a per-GPU profile of a chunked schedule is split over the
 /// chunks, a split-backward schedule without I/W rows gets its backward split — both
-/// listed in Problem::approximations). Throws InputError on bad sizes, a bad P_block
-/// (field "p_block_w") or a profile that fits neither the stages nor the ranks.
+/// listed in Problem::approximations), then spec.overheads added (add_timeline_overheads();
+/// nothing changes when they are 0). Throws InputError on bad sizes, a bad P_block (field
+/// "p_block_w"), bad overheads (field "p2p_latency_s"/"op_overhead_s") or a profile that fits
+/// neither the stages nor the ranks.
 Problem make_problem(const ProblemSpec& spec, Profile profile);
 
 /// make_problem() for a schedule the caller resolved already (e.g. `perseus report`, which

@@ -56,13 +56,18 @@ class Profile {
 };
 
 /// Reads a profile CSV with header columns stage,instruction,frequency,time,energy (any
-/// order; extra columns such as rank,dp_rank,pp_rank,tp_rank are ignored; quoted fields
-/// are not supported). instruction is forward, backward, backward_input or backward_weight.
+/// order; extra columns such as rank,pp_rank are ignored; quoted fields are not supported).
+/// instruction is forward, backward, backward_input or backward_weight.
 /// Units: frequency MHz (integer), time s, energy J, of ONE microbatch on ONE GPU.
+/// 3D jobs: with a dp_rank and/or tp_rank column, the file may hold one row per GPU; the rows
+/// of one (stage, instruction, frequency) merge into one point with the slowest GPU's time
+/// (one clock per stage across its TP GPUs and DP replicas; docs/validation.md "3D runs") and
+/// the mean energy (still one GPU's).
 /// expected_stages: when set, the profile must have exactly that many stages.
 /// Throws InputError naming file, line and field on: unreadable file, missing column,
 /// non-numeric/NaN/inf value, time <= 0, energy < 0, frequency <= 0, unknown instruction,
-/// duplicate (stage, instruction, frequency), a stage without forward or backward rows
+/// negative dp_rank/tp_rank, duplicate (stage, instruction, frequency[, dp_rank, tp_rank]),
+/// a stage without forward or backward rows
 /// (a split backward_input + backward_weight pair counts as backward), gaps in stage ids,
 /// fewer/more stages than expected_stages.
 Profile load_profile_csv(const std::string& path, std::optional<int> expected_stages = std::nullopt);

@@ -103,13 +103,24 @@ struct PlotPoint {
   double energy_j = 0;
 };
 
+/// A named set of points drawn with one marker and colour (e.g. a baseline's candidate plans).
+struct PlotSeries {
+  std::string label;              ///< Legend text.
+  std::vector<PlotPoint> points;  ///< Each point's label goes into its tooltip.
+};
+
 /// What render_frontier_svg() draws. Energies of all series must be in the same accounting
 /// (e.g. one pipeline, raw profile units) for the picture to be meaningful.
 struct FrontierPlotData {
   std::vector<PlotPoint> frontier;   ///< Our frontier, drawn as a line (sorted by time).
   std::vector<PlotPoint> plans;      ///< Plans written to disk: dots with tooltips.
+  std::string plans_label = "plans written";  ///< Legend text of the dots.
+  /// Certified lower bound LB(T) on the energy of any plan with iteration time <= T (J),
+  /// drawn as a dotted line under the frontier; empty: not drawn.
+  std::vector<PlotPoint> lower_bound;
   std::optional<PlotPoint> all_max;  ///< The all-max-frequency baseline: a square.
-  std::vector<PlotPoint> baselines;  ///< Other named points (ZeusGlobal, EnvPipe, ...).
+  std::vector<PlotPoint> baselines;  ///< Other named points (ZeusGlobal, EnvPipe, ...): diamonds.
+  std::vector<PlotSeries> candidates;  ///< Baselines' candidate plans: one marker colour per series.
   std::vector<PlotPoint> reference;  ///< Optional reference frontier: a dashed line.
   std::string reference_label = "reference";
 };

@@ -81,10 +81,12 @@ class API:
                    chunks=1, p2p_power_w=None, unit_time_s=1e-3, name="", **extra):
         """POST /v1/jobs. pp: GPUs per pipeline; dp: pipelines; tp: tensor-parallel degree;
         microbatches per iteration; profile_csv: profile CSV *text* (the server solves the
-        frontier in the background; ranks run the all-max plan meanwhile); or plans: a
+        frontier in the background; ranks run the quick T_min plan meanwhile); or plans: a
         precomputed frontier. p2p_power_w in W (required, as the CLI's --p2p-power: raises
         ValueError when missing), unit_time_s in s. Extra keys are sent as given.
-        Returns the answer: {'job_id', 'status', 'world_size', 'num_ops', 'num_plans', ...}."""
+        Returns the answer: {'job_id', 'job_token', 'status', 'world_size', 'num_ops', 'num_plans', ...};
+        'job_token' is the job's own bearer token (shown only here): give it to the job's ranks,
+        it reaches only this job (creating, listing and deleting jobs need the admin token)."""
         if p2p_power_w is None:
             raise ValueError("p2p_power_w is required: the power of a GPU blocked on P2P communication, W "
                              "(P_block, as `perseus optimize --p2p-power`)")

@@ -97,7 +97,8 @@ class PipelineRuntime:
     pp_rank: stage; tp_rank: tensor-parallel rank; rank: global rank (default
     ``dist.get_rank()``). device: the rank's torch device (its UUID, else its CUDA index through
     CUDA_VISIBLE_DEVICES -> NVML device; the client refuses when it cannot be sure; CPU -> no
-    synchronisation). backend: "nvml", "simulated" (pass profile_path=...) or "dry-run".
+    synchronisation). backend: "nvml", "rocm-smi", "gpud" (pass gpud_socket_path=... or set
+    $PERSEUS_GPUD_SOCKET), "simulated" (pass profile_path=...) or "dry-run".
     strict: raise PlanMismatchError when the loop's instruction order differs from the
     plan (False: warn once; that step then runs without clock changes). sync: "auto",
     "always" or "never" (see the module doc). simulate_compute: with the simulated

@@ -58,7 +58,7 @@ class PyClient {
   struct Options {
     std::string server_url, job_id, backend = "nvml";
     std::optional<std::string> token, nvml_library_path, profile_path, dry_run_log_path, freq_log_path, watchdog_path;
-    std::optional<std::string> device_uuid, device_pci_bus_id;
+    std::optional<std::string> device_uuid, device_pci_bus_id, gpud_socket_path, rocm_smi_library_path;
     int rank = 0, dp_rank = 0, pp_rank = 0, tp_rank = 0, device_index = 0;
     double sim_time_scale = 1.0, sim_blocking_power_w = 0.0, request_timeout_s = 5.0, startup_timeout_s = 10.0;
     double plan_poll_interval_s = 1.0;
@@ -82,6 +82,8 @@ class PyClient {
     cfg.device_pci_bus_id = o.device_pci_bus_id ? o.device_pci_bus_id->c_str() : nullptr;
     cfg.backend = o.backend.c_str();
     cfg.nvml_library_path = o.nvml_library_path ? o.nvml_library_path->c_str() : nullptr;
+    cfg.gpud_socket_path = o.gpud_socket_path ? o.gpud_socket_path->c_str() : nullptr;
+    cfg.rocm_smi_library_path = o.rocm_smi_library_path ? o.rocm_smi_library_path->c_str() : nullptr;
     cfg.profile_path = o.profile_path ? o.profile_path->c_str() : nullptr;
     cfg.sim_time_scale = o.sim_time_scale;
     cfg.sim_blocking_power_w = o.sim_blocking_power_w;
@@ -193,8 +195,11 @@ Arguments: server_url "http://host:port"; job_id from POST /v1/jobs; rank (globa
 dp_rank (pipeline id), pp_rank (stage), tp_rank; token (bearer) or None; device_index (the
 CUDA device ordinal, cuda:N, mapped to the NVML device through CUDA_VISIBLE_DEVICES);
 device_uuid ("GPU-...", e.g. torch.cuda.get_device_properties(i).uuid) or device_pci_bus_id
-("0000:41:00.0") name the GPU exactly and win over device_index; backend "nvml", "simulated" (profile_path required: the GPU runs stage
-pp_rank; sim_time_scale real s per simulated s; sim_blocking_power_w W) or "dry-run";
+("0000:41:00.0") name the GPU exactly and win over device_index; backend "nvml", "rocm-smi" (AMD; device_index is
+ROCm SMI's index; rocm_smi_library_path), "gpud" (clocks through the privileged `perseus gpud` helper on
+gpud_socket_path, default $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock: the trainer needs no privilege),
+"simulated" (profile_path required: the GPU runs stage pp_rank; sim_time_scale real s per simulated s;
+sim_blocking_power_w W) or "dry-run";
 freq_log_path: clock log written at close (.json or .csv); request_timeout_s,
 startup_timeout_s, plan_poll_interval_s in s; coalesce_clock_requests=False applies every
 clock request in order (exact logs, for tests).)doc")
@@ -206,7 +211,8 @@ clock request in order (exact logs, for tests).)doc")
                        double plan_poll_interval_s, unsigned max_buffered_reports, bool enable_watchdog,
                        std::optional<std::string> watchdog_path, bool handle_signals, long long first_iteration,
                        bool coalesce_clock_requests, std::optional<std::string> device_uuid,
-                       std::optional<std::string> device_pci_bus_id) {
+                       std::optional<std::string> device_pci_bus_id, std::optional<std::string> gpud_socket_path,
+                       std::optional<std::string> rocm_smi_library_path) {
              PyClient::Options o;
              o.server_url = server_url;
              o.job_id = job_id;
@@ -234,6 +240,8 @@ clock request in order (exact logs, for tests).)doc")
              o.coalesce_clock_requests = coalesce_clock_requests;
              o.device_uuid = device_uuid;
              o.device_pci_bus_id = device_pci_bus_id;
+             o.gpud_socket_path = gpud_socket_path;
+             o.rocm_smi_library_path = rocm_smi_library_path;
              return std::make_unique<PyClient>(o);
            }),
            py::arg("server_url"), py::arg("job_id"), py::kw_only(), py::arg("rank"), py::arg("dp_rank") = 0,
@@ -245,7 +253,8 @@ clock request in order (exact logs, for tests).)doc")
            py::arg("plan_poll_interval_s") = 1.0, py::arg("max_buffered_reports") = 4096,
            py::arg("enable_watchdog") = true, py::arg("watchdog_path") = py::none(), py::arg("handle_signals") = true,
            py::arg("first_iteration") = 0, py::arg("coalesce_clock_requests") = true,
-           py::arg("device_uuid") = py::none(), py::arg("device_pci_bus_id") = py::none())
+           py::arg("device_uuid") = py::none(), py::arg("device_pci_bus_id") = py::none(),
+           py::arg("gpud_socket_path") = py::none(), py::arg("rocm_smi_library_path") = py::none())
       .def("on_step_begin", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_begin(h); }); },
            "Starts an iteration; switches in a newer plan if one was fetched. Raises HookOrderError.")
       .def("on_step_end", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_end(h); }); },

@@ -105,6 +105,8 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
     spec.device_pci_bus_id = str(c.device_pci_bus_id);
     spec.device_is_nvml_index = c.device_index_is_nvml != 0;
     spec.nvml_library = str(c.nvml_library_path);
+    spec.gpud_socket = str(c.gpud_socket_path);
+    spec.rocm_smi_library = str(c.rocm_smi_library_path);
     spec.profile_path = str(c.profile_path);
     spec.stage = c.pp_rank;
     spec.time_scale = c.sim_time_scale > 0 ? c.sim_time_scale : 1.0;

@@ -157,6 +157,10 @@ struct Client::Impl {
   void note_failure(const CallResult& r) {
     ++st.server_failures;
     st.last_server_error = r.message;
+    if (r.plan_refused && st.last_plan_error != r.message) {  // counted once per distinct refusal
+      ++st.plans_refused;
+      st.last_plan_error = r.message;
+    }
   }
 
   // Accepts a fetched plan if newer. Caller holds mu.

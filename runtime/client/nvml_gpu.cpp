@@ -155,8 +155,8 @@ struct NvmlLibrary {
     std::string out = fmt::format("{} ({}, code {})", text != nullptr ? text : "?", code_name(rc), rc);
     if (rc == kNvmlGpuIsLost) out += "; the GPU fell off the bus or was reset (check dmesg / nvidia-smi)";
     if (rc == kNvmlNoPermission) {
-      out += "; locking clocks needs root or CAP_SYS_ADMIN, or use the zeusd/privileged-helper mode "
-             "(docs/client.md)";
+      out += "; locking clocks needs root or CAP_SYS_ADMIN, or use the gpud backend (the perseus gpud "
+             "helper, docs/gpud.md)";
     }
     return out;
   }

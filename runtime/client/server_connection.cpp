@@ -272,6 +272,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
   if (too_big) {
     CallResult r;
     r.status = CallStatus::kRetryable;
+    r.plan_refused = true;
     r.message = fmt::format("GET {}: plan response larger than {} bytes (the job's shape: {} microbatches x {} chunks); "
                             "refused",
                             path, limit, impl_->shape.microbatches, std::max(impl_->shape.chunks, 1));
@@ -287,6 +288,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
       *plan = parse_plan_json(body, max_instr == 0 ? SIZE_MAX : max_instr);
     } catch (const std::exception& e) {
       r.status = CallStatus::kRetryable;  // a half-written body or a server bug; try again later
+      r.plan_refused = true;
       r.message = fmt::format("GET {}: {}", path, e.what());
     }
   }

@@ -133,6 +133,7 @@ int watchdog_main(int argc, char** argv) {
   int device = 0;
   std::string backend = "nvml";
   std::string nvml_library;
+  std::string rocm_smi_library;
   std::string log_path;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -148,12 +149,14 @@ int watchdog_main(int argc, char** argv) {
       device = std::atoi(v);
     } else if (a == "--nvml-library" && (v = value())) {
       nvml_library = v;
+    } else if (a == "--rocm-smi-library" && (v = value())) {
+      rocm_smi_library = v;
     } else if (a == "--log" && (v = value())) {
       log_path = v;
     } else {
       fmt::print(stderr,
-                 "usage: perseus-watchdog --fd N --parent PID [--backend nvml|dry-run] [--device I] "
-                 "[--nvml-library PATH] [--log PATH]\n"
+                 "usage: perseus-watchdog --fd N --parent PID [--backend nvml|rocm-smi|dry-run] "
+                 "[--device I] [--nvml-library PATH] [--rocm-smi-library PATH] [--log PATH]\n"
                  "Started by the Perseus client; resets GPU clocks when the training process exits.\n");
       return 2;
     }
@@ -197,8 +200,9 @@ int watchdog_main(int argc, char** argv) {
   }
   if (disarmed) return 0;
   try {
-    std::unique_ptr<GpuControl> gpu =
-        backend == "dry-run" ? make_dry_run_gpu(device, log_path) : make_nvml_gpu(device, nvml_library);
+    std::unique_ptr<GpuControl> gpu = backend == "dry-run"    ? make_dry_run_gpu(device, log_path)
+                                      : backend == "rocm-smi" ? make_rocm_smi_gpu(device, rocm_smi_library)
+                                                              : make_nvml_gpu(device, nvml_library);
     gpu->reset_locked_clocks();
     fmt::print(stderr, "perseus-watchdog: training process {} exited without cleanup ({}); reset GPU {} clocks\n",
                parent, why, device);

@@ -41,6 +41,13 @@ void throw_header_error(const io::error::base& e, const std::string& source, std
                                source, line, what, columns, first.substr(0, 120), hint));
 }
 
+void throw_missing_column(const char* column, const std::string& source, std::string_view text,
+                          std::string_view columns) {
+  io::error::missing_column_in_header err;
+  err.set_column_name(column);
+  throw_header_error(err, source, text, columns);
+}
+
 void throw_row_error(const io::error::base& e, const std::string& source, std::string_view columns) {
   const auto* at = dynamic_cast<const io::error::with_file_line*>(&e);
   std::string what = e.what();

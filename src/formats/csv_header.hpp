@@ -24,6 +24,11 @@ namespace perseus::csv {
 [[noreturn]] void throw_header_error(const io::error::base& e, const std::string& source, std::string_view text,
                                      std::string_view columns);
 
+/// throw_header_error() for a required column the header lacks (a reader opened with
+/// io::ignore_missing_column checks has_column() itself).
+[[noreturn]] void throw_missing_column(const char* column, const std::string& source, std::string_view text,
+                                       std::string_view columns);
+
 /// Throws the InputError for a row libfccp's read_row() rejected (`e`): "SOURCE:LINE: too few
 /// columns" (too many, unclosed quote) ": expected one field per header column (COLUMNS and
 /// any extra columns)"; "SOURCE: WHAT" when libfccp gives no line.

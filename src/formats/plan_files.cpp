@@ -1,5 +1,7 @@
-// Plan JSON and Zeus plan files: one writer each, and the one plan JSON reader.
+// Plan JSON: the one writer and the one reader.
 #include "perseus/plan_files.hpp"
+
+#include <cmath>
 
 #include <fmt/core.h>
 
@@ -10,7 +12,6 @@ namespace perseus {
 using nlohmann::json;
 
 std::string plan_json_file_name(std::size_t index) { return fmt::format("plan_{:05d}.json", index); }
-std::string zeus_plan_file_name(std::size_t index) { return fmt::format("freqs_pipeline_{:05d}.py", index); }
 
 json plan_json(const Dag& dag, const FrequencyPlan& plan, std::optional<std::size_t> index) {
   json ranks = json::array();
@@ -39,23 +40,8 @@ std::string plan_json_text(const Dag& dag, const FrequencyPlan& plan, std::size_
   return plan_json(dag, plan, index).dump(1) + "\n";
 }
 
-std::string zeus_plan_text(const Dag& dag, const FrequencyPlan& plan, std::size_t index) {
-  std::string out = "[\n";
-  for (int r = 0; r < dag.num_ranks(); ++r) {
-    out += "    [";
-    bool first = true;
-    for (int id : dag.rank_ops(r)) {
-      out += fmt::format("{}(\"{}\", {})", first ? "" : ", ", to_string(dag.op(id).kind), plan.freq_mhz[id]);
-      first = false;
-    }
-    out += "],\n";
-  }
-  out += fmt::format("]\n# Plan {}: iteration time {:.6f} s, energy {:.3f} J (perseus optimize)\n", index,
-                     plan.timeline.time_s, plan.total_energy_j());
-  return out;
-}
-
-std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const std::string& where_prefix) {
+std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const std::string& where_prefix,
+                                            std::vector<double>* durations_s) {
   const auto where = [&](std::string_view what) { return fmt::format("{}: {}", where_prefix, what); };
   if (!p.is_object()) throw InputError(where("must be an object"));
   auto rit = p.find("ranks");
@@ -63,6 +49,7 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
   if (rit == p.end() || !rit->is_array() || rit->size() != ranks)
     throw InputError(where(fmt::format("\"ranks\" must be an array of {} per-rank lists", ranks)));
   std::vector<int> freq(dag.num_ops(), 0);
+  if (durations_s) durations_s->assign(dag.num_ops(), 0.0);
   for (int r = 0; r < dag.num_ranks(); ++r) {
     const json* list = &(*rit)[r];
     if (list->is_object()) {  // plan file form: {"rank": r, "instructions": [...]}
@@ -107,6 +94,14 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       }
       if (freq[op] != 0) throw bad("computation listed twice");
       freq[op] = f->get<int>();
+      if (durations_s) {
+        const auto start = e.find("start_s"), end = e.find("end_s");
+        if (start == e.end() || end == e.end() || !start->is_number() || !end->is_number() ||
+            !std::isfinite(start->get<double>()) || !std::isfinite(end->get<double>()) ||
+            !(end->get<double>() > start->get<double>()))
+          throw bad("\"start_s\" and \"end_s\" must be numbers (s) with end_s > start_s");
+        (*durations_s)[op] = end->get<double>() - start->get<double>();
+      }
     }
   }
   return freq;

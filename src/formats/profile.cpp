@@ -35,7 +35,7 @@ const std::vector<OperatingPoint>& empty_points() {
 }
 
 // Standard CSV quoting ("forward", as pandas' QUOTE_ALL writes); blank lines are skipped.
-using Reader = io::CSVReader<5, io::trim_chars<' ', '\t', '\r'>, io::double_quote_escape<',', '"'>,
+using Reader = io::CSVReader<7, io::trim_chars<' ', '\t', '\r'>, io::double_quote_escape<',', '"'>,
                              io::throw_on_overflow, io::empty_line_comment>;
 
 struct RowContext {
@@ -71,20 +71,42 @@ long parse_frequency(const RowContext& ctx, const char* text) {
 constexpr const char* kColumns = "stage,instruction,frequency,time,energy";
 
 Profile read_rows(Reader& reader, const std::string& source, std::optional<int> expected_stages, std::string_view text) {
+  constexpr const char* kRequired[] = {"stage", "instruction", "frequency", "time", "energy"};
   try {
-    reader.read_header(io::ignore_extra_column, "stage", "instruction", "frequency", "time", "energy");
+    reader.read_header(io::ignore_extra_column | io::ignore_missing_column, "stage", "instruction", "frequency", "time",
+                       "energy", "dp_rank", "tp_rank");
   } catch (const io::error::base& e) {
     csv::throw_header_error(e, source, text, kColumns);
   }
+  for (const char* c : kRequired) {
+    if (!reader.has_column(c)) csv::throw_missing_column(c, source, text, kColumns);
+  }
+  // 3D profiles (one row per GPU: dp_rank and/or tp_rank columns): the rows of one (stage,
+  // instruction, frequency) from the stage's TP GPUs and DP replicas merge into one point, time
+  // = the slowest GPU's (one clock per stage; TP collectives and the DP gradient sync wait for
+  // it), energy = their mean (the profile's energy is one GPU's).
+  const bool per_gpu = reader.has_column("dp_rank") || reader.has_column("tp_rank");
+  struct Merged {
+    double time = 0, energy_sum = 0;
+    int rows = 0;
+  };
+  std::map<std::tuple<long, int, long>, Merged> merged;
+  struct Row {
+    int stage;
+    InstructionKind kind;
+    OperatingPoint point;
+  };
+  std::vector<Row> rows;
   Profile profile;
   profile.source = source;
-  std::map<std::tuple<long, int, long>, int> seen;  // (stage, kind, freq) -> line
-  char *stage_s = nullptr, *instr_s = nullptr, *freq_s = nullptr, *time_s = nullptr, *energy_s = nullptr;
+  std::map<std::tuple<long, int, long, long, long>, int> seen;  // (stage, kind, freq, dp, tp) -> line
+  char *stage_s = nullptr, *instr_s = nullptr, *freq_s = nullptr, *time_s = nullptr, *energy_s = nullptr,
+       *dp_s = nullptr, *tp_s = nullptr;
   constexpr long kMaxStages = limits::kMaxProfileStages;
   while (true) {
     bool more = false;
     try {
-      more = reader.read_row(stage_s, instr_s, freq_s, time_s, energy_s);
+      more = reader.read_row(stage_s, instr_s, freq_s, time_s, energy_s, dp_s, tp_s);
     } catch (const io::error::base& e) {
       csv::throw_row_error(e, source, kColumns);
     }
@@ -112,14 +134,37 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     if (energy < 0 || energy > limits::kMaxOpEnergyJ) {
       fail(ctx, "energy", fmt::format("expected an energy in [0, 1e12] J, got {}", energy));
     }
-    const auto key = std::make_tuple(stage, static_cast<int>(*kind), freq);
-    if (auto [it, inserted] = seen.emplace(key, ctx.line); !inserted) {
+    const long dp = dp_s ? parse_int(ctx, "dp_rank", dp_s) : 0;
+    const long tp = tp_s ? parse_int(ctx, "tp_rank", tp_s) : 0;
+    if (dp < 0 || dp >= (1L << 20)) fail(ctx, "dp_rank", fmt::format("expected a rank >= 0, got {}", dp));
+    if (tp < 0 || tp >= (1L << 20)) fail(ctx, "tp_rank", fmt::format("expected a rank >= 0, got {}", tp));
+    if (auto [it, inserted] = seen.emplace(std::make_tuple(stage, static_cast<int>(*kind), freq, dp, tp), ctx.line);
+        !inserted) {
       fail(ctx, "frequency",
-           fmt::format("duplicate row for stage {} {} at {} MHz (first on line {})", stage, to_string(*kind), freq,
-                       it->second));
+           fmt::format("duplicate row for stage {} {} at {} MHz{} (first on line {})", stage, to_string(*kind), freq,
+                       per_gpu ? fmt::format(" on dp_rank {} tp_rank {}", dp, tp) : std::string(), it->second));
     }
-    profile.add(static_cast<int>(stage), *kind, OperatingPoint{static_cast<int>(freq), time, energy});
+    if (!per_gpu) {
+      rows.push_back({static_cast<int>(stage), *kind, OperatingPoint{static_cast<int>(freq), time, energy}});
+      continue;
+    }
+    Merged& m = merged[std::make_tuple(stage, static_cast<int>(*kind), freq)];
+    m.time = std::max(m.time, time);
+    m.energy_sum += energy;
+    ++m.rows;
   }
+  for (const auto& [key, m] : merged) {
+    const auto [stage, kind, freq] = key;
+    rows.push_back({static_cast<int>(stage), static_cast<InstructionKind>(kind),
+                    OperatingPoint{static_cast<int>(freq), m.time, m.energy_sum / m.rows}});
+  }
+  // Added in (stage, kind, highest clock first) order, each add() appends: O(n log n) for any row
+  // order (inserting rows listed slowest clock first one by one was quadratic).
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::tuple(a.stage, static_cast<int>(a.kind), -a.point.freq_mhz) <
+           std::tuple(b.stage, static_cast<int>(b.kind), -b.point.freq_mhz);
+  });
+  for (const auto& r : rows) profile.add(r.stage, r.kind, r.point);
   if (profile.num_stages() == 0) {
     throw InputError(fmt::format("{}: no data rows after the header; expected one row per operating point "
                                  "(stage, instruction, frequency)", source));

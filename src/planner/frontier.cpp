@@ -675,6 +675,7 @@ void FrontierBuilder::certify() {
     for (double d : solved)
       if (std::abs(d - tau) <= 1e-9 * tau) return std::optional<detail::HullLowerBound::Solution>{};
     if (budget <= 0) return std::optional<detail::HullLowerBound::Solution>{};
+    if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");  // per LP solve
     --budget;
     solved.push_back(tau);
     auto sol = lp.solve(tau);

@@ -12,6 +12,7 @@
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan_files.hpp"
+#include "perseus/zeus_plan_file.hpp"
 #include "perseus/schedule_io.hpp"
 
 namespace perseus {
@@ -36,7 +37,7 @@ std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
   return csv;
 }
 
-json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
+json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
   const OptimizeSummary& sum = r.summary;
   const Schedule& schedule = r.problem.schedule;
   return {
@@ -81,6 +82,16 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"reclaim_slack", cfg.reclaim_slack},
         {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"}}},
   };
+}
+
+json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
+  json j = summary_json_base(r, cfg);
+  // Only when set, so computation-only runs write the same summary as before these terms existed.
+  if (cfg.problem.overheads.any()) {
+    j["inputs"]["p2p_latency_s"] = cfg.problem.overheads.p2p_latency_s;
+    j["inputs"]["op_overhead_s"] = cfg.problem.overheads.op_overhead_s;
+  }
+  return j;
 }
 
 }  // namespace
@@ -150,7 +161,7 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   const Dag& dag = r.problem.dag;
   write_file(tmp / "frontier.csv", frontier_csv_text(pts));
   write_file(tmp / "schedule.csv", format_schedule_csv(r.problem.schedule));  // the order planned, to diff
-  // The profile as planned (fitted to the schedule): `perseus report` needs it for power
+  // The profile as planned (fitted to the schedule, timeline overheads included): `perseus report` needs it for power
   // colours and re-evaluation, from any working folder and after the input file moved.
   write_file(tmp / "profile.csv", format_profile_csv(r.problem.profile));
   const auto indices = sample_plan_indices(pts.size(), cfg.sample);

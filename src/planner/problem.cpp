@@ -72,6 +72,7 @@ Problem make_problem(const ProblemSpec& spec, Schedule schedule, Profile profile
   std::vector<std::string> approximations;
   Profile fitted =
       fit_profile_to_schedule(std::move(profile), schedule, spec.backward_input_fraction, &approximations);
+  fitted = add_timeline_overheads(std::move(fitted), schedule, spec.overheads, spec.p_block_w);
   Dag dag = Dag::build(schedule);
   return Problem{std::move(schedule), std::move(dag), std::move(fitted), spec.p_block_w, std::move(approximations)};
 }
@@ -88,11 +89,13 @@ void check_p_block(double p_block_w) {
 
 Problem make_problem(const ProblemSpec& spec, Profile profile) {
   check_p_block(spec.p_block_w);
+  check_timeline_overheads(spec.overheads);
   return make_problem(spec, resolve_schedule(spec), std::move(profile));
 }
 
 Problem load_problem(const ProblemSpec& spec, const std::string& profile_path) {
   check_p_block(spec.p_block_w);
+  check_timeline_overheads(spec.overheads);
   Schedule schedule = resolve_schedule(spec);  // sizes are checked before the profile is read
   return make_problem(spec, std::move(schedule), load_profile_csv(profile_path));
 }

@@ -15,6 +15,7 @@ constexpr double kLeft = 84, kRight = 24, kBottom = 58;
 constexpr const char* kFrontierColor = "#1f77b4";
 constexpr const char* kReferenceColor = "#7f7f7f";
 constexpr const char* kAllMaxColor = "#d62728";
+constexpr const char* kBoundColor = "#1b7837";
 // Categorical colours for named baselines (Tableau 10, minus blue/red/grey used above).
 constexpr const char* kBaselineColors[] = {"#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"};
 
@@ -31,8 +32,10 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     y0 = std::min(y0, p.energy_j);
     y1 = std::max(y1, p.energy_j);
   };
-  for (const auto* series : {&d.frontier, &d.plans, &d.baselines, &d.reference})
+  for (const auto* series : {&d.frontier, &d.plans, &d.baselines, &d.reference, &d.lower_bound})
     for (const auto& p : *series) widen(p);
+  for (const auto& c : d.candidates)
+    for (const auto& p : c.points) widen(p);
   if (d.all_max) widen(*d.all_max);
   if (!(x0 <= x1)) throw InputError("frontier plot: no finite (time, energy) point to draw");
   auto pad = [](double& lo, double& hi) {
@@ -108,7 +111,27 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
                      extra);
   };
   polyline(d.reference, "reference", kReferenceColor, "stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
+  polyline(d.lower_bound, "lower-bound", kBoundColor, "stroke-width=\"1.6\" stroke-dasharray=\"2 3\"");
   polyline(d.frontier, "frontier", kFrontierColor, "stroke-width=\"2\"");
+
+  // Candidate series: small hollow triangles, one colour per series (after the named baselines').
+  auto candidate_color = [&](std::size_t i) {
+    return kBaselineColors[(d.baselines.size() + i) % std::size(kBaselineColors)];
+  };
+  auto triangle = [](double px, double py) {
+    return fmt::format("{},{} {},{} {},{}", num(px), num(py - 5), num(px + 4.5), num(py + 3.5), num(px - 4.5),
+                       num(py + 3.5));
+  };
+  for (std::size_t i = 0; i < d.candidates.size(); ++i) {
+    for (const auto& p : d.candidates[i].points) {
+      if (!finite(p)) continue;
+      s += fmt::format(
+          "<polygon class=\"candidate\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.3\">"
+          "<title>{}: {}: {:.4f} s, {:.1f} J</title></polygon>\n",
+          triangle(X(p.time_s), Y(p.energy_j)), candidate_color(i), xml_escape(d.candidates[i].label),
+          xml_escape(p.label), p.time_s, p.energy_j);
+    }
+  }
 
   // Points.
   for (const auto& p : d.plans) {
@@ -151,7 +174,16 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"2\"/>"
                                      "<circle cx=\"11\" cy=\"0\" r=\"3\" fill=\"{}\"/>",
                                      kFrontierColor, kFrontierColor),
-                         "Perseus frontier (dots: plans written)");
+                         "Perseus frontier (dots: " + d.plans_label + ")");
+  if (!d.lower_bound.empty())
+    entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"1.6\" "
+                                     "stroke-dasharray=\"2 3\"/>",
+                                     kBoundColor),
+                         "certified lower bound (no plan below)");
+  for (std::size_t i = 0; i < d.candidates.size(); ++i)
+    entries.emplace_back(fmt::format("<polygon points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.3\"/>",
+                                     triangle(11, 0), candidate_color(i)),
+                         d.candidates[i].label);
   if (!d.reference.empty())
     entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"1.6\" "
                                      "stroke-dasharray=\"6 4\"/>",

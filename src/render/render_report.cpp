@@ -12,12 +12,14 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/baselines.hpp"
 #include "perseus/error.hpp"
 #include "perseus/profile_transform.hpp"
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
 #include "perseus/output_folder.hpp"
+#include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
 #include "render_csv.hpp"
 #include "render_svg.hpp"
@@ -77,54 +79,8 @@ FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* pro
   const std::string src = path.string();
   const json j = read_json(path, "plan file");
   const double file_time_s = number(j, src, "", "time_s");
-  const json& ranks = field(j, src, "", "ranks");
-  if (!ranks.is_array()) throw InputError(fmt::format("{}: field 'ranks': expected an array", src));
-  std::vector<int> freq(dag.num_ops(), -1);
-  std::vector<double> dur(dag.num_ops(), 0.0);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const std::string rp = fmt::format("ranks[{}].", r);
-    const json& instrs = field(ranks[r], src, rp, "instructions");
-    if (!instrs.is_array()) throw InputError(fmt::format("{}: field '{}instructions': expected an array", src, rp));
-    for (std::size_t i = 0; i < instrs.size(); ++i) {
-      const std::string ip = fmt::format("{}instructions[{}].", rp, i);
-      const json& in = instrs[i];
-      const std::string kind_name = text(in, src, ip, "instruction");
-      const auto kind = parse_instruction_kind(kind_name);
-      if (!kind) {
-        throw InputError(
-            fmt::format("{}: field '{}instruction': expected forward, backward, backward_input or "
-                        "backward_weight, got '{}'",
-                        src, ip, kind_name));
-      }
-      Computation c;
-      c.stage = static_cast<std::int32_t>(integer(in, src, ip, "stage"));
-      c.microbatch = static_cast<std::int32_t>(integer(in, src, ip, "microbatch"));
-      c.kind = *kind;
-      const int id = dag.find(c);
-      if (id < 0) {
-        throw InputError(
-            fmt::format("{}: '{}': {} of stage {}, microbatch {} is not in the schedule described by "
-                        "summary.json's inputs",
-                        src, ip, kind_name, c.stage, c.microbatch));
-      }
-      if (freq[id] >= 0) {
-        throw InputError(fmt::format("{}: '{}': {} of stage {}, microbatch {} appears twice", src, ip, kind_name,
-                                     c.stage, c.microbatch));
-      }
-      const long f = integer(in, src, ip, "frequency_mhz");
-      if (f <= 0) throw InputError(fmt::format("{}: field '{}frequency_mhz': expected > 0, got {}", src, ip, f));
-      freq[id] = static_cast<int>(f);
-      dur[id] = number(in, src, ip, "end_s") - number(in, src, ip, "start_s");
-      if (!(dur[id] > 0)) throw InputError(fmt::format("{}: '{}': end_s must be greater than start_s", src, ip));
-    }
-  }
-  for (int id = 0; id < dag.num_ops(); ++id) {
-    if (freq[id] < 0) {
-      const Computation& c = dag.op(id);
-      throw InputError(fmt::format("{}: the plan lacks {} of stage {}, microbatch {}", src, to_string(c.kind), c.stage,
-                                   c.microbatch));
-    }
-  }
+  std::vector<double> dur;
+  std::vector<int> freq = plan_frequencies_from_json(j, dag, src, &dur);
   if (!profile) {
     return evaluate_durations(dag, std::move(freq), std::move(dur), std::vector<double>(dag.num_ops(), 0.0), p_block_w);
   }
@@ -184,6 +140,78 @@ std::optional<std::string> resolve_profile(const std::string& given, const fs::p
   const fs::path p(given);
   if (p.is_relative() && fs::is_regular_file(dir / p, ec)) return (dir / p).string();
   return std::nullopt;
+}
+
+/// The certified lower bound LB(T) of frontier.csv (column lower_bound_j; Planner 2.0), as
+/// (time_s, LB) points; empty when the column is absent or all zero (graph-cut planner).
+std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv) {
+  const auto t = render_detail::read_csv_table(frontier_csv);
+  const int ct = t.column({"time_s", "time"}), cb = t.column({"lower_bound_j"});
+  std::vector<PlotPoint> out;
+  if (ct < 0 || cb < 0) return out;
+  bool any = false;
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    const double lb = render_detail::csv_number(t, r, cb);
+    any |= lb > 0;
+    out.push_back({fmt::format("bound {}", r), render_detail::csv_number(t, r, ct), lb});
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+/// Adds the baselines (docs/baselines.md), evaluated like the planner's plans, to the frontier
+/// plot: ZeusGlobal and ZeusPerStage candidates and the EnvPipe plan, restricted to the plot's
+/// time range (up to 5 % beyond the frontier's slowest plan, so very slow clocks do not squash
+/// the frontier). Returns a note on what was left out or could not be computed.
+std::string add_baselines(FrontierPlotData& fd, const Dag& dag, const Profile& profile, double p_block_w) {
+  double t_hi = 0;
+  for (const auto& p : fd.frontier) t_hi = std::max(t_hi, p.time_s);
+  t_hi *= 1.05;
+  std::vector<std::string> notes;
+  std::size_t beyond = 0;
+  auto series = [&](const char* label, const std::vector<FrequencyPlan>& plans, const char* unit) {
+    PlotSeries ps{label, {}};
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const double t = plans[i].timeline.time_s;
+      if (t > t_hi) {
+        ++beyond;
+        continue;
+      }
+      const int mhz = plans[i].freq_mhz.empty() ? 0 : plans[i].freq_mhz.front();
+      ps.points.push_back({fmt::format("{} {} {}", unit, i, mhz > 0 ? fmt::format("({} MHz on stage 0)", mhz) : ""),
+                           t, plans[i].total_energy_j()});
+    }
+    if (!ps.points.empty()) fd.candidates.push_back(std::move(ps));
+  };
+  try {
+    series("ZeusGlobal candidates (one clock for all GPUs)", zeus_global_candidates(dag, profile, p_block_w),
+           "candidate");
+  } catch (const InputError& e) {
+    notes.push_back(fmt::format("ZeusGlobal not shown: {}", e.what()));
+  }
+  try {
+    series("ZeusPerStage candidates (one clock per stage)", zeus_per_stage_candidates(dag, profile, p_block_w),
+           "candidate");
+  } catch (const InputError& e) {
+    notes.push_back(fmt::format("ZeusPerStage not shown: {}", e.what()));
+  }
+  try {
+    const EnvPipeResult env = envpipe_plan(dag, profile, p_block_w);
+    if (env.plan.timeline.time_s <= t_hi) {
+      fd.baselines.push_back({"EnvPipe", env.plan.timeline.time_s, env.plan.total_energy_j()});
+    } else {
+      ++beyond;
+    }
+  } catch (const InputError& e) {
+    notes.push_back(fmt::format("EnvPipe not shown: {}", e.what()));
+  }
+  if (beyond > 0) {
+    notes.push_back(fmt::format("{} baseline plan(s) slower than the frontier's slowest plan (+5 %) are not drawn.",
+                                beyond));
+  }
+  std::string out;
+  for (const auto& n : notes) out += (out.empty() ? "" : " ") + n;
+  return out;
 }
 
 std::string cell_text(const std::string& column, const std::string& value) {
@@ -260,17 +288,6 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
   return h + html_table(t);
 }
 
-constexpr const char* kCss =
-    "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px 32px;color:#111;background:#fff;"
-    "max-width:1500px}"
-    "h1{font-size:22px;margin:0 0 4px 0}h2{font-size:17px;margin:28px 0 8px 0;border-bottom:1px solid #ddd;"
-    "padding-bottom:3px}p.note{color:#555;font-size:13px;margin:4px 0 10px 0}"
-    "table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 10px}"
-    "th{background:#f2f2f2;text-align:left}table.data td{text-align:right}"
-    "table.kv td:first-child{text-align:left;background:#fafafa}table.kv td{text-align:right}"
-    ".row{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}"
-    ".scroll{overflow-x:auto;border:1px solid #eee;padding:4px}"
-    "svg{display:block}";
 
 }  // namespace
 
@@ -311,14 +328,23 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   // The profile: --profile, else the copy optimize stored in the folder (the profile as
   // planned), else summary.json's inputs.profile (folders written before the copy existed).
   std::optional<std::string> profile_file;
-  if (!opt.profile_path.empty()) profile_file = resolve_profile(opt.profile_path, dir);
-  else if (fs::is_regular_file(dir / "profile.csv", ec)) profile_file = (dir / "profile.csv").string();
-  else profile_file = resolve_profile(profile_given, dir);
+  bool planned_copy = false;  // the copy already holds the timeline overheads (added once, by optimize)
+  if (!opt.profile_path.empty()) {
+    profile_file = resolve_profile(opt.profile_path, dir);
+  } else if (fs::is_regular_file(dir / "profile.csv", ec)) {
+    profile_file = (dir / "profile.csv").string();
+    planned_copy = true;
+  } else {
+    profile_file = resolve_profile(profile_given, dir);
+  }
   if (const auto& p = profile_file) {
     ProblemSpec spec;
     spec.backward_input_fraction =
         in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
     spec.p_block_w = p_block_w;
+    // Written by optimize only when set (docs/validation.md): the plans' durations include them.
+    if (in.contains("p2p_latency_s") && !planned_copy) spec.overheads.p2p_latency_s = number(in, ss, ip, "p2p_latency_s");
+    if (in.contains("op_overhead_s") && !planned_copy) spec.overheads.op_overhead_s = number(in, ss, ip, "op_overhead_s");
     Problem problem = make_problem(spec, schedule, load_profile_csv(*p));
     profile = std::move(problem.profile);
     problem_dag = std::move(problem.dag);
@@ -369,7 +395,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const FrequencyPlan green = load_plan(plan_files[green_idx], dag, prof, p_block_w);
 
   fd.frontier = frontier;
+  fd.lower_bound = lower_bound_points(frontier_csv.string());
   fd.all_max = PlotPoint{"all-max frequency", allmax_t, allmax_e};
+  std::string baselines_note;
+  if (profile) baselines_note = add_baselines(fd, dag, *profile, p_block_w);
   if (!opt.points_csv.empty()) fd.baselines = load_plot_points_csv(opt.points_csv);
   if (!opt.reference_csv.empty()) {
     fd.reference = load_plot_points_csv(opt.reference_csv);
@@ -400,7 +429,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
       "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
       "<meta charset=\"utf-8\"/>\n";
   h += fmt::format("<title>Perseus report: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(profile_name),
-                   kCss);
+                   render_detail::kReportCss);
   h += fmt::format("<h1>Perseus report: {}</h1>\n", xml_escape(profile_name));
   h += fmt::format(
       "<p class=\"note\">{} GPUs, {} stage(s) per GPU, {} microbatches, schedule {}, P_block = {} W. "
@@ -442,7 +471,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Iteration time–energy frontier</h2>\n";
   h += "<p class=\"note\">Every point of the line is a frequency plan; dots are the plans written to plans/ (hover "
        "for values). Lower and further left is better; the all-max square is what training runs at without "
-       "Perseus.</p>\n";
+       "Perseus. The dotted line is the certified lower bound: no plan of this profile and schedule with that "
+       "iteration time uses less energy. Triangles and diamonds are the baselines' plans (docs/baselines.md), "
+       "evaluated exactly like Perseus's.</p>\n";
+  if (!baselines_note.empty()) h += "<p class=\"note\">" + xml_escape(baselines_note) + "</p>\n";
   FrontierPlotOptions fo;
   const std::string frontier_svg = render_frontier_svg(fd, fo);
   h += "<figure>" + frontier_svg + "</figure>\n";

@@ -29,4 +29,17 @@ inline constexpr std::string_view kFontFamily = "DejaVu Sans, Helvetica, Arial, 
 std::string color_bar(const ColorScale& scale, double x, double y, double w, double h, std::string_view caption,
                       std::string_view grad_id);
 
+/// Style sheet of the HTML reports (report.html, job reports).
+inline constexpr std::string_view kReportCss =
+    "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px 32px;color:#111;background:#fff;"
+    "max-width:1500px}"
+    "h1{font-size:22px;margin:0 0 4px 0}h2{font-size:17px;margin:28px 0 8px 0;border-bottom:1px solid #ddd;"
+    "padding-bottom:3px}p.note{color:#555;font-size:13px;margin:4px 0 10px 0}"
+    "table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 10px}"
+    "th{background:#f2f2f2;text-align:left}table.data td{text-align:right}"
+    "table.kv td:first-child{text-align:left;background:#fafafa}table.kv td{text-align:right}"
+    ".row{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}"
+    ".scroll{overflow-x:auto;border:1px solid #eee;padding:4px}"
+    "svg{display:block}";
+
 }  // namespace perseus::render_detail

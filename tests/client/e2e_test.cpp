@@ -27,6 +27,11 @@ constexpr int kIterations = 20;
 const char* kToken = "e2e-token-0123456789abcdef";
 
 
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 // One line of a trainer's progress file.
 struct Progress {
   int iteration;
@@ -100,25 +105,37 @@ class ServeE2E : public ::testing::Test {
                            {"straggler_detection", {{"enabled", false}, {"verify", false}}}},
                           201);
     job_id_ = job.value("job_id", "");
+    job_token_ = job.value("job_token", "");  // the trainers use the job's own token, not the admin's
     ASSERT_FALSE(job_id_.empty());
+    ASSERT_FALSE(job_token_.empty());
     ASSERT_TRUE(wait_for([&] { return get("/v1/jobs/" + job_id_)["status"] != "planning"; }, 60));
     ASSERT_EQ(get("/v1/jobs/" + job_id_)["status"], "ready");
   }
 
   // Trainers pause before each iteration in `pause_at` until resume(k) (see test_trainer.cpp).
-  void start_trainers(double time_scale, const std::string& pause_at = "") {
+  // gpud_socket: when given, every rank drives GPU `rank` of the fake NVML through the
+  // `perseus gpud` helper on that socket instead of a simulated GPU.
+  void start_trainers(double time_scale, const std::string& pause_at = "", const std::string& gpud_socket = "") {
     for (int dp = 0; dp < kDp; ++dp) {
       for (int pp = 0; pp < kPp; ++pp) {
         const int rank = dp * kPp + pp;
+        const std::vector<std::string> gpu =
+            gpud_socket.empty()
+                ? std::vector<std::string>{"--backend", "simulated", "--profile", dir_.file("profile4.csv"),
+                                           "--time-scale", std::to_string(time_scale)}
+                : std::vector<std::string>{"--backend", "gpud", "--gpud-socket", gpud_socket, "--device",
+                                           std::to_string(rank)};
+        std::vector<std::string> argv = {TEST_TRAINER, "--url", url(), "--token", job_token_, "--job", job_id_, "--rank",
+                                         std::to_string(rank), "--dp", std::to_string(dp), "--pp", std::to_string(pp),
+                                         "--stages", std::to_string(kPp), "--microbatches", std::to_string(kMicrobatches),
+                                         "--iterations", std::to_string(kIterations)};
+        argv.insert(argv.end(), gpu.begin(), gpu.end());
         trainers_.push_back(spawn(
-            {TEST_TRAINER, "--url", url(), "--token", kToken, "--job", job_id_, "--rank", std::to_string(rank), "--dp",
-             std::to_string(dp), "--pp", std::to_string(pp), "--stages", std::to_string(kPp), "--microbatches",
-             std::to_string(kMicrobatches), "--iterations", std::to_string(kIterations), "--backend", "simulated",
-             "--profile", dir_.file("profile4.csv"), "--time-scale", std::to_string(time_scale), "--poll", "0.02",
+            concat(argv, {"--poll", "0.02",
              "--no-coalesce", "--freq-log", dir_.file("freq_" + std::to_string(rank) + ".csv"), "--progress",
              dir_.file("progress_" + std::to_string(rank)), "--plan-dir", dir_.file(""), "--pause-at",
-             pause_at.empty() ? std::to_string(kIterations) : pause_at, "--gate", dir_.file("")},
-            {}, dir_.file("trainer_" + std::to_string(rank) + ".log")));
+             pause_at.empty() ? std::to_string(kIterations) : pause_at, "--gate", dir_.file("")}),
+            {{"PERSEUS_LOCK_DIR", dir_.file("locks")}}, dir_.file("trainer_" + std::to_string(rank) + ".log")));
       }
     }
   }
@@ -214,7 +231,7 @@ class ServeE2E : public ::testing::Test {
   TempDir dir_;
   pid_t server_ = 0;
   int port_ = 0;
-  std::string job_id_;
+  std::string job_id_, job_token_;
   std::vector<pid_t> trainers_;
 };
 
@@ -272,6 +289,42 @@ TEST_F(ServeE2E, TrainingContinuesThroughAServerOutageAndReportsArriveAfterResta
   check_applied_equals_plan();
   EXPECT_TRUE(wait_for([&] { return measurement_count() == kDp * kPp * kIterations; }, 60))
       << measurement_count();
+}
+
+// The same 8 ranks with no privilege of their own: every clock change goes through the
+// `perseus gpud` helper, which drives 8 GPUs of the fake NVML (one per rank) and logs each
+// change; after the run every GPU is unlocked again.
+TEST_F(ServeE2E, EightRanksSetTheirClocksThroughTheGpudHelper) {
+  std::filesystem::create_directories(dir_.file("nvml_state"));
+  std::ofstream(dir_.file("gpud.conf")) << "socket " << dir_.file("gpud.sock") << "\nstate_dir "
+                                        << dir_.file("gpud_state") << "\nlibrary " << FAKE_NVML_PATH
+                                        << "\nallow * uid:" << ::getuid() << "\n";
+  const pid_t gpud = spawn({PERSEUS_BINARY, "gpud", "--config", dir_.file("gpud.conf")},
+                           {{"FAKE_NVML_DEVICES", "8"}, {"FAKE_NVML_STATE_DIR", dir_.file("nvml_state")},
+                            {"FAKE_NVML_LOG", dir_.file("nvml.log")}},
+                           dir_.file("gpud.log"));
+  ASSERT_TRUE(wait_for([&] { return read_file(dir_.file("gpud.log")).find("serving GPUs") != std::string::npos; }, 60))
+      << read_file(dir_.file("gpud.log"));
+  create_job();
+  start_trainers(/*time_scale=*/0.25, "", dir_.file("gpud.sock"));
+  wait_trainers();
+  check_applied_equals_plan();
+  const std::string log = read_file(dir_.file("gpud.log"));
+  const std::string nvml = read_file(dir_.file("nvml.log"));
+  for (int r = 0; r < kDp * kPp; ++r) {
+    EXPECT_NE(log.find("GPU " + std::to_string(r) + ": locked at "), std::string::npos) << "rank " << r << "\n" << log;
+    EXPECT_NE(log.find("GPU " + std::to_string(r) + ": unlocked by "), std::string::npos) << "rank " << r;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("nvml_state/locked_" + std::to_string(r)))) << "rank " << r;
+  }
+  // Only the helper touched the driver's clock calls: every such call came from its pid.
+  for (const auto& l : nonempty_lines(nvml)) {
+    if (l.find("GpuLockedClocks") != std::string::npos) {
+      EXPECT_EQ(l.substr(0, l.find(' ')), std::to_string(gpud)) << l;
+    }
+  }
+  EXPECT_TRUE(wait_for([&] { return measurement_count() == kDp * kPp * kIterations; }, 60)) << measurement_count();
+  ::kill(gpud, SIGTERM);
+  wait_exit(gpud, 30);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <httplib.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -289,6 +290,26 @@ TEST_F(StragglerE2E, DetectsSwitchesVerifiesClearsAndSavesWhatEmulatePredicts) {
             std::string::npos);
   EXPECT_NE(res->body.find("perseus_job_straggler_decisions_total{job=\"" + with.job_id + "\",action=\"straggler_set\"} 1"),
             std::string::npos);
+  // The job report draws the decisions from an export of GET /v1/jobs/{id}.
+  const std::string export_path = dir_.file("job_export.json");
+  std::ofstream(export_path) << with.final_job.dump();
+  const pid_t rp = spawn({PERSEUS_BINARY, "report", "--job", export_path}, {}, dir_.file("report.log"));
+  const int rs = wait_exit(rp, 120);
+  ASSERT_TRUE(WIFEXITED(rs) && WEXITSTATUS(rs) == 0) << read_file(dir_.file("report.log"));
+  const std::string html = read_file(dir_.file("job_export.html"));
+  auto occurrences = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(occurrences("class=\"marker straggler_set\""), 1u);
+  EXPECT_EQ(occurrences("class=\"marker straggler_cleared\""), 1u);
+  EXPECT_EQ(occurrences("class=\"marker verification verified\""), 3u);
+  EXPECT_EQ(occurrences("class=\"band straggler\""), 1u);
+  if (const char* keep = std::getenv("PERSEUS_E2E_KEEP_EXPORT")) {  // docs: the example in docs/stragglers.md
+    std::ofstream(std::string(keep) + ".json") << with.final_job.dump(1);
+    std::ofstream(std::string(keep) + ".html") << html;
+  }
 }
 
 TEST_F(StragglerE2E, APipelineWhoseGpusIgnoreClocksIsCaughtAndReverted) {

@@ -1,9 +1,9 @@
 // perseus_test_trainer: a fake training process for the client tests. It runs a 1F1B
 // pipeline schedule (or its plan's order with --follow-plan) through the Perseus client,
-// on a simulated, NVML or dry-run GPU.
+// on a simulated, NVML, gpud or dry-run GPU.
 //   perseus_test_trainer --url U --token T --job J --rank R --dp D --pp P [--tp 0]
-//     --stages S --microbatches M --iterations N [--backend simulated|nvml|dry-run]
-//     [--profile CSV] [--time-scale X] [--nvml-library PATH] [--dry-run-log PATH]
+//     --stages S --microbatches M --iterations N [--backend simulated|nvml|gpud|dry-run]
+//     [--profile CSV] [--time-scale X] [--nvml-library PATH] [--gpud-socket PATH] [--dry-run-log PATH]
 //     [--freq-log PATH] [--progress PATH] [--watchdog PATH] [--hang] [--poll S]
 //     [--no-coalesce] [--follow-plan] [--plan-dir DIR] [--pause-at K[,K...] --gate DIR]
 // --plan-dir: writes DIR/plan_<rank>_v<version>.txt ("<instruction> <microbatch> <freq_mhz>"
@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
     spec.backend = get("backend", "simulated");
     spec.device_index = static_cast<int>(num("device", 0));
     spec.nvml_library = get("nvml-library");
+    spec.gpud_socket = get("gpud-socket");
     spec.profile_path = get("profile");
     spec.stage = o.ranks.pp_rank;
     spec.time_scale = num("time-scale", 0.01);

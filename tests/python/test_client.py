@@ -22,8 +22,9 @@ class ClientTest(unittest.TestCase):
         cls.profile = write_first_stages(2, cls._tmp.name)
         with open(cls.profile) as f:
             cls.csv = f.read()
-        cls.job_id = cls.server.api.create_job(pp=2, microbatches=3, profile_csv=cls.csv, p2p_power_w=83.64,
-                                               unit_time_s=0.002)["job_id"]
+        created = cls.server.api.create_job(pp=2, microbatches=3, profile_csv=cls.csv, p2p_power_w=83.64,
+                                            unit_time_s=0.002)
+        cls.job_id, cls.job_token = created["job_id"], created["job_token"]
         cls.server.api.wait_ready(cls.job_id, timeout_s=600)
 
     @classmethod
@@ -112,6 +113,21 @@ class ClientTest(unittest.TestCase):
             perseus.Client(self.server.url, self.job_id, rank=0, token="wrong", backend="simulated",
                            profile_path=self.profile)
 
+    def test_job_token_reaches_only_its_job(self):
+        from perseus.server import API, APIError
+        c = self.client(1, token=self.job_token)  # a rank with the job's own token
+        c.on_step_begin()
+        job_api = API(self.server.url, self.job_token)
+        self.assertEqual(job_api.get_job(self.job_id)["job_id"], self.job_id)
+        for call in (lambda: job_api.request("GET", "/v1/jobs"),
+                     lambda: job_api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=83.64),
+                     lambda: job_api.request("DELETE", "/v1/jobs/" + self.job_id)):
+            with self.assertRaises(APIError) as cm:
+                call()
+            self.assertEqual(cm.exception.http_status, 403)
+            self.assertEqual(cm.exception.code, "forbidden")
+        self.assertEqual(self.server.api.get_job(self.job_id)["job_id"], self.job_id)  # not deleted
+
     def test_bad_config(self):
         with self.assertRaises(perseus.ClientConfigError) as cm:
             perseus.Client(self.server.url, self.job_id, rank=0, backend="quantum")
@@ -120,6 +136,51 @@ class ClientTest(unittest.TestCase):
             perseus.Client(self.server.url, self.job_id, rank=0, backend="simulated", profile_path="/nonexistent.csv")
         with self.assertRaises(TypeError):
             perseus.Client(self.server.url, self.job_id)  # rank is required
+
+    def test_gpud_backend(self):
+        # No helper: a GpuError that says what is missing.
+        with self.assertRaises(perseus.GpuError) as cm:
+            perseus.Client(self.server.url, self.job_id, rank=0, token=self.server.token, backend="gpud",
+                           gpud_socket_path="/nonexistent/gpud.sock")
+        self.assertIn("cannot connect to perseus gpud at /nonexistent/gpud.sock", str(cm.exception))
+        fake_nvml = os.environ.get("FAKE_NVML_PATH")
+        if not fake_nvml:
+            self.skipTest("fake NVML not built")
+        # The real helper on the fake NVML; the client sets its clocks through it.
+        import subprocess
+        import time
+        d = temp_dir(self)
+        sock = os.path.join(d, "gpud.sock")
+        with open(os.path.join(d, "gpud.conf"), "w") as f:
+            f.write(f"socket {sock}\nstate_dir {d}/state\nlibrary {fake_nvml}\nallow * uid:{os.getuid()}\n")
+        log_path = os.path.join(d, "gpud.log")
+        with open(log_path, "w") as log:
+            helper = subprocess.Popen([os.environ["PERSEUS_BINARY"], "gpud", "--config", os.path.join(d, "gpud.conf")],
+                                      stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(helper.wait)
+        self.addCleanup(helper.terminate)
+
+        def log_text():
+            with open(log_path) as f:
+                return f.read()
+        deadline = time.monotonic() + 60
+        while "serving GPUs" not in log_text() and helper.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertIn("serving GPUs", log_text())
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"PERSEUS_LOCK_DIR": os.path.join(d, "locks")}):
+            c = perseus.Client(self.server.url, self.job_id, rank=0, pp_rank=0, token=self.server.token,
+                               backend="gpud", gpud_socket_path=sock, device_index=0, coalesce_clock_requests=False,
+                               plan_poll_interval_s=0.05)
+        self.assertEqual(c.backend, "gpud")
+        c.on_step_begin()
+        for name in ["forward", "forward", "backward", "forward", "backward", "backward"]:
+            c.on_instruction_begin(name)
+            c.on_instruction_end(name)
+        c.on_step_end()
+        c.close()
+        self.assertIn("GPU 0: locked at ", log_text())
+        self.assertIn(f"GPU 0: unlocked by uid={os.getuid()}", log_text())
 
     def test_unsupported_on_dry_run(self):
         c = self.client(1, backend="dry-run", profile_path=None, enable_watchdog=False,

@@ -1,4 +1,6 @@
 // Hostile-input suite: every row of issue 15's reliability probe (and a few more), on loopback.
+// Rows 9 and 10 (one token for everything; --zeus-no-auth filling the server) are in
+// authority_test.cpp; row 8's SIGTERM in restart_test.cpp (Shutdown.SigtermCancelsALongSolve).
 // Each test waits on events (an answer, a closed connection), never on elapsed time; counts are
 // small and every blocking read is bounded by RawConn's safety timeout.
 #include <gtest/gtest.h>
@@ -434,10 +436,16 @@ TEST(Hostile, DeleteCancelsPlanningAndBudgetStopsIt) {
   TempDir dir;
   LocalServer srv(dir.file("h.db"));
   Api api(srv.port());
-  auto r = api.post("/v1/jobs", big_job());
+  auto r = api.post("/v1/jobs", long_solve_job());
   ASSERT_EQ(r.status, 201) << r.body;
+  ASSERT_TRUE(wait_solve_running(api)) << "the solve never started";
   EXPECT_EQ(api.del("/v1/jobs/" + r.j["job_id"].get<std::string>()).status, 200);
   EXPECT_TRUE(srv.server().manager().wait_idle(120)) << "the deleted job's solve did not stop";
+  EXPECT_EQ(metric_value(api, "perseus_frontiers_solved_total"), 0) << "cancelled, not finished";
+  // The planner thread is free: a small job is solved next.
+  r = api.post("/v1/jobs", profile_job(1, 8));
+  ASSERT_EQ(r.status, 201) << r.body;
+  wait_status(api, r.j["job_id"], "ready", 120);
 
   json b = big_job();
   b["planning_budget_s"] = 0.1;

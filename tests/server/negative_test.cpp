@@ -21,6 +21,7 @@ class Negative : public ::testing::Test {
     dir = new TempDir();
     ServerOptions opt;
     opt.max_body_bytes = 1 << 20;
+    opt.zeus_plan_texts = {"[[1410, 1410], [1200, 1200]]"};  // pp 2, 1 microbatch
     srv = new LocalServer(dir->file("n.db"), opt);
     Api api(srv->port());
     auto r = api.post("/v1/jobs", profile_job(2, 8));
@@ -29,6 +30,11 @@ class Negative : public ::testing::Test {
     wait_status(api, job, "ready");
     ASSERT_EQ(api.post("/v1/jobs/" + job + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status,
               201);
+    r = api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1}, {"world_size", 2}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    zjob = r.j.get<std::string>();  // Zeus routes reach only Zeus jobs
+    ASSERT_EQ(api.post("/register_rank/" + zjob, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status,
+              200);
   }
   static void TearDownTestSuite() {
     delete srv;
@@ -36,7 +42,7 @@ class Negative : public ::testing::Test {
   }
   static inline TempDir* dir = nullptr;
   static inline LocalServer* srv = nullptr;
-  static inline std::string job;
+  static inline std::string job, zjob;
   std::string base() const { return "/v1/jobs/" + job; }
 };
 
@@ -47,7 +53,7 @@ TEST_F(Negative, AuthOnEveryRoute) {
       {"GET", "/metrics"}, {"GET", "/v1/jobs"}, {"POST", "/v1/jobs"}, {"GET", base()}, {"DELETE", base()},
       {"POST", base() + "/ranks"}, {"GET", base() + "/ranks/0/plan"}, {"POST", base() + "/ranks/0/measurements"},
       {"POST", base() + "/stragglers"}, {"DELETE", base() + "/stragglers/0"}, {"POST", "/register_job"},
-      {"POST", "/register_rank/" + job}, {"GET", "/schedule/" + job + "?rank=0"}, {"POST", "/result/" + job}};
+      {"POST", "/register_rank/" + zjob}, {"GET", "/schedule/" + zjob + "?rank=0"}, {"POST", "/result/" + zjob}};
   for (Api* api : {&none, &wrong})
     for (const auto& [method, path] : routes) {
       Resp r = method == "GET" ? api->get(path) : method == "DELETE" ? api->del(path) : api->post(path, json::object());
@@ -61,8 +67,8 @@ TEST_F(Negative, AuthOnEveryRoute) {
 TEST_F(Negative, MalformedJsonEverywhere) {
   Api api(srv->port());
   for (const std::string& path : {std::string("/v1/jobs"), base() + "/ranks", base() + "/ranks/0/measurements",
-                                 base() + "/stragglers", std::string("/register_job"), "/register_rank/" + job,
-                                 "/result/" + job}) {
+                                 base() + "/stragglers", std::string("/register_job"), "/register_rank/" + zjob,
+                                 "/result/" + zjob}) {
     expect_error(api.post_raw(path, "{\"pp\": 4,"), 400, path);
     expect_error(api.post_raw(path, ""), 400, path + " empty");
     expect_error(api.post_raw(path, "[1, 2]"), 422, path + " array");
@@ -134,14 +140,20 @@ TEST_F(Negative, WrongTypesAndRanges) {
   expect_error(api.del(base() + "/stragglers/1"), 404, "no straggler");
   expect_error(api.del(base() + "/stragglers/x"), 400, "pipeline path");
 
-  expect_error(api.get("/schedule/" + job), 400, "zeus rank missing");
+  expect_error(api.get("/schedule/" + zjob), 400, "zeus rank missing");
   expect_error(api.post("/register_job", {{"job_id", "x"}, {"pp_degree", 1}, {"dp_degree", 1}, {"tp_degree", 1},
                                           {"world_size", 1}}), 422, "zeus job id");
   expect_error(api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
                                           {"world_size", 3}}), 422, "zeus world");
+  expect_error(api.post("/result/" + zjob, {{"rank", 0}, {"iter_time", {1.0}}, {"iter_energy", {}}}), 422, "zeus result");
+}
+
+TEST(ZeusNotConfigured, RegisterJobAnswers503) {
+  TempDir dir;
+  LocalServer srv(dir.file("z.db"));
+  Api api(srv.port());
   expect_error(api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
                                           {"world_size", 2}}), 503, "zeus not configured");
-  expect_error(api.post("/result/" + job, {{"rank", 0}, {"iter_time", {1.0}}, {"iter_energy", {}}}), 422, "zeus result");
 }
 
 TEST_F(Negative, UnknownJobEverywhere) {

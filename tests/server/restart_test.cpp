@@ -210,5 +210,36 @@ TEST(Profiling, SweepSurvivesRestartAndEndsOptimized) {
   }
 }
 
+// SIGTERM during a long solve: the server cancels the solve and exits 0 (docs/http-api.md,
+// "Signals"; the time it takes is measured by bench/server_sigterm.sh, not here). Ordered by
+// events: the solve has started (planner gauge) before the signal; afterwards the job is still
+// `planning` (the solve neither finished nor was recorded as failed) and the registered rank
+// is kept.
+TEST(Shutdown, SigtermCancelsALongSolve) {
+  TempDir dir;
+  const std::string db = dir.file("s.db");
+  std::string job;
+  {
+    ServeProcess p(dir, db);
+    Api api(p.port());
+    auto r = api.post("/v1/jobs", long_solve_job());
+    ASSERT_EQ(r.status, 201) << r.body;
+    job = r.j["job_id"];
+    ASSERT_EQ(api.post("/v1/jobs/" + job + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status,
+              201);
+    ASSERT_TRUE(wait_solve_running(api)) << "the solve never started";
+    ASSERT_EQ(api.get("/v1/jobs/" + job).j["status"], "planning");
+    EXPECT_EQ(p.terminate(), 0) << "SIGTERM during a solve exits cleanly";
+  }
+  EXPECT_NE(read_file(dir.file("serve.log")).find("signal 15, stopping"), std::string::npos);
+  ServeProcess p(dir, db);
+  Api api(p.port());
+  const json info = api.get("/v1/jobs/" + job).j;
+  EXPECT_EQ(info["status"], "planning") << "the cancelled solve is re-queued, not failed: " << info.dump();
+  EXPECT_EQ(info["ranks_registered"], 1);
+  ASSERT_TRUE(wait_solve_running(api)) << "the restarted server solves the job again";
+  EXPECT_EQ(p.terminate(), 0);
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

@@ -139,6 +139,27 @@ inline json wait_status(Api& api, const std::string& job, const std::string& sta
   return j;
 }
 
+/// The value of an unlabelled Prometheus sample `name` in GET /metrics (-1 if absent).
+inline double metric_value(Api& api, const std::string& name) {
+  const std::string text = api.get("/metrics").body;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return -1;
+}
+
+/// Polls /metrics until perseus_planner_running is 1, i.e. a frontier solve has started (an
+/// event, not a time); false if it did not within timeout_s (a hang guard only).
+inline bool wait_solve_running(Api& api, double timeout_s = 60) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (metric_value(api, "perseus_planner_running") == 1) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 /// An A100's supported SM clocks, MHz: 1410 down to 210 in 15 MHz steps.
 inline json a100_clocks() {
   json out = json::array();
@@ -150,6 +171,15 @@ inline json a100_clocks() {
 inline json profile_job(int dp = 2, int pp = 8) {
   return {{"name", "test"}, {"pp", pp}, {"dp", dp}, {"tp", 1}, {"microbatches", 4}, {"schedule", "1f1b"},
           {"p2p_power_w", 83.64}, {"unit_time_s", 0.01}, {"profile_csv", example_profile()}};
+}
+
+/// A job whose frontier solve takes minutes (8 stages, 256 microbatches, a 1 µs quantum: about
+/// 10^5 graph-cut steps), so that a test can act while it runs.
+inline json long_solve_job() {
+  json j = profile_job(1, 8);
+  j["microbatches"] = 256;
+  j["unit_time_s"] = 1e-6;
+  return j;
 }
 
 }  // namespace perseus::server::testing

@@ -1,20 +1,55 @@
 // Unit tests of server pieces: Zeus plan parser, sweep, rate limiter, field access, job spec.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
+#include "perseus/quick_plan.hpp"
 #include "perseus/server/job_model.hpp"
 #include "perseus/server/job_spec.hpp"
 #include "perseus/server/rate_limiter.hpp"
 #include "perseus/server/sweep.hpp"
-#include "perseus/server/zeus_plan.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::server {
 namespace {
 
 using nlohmann::json;
+
+// The quick plan a job is served while its frontier is solved: the all-max iteration time,
+// no more energy than all-max, and no better than the frontier's fastest point (which
+// includes the all-max plan with its slack reclaimed among its candidates).
+TEST(QuickPlan, AllMaxTimeLessEnergyFrontierAtLeastAsGood) {
+  JobSpec spec;
+  spec.pp = 8;
+  spec.microbatches = 4;
+  spec.p_block_w = 83.64;
+  spec.unit_time_s = 0.01;
+  spec.profile_csv = [] {
+    std::ifstream in(std::string(PERSEUS_EXAMPLES_DIR) + "/stage_profile_gpt3-175b_a100_sxm.csv");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  const JobModel model = prepare_model(spec);
+  const FrequencyPlan all_max = all_max_plan(*model.dag, *model.profile, spec.p_block_w);
+  const FrequencyPlan quick = quick_fastest_plan(*model.dag, *model.profile, spec.p_block_w);
+  EXPECT_NEAR(quick.timeline.time_s, all_max.timeline.time_s, 1e-9 * all_max.timeline.time_s);
+  EXPECT_LT(quick.total_energy_j(), all_max.total_energy_j()) << "1F1B has slack off the critical path";
+  const auto frontier = solve_model_frontier(model, spec);
+  const auto& fastest = frontier->points().back();
+  EXPECT_NEAR(fastest.time_s, quick.timeline.time_s, 1e-6 * quick.timeline.time_s);
+  EXPECT_LE(fastest.energy_j, quick.total_energy_j() * (1 + 1e-12));
+  // What the server serves is that plan, rendered.
+  const auto served = quick_plan(model, spec);
+  EXPECT_EQ(served->plan_index, kQuickPlanIndex);
+  EXPECT_EQ(served->freq_mhz, quick.freq_mhz);
+  EXPECT_DOUBLE_EQ(served->point.energy_j, quick.total_energy_j());
+}
 
 TEST(ZeusPlan, ParsesIntegerListsWithComments) {
   const auto p = parse_zeus_plan("[[1410, 1395,], [1200, 1100]]\n# cost change: 1.0\n# total cost: 3\n", "t");
@@ -30,7 +65,7 @@ TEST(ZeusPlan, ParsesTuplesAndRoundTrips) {
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(*p[0][1].instruction, "backward");
   EXPECT_EQ(p[1][0].freq_mhz, 900);
-  const auto q = parse_zeus_plan(format_zeus_plan(p), "t");
+  const auto q = parse_zeus_plan(zeus_plan_text(p, "a comment\nover two lines"), "t");
   EXPECT_EQ(q.size(), 2u);
   EXPECT_EQ(*q[0][0].instruction, "forward");
 }

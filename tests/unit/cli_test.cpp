@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdio>
@@ -80,6 +81,31 @@ TEST(Cli, ProfileWithoutMaxClockRowIsRefusedByOptimizeAndEmulate) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "o"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "e"));
+}
+
+// Issue 19: timeline overheads lengthen the plans (summary records them; `perseus report`
+// rebuilds the same problem from it); bad values are usage errors naming the option.
+TEST(Cli, OptimizeWithTimelineOverheads) {
+  testing::TempDir dir;
+  const std::string base = "optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                           " --stages 8 --microbatches 4 --p2p-power 83.64 --unit-time 0.005 --out ";
+  ASSERT_EQ(run(base + (dir.path() / "plain").string()).status, 0);
+  const auto r = run(base + (dir.path() / "o").string() + " --p2p-latency 0.01 --op-overhead 0.002 --report");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = [&](const char* out) {
+    std::ifstream in(dir.path() / out / "summary.json");
+    return nlohmann::json::parse(in);
+  };
+  const auto plain = summary("plain"), with = summary("o");
+  EXPECT_FALSE(plain["inputs"].contains("p2p_latency_s"));
+  EXPECT_EQ(with["inputs"]["p2p_latency_s"], 0.01);
+  EXPECT_EQ(with["inputs"]["op_overhead_s"], 0.002);
+  // All-max: every GPU runs 8 computations (4 microbatches) at 2 ms more each, plus sends.
+  EXPECT_GT(with["allmax_time_s"].get<double>(), plain["allmax_time_s"].get<double>() + 8 * 0.002);
+  const auto bad = run(base + (dir.path() / "x").string() + " --p2p-latency -0.1");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--p2p-latency"), std::string::npos) << bad.output;
+  EXPECT_EQ(run(base + (dir.path() / "x").string() + " --op-overhead nan").status, 2);
 }
 
 // Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,

@@ -1,3 +1,4 @@
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include "perseus/error.hpp"
@@ -34,10 +35,33 @@ TEST(Profile, ReadsBundledExample) {
 
 TEST(Profile, IgnoresExtraColumnsAndAnyColumnOrder) {
   const Profile p = parse_profile_csv(
-      "rank,energy,time,frequency,instruction,stage,tp_rank\n0,20,0.1,1410,forward,0,0\n0,40,0.2,1410,backward,0,0\n",
+      "rank,energy,time,frequency,instruction,stage,pp_rank\n0,20,0.1,1410,forward,0,0\n0,40,0.2,1410,backward,0,0\n",
       "x");
   ASSERT_EQ(p.num_stages(), 1);
   EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kBackward)[0].energy_j, 40);
+}
+
+// 3D job, one row per GPU: a stage's TP GPUs and DP replicas merge into one point with the
+// slowest GPU's time and the mean (one GPU's) energy (docs/validation.md "3D runs").
+TEST(Profile, MergesPerGpuRowsOfThreeDimensionalJobs) {
+  const Profile p = parse_profile_csv(
+      "stage,instruction,frequency,time,energy,dp_rank,pp_rank,tp_rank\n"
+      "0,forward,1410,0.10,20,0,0,0\n0,forward,1410,0.12,22,0,0,1\n0,forward,1410,0.11,24,1,0,0\n"
+      "0,forward,1410,0.10,18,1,0,1\n0,backward,1410,0.2,40,0,0,0\n0,backward,1200,0.25,36,1,0,1\n",
+      "x");
+  ASSERT_EQ(p.points(0, InstructionKind::kForward).size(), 1u);
+  EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kForward)[0].time_s, 0.12);
+  EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kForward)[0].energy_j, 21);
+  ASSERT_EQ(p.points(0, InstructionKind::kBackward).size(), 2u);
+  EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kBackward)[1].time_s, 0.25);
+  // The same GPU twice is still a duplicate; a negative rank is an error.
+  EXPECT_NE(error_of("stage,instruction,frequency,time,energy,tp_rank\n0,forward,1410,0.1,20,1\n"
+                     "0,forward,1410,0.1,20,1\n")
+                .find("p.csv:3: field 'frequency': duplicate row for stage 0 forward at 1410 MHz on dp_rank 0 tp_rank 1"),
+            std::string::npos);
+  EXPECT_NE(error_of("stage,instruction,frequency,time,energy,dp_rank\n0,forward,1410,0.1,20,-1\n")
+                .find("p.csv:2: field 'dp_rank'"),
+            std::string::npos);
 }
 
 TEST(Profile, SkipsBlankLines) {
@@ -50,6 +74,20 @@ TEST(Profile, SortsFrequenciesDescending) {
   const Profile p = parse_profile_csv(kGood, "x");
   EXPECT_EQ(p.points(0, InstructionKind::kForward)[0].freq_mhz, 1410);
   EXPECT_EQ(p.points(0, InstructionKind::kForward)[1].freq_mhz, 1200);
+}
+
+TEST(Profile, AnyRowOrderGivesTheSameProfile) {
+  // Rows listed slowest clock first, stages interleaved: the same profile as highest first.
+  std::string asc = "stage,instruction,frequency,time,energy\n", desc = asc;
+  for (int f = 1005; f <= 1410; f += 15)
+    for (int s = 1; s >= 0; --s)
+      for (const char* k : {"backward", "forward"})
+        asc += fmt::format("{},{},{},{},{}\n", s, k, f, 300.0 / f, f / 10.0);
+  for (int s = 0; s <= 1; ++s)
+    for (const char* k : {"forward", "backward"})
+      for (int f = 1410; f >= 1005; f -= 15) desc += fmt::format("{},{},{},{},{}\n", s, k, f, 300.0 / f, f / 10.0);
+  EXPECT_EQ(format_profile_csv(parse_profile_csv(asc, "asc")), format_profile_csv(parse_profile_csv(desc, "desc")));
+  EXPECT_EQ(parse_profile_csv(asc, "asc").points(1, InstructionKind::kBackward).front().freq_mhz, 1410);
 }
 
 TEST(ProfileErrors, MissingColumn) {

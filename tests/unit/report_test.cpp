@@ -150,6 +150,30 @@ TEST(Report, PlanPointsMatchFrontierCsvRows) {
   EXPECT_EQ(n, plans);
 }
 
+TEST(Report, FrontierPlotShowsTheBoundAndTheBaselinesPlans) {
+  Job job;  // certified planner (the default): frontier.csv has lower_bound_j
+  std::string html = slurp(write_report(job.out));
+  EXPECT_EQ(count(html, "<polyline class=\"lower-bound\""), 1u);
+  EXPECT_NE(html.find("certified lower bound (no plan below)"), std::string::npos);
+  // ZeusGlobal's all-1410 MHz candidate is the all-max plan; EnvPipe is a named diamond.
+  EXPECT_NE(html.find("ZeusGlobal candidates (one clock for all GPUs): candidate 0 (1410 MHz on stage 0)"),
+            std::string::npos);
+  EXPECT_GE(count(html, "ZeusPerStage candidates (one clock per stage): candidate"), 1u);
+  EXPECT_NE(html.find("<title>EnvPipe: "), std::string::npos);
+  // Every candidate is drawn inside the plot's time range, or counted in the note.
+  const std::size_t drawn = count(html, "<polygon class=\"candidate\"");
+  std::smatch m;
+  const std::size_t left_out =
+      std::regex_search(html, m, std::regex("([0-9]+) baseline plan\\(s\\) slower")) ? std::stoul(m[1]) : 0;
+  EXPECT_EQ(drawn + left_out, 3u + 3u);  // ZeusGlobal and ZeusPerStage: one candidate per clock (3); EnvPipe drawn above
+  // Graph-cut folders have no bound: no dotted line.
+  std::string csv = slurp(fs::path(job.out) / "frontier.csv");
+  csv = std::regex_replace(csv, std::regex(",[0-9.e+-]+\n"), ",0\n");
+  std::ofstream(fs::path(job.out) / "frontier.csv") << csv;
+  html = slurp(write_report(job.out));
+  EXPECT_EQ(count(html, "class=\"lower-bound\""), 0u);
+}
+
 // The folder stores the profile as planned (profile.csv): the report keeps power colours when
 // the input profile moved (issue 22). Without the copy and the input: frequency, a note and a warning.
 TEST(Report, WithoutTheProfileBoxesShowFrequency) {
@@ -222,7 +246,7 @@ TEST(ReportErrors, BadFolderAndSummary) {
   EXPECT_NE(e.find("field 'inputs.schedule': 'zigzag' is neither a schedule name"), std::string::npos) << e;
   std::ofstream(sum) << std::regex_replace(good, std::regex("\"microbatches\": 3"), "\"microbatches\": 4");
   e = report_error(job.out);
-  EXPECT_NE(e.find("the plan lacks"), std::string::npos) << e;
+  EXPECT_NE(e.find("ranks[0] must list 8 computations, as the schedule runs on that rank"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
 }
 
@@ -239,7 +263,15 @@ TEST(ReportErrors, PlanFileProblems) {
   std::ofstream(plan) << std::regex_replace(good, std::regex("\"instruction\": \"forward\""),
                                             "\"instruction\": \"sideways\"", std::regex_constants::format_first_only);
   e = report_error(job.out);
-  EXPECT_NE(e.find("instructions[0].instruction': expected forward, backward"), std::string::npos) << e;
+  EXPECT_NE(e.find(plan.filename().string() + ": ranks[0][0]: unknown instruction \"sideways\""), std::string::npos) << e;
+  {
+    auto j = nlohmann::json::parse(good);
+    j["ranks"][1]["instructions"][2].erase("end_s");
+    std::ofstream(plan) << j.dump(1);
+  }
+  e = report_error(job.out);
+  EXPECT_NE(e.find("ranks[1][2]: \"start_s\" and \"end_s\" must be numbers (s) with end_s > start_s"),
+            std::string::npos) << e;
   {
     auto j = nlohmann::json::parse(good);
     j["time_s"] = 99.0;

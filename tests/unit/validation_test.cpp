@@ -1,6 +1,8 @@
 // Check against reality: measured real-GPU plans vs our DAG + simulator predictions.
 #include "perseus/validation.hpp"
 
+#include <cmath>
+
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
@@ -31,6 +33,26 @@ TEST(Validation, RealGpuMedianError) {
   EXPECT_LE(all[0].median_abs_error_pct, 0.5);
   EXPECT_LE(all[3].median_abs_error_pct, 0.5);
   EXPECT_NE(validation_markdown(all).find("| **all** | | | 190 |"), std::string::npos);
+  // The overhead model (per-computation overhead calibrated on the all-max plans, no constant),
+  // docs/validation.md: issue 19's acceptance on every workload but a40_pp8_t5-3b, whose
+  // iteration is dominated by something no DAG model explains (measured times fall while
+  // computation grows; documented there).
+  for (const auto& r : all) {
+    EXPECT_GT(r.overheads.op_overhead_s, 0.0) << r.workload;
+    EXPECT_EQ(r.overheads.p2p_latency_s, 0.0) << r.workload;
+    if (r.workload == "a40_pp8_t5-3b") continue;
+    EXPECT_LT(r.overheads.op_overhead_s, 0.010) << r.workload;  // measured 3.3-7.6 ms
+    EXPECT_LE(r.median_abs_model_error_pct, 2.0) << r.workload;
+    EXPECT_LE(r.max_abs_model_error_pct, 5.0) << r.workload;
+    EXPECT_LE(std::abs(r.median_model_error_pct), 3.0) << r.workload;
+    // Calibration reproduces the all-max plans' mean measured time.
+    double sim = 0, meas = 0, n = 0;
+    for (const auto& p : r.plans) {
+      if (p.all_max) sim += p.model_time_s, meas += p.measured_time_s, n += 1;
+    }
+    EXPECT_NEAR(sim / n, meas / n, 1e-9 * meas) << r.workload;
+  }
+  EXPECT_LE(overall_median_abs_model_error_pct(all), 0.5);
 }
 
 // A 2-stage, 2-microbatch workload with hand-checkable numbers.
@@ -70,6 +92,33 @@ TEST(Validation, TinyWorkloadByHand) {
   EXPECT_DOUBLE_EQ(r.median_abs_error_pct, 100.0 * 0.5 / 10.5);
 }
 
+// Per-computation overhead o: the all-max plan's 1F1B time is 9 + 6o (each GPU runs 4
+// computations, the critical path 6), so o = 1/6 s for the measured 10 s; plan 1's slower F1 is
+// off the critical path: 10 s predicted for 10.5 s measured.
+TEST(Validation, TinyWorkloadOverheadByHand) {
+  TinyWorkload w;
+  const RealGpuValidation r = validate_real_gpu(w.path());
+  EXPECT_NEAR(r.overheads.op_overhead_s, 1.0 / 6.0, 1e-12);
+  EXPECT_NEAR(r.plans[0].model_time_s, 10.0, 1e-11);
+  EXPECT_NEAR(r.plans[1].model_time_s, 10.0, 1e-11);
+  EXPECT_NEAR(r.median_model_error_pct, 100.0 * (10.0 - 10.5) / 10.5, 1e-9);
+  // A given P2P latency (on F of stage 0 and B of stage 1) leaves less to the per-computation
+  // overhead: critical path F0(s0) F0(s1) B0(s1) F1(s1) B1(s1) B1(s0) = 9 + 6o + 3×0.25.
+  const RealGpuValidation p = validate_real_gpu(w.path(), {}, 0.25);
+  EXPECT_NEAR(p.overheads.op_overhead_s, 0.25 / 6.0, 1e-12);
+  EXPECT_NEAR(p.plans[0].model_time_s, 10.0, 1e-11);
+  EXPECT_THROW(validate_real_gpu(w.path(), {}, -1.0), InputError);
+}
+
+// A DAG already longer than measured: no negative overhead, the model is the bare DAG.
+TEST(Validation, NoNegativeOverhead) {
+  TinyWorkload w;
+  w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,8.0,1,1\n1,8.5,1,0\n");
+  const RealGpuValidation r = validate_real_gpu(w.path());
+  EXPECT_EQ(r.overheads.op_overhead_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.plans[1].model_time_s, 9.0);
+}
+
 void expect_error(const std::string& dir, const std::string& what) {
   try {
     validate_real_gpu(dir);
@@ -78,6 +127,68 @@ void expect_error(const std::string& dir, const std::string& what) {
     EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
   }
 }
+
+// A 3D run (dp 2 × pp 2 × tp 2): rows per (dp_rank, tp_rank). Replica 0's stage 1 has a slow
+// TP GPU (backward 2.5 s instead of 2 s): its stage takes the slowest GPU, so replica 0 runs
+// s1: F0 [1,2] B0 [2,4.5] F1 [4.5,5.5] B1 [5.5,8], s0: B1 [8,10] -> 10 s; replica 1 9 s; the
+// iteration is the slowest replica's: 10 s.
+struct Tiny3dWorkload {
+  testing::TempDir dir;
+  explicit Tiny3dWorkload(int tp1_freq_of_f01 = 1000) {
+    dir.write("info.json", R"({"pp": 2, "num_microbatches": 2, "dp": 2, "tp": 2})");
+    std::string prof = "stage,instruction,frequency,time,dp_rank,tp_rank\n";
+    for (int d = 0; d < 2; ++d)
+      for (int t = 0; t < 2; ++t) {
+        prof += fmt::format("0,forward,1000,1.0,{0},{1}\n0,backward,1000,2.0,{0},{1}\n1,forward,1000,1.0,{0},{1}\n"
+                            "1,backward,1000,{2},{0},{1}\n0,forward,500,2.0,{0},{1}\n",
+                            d, t, d == 0 && t == 1 ? 2.5 : 2.0);
+      }
+    dir.write("time_profile.csv", prof);
+    std::string plans = "plan,stage,order,instruction,microbatch,frequency_mhz,dp_rank,tp_rank\n";
+    for (int p = 0; p < 2; ++p)
+      for (int d = 0; d < 2; ++d)
+        for (int t = 0; t < 2; ++t) {
+          const int f01 = p == 0 ? 1000 : (t == 1 ? tp1_freq_of_f01 : 500);
+          plans += fmt::format("{0},0,0,forward,0,1000,{2},{3}\n{0},0,1,forward,1,{1},{2},{3}\n"
+                               "{0},0,2,backward,0,1000,{2},{3}\n{0},0,3,backward,1,1000,{2},{3}\n"
+                               "{0},1,0,forward,0,1000,{2},{3}\n{0},1,1,backward,0,1000,{2},{3}\n"
+                               "{0},1,2,forward,1,1000,{2},{3}\n{0},1,3,backward,1,1000,{2},{3}\n",
+                               p, f01, d, t);
+        }
+    dir.write("perseus_plans.csv", plans);
+    dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,11.0,1,1\n1,11.5,1,0\n");
+  }
+  std::string path() const { return dir.path().string(); }
+};
+
+TEST(Validation, ThreeDimensionalRunByHand) {
+  Tiny3dWorkload w(500);
+  const RealGpuValidation r = validate_real_gpu(w.path());
+  EXPECT_EQ(r.dp, 2);
+  EXPECT_EQ(r.tp, 2);
+  ASSERT_EQ(r.plans.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.plans[0].dag_time_s, 10.0);
+  EXPECT_DOUBLE_EQ(r.plans[1].dag_time_s, 10.0);  // F(0,1) at 500 MHz is off the critical path
+  EXPECT_DOUBLE_EQ(r.overhead_s, 1.0);             // the gradient all-reduce & co., per iteration
+}
+
+TEST(Validation, ThreeDimensionalErrors) {
+  {
+    Tiny3dWorkload w(1000);  // plan 1: tp_rank 0 at 500 MHz, tp_rank 1 at 1000 MHz
+    expect_error(w.path(), "one clock per stage across its TP GPUs");
+  }
+  {
+    Tiny3dWorkload w(500);
+    w.dir.write("info.json", R"({"pp": 2, "num_microbatches": 2, "dp": 1, "tp": 2})");
+    expect_error(w.path(), "time_profile.csv:12: field 'dp_rank': expected 0..0 (info.json 'dp' = 1), got 1");
+  }
+  {
+    Tiny3dWorkload w(500);
+    w.dir.write("time_profile.csv", "stage,instruction,frequency,time,tp_rank\n0,forward,1000,1,0\n0,forward,1000,1,0\n");
+    expect_error(w.path(), "time_profile.csv:3: field 'frequency': duplicate row for stage 0 forward at 1000 MHz");
+  }
+}
+
 
 TEST(Validation, Errors) {
   {

@@ -33,6 +33,7 @@ struct HttpRequest {
   bool chunked = false;                       ///< Transfer-Encoding: chunked.
   std::string body;
   int route = -1;                             ///< Set by the precheck for the handler (route index).
+  bool admin = false;                         ///< Set by the precheck: the admin token was presented.
   std::vector<std::string> params;            ///< Path parameters of that route.
   /// Query argument `key`, or nullptr.
   const std::string* param(const std::string& key) const;

@@ -11,7 +11,7 @@
 #include <fmt/core.h>
 
 #include "http_daemon.hpp"
-#include "job.hpp"
+#include "job.hpp"  // equal_constant_time
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
@@ -26,12 +26,20 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 
-/// One route: method, path pattern ("{}" = parameter segment), auth requirement, handler.
+/// Who may call a route (docs/http-api.md, "Authority").
+enum class Access {
+  kPublic,      ///< Anyone (GET /v1/health).
+  kAdmin,       ///< The admin token only: create, list, delete jobs; /metrics.
+  kJob,         ///< The admin token or the token of the job named by the first path parameter.
+  kZeusCreate,  ///< POST /register_job: the admin token; anyone under --zeus-no-auth (quota).
+  kZeusJob,     ///< Zeus routes of one job: as kJob; anyone under --zeus-no-auth.
+};
+
+/// One route: method, path pattern ("{}" = parameter segment), who may call it, handler.
 struct Route {
   std::string method;
   std::vector<std::string> segments;
-  bool auth = true;
-  bool zeus = false;
+  Access access = Access::kAdmin;
   std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> handler;
 };
 
@@ -62,13 +70,11 @@ bool match(const Route& r, const std::vector<std::string>& segs, std::vector<std
   return true;
 }
 
-/// Constant-time string comparison (token check).
-bool equal_ct(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const std::size_t n = std::max(a.size(), b.size());
-  for (std::size_t i = 0; i < n; ++i)
-    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
+/// The bearer token of an Authorization header ("" when there is none).
+std::string_view bearer_token(const std::string& header) {
+  static constexpr std::string_view kPrefix = "Bearer ";
+  if (header.size() <= kPrefix.size() || header.compare(0, kPrefix.size(), kPrefix) != 0) return {};
+  return std::string_view(header).substr(kPrefix.size());
 }
 
 /// True for a Content-Type the JSON routes accept: none, application/json, any "+json" type, or
@@ -111,7 +117,8 @@ struct Server::Impl {
         store(opt.db_path, opt.sync_full),
         manager(store, ManagerOptions{opt.job_idle_ttl_s, opt.planner_threads, opt.max_jobs, 100,
                                       opt.zeus_plan_texts, opt.zeus_profile_csv, opt.zeus_schedule,
-                                      opt.zeus_p2p_power_w}),
+                                      opt.zeus_p2p_power_w, opt.zeus_anonymous_max_jobs,
+                                      opt.zeus_anonymous_max_ranks, opt.zeus_anonymous_max_bytes}),
         limiter(opt.rate_limit_rps, std::max(1.0, opt.rate_limit_burst)) {
     loaded = manager.load();
     add_routes();
@@ -139,6 +146,7 @@ struct Server::Impl {
   bool http_started = false;
 
   void shutdown() {
+    manager.begin_shutdown();  // a long solve must not hold up the exit (SIGTERM within 2 s)
     {
       std::lock_guard lock(stop_mu);
       stopping = true;
@@ -170,52 +178,71 @@ struct Server::Impl {
     return parse_index(*v, fmt::format("query parameter \"{}\"", key));
   }
 
-  void add(std::string method, const std::string& pattern, bool auth, bool zeus,
+  void add(std::string method, const std::string& pattern, Access access,
            std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> h) {
-    routes.push_back({std::move(method), split_path(pattern), auth, zeus, std::move(h)});
+    routes.push_back({std::move(method), split_path(pattern), access, std::move(h)});
   }
 
   void add_routes() {
     using P = std::vector<std::string>;
     using R = HttpRequest;
-    add("GET", "/v1/health", false, false, [this](const R&, const P&) {
+    add("GET", "/v1/health", Access::kPublic, [this](const R&, const P&) {
       return Reply{200, json{{"status", "ok"}, {"version", "0.1.0"}, {"uptime_s", now_s() - started_s}}.dump()};
     });
-    add("GET", "/metrics", true, false, [this](const R&, const P&) { return Reply{200, manager.metrics_text()}; });
-    add("GET", "/v1/jobs", true, false, [this](const R&, const P&) { return manager.list_jobs(); });
-    add("POST", "/v1/jobs", true, false,
+    add("GET", "/metrics", Access::kAdmin, [this](const R&, const P&) { return Reply{200, manager.metrics_text()}; });
+    add("GET", "/v1/jobs", Access::kAdmin, [this](const R&, const P&) { return manager.list_jobs(); });
+    add("POST", "/v1/jobs", Access::kAdmin,
         [this](const R& r, const P&) { return manager.create_job(parse_json_body(r.body)); });
-    add("GET", "/v1/jobs/{}", true, false, [this](const R&, const P& p) { return manager.get_job(p[0]); });
-    add("DELETE", "/v1/jobs/{}", true, false, [this](const R&, const P& p) { return manager.delete_job(p[0]); });
-    add("POST", "/v1/jobs/{}/ranks", true, false,
+    add("GET", "/v1/jobs/{}", Access::kJob, [this](const R&, const P& p) { return manager.get_job(p[0]); });
+    add("DELETE", "/v1/jobs/{}", Access::kAdmin, [this](const R&, const P& p) { return manager.delete_job(p[0]); });
+    add("POST", "/v1/jobs/{}/ranks", Access::kJob,
         [this](const R& r, const P& p) { return manager.register_rank(p[0], parse_json_body(r.body)); });
-    add("GET", "/v1/jobs/{}/ranks/{}/plan", true, false, [this](const R& r, const P& p) {
+    add("GET", "/v1/jobs/{}/ranks/{}/plan", Access::kJob, [this](const R& r, const P& p) {
       return manager.get_plan(p[0], parse_index(p[1], "rank"), query_index(r, "since_version", false));
     });
-    add("POST", "/v1/jobs/{}/ranks/{}/measurements", true, false, [this](const R& r, const P& p) {
+    add("POST", "/v1/jobs/{}/ranks/{}/measurements", Access::kJob, [this](const R& r, const P& p) {
       return manager.post_measurements(p[0], parse_index(p[1], "rank"), parse_json_body(r.body));
     });
-    add("POST", "/v1/jobs/{}/stragglers", true, false,
+    add("POST", "/v1/jobs/{}/stragglers", Access::kJob,
         [this](const R& r, const P& p) { return manager.post_straggler(p[0], parse_json_body(r.body)); });
-    add("DELETE", "/v1/jobs/{}/stragglers/{}", true, false,
+    add("DELETE", "/v1/jobs/{}/stragglers/{}", Access::kJob,
         [this](const R&, const P& p) { return manager.clear_straggler(p[0], parse_index(p[1], "pipeline")); });
     // Zeus PFO compatibility.
-    add("POST", "/register_job", true, true,
-        [this](const R& r, const P&) { return manager.zeus_register_job(parse_json_body(r.body)); });
-    add("POST", "/register_rank/{}", true, true,
+    add("POST", "/register_job", Access::kZeusCreate, [this](const R& r, const P&) {
+      return manager.zeus_register_job(parse_json_body(r.body), /*anonymous=*/!r.admin);
+    });
+    add("POST", "/register_rank/{}", Access::kZeusJob,
         [this](const R& r, const P& p) { return manager.zeus_register_rank(p[0], parse_json_body(r.body)); });
-    add("GET", "/schedule/{}", true, true, [this](const R& r, const P& p) {
+    add("GET", "/schedule/{}", Access::kZeusJob, [this](const R& r, const P& p) {
       return manager.zeus_schedule(p[0], *query_index(r, "rank", true));
     });
-    add("POST", "/result/{}", true, true,
+    add("POST", "/result/{}", Access::kZeusJob,
         [this](const R& r, const P& p) { return manager.zeus_result(p[0], parse_json_body(r.body)); });
   }
 
-  bool authorized(const HttpRequest& req) const {
-    const std::string& h = req.authorization;
-    static const std::string prefix = "Bearer ";
-    if (h.size() <= prefix.size() || h.compare(0, prefix.size(), prefix) != 0) return false;
-    return equal_ct(h.substr(prefix.size()), opt.token);
+  /// Checks who may call route `r` (see Access). Sets req.admin. Returns the refusal, if any:
+  /// 401 for no or an unknown token, 403 for a job's token outside its job.
+  std::optional<HttpResponse> authorize(const Route& r, HttpRequest& req) const {
+    if (r.access == Access::kPublic) return std::nullopt;
+    const std::string_view token = bearer_token(req.authorization);
+    req.admin = !token.empty() && equal_constant_time(token, opt.token);
+    if (req.admin) return std::nullopt;
+    const bool zeus_open = !opt.zeus_require_token && (r.access == Access::kZeusCreate || r.access == Access::kZeusJob);
+    if (zeus_open) return std::nullopt;  // anonymous: Zeus jobs only, quota on creation
+    const std::optional<std::string> owner = manager.job_of_token(token);
+    if (owner && (r.access == Access::kJob || r.access == Access::kZeusJob) && !req.params.empty() &&
+        *owner == req.params[0])
+      return std::nullopt;
+    if (owner)
+      return error_response(
+          403, "forbidden",
+          r.access == Access::kJob || r.access == Access::kZeusJob
+              ? "this bearer token is another job's token: a job's token reaches only that job"
+              : "this route needs the admin token (--token-file, PERSEUS_TOKEN or <db>.token); a job's token "
+                "reaches only its own job's routes");
+    auto e = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");
+    e.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return e;
   }
 
   /// Runs once the headers are in, before the body is read: rate limit, route, auth, type.
@@ -237,11 +264,7 @@ struct Server::Impl {
         allowed += (allowed.empty() ? "" : ", ") + r.method;
         continue;
       }
-      if (r.auth && !(r.zeus && !opt.zeus_require_token) && !authorized(req)) {
-        auto e = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");
-        e.headers.emplace_back("WWW-Authenticate", "Bearer");
-        return e;
-      }
+      if (auto refused = authorize(r, req)) return refused;
       if (r.method == "POST" && !json_content_type(req.content_type))
         return error_response(415, "unsupported_media_type",
                               fmt::format("Content-Type \"{}\" is not JSON; send the body as JSON with "

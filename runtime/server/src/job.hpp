@@ -9,6 +9,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -30,13 +31,14 @@ struct Assignment {
 };
 
 /// Job states reported as "job_status" / "status".
-inline constexpr const char* kStatusPlanning = "planning";    ///< Solving; ranks run the all-max plan.
+inline constexpr const char* kStatusPlanning = "planning";    ///< Solving; ranks run the quick T_min plan.
 inline constexpr const char* kStatusProfiling = "profiling";  ///< Online sweep in progress.
 inline constexpr const char* kStatusReady = "ready";          ///< Frontier plans are served.
 inline constexpr const char* kStatusFailed = "failed";        ///< Planning failed; see "error".
 
 struct Job {
   std::string id;
+  JobAuth auth;  ///< Origin and token hash; fixed at creation.
   JobSpec spec;
   double created_s = 0;
   std::atomic<double> last_activity_s{0};
@@ -68,6 +70,7 @@ struct Job {
   std::int64_t num_measurements = 0;
   double sum_time_s = 0, sum_energy_j = 0;
   std::int64_t num_energy_known = 0;  // measurements with a known energy_j (the mean's divisor)
+  std::int64_t measurement_bytes = 0;  // stored measurement text, bytes (quota of anonymous Zeus jobs)
 
   void touch(double now_s) {
     last_activity_s.store(now_s, std::memory_order_relaxed);
@@ -79,6 +82,17 @@ struct Job {
 double now_s();
 /// A fresh unguessable job id ("job-" + 24 hex digits).
 std::string new_job_id();
+/// A fresh job bearer token: "pjt-" + 64 hex digits (256 random bits from /dev/urandom).
+std::string new_job_token();
+/// SHA-256 of `token` as 64 lowercase hex digits (FIPS 180-4, via OpenSSL); what the server
+/// stores and compares instead of a job's token.
+std::string token_sha256(std::string_view token);
+/// Constant-time equality of two strings of any length (token checks).
+bool equal_constant_time(std::string_view a, std::string_view b);
+/// Job origins (JobAuth::origin).
+inline constexpr const char* kOriginV1 = "v1";
+inline constexpr const char* kOriginZeus = "zeus";
+inline constexpr const char* kOriginZeusAnonymous = "zeus_anonymous";
 /// Per-op frequencies as a JSON array text (stored plans).
 std::string freqs_json(const std::vector<int>& freq_mhz);
 /// StoredAssignment list of a job (caller holds the lock).

@@ -58,14 +58,24 @@ JobManager::JobManager(Store& store, ManagerOptions options) : store_(store), op
 }
 
 JobManager::~JobManager() {
-  shutting_down_ = true;  // running solves stop at their next graph-cut step
+  begin_shutdown();
+  for (auto& t : workers_) t.join();
+}
+
+void JobManager::begin_shutdown() {
+  shutting_down_ = true;  // running solves stop at their next cancellation check
   {
     std::lock_guard lock(q_mu_);
     stopping_ = true;
     queue_.clear();
   }
   q_cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  idle_cv_.notify_all();
+}
+
+JobManager::PlannerState JobManager::planner_state() const {
+  std::lock_guard lock(q_mu_);
+  return {queue_.size(), running_, solves_started_};
 }
 
 void JobManager::enqueue(std::function<void()> task) {
@@ -119,24 +129,73 @@ std::shared_ptr<Job> JobManager::find_or_404(const std::string& job_id) const {
   return j;
 }
 
+std::shared_ptr<Job> JobManager::find_zeus_or_404(const std::string& job_id) const {
+  auto j = find(job_id);
+  if (!j || j->auth.origin == kOriginV1)  // the same answer for both: no job ids leak to Zeus callers
+    throw ApiError(404, "unknown_job",
+                   fmt::format("no Zeus job \"{}\" (Zeus routes reach only jobs made by POST /register_job)",
+                               job_id.substr(0, 64)));
+  j->touch(now_s());
+  return j;
+}
+
+std::optional<std::string> JobManager::job_of_token(std::string_view token) const {
+  if (token.empty()) return std::nullopt;
+  const std::string digest = token_sha256(token);
+  std::shared_lock lock(mu_);
+  auto it = token_jobs_.find(digest);  // a hash lookup on the digest: leaks nothing about the token
+  if (it == token_jobs_.end()) return std::nullopt;
+  return it->second;
+}
+
+void JobManager::check_anonymous_quota(std::int64_t world_size) const {
+  std::size_t jobs = 0;
+  std::int64_t ranks = 0;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, j] : jobs_)
+      if (j->auth.origin == kOriginZeusAnonymous) {
+        ++jobs;
+        ranks += j->spec.world_size();
+      }
+  }
+  if (jobs + 1 > opt_.anonymous_max_jobs)
+    throw ApiError(403, "quota_exceeded",
+                   fmt::format("jobs made without a token are limited to {} (--zeus-no-auth-max-jobs); {} exist; "
+                               "delete one or register with the admin token",
+                               opt_.anonymous_max_jobs, jobs));
+  if (ranks + world_size > opt_.anonymous_max_ranks)
+    throw ApiError(403, "quota_exceeded",
+                   fmt::format("jobs made without a token are limited to {} ranks in total (--zeus-no-auth-max-ranks); "
+                               "{} are taken and this job has {}",
+                               opt_.anonymous_max_ranks, ranks, world_size));
+  if (anonymous_bytes_.load() >= opt_.anonymous_max_bytes)
+    throw ApiError(403, "quota_exceeded",
+                   fmt::format("jobs made without a token have stored {} bytes of measurements, the limit "
+                               "(--zeus-no-auth-max-mb)", anonymous_bytes_.load()));
+}
+
 std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
   const std::string spec_json = job->spec.to_json().dump();
   for (int attempt = 0;; ++attempt) {
     job->id = new_job_id();
-    if (store_.insert_job(job->id, job->created_s, spec_json, job->status, job->version_counter,
+    if (store_.insert_job(job->id, job->created_s, job->auth, spec_json, job->status, job->version_counter,
                           stored_assignments(*job)))
       break;
     if (attempt > 8) throw std::runtime_error("could not allocate a unique job id");
   }
   for (const auto& [idx, plan] : job->plans)
-    if (idx >= kAllMaxPlanIndex && job->model.explicit_plans.empty())
+    if (idx != kSweepPlanIndex && job->model.explicit_plans.empty())  // sweep steps are re-derived
       store_.put_plan(job->id, idx, freqs_json(plan->freq_mhz));
   std::unique_lock lock(mu_);
   jobs_[job->id] = job;
+  if (!job->auth.token_sha256.empty()) token_jobs_[job->auth.token_sha256] = job->id;
   return job->id;
 }
 
-Reply JobManager::create_job(const json& body) {
+Reply JobManager::create_job(const json& body) { return create_job_as(body, kOriginV1); }
+
+Reply JobManager::create_job_as(const json& body, const std::string& origin) {
   JobSpec spec = JobSpec::from_json(body);
   {
     std::shared_lock lock(mu_);
@@ -145,6 +204,12 @@ Reply JobManager::create_job(const json& body) {
   }
   auto job = std::make_shared<Job>();
   job->spec = spec;
+  job->auth.origin = origin;
+  std::string token;  // only /v1 jobs get their own token: the Zeus wire format has no field to hand it out
+  if (origin == kOriginV1) {
+    token = new_job_token();
+    job->auth.token_sha256 = token_sha256(token);
+  }
   job->created_s = now_s();
   job->touch(job->created_s);
   try {
@@ -158,14 +223,11 @@ Reply JobManager::create_job(const json& body) {
   int idx = 0;
   try {
     switch (spec.source) {
-      case PlanSource::kProfile: {
-        auto freq = all_max_freqs(job->model, spec);
-        const PlanPoint pt = all_max_point(job->model, spec, freq);
-        idx = kAllMaxPlanIndex;
-        plan = render_plan(*job->model.dag, idx, pt, std::move(freq));
+      case PlanSource::kProfile:
+        plan = quick_plan(job->model, spec);  // served at once; the frontier is solved in the background
+        idx = kQuickPlanIndex;
         job->status = kStatusPlanning;
         break;
-      }
       case PlanSource::kPlans:
       case PlanSource::kZeusPlans:
         idx = job->model.fastest_index();
@@ -193,6 +255,7 @@ Reply JobManager::create_job(const json& body) {
               {"num_plans", job->model.points.size()},
               {"plan_index", idx},
               {"spec", spec.summary_json()}};
+  if (!token.empty()) out["job_token"] = token;
   if (spec.source == PlanSource::kProfile) start_solve(job, true);  // after reading the status
   return {201, out.dump()};
 }
@@ -219,6 +282,10 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       over_budget = now_s() > deadline;
       return over_budget;
     };
+    {
+      std::lock_guard lock(q_mu_);
+      ++solves_started_;
+    }
     try {
       auto fr = solve_model_frontier(model, spec, cancelled);
       auto pts = frontier_points(*fr);
@@ -260,7 +327,7 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       if (j->deleted || !assign_when_done) return;
       const std::string error = fmt::format(
           "planning stopped: it exceeded the job's planning budget of {} s (planning_budget_s); the ranks keep "
-          "the all-max plan", spec.planning_budget_s);
+          "the quick T_min plan", spec.planning_budget_s);
       store_.set_status(j->id, kStatusFailed, error);
       j->status = kStatusFailed;
       j->error = error;
@@ -397,7 +464,14 @@ Reply JobManager::delete_job(const std::string& job_id) {
   store_.delete_job(job_id);  // committed first: a failed delete leaves the job as it was
   {
     std::unique_lock lock(mu_);
-    if (auto it = jobs_.find(job_id); it != jobs_.end() && it->second == j) jobs_.erase(it);
+    if (auto it = jobs_.find(job_id); it != jobs_.end() && it->second == j) {
+      jobs_.erase(it);
+      if (!j->auth.token_sha256.empty()) token_jobs_.erase(j->auth.token_sha256);
+      if (j->auth.origin == kOriginZeusAnonymous) {
+        std::lock_guard s(j->stats_mu);
+        anonymous_bytes_ -= j->measurement_bytes;
+      }
+    }
   }
   j->deleted_flag = true;  // a running solve of this job stops at its next step
   std::unique_lock lock(j->mu);
@@ -432,6 +506,9 @@ std::size_t JobManager::load() {
   for (auto& sj : store_.load_all()) {
     auto j = std::make_shared<Job>();
     j->id = sj.job_id;
+    j->auth = sj.auth;
+    j->measurement_bytes = sj.measurement_bytes;
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += sj.measurement_bytes;
     j->created_s = sj.created_s;
     j->last_activity_s = sj.last_activity_s;
     j->status = sj.status;
@@ -463,7 +540,8 @@ std::size_t JobManager::load() {
         if (static_cast<int>(freq.size()) != j->model.dag->num_ops()) continue;
         PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
         if (idx >= 0 && idx < static_cast<int>(j->model.points.size())) pt = j->model.points[idx];
-        else if (idx == kAllMaxPlanIndex && j->model.profile) pt = all_max_point(j->model, j->spec, freq);
+        else if ((idx == kAllMaxPlanIndex || idx == kQuickPlanIndex) && j->model.profile)
+          pt = all_max_point(j->model, j->spec, freq);  // evaluates any per-op clocks
         j->plans[idx] = render_plan(*j->model.dag, idx, pt, std::move(freq));
       }
       for (const auto& a : sj.assignments) {
@@ -511,6 +589,7 @@ std::size_t JobManager::load() {
     {
       std::unique_lock lock(mu_);
       jobs_[j->id] = j;
+      if (!j->auth.token_sha256.empty()) token_jobs_[j->auth.token_sha256] = j->id;
     }
     if (solve) start_solve(j, true);
     ++n;
@@ -553,6 +632,13 @@ std::string JobManager::metrics_text() const {
   counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());
   counter("perseus_jobs_expired_total", "Jobs deleted for idleness.", counters_.jobs_expired.load());
   counter("perseus_frontiers_solved_total", "Frontiers solved.", counters_.plans_solved.load());
+  const PlannerState planner = planner_state();
+  counter("perseus_planner_solves_started_total", "Frontier solves started.", planner.solves_started);
+  out += fmt::format("# HELP perseus_planner_queued Frontier solves waiting for a planner thread.\n"
+                     "# TYPE perseus_planner_queued gauge\nperseus_planner_queued {}\n"
+                     "# HELP perseus_planner_running Frontier solves running.\n"
+                     "# TYPE perseus_planner_running gauge\nperseus_planner_running {}\n",
+                     planner.queued, planner.running);
   out += "# HELP perseus_jobs Jobs held, by status.\n# TYPE perseus_jobs gauge\n";
   for (const char* s : {kStatusPlanning, kStatusProfiling, kStatusReady, kStatusFailed})
     out += fmt::format("perseus_jobs{{status=\"{}\"}} {}\n", s, by_status[s]);

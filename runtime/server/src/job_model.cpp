@@ -1,6 +1,8 @@
 // JobModel: schedule/DAG/profile preparation, precomputed plan parsing, plan rendering.
 #include "perseus/server/job_model.hpp"
 
+#include "perseus/quick_plan.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,7 +18,7 @@
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
-#include "perseus/server/zeus_plan.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::server {
 
@@ -234,6 +236,13 @@ std::vector<PlanPoint> frontier_points(const Frontier& frontier) {
 std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec) {
   if (!model.profile) throw InputError("the job has no profile");
   return all_max_plan(*model.dag, *model.profile, spec.p_block_w).freq_mhz;
+}
+
+std::shared_ptr<const ServedPlan> quick_plan(const JobModel& model, const JobSpec& spec) {
+  if (!model.profile) throw InputError("the job has no profile");
+  FrequencyPlan p = quick_fastest_plan(*model.dag, *model.profile, spec.p_block_w);
+  const PlanPoint pt{p.timeline.time_s, p.total_energy_j()};
+  return render_plan(*model.dag, kQuickPlanIndex, pt, std::move(p.freq_mhz));
 }
 
 std::string profile_csv_text(const std::vector<ProfileRow>& rows) {

@@ -254,15 +254,13 @@ void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
   const std::string csv = profile_csv_text(rows);
   try {
     JobModel model = prepare_model(j->spec, csv);
-    auto freq = all_max_freqs(model, j->spec);
-    const FrequencyPlan ev = evaluate_plan(*model.dag, *model.profile, freq, j->spec.p_block_w);
-    auto plan = render_plan(*model.dag, kAllMaxPlanIndex, {ev.timeline.time_s, ev.total_energy_j()}, std::move(freq));
+    auto plan = quick_plan(model, j->spec);
     store_.set_built_profile(j->id, csv);
-    store_.put_plan(j->id, kAllMaxPlanIndex, freqs_json(plan->freq_mhz));
+    store_.put_plan(j->id, kQuickPlanIndex, freqs_json(plan->freq_mhz));
     j->model = std::move(model);
-    j->plans[kAllMaxPlanIndex] = plan;
+    j->plans[kQuickPlanIndex] = plan;
     ++j->version_counter;
-    for (auto& a : j->pipelines) a = {kAllMaxPlanIndex, j->version_counter, plan};
+    for (auto& a : j->pipelines) a = {kQuickPlanIndex, j->version_counter, plan};
     store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
     j->status = kStatusPlanning;
     store_.set_status(j->id, j->status, "");
@@ -319,7 +317,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     const double time_s = (*m)["time_s"].get<double>();
     const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
     const double energy_j = energy_known ? (*m)["energy_j"].get<double>() : 0.0;  // the stored JSON keeps "unknown"
-    const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, m->dump(), now);
+    const std::string text = m->dump();
+    const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, text, now);
     results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
       ++duplicates;
@@ -334,7 +333,9 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       j->sum_time_s += time_s;
       j->sum_energy_j += energy_j;
       if (energy_known) ++j->num_energy_known;
+      j->measurement_bytes += static_cast<std::int64_t>(text.size());
     }
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += static_cast<std::int64_t>(text.size());
     if (j->status == kStatusReady) feed_straggler_loop(*j, r, *m, loop_actions);
     if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
       if (j->sweep->done()) {

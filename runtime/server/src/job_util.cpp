@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/core.h>
+#include <openssl/evp.h>
 
 #include "job.hpp"
 #include "perseus/error.hpp"
@@ -24,6 +25,32 @@ std::string new_job_id() {
   std::string id = "job-";
   for (int i = 0; i < 3; ++i) id += fmt::format("{:08x}", rd());
   return id;
+}
+
+std::string new_job_token() {
+  std::random_device rd;  // /dev/urandom on Linux
+  std::string token = "pjt-";
+  for (int i = 0; i < 8; ++i) token += fmt::format("{:08x}", rd());
+  return token;
+}
+
+std::string token_sha256(std::string_view token) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(token.data(), token.size(), digest, &len, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("SHA-256 failed (OpenSSL EVP_Digest)");
+  std::string hex;
+  hex.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+bool equal_constant_time(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::size_t n = std::max(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i)
+    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
 }
 
 std::string freqs_json(const std::vector<int>& freq_mhz) { return json(freq_mhz).dump(); }

@@ -20,7 +20,9 @@ namespace perseus::server {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+/// Version 2 added jobs.origin and jobs.token_sha256 (per-job authority); version 1 databases
+/// are upgraded in place (their jobs become /v1 jobs without a token: only the admin reaches them).
+constexpr int kSchemaVersion = 2;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,7 +30,8 @@ CREATE TABLE IF NOT EXISTS jobs(
   job_id TEXT PRIMARY KEY, created_s REAL NOT NULL, last_activity_s REAL NOT NULL,
   spec_json TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   version_counter INTEGER NOT NULL, built_profile_csv TEXT NOT NULL DEFAULT '',
-  points_json TEXT NOT NULL DEFAULT '');
+  points_json TEXT NOT NULL DEFAULT '', origin TEXT NOT NULL DEFAULT 'v1',
+  token_sha256 TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS ranks(
   job_id TEXT NOT NULL, rank INTEGER NOT NULL, dp_rank INTEGER NOT NULL, pp_rank INTEGER NOT NULL,
   tp_rank INTEGER NOT NULL, freqs_json TEXT NOT NULL, PRIMARY KEY(job_id, rank));
@@ -161,14 +164,24 @@ Store::Store(const std::string& path, bool sync_full) {
     exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec("PRAGMA foreign_keys=OFF");
     exec(kSchema);
-    Stmt get(db_, "SELECT value FROM meta WHERE key='schema_version'");
-    if (get.step()) {
-      if (get.text(0) != std::to_string(kSchemaVersion))
-        throw InputError(fmt::format("{}: database schema version {} is not supported (expected {})", path,
-                                     get.text(0), kSchemaVersion));
-    } else {
+    std::optional<std::string> version;
+    {
+      Stmt get(db_, "SELECT value FROM meta WHERE key='schema_version'");
+      if (get.step()) version = get.text(0);
+    }
+    if (!version) {
       Stmt put(db_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
       put.bind(1, std::to_string(kSchemaVersion)).step();
+    } else if (*version == "1") {  // upgrade in place, in one transaction
+      Txn txn(db_);
+      exec("ALTER TABLE jobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'v1'");
+      exec("ALTER TABLE jobs ADD COLUMN token_sha256 TEXT NOT NULL DEFAULT ''");
+      Stmt put(db_, "UPDATE meta SET value=? WHERE key='schema_version'");
+      put.bind(1, std::to_string(kSchemaVersion)).step();
+      txn.commit();
+    } else if (*version != std::to_string(kSchemaVersion)) {
+      throw InputError(fmt::format("{}: database schema version {} is not supported (expected {})", path, *version,
+                                   kSchemaVersion));
     }
   } catch (const std::runtime_error& e) {
     sqlite3_close(db_);
@@ -198,14 +211,15 @@ void Store::exec(const char* sql) {
   }
 }
 
-bool Store::insert_job(const std::string& job_id, double now_s, const std::string& spec_json,
+bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& auth, const std::string& spec_json,
                        const std::string& status, std::int64_t version_counter,
                        const std::vector<StoredAssignment>& assignments) {
   std::lock_guard lock(mu_);
   Txn txn(db_);
-  Stmt ins(db_, "INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter) "
-                "VALUES(?, ?, ?, ?, ?, ?)");
-  ins.bind(1, job_id).bind(2, now_s).bind(3, now_s).bind(4, spec_json).bind(5, status).bind(6, version_counter);
+  Stmt ins(db_, "INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter, origin, "
+                "token_sha256) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+  ins.bind(1, job_id).bind(2, now_s).bind(3, now_s).bind(4, spec_json).bind(5, status).bind(6, version_counter)
+      .bind(7, auth.origin).bind(8, auth.token_sha256);
   ins.step();
   if (ins.constraint()) return false;
   for (const auto& x : assignments) {
@@ -321,7 +335,7 @@ std::vector<StoredJob> Store::load_all() {
   std::vector<StoredJob> jobs;
   {
     Stmt s(db_, "SELECT job_id, created_s, last_activity_s, spec_json, status, error, version_counter, "
-                "built_profile_csv, points_json FROM jobs ORDER BY created_s");
+                "built_profile_csv, points_json, origin, token_sha256 FROM jobs ORDER BY created_s");
     while (s.step()) {
       StoredJob j;
       j.job_id = s.text(0);
@@ -333,6 +347,8 @@ std::vector<StoredJob> Store::load_all() {
       j.version_counter = s.i64(6);
       j.built_profile_csv = s.text(7);
       j.points_json = s.text(8);
+      j.auth.origin = s.text(9);
+      j.auth.token_sha256 = s.text(10);
       jobs.push_back(std::move(j));
     }
   }
@@ -368,8 +384,8 @@ std::vector<StoredJob> Store::load_all() {
       while (s.step()) j.decisions.push_back(s.text(0));
     }
     {
-      Stmt s(db_, "SELECT COUNT(*), COALESCE(SUM(time_s), 0), COALESCE(SUM(energy_j), 0), COALESCE(MAX(iteration), -1) "
-                  "FROM measurements "
+      Stmt s(db_, "SELECT COUNT(*), COALESCE(SUM(time_s), 0), COALESCE(SUM(energy_j), 0), COALESCE(MAX(iteration), -1), "
+                  "COALESCE(SUM(LENGTH(body_json)), 0) FROM measurements "
                   "WHERE job_id=?");
       s.bind(1, j.job_id);
       if (s.step()) {
@@ -377,6 +393,7 @@ std::vector<StoredJob> Store::load_all() {
         j.sum_time_s = s.f64(1);
         j.sum_energy_j = s.f64(2);
         j.max_iteration = s.i64(3);
+        j.measurement_bytes = s.i64(4);
       }
     }
   }

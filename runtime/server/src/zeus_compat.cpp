@@ -8,13 +8,13 @@
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
-#include "perseus/server/zeus_plan.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::server {
 
 using nlohmann::json;
 
-Reply JobManager::zeus_register_job(const json& body) {
+Reply JobManager::zeus_register_job(const json& body, bool anonymous) {
   require_object(body, "JobInfo");
   if (body.contains("job_id") && !(body["job_id"].is_string() && body["job_id"].get<std::string>().empty()) &&
       !body["job_id"].is_null())
@@ -47,11 +47,17 @@ Reply JobManager::zeus_register_job(const json& body) {
               {"schedule", opt_.zeus_schedule}, {"p2p_power_w", opt_.zeus_p2p_power_w},
               {"zeus_plans", opt_.zeus_plan_texts}};
   if (!opt_.zeus_profile_csv.empty()) req["profile_csv"] = opt_.zeus_profile_csv;
-  const Reply r = create_job(req);
+  std::unique_lock<std::mutex> quota(anonymous_mu_, std::defer_lock);
+  if (anonymous) {
+    quota.lock();  // check and insert as one step, so concurrent callers cannot overshoot
+    check_anonymous_quota(pp * dp * tp);
+  }
+  const Reply r = create_job_as(req, anonymous ? kOriginZeusAnonymous : kOriginZeus);
   return {200, json(json::parse(r.body)["job_id"].get<std::string>()).dump()};
 }
 
 Reply JobManager::zeus_register_rank(const std::string& job_id, const json& body) {
+  find_zeus_or_404(job_id);
   require_object(body, "RankInfo");
   json req = {{"rank", body.value("rank", json())}, {"dp_rank", body.value("dp_rank", json())},
               {"pp_rank", body.value("pp_rank", json())}, {"tp_rank", body.value("tp_rank", json())}};
@@ -61,7 +67,7 @@ Reply JobManager::zeus_register_rank(const std::string& job_id, const json& body
 }
 
 Reply JobManager::zeus_schedule(const std::string& job_id, std::int64_t rank) {
-  auto j = find_or_404(job_id);
+  auto j = find_zeus_or_404(job_id);
   std::shared_lock lock(j->mu);
   auto it = j->ranks.find(static_cast<int>(rank));
   if (rank > INT32_MAX || it == j->ranks.end())
@@ -73,7 +79,7 @@ Reply JobManager::zeus_schedule(const std::string& job_id, std::int64_t rank) {
 }
 
 Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
-  auto j = find_or_404(job_id);
+  auto j = find_zeus_or_404(job_id);
   require_object(body, "ProfilingResult");
   const auto rank = get_int(body, "rank", std::nullopt, 0, INT32_MAX);
   const json& times = body.contains("iter_time") ? body["iter_time"] : json();
@@ -102,6 +108,20 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
   for (std::size_t i = 0; i < times.size(); ++i)
     batch.push_back({{"iteration", next + static_cast<std::int64_t>(i)}, {"time_s", times[i]},
                      {"energy_j", energies[i]}, {"source", "zeus"}});
+  if (j->auth.origin == kOriginZeusAnonymous) {
+    // What these results would add to the store (each item's text), against the anonymous quota.
+    std::int64_t bytes = 0;
+    for (const auto& item : batch) bytes += static_cast<std::int64_t>(item.dump().size());
+    if (anonymous_bytes_.load() + bytes > opt_.anonymous_max_bytes) {
+      std::unique_lock lock(j->mu);
+      auto& seen = j->zeus_result_digests;
+      if (auto it = std::find(seen.begin(), seen.end(), digest); it != seen.end()) seen.erase(it);
+      throw ApiError(403, "quota_exceeded",
+                     fmt::format("jobs made without a token may store {} bytes of measurements in total "
+                                 "(--zeus-no-auth-max-mb); {} are stored and this result needs {}",
+                                 opt_.anonymous_max_bytes, anonymous_bytes_.load(), bytes));
+    }
+  }
   try {
     if (!batch.empty()) post_measurements(job_id, rank, json{{"measurements", batch}});
   } catch (...) {  // not stored: forget the digest so that a retry is accepted

@@ -72,7 +72,9 @@ typedef struct perseus_client_config {
   int32_t tp_rank;               /**< Tensor-parallel rank (>= 0). */
   int32_t device_index;          /**< nvml: CUDA device ordinal (cuda:N, >= 0), mapped to the NVML
                                       device through CUDA_VISIBLE_DEVICES; see device_uuid. */
-  const char* backend;           /**< "nvml" (default), "simulated" or "dry-run". */
+  const char* backend;           /**< "nvml" (default), "rocm-smi" (AMD), "gpud" (clocks through the
+                                      privileged `perseus gpud` helper: no privilege needed here),
+                                      "simulated" or "dry-run". */
   const char* nvml_library_path; /**< nvml: library to dlopen; NULL = "libnvidia-ml.so.1". */
   const char* profile_path;      /**< simulated: profile CSV; the GPU runs stage pp_rank. */
   double sim_time_scale;         /**< simulated: real s slept per simulated s (default 1). */
@@ -95,6 +97,10 @@ typedef struct perseus_client_config {
   int32_t device_index_is_nvml;  /**< 1: device_index is NVML's index (no CUDA_VISIBLE_DEVICES mapping). */
   double clock_snap_tolerance_mhz; /**< A plan clock within this of a supported clock is snapped to
                                         it; farther ones are refused (default 15; < 0 = 0). */
+  const char* gpud_socket_path;  /**< gpud: the helper's Unix socket; NULL = $PERSEUS_GPUD_SOCKET, else
+                                      /run/perseus/gpud.sock. device_index etc. select the GPU as for nvml. */
+  const char* rocm_smi_library_path; /**< rocm-smi: library to dlopen; NULL = $PERSEUS_ROCM_SMI_LIBRARY,
+                                          else "librocm_smi64.so". device_index is ROCm SMI's index. */
 } perseus_client_config;
 
 /** Counters (see perseus_client_get_stats). */

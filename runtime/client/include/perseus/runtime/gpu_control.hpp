@@ -33,7 +33,7 @@ class GpuControl {
  public:
   virtual ~GpuControl() = default;
 
-  /// Backend name: "nvml", "simulated", "dry-run" or "zeusd".
+  /// Backend name: "nvml", "rocm-smi", "gpud", "simulated" or "dry-run".
   virtual std::string name() const = 0;
   /// Device index this object controls (NVML index, 0-based).
   virtual int device_index() const = 0;
@@ -87,6 +87,32 @@ std::vector<NvmlDeviceInfo> nvml_devices(const std::string& library_path = "");
 /// Number of GPUs NVML sees (loads NVML as make_nvml_gpu does). Throws GpuError when NVML
 /// cannot be loaded or initialized (e.g. a machine without an NVIDIA GPU or driver).
 int nvml_device_count(const std::string& library_path = "");
+
+/// Opens AMD GPU device_index (ROCm SMI's numbering) through librocm_smi64.so, loaded with
+/// dlopen at run time (never linked). library_path: file to dlopen; empty =
+/// $PERSEUS_ROCM_SMI_LIBRARY if set, else "librocm_smi64.so". Clocks are the sclk DPM levels;
+/// a lock is performance level MANUAL plus a one-level sclk mask, a reset is performance level
+/// AUTO (the mapping is listed in rocm_smi_gpu.cpp and docs/client.md). Throws GpuError when
+/// the library cannot be loaded, a symbol is missing, rsmi_init fails or there is no such GPU.
+std::unique_ptr<GpuControl> make_rocm_smi_gpu(int device_index, const std::string& library_path = "");
+
+/// Number of GPUs ROCm SMI sees (rsmi_num_monitor_devices). Throws GpuError as above.
+int rocm_smi_device_count(const std::string& library_path = "");
+
+/// The GPU `selector` names, controlled through the `perseus gpud` helper on the Unix socket
+/// socket_path (empty = $PERSEUS_GPUD_SOCKET, else /run/perseus/gpud.sock); the training
+/// process needs no privilege. The selector is resolved against the helper's GPU list as
+/// make_nvml_gpu does (CUDA ordinal through CUDA_VISIBLE_DEVICES, UUID, PCI bus id, index).
+/// Throws GpuError when the helper cannot be reached, speaks another protocol version, does
+/// not serve the GPU or does not allow this process's user to use it (docs/gpud.md).
+std::unique_ptr<GpuControl> make_gpud_gpu(const GpuSelector& selector, const std::string& socket_path = "");
+
+/// Indices of the GPUs the helper on socket_path lets this process's user use (its "hello"
+/// answer). Throws GpuError when the helper cannot be reached.
+std::vector<int> gpud_allowed_gpus(const std::string& socket_path = "");
+
+/// The gpud socket used when none is given: $PERSEUS_GPUD_SOCKET, else /run/perseus/gpud.sock.
+std::string default_gpud_socket();
 
 /// Reads gpu's energy counter now (never throws: a failed read is CounterReading::failed).
 CounterReading read_counter(GpuControl& gpu);

@@ -75,6 +75,9 @@ struct CallResult {
   /// post_measurements: items the server refused one by one (iteration, reason); the others
   /// were kept (servers with per-item acceptance answer 202 with "rejected").
   std::vector<std::pair<std::int64_t, std::string>> rejected;
+  /// fetch_plan: the server answered, but the client refused the plan it sent (larger than the
+  /// job's shape allows, or malformed); retried later like a transient error.
+  bool plan_refused = false;
   bool ok() const { return status == CallStatus::kOk || status == CallStatus::kNotModified; }
 };
 

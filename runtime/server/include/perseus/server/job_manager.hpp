@@ -11,6 +11,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -41,6 +42,11 @@ struct ManagerOptions {
   std::string zeus_profile_csv;             ///< Optional profile to give those plans times.
   std::string zeus_schedule = "1f1b";       ///< Schedule the Zeus plans follow.
   double zeus_p2p_power_w = 0;              ///< P_block for Zeus jobs, W.
+  // Quota of jobs created without a token (POST /register_job under --zeus-no-auth), so that an
+  // unauthenticated caller cannot fill the server (docs/http-api.md, "Authority").
+  std::size_t anonymous_max_jobs = 16;             ///< Live anonymous jobs.
+  std::int64_t anonymous_max_ranks = 4096;         ///< Sum of their world sizes (ranks).
+  std::int64_t anonymous_max_bytes = 64ll << 20;   ///< Measurement text they may store in total, bytes.
 };
 
 /// Owns every job. Thread-safe. Methods return a Reply, or throw ApiError for request errors
@@ -58,7 +64,13 @@ class JobManager {
   /// Jobs whose stored state no longer loads are marked failed, not dropped. Returns the count.
   std::size_t load();
 
+  // --- Authority (docs/http-api.md, "Authority") ---
+  /// The id of the job whose own bearer token is `token` (compared by SHA-256), or nullopt.
+  std::optional<std::string> job_of_token(std::string_view token) const;
+
   // --- /v1 API (see docs/http-api.md) ---
+  /// POST /v1/jobs (admin). The 201 body carries the new job's own bearer token ("job_token"),
+  /// shown only here.
   Reply create_job(const nlohmann::json& body);
   Reply list_jobs();
   Reply get_job(const std::string& job_id);
@@ -70,8 +82,11 @@ class JobManager {
   Reply post_straggler(const std::string& job_id, const nlohmann::json& body);
   Reply clear_straggler(const std::string& job_id, std::int64_t pipeline);
 
-  // --- Zeus PFO compatibility ---
-  Reply zeus_register_job(const nlohmann::json& body);
+  // --- Zeus PFO compatibility (these routes reach only jobs made by zeus_register_job) ---
+  /// POST /register_job. `anonymous`: the caller presented no admin token (--zeus-no-auth); the
+  /// job counts against the anonymous quota (ManagerOptions::anonymous_max_*; over it: 403
+  /// "quota_exceeded" naming the limit).
+  Reply zeus_register_job(const nlohmann::json& body, bool anonymous = false);
   Reply zeus_register_rank(const std::string& job_id, const nlohmann::json& body);
   Reply zeus_schedule(const std::string& job_id, std::int64_t rank);
   Reply zeus_result(const std::string& job_id, const nlohmann::json& body);
@@ -83,6 +98,20 @@ class JobManager {
   std::size_t expire_idle(double now_s);
   /// Blocks until no planning task is queued or running (tests), at most timeout_s.
   bool wait_idle(double timeout_s);
+  /// Server shutdown (SIGTERM), step one: drops queued planning tasks and makes running solves
+  /// stop at their next cancellation check (a graph-cut step or an LP solve), so that the HTTP
+  /// layer and the destructor do not wait for a long solve. Committed state is untouched: a job
+  /// still `planning` is solved again at the next start. Idempotent, thread-safe.
+  void begin_shutdown();
+
+  /// What the planner pool is doing, for /metrics and tests: tasks queued, solves running, and
+  /// solves started since the server started (an event a test can wait on).
+  struct PlannerState {
+    std::size_t queued = 0;
+    int running = 0;
+    std::uint64_t solves_started = 0;
+  };
+  PlannerState planner_state() const;
 
   /// Counters the HTTP layer increments.
   struct Counters {
@@ -98,10 +127,14 @@ class JobManager {
   ManagerOptions opt_;
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Job>> jobs_;
+  std::unordered_map<std::string, std::string> token_jobs_;  // token SHA-256 -> job id (guarded by mu_)
+  std::mutex anonymous_mu_;                     // serializes anonymous job creation (quota check + insert)
+  std::atomic<std::int64_t> anonymous_bytes_{0};  // measurement text stored by anonymous jobs, bytes
   Counters counters_;
 
   // Planner pool.
-  std::mutex q_mu_;
+  mutable std::mutex q_mu_;
+  std::uint64_t solves_started_ = 0;  // guarded by q_mu_
   std::condition_variable q_cv_, idle_cv_;
   std::deque<std::function<void()>> queue_;
   int running_ = 0;
@@ -113,7 +146,13 @@ class JobManager {
 
   std::shared_ptr<Job> find(const std::string& job_id) const;
   std::shared_ptr<Job> find_or_404(const std::string& job_id) const;
+  /// A Zeus-made job (origin zeus or zeus_anonymous), else 404 as if it did not exist.
+  std::shared_ptr<Job> find_zeus_or_404(const std::string& job_id) const;
   std::string insert_new_job(const std::shared_ptr<Job>& job);
+  /// Creates a job of the given origin; for "v1" it gets its own token (returned in the body).
+  Reply create_job_as(const nlohmann::json& body, const std::string& origin);
+  /// Throws 403 quota_exceeded when an anonymous job of `world_size` ranks would pass a quota.
+  void check_anonymous_quota(std::int64_t world_size) const;
   void start_solve(const std::shared_ptr<Job>& job, bool assign_when_done);
   void finish_profiling(const std::shared_ptr<Job>& job);
   void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);

@@ -22,6 +22,9 @@ using PlanPoint = perseus::TimeEnergy;
 /// Special plan indices (frontier plans are 0..points-1).
 inline constexpr int kAllMaxPlanIndex = -1;   ///< Every computation at its max profiled frequency.
 inline constexpr int kSweepPlanIndex = -2;    ///< The current step of a profiling sweep.
+/// The quick T_min plan (all-max with its slack filled, perseus::quick_fastest_plan()), served
+/// from job creation until the frontier is solved (then the fastest frontier plan replaces it).
+inline constexpr int kQuickPlanIndex = -3;
 
 /// A plan ready to serve: per-op frequencies plus the JSON fragments handed to ranks.
 struct ServedPlan {
@@ -91,6 +94,11 @@ std::vector<PlanPoint> frontier_points(const Frontier& frontier);
 
 /// The all-max baseline plan of a model with a profile. Throws InputError.
 std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec);
+
+/// The quick T_min plan of a model with a profile (kQuickPlanIndex): milliseconds, so that
+/// a job's ranks run a plan without intrinsic bloat off the critical path at once, while the
+/// frontier is solved. Throws InputError.
+std::shared_ptr<const ServedPlan> quick_plan(const JobModel& model, const JobSpec& spec);
 
 /// Profile CSV text (stage,instruction,frequency,time,energy) from sweep rows.
 struct ProfileRow {

@@ -16,7 +16,8 @@ struct ServerOptions {
   int port = 7787;                  ///< TCP port; 0 picks a free one (see Server::bind()).
   std::string db_path = "perseus.db";  ///< SQLite file (":memory:" for tests: no durability).
   bool sync_full = false;           ///< SQLite synchronous=FULL (survive power loss, slower).
-  std::string token;                ///< Bearer token every route but GET /v1/health requires (non-empty).
+  std::string token;                ///< The admin bearer token (non-empty): every route but GET /v1/health
+                                    ///< takes it; each job also has its own token (docs/http-api.md).
   int threads = 4;                  ///< HTTP event-loop threads; each serves many connections (epoll).
   std::size_t max_body_bytes = 16u << 20;  ///< Larger bodies (any transfer encoding) are refused, bytes.
   std::size_t max_header_bytes = 16u << 10;  ///< Request line + headers per connection, bytes (431/414).
@@ -37,6 +38,11 @@ struct ServerOptions {
   std::string zeus_schedule = "1f1b";
   double zeus_p2p_power_w = 0;
   bool zeus_require_token = true;   ///< false: Zeus routes work without a token (unchanged clients).
+  // Quota of jobs made without a token (zeus_require_token = false): live jobs, their ranks in
+  // total, and the measurement text they may store in total (bytes). Over it: 403 quota_exceeded.
+  std::size_t zeus_anonymous_max_jobs = 16;
+  std::int64_t zeus_anonymous_max_ranks = 4096;
+  std::int64_t zeus_anonymous_max_bytes = 64ll << 20;
   bool log_requests = false;        ///< Access log on stderr (method, path, status; never bodies).
 };
 

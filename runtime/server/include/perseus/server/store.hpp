@@ -23,7 +23,7 @@ struct StoredRank {
 /// Which plan one pipeline (DP replica) runs, and the version at which it was assigned.
 struct StoredAssignment {
   int pipeline = 0;
-  int plan_index = 0;   ///< Frontier index; -1 all-max baseline; -2 profiling sweep step.
+  int plan_index = 0;   ///< Frontier index; -1 all-max baseline; -2 profiling sweep step; -3 quick T_min plan.
   std::int64_t version = 0;
 };
 
@@ -43,10 +43,20 @@ struct StoredMeasurement {
   std::string body_json;
 };
 
+/// Who made a job, which decides who may reach it (docs/http-api.md, "Authority").
+struct JobAuth {
+  /// "v1" (POST /v1/jobs), "zeus" (POST /register_job with the admin token) or "zeus_anonymous"
+  /// (POST /register_job without a token, under --zeus-no-auth; counted against its quota).
+  std::string origin = "v1";
+  /// SHA-256 (hex) of the job's own bearer token; empty when the job has none (Zeus jobs).
+  std::string token_sha256;
+};
+
 /// Everything stored about a job.
 struct StoredJob {
   std::string job_id;
   double created_s = 0, last_activity_s = 0;  ///< Unix times, s.
+  JobAuth auth;
   std::string spec_json;
   std::string status, error;
   std::int64_t version_counter = 0;
@@ -60,6 +70,7 @@ struct StoredJob {
   std::int64_t num_measurements = 0;
   double sum_time_s = 0, sum_energy_j = 0;
   std::int64_t max_iteration = -1;  ///< Largest measured iteration number (-1: none).
+  std::int64_t measurement_bytes = 0;  ///< Bytes of the stored measurement texts (quota of anonymous jobs).
 };
 
 /// SQLite-backed store. All methods are thread-safe (one connection behind a mutex) and throw
@@ -79,8 +90,9 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   /// Inserts a new job; false if the id exists.
-  bool insert_job(const std::string& job_id, double now_s, const std::string& spec_json, const std::string& status,
-                  std::int64_t version_counter, const std::vector<StoredAssignment>& assignments);
+  bool insert_job(const std::string& job_id, double now_s, const JobAuth& auth, const std::string& spec_json,
+                  const std::string& status, std::int64_t version_counter,
+                  const std::vector<StoredAssignment>& assignments);
   // Single-column updates of one job (no-ops for an unknown id); each is one transaction.
   void set_status(const std::string& job_id, const std::string& status, const std::string& error);
   void set_built_profile(const std::string& job_id, const std::string& csv);

@@ -1,5 +1,6 @@
-// A tiny tokenizer/parser for the Python list literals of Zeus plan files. It accepts data only.
-#include "perseus/server/zeus_plan.hpp"
+// Zeus plan files: the writer, and a tiny tokenizer/parser for their Python list literals
+// that accepts data only.
+#include "perseus/zeus_plan_file.hpp"
 
 #include <cctype>
 #include <limits>
@@ -8,7 +9,7 @@
 
 #include "perseus/error.hpp"
 
-namespace perseus::server {
+namespace perseus {
 
 namespace {
 
@@ -138,19 +139,37 @@ ZeusPlan parse_zeus_plan(std::string_view text, const std::string& source, std::
   return Parser(text, source, max_entries).parse();
 }
 
-std::string format_zeus_plan(const ZeusPlan& plan) {
-  std::string out = "[";
-  for (std::size_t s = 0; s < plan.size(); ++s) {
-    out += s ? ", [" : "[";
-    for (std::size_t i = 0; i < plan[s].size(); ++i) {
+std::string zeus_plan_file_name(std::size_t index) { return fmt::format("freqs_pipeline_{:05d}.py", index); }
+
+std::string zeus_plan_text(const ZeusPlan& plan, std::string_view comment) {
+  std::string out = "[\n";
+  for (const auto& stage : plan) {
+    out += "    [";
+    for (std::size_t i = 0; i < stage.size(); ++i) {
+      const auto& e = stage[i];
       if (i) out += ", ";
-      const auto& e = plan[s][i];
       if (e.instruction) out += fmt::format("(\"{}\", {})", *e.instruction, e.freq_mhz);
       else out += std::to_string(e.freq_mhz);
     }
-    out += "]";
+    out += "],\n";
   }
-  return out + "]\n";
+  out += "]\n";
+  for (std::size_t pos = 0; pos < comment.size();) {
+    const auto nl = comment.find('\n', pos);
+    const auto line = comment.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    out += fmt::format("# {}\n", line);
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  return out;
 }
 
-}  // namespace perseus::server
+std::string zeus_plan_text(const Dag& dag, const FrequencyPlan& plan, std::size_t index) {
+  ZeusPlan z(dag.num_ranks());
+  for (int r = 0; r < dag.num_ranks(); ++r)
+    for (int id : dag.rank_ops(r)) z[r].push_back({std::string(to_string(dag.op(id).kind)), plan.freq_mhz[id]});
+  return zeus_plan_text(z, fmt::format("Plan {}: iteration time {:.6f} s, energy {:.3f} J (perseus optimize)", index,
+                                       plan.timeline.time_s, plan.total_energy_j()));
+}
+
+}  // namespace perseus

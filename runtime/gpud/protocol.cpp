@@ -1,0 +1,104 @@
+// parse_request(): validation of every request before anything is allocated for it.
+#include "perseus/gpud/protocol.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+namespace perseus::gpud {
+namespace {
+
+[[noreturn]] void bad(const std::string& message) { throw ProtocolError("bad_request", message); }
+
+int int_field(const nlohmann::json& j, const char* key, int lo, int hi) {
+  const auto it = j.find(key);
+  if (it == j.end()) bad(fmt::format("missing field '{}'", key));
+  if (!it->is_number_integer()) bad(fmt::format("field '{}' must be an integer, got {}", key, it->dump()));
+  const auto v = it->get<long long>();
+  if (v < lo || v > hi) bad(fmt::format("field '{}' must be in {}..{}, got {}", key, lo, hi, v));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::kHello: return "hello";
+    case Op::kClocks: return "clocks";
+    case Op::kLock: return "lock";
+    case Op::kUnlock: return "unlock";
+    case Op::kEnergy: return "energy";
+  }
+  return "?";
+}
+
+Request parse_request(std::string_view line) {
+  if (line.size() > kMaxRequestBytes) bad(fmt::format("request longer than {} bytes", kMaxRequestBytes));
+  nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+  if (j.is_discarded()) bad("request is not valid JSON (one JSON object per line expected)");
+  if (!j.is_object()) bad("request must be a JSON object");
+  const auto op_it = j.find("op");
+  if (op_it == j.end() || !op_it->is_string()) bad("field 'op' (a string) is required");
+  const std::string op = op_it->get<std::string>();
+  Request r;
+  std::size_t keys = 1;
+  if (op == "hello") {
+    r.op = Op::kHello;
+  } else if (op == "clocks" || op == "lock" || op == "unlock" || op == "energy") {
+    r.op = op == "clocks" ? Op::kClocks : op == "lock" ? Op::kLock : op == "unlock" ? Op::kUnlock : Op::kEnergy;
+    r.gpu = int_field(j, "gpu", 0, kMaxGpuIndex);
+    ++keys;
+    if (r.op == Op::kLock) {
+      r.mhz = int_field(j, "mhz", 1, kMaxClockMhz);
+      ++keys;
+    }
+  } else {
+    bad(fmt::format("unknown op '{}' (expected hello, clocks, lock, unlock or energy)", op.substr(0, 32)));
+  }
+  if (j.size() != keys) {
+    for (const auto& [k, v] : j.items()) {
+      if (k != "op" && k != "gpu" && !(k == "mhz" && r.op == Op::kLock)) {
+        bad(fmt::format("unexpected field '{}' for op '{}'", k.substr(0, 32), op));
+      }
+    }
+  }
+  return r;
+}
+
+std::string format_request(const Request& r) {
+  nlohmann::json j = {{"op", to_string(r.op)}};
+  if (r.op != Op::kHello) j["gpu"] = r.gpu;
+  if (r.op == Op::kLock) j["mhz"] = r.mhz;
+  return j.dump() + "\n";
+}
+
+bool LineBuffer::append(const char* data, std::size_t n) {
+  if (overflowed_) return false;
+  // Bytes after the last '\n' must stay within the capacity.
+  std::size_t start = 0;
+  const auto last_nl = buf_.rfind('\n');
+  std::size_t open = last_nl == std::string::npos ? buf_.size() : buf_.size() - last_nl - 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (data[i] == '\n') {
+      open = 0;
+      continue;
+    }
+    if (++open > capacity_) {
+      buf_.append(data + start, i - start);  // complete lines before it stay readable
+      overflowed_ = true;
+      return false;
+    }
+  }
+  buf_.append(data, n);
+  return true;
+}
+
+std::optional<std::string> LineBuffer::next_line() {
+  const auto nl = buf_.find('\n');
+  if (nl == std::string::npos) return std::nullopt;
+  std::string line = buf_.substr(0, nl);
+  buf_.erase(0, nl + 1);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
+}  // namespace perseus::gpud

@@ -1,0 +1,185 @@
+// Reading a job export (`GET /v1/jobs/{id}` saved to a file) for the job report.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "perseus/error.hpp"
+#include "perseus/job_report.hpp"
+
+namespace perseus {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::uintmax_t kMaxExportBytes = 256u << 20;
+constexpr long kMaxPipelines = 65536;
+
+/// Typed access to one JSON object with errors naming the file and the field path.
+class Reader {
+ public:
+  Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError::in_file(source_, 0, path, message);
+  }
+  const json& at(const json& obj, const std::string& prefix, const char* name) const {
+    const std::string path = prefix + name;
+    if (!obj.is_object()) fail(prefix.empty() ? name : prefix.substr(0, prefix.size() - 1), "expected an object");
+    if (!obj.contains(name)) fail(path, "missing (expected an export of GET /v1/jobs/{id})");
+    return obj.at(name);
+  }
+  bool has(const json& obj, const char* name) const { return obj.is_object() && obj.contains(name) && !obj.at(name).is_null(); }
+  double number(const json& v, const std::string& path) const {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) fail(path, "expected a finite number, got " + v.dump());
+    return v.get<double>();
+  }
+  double number(const json& obj, const std::string& prefix, const char* name) const {
+    return number(at(obj, prefix, name), prefix + name);
+  }
+  std::int64_t integer(const json& v, const std::string& path, std::int64_t lo, std::int64_t hi) const {
+    if (!v.is_number_integer()) fail(path, "expected an integer, got " + v.dump());
+    const auto i = v.get<std::int64_t>();
+    if (i < lo || i > hi) fail(path, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, i));
+    return i;
+  }
+  std::int64_t integer(const json& obj, const std::string& prefix, const char* name, std::int64_t lo,
+                       std::int64_t hi) const {
+    return integer(at(obj, prefix, name), prefix + name, lo, hi);
+  }
+  std::string text(const json& obj, const std::string& prefix, const char* name) const {
+    const json& v = at(obj, prefix, name);
+    if (!v.is_string()) fail(prefix + name, "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  const json& array(const json& obj, const std::string& prefix, const char* name) const {
+    const json& v = at(obj, prefix, name);
+    if (!v.is_array()) fail(prefix + name, "expected an array, got " + v.dump().substr(0, 80));
+    return v;
+  }
+  std::optional<double> opt_number(const json& obj, const std::string& prefix, const char* name) const {
+    if (!has(obj, name)) return std::nullopt;
+    return number(obj.at(name), prefix + name);
+  }
+
+ private:
+  std::string source_;
+};
+
+JobVerdict read_verdict(const Reader& r, const json& v, const std::string& p, int dp) {
+  JobVerdict out;
+  out.pipeline = static_cast<int>(r.integer(v, p, "pipeline", 0, dp - 1));
+  out.verdict = r.text(v, p, "verdict");
+  out.predicted_time_s = r.number(v, p, "predicted_time_s");
+  out.measured_time_s = r.number(v, p, "measured_time_s");
+  out.straggler_time_s = r.number(v, p, "straggler_time_s");
+  out.predicted_saving_j = r.number(v, p, "predicted_saving_j_per_iteration");
+  out.measured_saving_j = r.number(v, p, "measured_saving_j_per_iteration");
+  return out;
+}
+
+JobDecision read_decision(const Reader& r, const json& d, const std::string& p, double created_s, int dp,
+                          std::int64_t num_plans) {
+  JobDecision out;
+  out.id = r.integer(d, p, "id", 1, INT64_MAX);
+  out.time_s = r.number(d, p, "time_s") - created_s;
+  out.action = r.text(d, p, "action");
+  out.origin = r.text(d, p, "origin");
+  if (r.has(d, "pipeline")) out.pipeline = static_cast<int>(r.integer(d.at("pipeline"), p + "pipeline", 0, dp - 1));
+  out.target_time_s = r.opt_number(d, p, "target_time_s");
+  out.slowdown = r.opt_number(d, p, "slowdown");
+  out.predicted_saving_j = r.opt_number(d, p, "predicted_saving_j_per_iteration");
+  out.measured_saving_j = r.opt_number(d, p, "measured_saving_j_per_iteration");
+  if (r.has(d, "stragglers")) {
+    const json& s = r.array(d, p, "stragglers");
+    for (std::size_t i = 0; i < s.size(); ++i)
+      out.stragglers.push_back(static_cast<int>(r.integer(s[i], fmt::format("{}stragglers[{}]", p, i), 0, dp - 1)));
+  }
+  if (r.has(d, "pipeline_plans")) {
+    const json& pp = r.array(d, p, "pipeline_plans");
+    if (static_cast<long>(pp.size()) != dp) {
+      r.fail(p + "pipeline_plans", fmt::format("expected one plan index per pipeline ({}), got {}", dp, pp.size()));
+    }
+    for (std::size_t i = 0; i < pp.size(); ++i) {
+      out.pipeline_plans.push_back(
+          static_cast<int>(r.integer(pp[i], fmt::format("{}pipeline_plans[{}]", p, i), 0, num_plans - 1)));
+    }
+  }
+  if (r.has(d, "verifies")) out.verifies = r.integer(d.at("verifies"), p + "verifies", 1, INT64_MAX);
+  if (r.has(d, "verdicts")) {
+    const json& vs = r.array(d, p, "verdicts");
+    for (std::size_t i = 0; i < vs.size(); ++i) out.verdicts.push_back(read_verdict(r, vs[i], fmt::format("{}verdicts[{}].", p, i), dp));
+  }
+  return out;
+}
+
+}  // namespace
+
+JobExport load_job_export(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot read the job export: {}", path, ec.message()));
+  if (size > kMaxExportBytes) {
+    throw InputError(fmt::format("{}: {} bytes, more than a job export may have ({} MiB)", path, size, kMaxExportBytes >> 20));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the job export", path));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", path, e.what()));
+  }
+  const Reader r(path);
+  if (!j.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object (the body of GET /v1/jobs/{{id}}), got {}", path,
+                                 j.is_array() ? "an array" : j.type_name()));
+  }
+  JobExport out;
+  out.job_id = r.text(j, "", "job_id");
+  out.name = r.has(j, "name") ? r.text(j, "", "name") : "";
+  out.status = r.has(j, "status") ? r.text(j, "", "status") : "";
+  const double created_s = r.number(j, "", "created_s");
+  const json& spec = r.at(j, "", "spec");
+  out.pipelines = static_cast<int>(r.integer(spec, "spec.", "dp", 1, kMaxPipelines));
+  out.stages = static_cast<int>(r.integer(spec, "spec.", "pp", 1, INT32_MAX));
+  if (const auto last = r.opt_number(j, "", "last_activity_s")) out.last_activity_s = std::max(0.0, *last - created_s);
+
+  const json& fr = r.at(j, "", "frontier");
+  const std::int64_t num_plans = r.integer(fr, "frontier.", "num_points", 1, INT32_MAX);
+  out.fastest_index = static_cast<int>(r.integer(fr, "frontier.", "fastest_index", 0, num_plans - 1));
+  if (r.has(fr, "points")) {
+    const json& pts = r.array(fr, "frontier.", "points");
+    if (static_cast<std::int64_t>(pts.size()) != num_plans) {
+      r.fail("frontier.points", fmt::format("expected frontier.num_points = {} points, got {}", num_plans, pts.size()));
+    }
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      const std::string p = fmt::format("frontier.points[{}]", i);
+      if (!pts[i].is_array() || pts[i].size() != 2) r.fail(p, "expected [time_s, energy_j], got " + pts[i].dump());
+      out.frontier.push_back({fmt::format("plan {}", i), r.number(pts[i][0], p + "[0]"), r.number(pts[i][1], p + "[1]")});
+    }
+  }
+  const json& pipes = r.array(j, "", "pipelines");
+  if (static_cast<long>(pipes.size()) != out.pipelines) {
+    r.fail("pipelines", fmt::format("expected spec.dp = {} entries, got {}", out.pipelines, pipes.size()));
+  }
+  for (std::size_t i = 0; i < pipes.size(); ++i) {
+    out.current_plans.push_back(
+        static_cast<int>(r.integer(pipes[i], fmt::format("pipelines[{}].", i), "plan_index", 0, num_plans - 1)));
+  }
+  const json& decs = r.array(j, "", "decisions");
+  for (std::size_t i = 0; i < decs.size(); ++i) {
+    out.decisions.push_back(
+        read_decision(r, decs[i], fmt::format("decisions[{}].", i), created_s, out.pipelines, num_plans));
+  }
+  out.decisions_total = r.has(j, "decisions_total")
+                            ? r.integer(j, "", "decisions_total", static_cast<std::int64_t>(decs.size()), INT64_MAX)
+                            : static_cast<std::int64_t>(decs.size());
+  return out;
+}
+
+}  // namespace perseus

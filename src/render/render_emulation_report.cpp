@@ -1,0 +1,77 @@
+// `perseus emulate --report`: saving vs straggler slowdown per method, one HTML page.
+#include <filesystem>
+#include <map>
+
+#include "perseus/emulation_report.hpp"
+#include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
+#include "render_svg.hpp"
+
+namespace perseus {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// One series per method (first-seen order) of (slowdown, field) points.
+std::vector<LineSeries> per_method(const std::vector<EmulationRow>& rows, double EmulationRow::*field,
+                                   bool skip_reference) {
+  std::vector<LineSeries> out;
+  std::map<std::string, std::size_t> index;
+  for (const auto& r : rows) {
+    if (skip_reference && r.method == "all_max") continue;
+    auto [it, added] = index.emplace(r.method, out.size());
+    if (added) out.push_back({r.method, {}});
+    out[it->second].points.emplace_back(r.slowdown, r.*field);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string write_emulation_report(const EmulationResult& res, const EmulationReportInputs& in,
+                                   const std::string& out_dir) {
+  if (res.rows.empty()) throw InputError("emulation report: no rows to draw");
+  std::string h =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
+  const std::string name = fs::path(in.profile).filename().string();
+  h += fmt::format("<title>Perseus emulation: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(name),
+                   render_detail::kReportCss);
+  h += fmt::format("<h1>Perseus emulation: {}</h1>\n", xml_escape(name));
+  h += fmt::format(
+      "<p class=\"note\">{} data-parallel pipelines × {} GPUs ({} stages × TP {}), {} microbatches, P_block = {} W "
+      "per GPU, time scale {} (times and energies below are scaled). One pipeline is the straggler, slowed by the "
+      "factor on the x axis; T_min = {:.4f} s (scaled); Perseus frontier of {} plans.</p>\n",
+      res.num_pipelines, in.num_ranks * in.tp_degree, in.num_ranks, in.tp_degree, in.microbatches, in.p_block_w,
+      in.time_scale, res.t_min_s, res.frontier_size);
+
+  LinePlotData total;
+  total.title = "Total saving vs all-max with the same straggler";
+  total.x_label = "straggler slowdown factor";
+  total.y_label = "cluster energy saving (%)";
+  total.series = per_method(res.rows, &EmulationRow::total_saving_pct, true);
+  LinePlotData extrinsic = total;
+  extrinsic.title = "Extrinsic saving: adapting to the straggler vs not adapting";
+  extrinsic.series = per_method(res.rows, &EmulationRow::extrinsic_saving_pct, true);
+  h += "<h2>Saving vs slowdown</h2>\n<p class=\"note\">Every method except all-max (the reference, 0 %). Higher is "
+       "better; hover a point for its value. Model and methods: docs/baselines.md.</p>\n";
+  h += "<figure>" + render_line_plot_svg(total) + "</figure>\n";
+  h += "<figure>" + render_line_plot_svg(extrinsic) + "</figure>\n";
+
+  h += "<h2>Every row</h2>\n<table class=\"data\"><thead><tr><th>method</th><th>slowdown</th>"
+       "<th>iteration time (s)</th><th>chosen T (s)</th><th>cluster energy (J)</th><th>pipeline saving (%)</th>"
+       "<th>intrinsic saving (%)</th><th>extrinsic saving (%)</th><th>total saving (%)</th></tr></thead><tbody>\n";
+  for (const auto& r : res.rows) {
+    h += fmt::format(
+        "<tr><td style=\"text-align:left\">{}</td><td>{:.3f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.1f}</td>"
+        "<td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td></tr>\n",
+        xml_escape(r.method), r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j,
+        r.pipeline_saving_pct, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
+  }
+  h += "</tbody></table>\n<p class=\"note\">Written by perseus emulate --report.</p>\n</body>\n</html>\n";
+  const fs::path out = fs::path(out_dir) / "emulation.html";
+  write_file_atomically(out, h);
+  return out.string();
+}
+
+}  // namespace perseus

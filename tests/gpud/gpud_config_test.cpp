@@ -1,0 +1,95 @@
+// The gpud config file: every error names file, line and field; the allow matrix.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "perseus/error.hpp"
+#include "perseus/gpud/config.hpp"
+
+namespace {
+
+using perseus::gpud::GpudConfig;
+using perseus::gpud::parse_gpud_config;
+using perseus::gpud::PeerCredentials;
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_gpud_config(text, "gpud.conf");
+  } catch (const perseus::InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(GpudConfig, ParsesEveryDirective) {
+  const GpudConfig c = parse_gpud_config(
+      "# comment\n"
+      "socket /tmp/x/gpud.sock\n"
+      "socket_mode 0600   # owner only\n"
+      "socket_group 0\n"
+      "state_dir /tmp/x/state\n"
+      "backend dry-run\n"
+      "library /opt/lib.so\n"
+      "gpus 1 0\n"
+      "rate_limit 5 10\n"
+      "max_clients 3\n"
+      "allow 0 uid:1000 group:root\n"
+      "allow * gid:50\n",
+      "gpud.conf");
+  EXPECT_EQ(c.socket_path, "/tmp/x/gpud.sock");
+  EXPECT_EQ(c.socket_mode, 0600u);
+  EXPECT_EQ(c.socket_gid, 0u);
+  EXPECT_EQ(c.backend, "dry-run");
+  EXPECT_EQ(c.gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c.rate_per_s, 5);
+  EXPECT_EQ(c.rate_burst, 10);
+  EXPECT_EQ(c.max_clients, 3);
+  ASSERT_EQ(c.rules.size(), 2u);
+  EXPECT_EQ(c.rules[0].line, 11);
+}
+
+TEST(GpudConfig, ErrorsNameFileLineAndField) {
+  EXPECT_EQ(error_of("allow * uid:1\nsocket_mode 0666\n"),
+            "gpud.conf:2: field 'socket_mode': 0666 gives access to every user of the machine; use 0660 or stricter "
+            "(access is granted through socket_group and allow rules)");
+  EXPECT_EQ(error_of("allow * uid:1\nsocket_mode 0662\n").substr(0, 32), "gpud.conf:2: field 'socket_mode'");
+  EXPECT_EQ(error_of("allow * uid:1\nsocket_mode 9\n"), "gpud.conf:2: field 'socket_mode': '9' is not an integer");
+  EXPECT_EQ(error_of("allow * user:no-such-user-perseus\n"), "gpud.conf:1: field 'allow': unknown user 'no-such-user-perseus'");
+  EXPECT_EQ(error_of("allow * group:no-such-group-perseus\n"),
+            "gpud.conf:1: field 'allow': unknown group 'no-such-group-perseus'");
+  EXPECT_EQ(error_of("allow 0 alice\n"),
+            "gpud.conf:1: field 'allow': 'alice' is not a principal (expected user:NAME, uid:N, group:NAME or gid:N)");
+  EXPECT_EQ(error_of("allow 300 uid:1\n"), "gpud.conf:1: field 'allow': 300 is out of range 0..255");
+  EXPECT_EQ(error_of("allow 0\n"), "gpud.conf:1: field 'allow': expected 'allow GPU|* user:NAME|uid:N|group:NAME|gid:N ...'");
+  EXPECT_EQ(error_of("\n\nlisten 80\nallow * uid:1\n").substr(0, 34), "gpud.conf:3: field 'listen': unkno");
+  EXPECT_EQ(error_of("allow * uid:1\nbackend cuda\n"),
+            "gpud.conf:2: field 'backend': unknown backend 'cuda' (expected nvml, rocm-smi or dry-run)");
+  EXPECT_EQ(error_of("allow * uid:1\nsocket relative.sock\n"), "gpud.conf:2: field 'socket': 'relative.sock' must be an absolute path");
+  EXPECT_EQ(error_of("allow * uid:1\nrate_limit 0 5\n"), "gpud.conf:2: field 'rate_limit': '0' is not a positive number below 1e6");
+  EXPECT_EQ(error_of("gpus 0 1\nallow 2 uid:1\n"), "gpud.conf:2: field 'allow': GPU 2 is not in the 'gpus' list this helper serves");
+  EXPECT_EQ(error_of("gpus 0 0\nallow * uid:1\n"), "gpud.conf:1: field 'gpus': a GPU is listed twice");
+  EXPECT_EQ(error_of("socket /x.sock\n"), "gpud.conf: field 'allow': no allow rule: nobody could use the helper (add e.g. "
+                                          "'allow * group:perseus')");
+  EXPECT_EQ(error_of(""), error_of("# only a comment\n"));
+}
+
+TEST(GpudConfig, MissingFileIsAnInputError) {
+  EXPECT_THROW(perseus::gpud::load_gpud_config("/nonexistent/gpud.conf"), perseus::InputError);
+}
+
+TEST(GpudConfig, AllowMatrixByUserPrimaryGroupAndSupplementaryGroup) {
+  const GpudConfig c = parse_gpud_config("allow 0 uid:1000\nallow 1 gid:200\nallow * gid:300\n", "t");
+  PeerCredentials alice{1, 1000, 100, {}};
+  PeerCredentials bob{2, 1001, 200, {}};
+  PeerCredentials carol{3, 1002, 100, {300}};
+  PeerCredentials mallory{4, 1003, 100, {201, 299}};
+  EXPECT_TRUE(c.allows(0, alice));
+  EXPECT_FALSE(c.allows(1, alice));
+  EXPECT_FALSE(c.allows(0, bob));
+  EXPECT_TRUE(c.allows(1, bob));
+  EXPECT_TRUE(c.allows(0, carol));
+  EXPECT_TRUE(c.allows(7, carol));
+  EXPECT_FALSE(c.allows(0, mallory));
+  EXPECT_FALSE(c.allows(1, mallory));
+}
+
+}  // namespace
