@@ -9,6 +9,7 @@
 #include "perseus/emulation_report.hpp"
 #include "option_checks.hpp"
 #include "perseus/emulate.hpp"
+#include "perseus/error.hpp"
 
 namespace perseus::cli {
 
@@ -21,21 +22,34 @@ void register_emulate(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--stages", cfg->num_ranks, "GPUs (pipeline stages) per pipeline")->required()->check(integer_in(1, 1 << 20));
   cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(integer_in(1, 1 << 20));
-  auto* pipes = cmd->add_option("--pipelines", cfg->pipelines, "Data-parallel pipelines (one is the straggler)");
+  auto* pipes = cmd->add_option("--pipelines", cfg->pipelines, "Data-parallel pipelines (one is the straggler)")
+                    ->check(integer_in(2, 100'000'000, "one pipeline is the straggler and the others adapt to it; "
+                                                       "for one pipeline use perseus optimize"));
   auto* batch = cmd->add_option("--global-batch", cfg->global_batch,
-                                "Microbatches per global batch; pipelines = global batch / microbatches");
+                                "Microbatches per global batch; pipelines = global batch / microbatches (>= 2)")
+                    ->check(integer_in(1, 1 << 30));
   pipes->excludes(batch);
-  cmd->add_option("--p2p-power", cfg->p_block_w, "P2P blocking power P_block of one GPU, W")->required();
-  cmd->add_option("--tp", cfg->tp_degree, "Tensor-parallel degree: GPUs per stage (scales energy and blocking power)")
-      ->capture_default_str();
-  cmd->add_option("--time-scale", cfg->time_scale, "Scale profile times (and energies) by this factor")
-      ->capture_default_str();
-  cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")->capture_default_str();
-  cmd->add_option("--slowdown", cfg->slowdowns, "Straggler slowdown factors >= 1, comma separated (e.g. 1.05,1.1,1.2)")
+  cmd->add_option("--p2p-power", cfg->p_block_w, "P2P blocking power P_block of one GPU, W")
       ->required()
-      ->delimiter(',');
+      ->check(number_in(0, 1e5, "W"));
+  cmd->add_option("--tp", cfg->tp_degree, "Tensor-parallel degree: GPUs per stage (scales energy and blocking power)")
+      ->capture_default_str()
+      ->check(integer_in(1, 1'000'000));
+  cmd->add_option("--time-scale", cfg->time_scale,
+                  "Scale profile times (and energies) by this factor: the profile covers 1/X of a stage's layers")
+      ->capture_default_str()
+      ->check(positive_number_up_to(1e6));
+  cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
+      ->capture_default_str()
+      ->check(number_in(1e-7, 10, "s"));
+  cmd->add_option("--slowdown", cfg->slowdowns,
+                  "Straggler slowdown factors, comma separated (e.g. 1.05,1.1,1.2; 1 = no straggler)")
+      ->required()
+      ->delimiter(',')
+      ->check(number_in(1, 100));
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--out", *out, "Output folder: emulation.csv is written there atomically")->required();
+  cmd->add_option("--out", *out, "Output folder: emulation.csv and emulation.json are written there atomically")
+      ->required();
   auto report = std::make_shared<bool>(false);
   cmd->add_flag("--report", *report,
                 "Also write OUT/emulation.html: total and extrinsic saving vs slowdown per method (self-contained HTML)");
@@ -43,20 +57,33 @@ void register_emulate(CLI::App& app) {
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");
     }
+    // --pipelines/--global-batch/--microbatches that do not give >= 2 whole pipelines: a usage
+    // error (exit status 2) like the range checks above.
+    try {
+      emulation_pipelines(*cfg);
+    } catch (const InputError& e) {
+      throw CLI::ValidationError(e.phrased(flag_for_field));
+    }
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
-    fmt::print("{} pipelines x {} GPUs (TP {}), T_min = {:.4f} s, Perseus frontier {} plans ({:.3f} s)\n",
-               res.num_pipelines, cfg->num_ranks * cfg->tp_degree, cfg->tp_degree, res.t_min_s, res.frontier_size,
-               res.solve_time_s);
+    fmt::print("{} pipelines x {} GPUs ({} stages x TP {}), time scale {} (times and energies below are scaled), "
+               "T_min = {:.4f} s ({:.4f} s unscaled), Perseus frontier {} plans ({:.3f} s)\n",
+               res.num_pipelines, cfg->num_ranks * cfg->tp_degree, cfg->num_ranks, cfg->tp_degree, cfg->time_scale,
+               res.t_min_s, res.t_min_s / cfg->time_scale, res.frontier_size, res.solve_time_s);
     fmt::print("{:<15} {:>8} {:>11} {:>10} {:>16} {:>10} {:>10} {:>10} {:>10}\n", "method", "slowdown", "iter_time_s",
                "chosen_s", "cluster_energy_J", "pipe_sav%", "intr_sav%", "extr_sav%", "total_sav%");
     for (const EmulationRow& r : res.rows) {
-      fmt::print("{:<15} {:>8.3f} {:>11.3f} {:>10.3f} {:>16.1f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}\n", r.method,
+      // A method whose plan is slower than the straggler makes the whole cluster slower: say so.
+      const std::string slows =
+          r.iteration_time_s > r.straggler_time_s * (1 + 1e-9)
+              ? fmt::format("  <- slows the cluster by {:.2f}%", 100 * (r.iteration_time_s / r.straggler_time_s - 1))
+              : "";
+      fmt::print("{:<15} {:>8.3f} {:>11.3f} {:>10.3f} {:>16.1f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}{}\n", r.method,
                  r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j, r.pipeline_saving_pct,
-                 r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
+                 r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct, slows);
     }
-    write_emulation_csv(res.rows, *out);
-    fmt::print("wrote {}/emulation.csv\n", *out);
+    write_emulation_outputs(res, *cfg, *out);
+    fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", *out);
     if (*report) {
       const EmulationReportInputs in{cfg->profile_path, cfg->num_ranks, cfg->microbatches, cfg->tp_degree,
                                      cfg->time_scale, cfg->p_block_w};

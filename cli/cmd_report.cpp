@@ -29,7 +29,8 @@ void register_report(CLI::App& app) {
   cmd->add_option("--out", *out, "With --job: the page to write (default: the export's path with .html)")
       ->needs(job_opt);
   auto* profile = cmd->add_option("--profile", opt->profile_path,
-                                  "Profile CSV to take computation power from (default: summary.json's inputs.profile)");
+                                  "Profile CSV to take computation power from (default: DIR/profile.csv, the "
+                                  "profile optimize planned with; else summary.json's inputs.profile)");
   auto* reference = cmd->add_option("--reference", opt->reference_csv,
                                     "Reference frontier CSV (columns time,energy or time_s,energy_j), drawn as a dashed line");
   auto* label = cmd->add_option("--reference-label", opt->reference_label, "Legend text of the reference frontier");
@@ -42,6 +43,7 @@ void register_report(CLI::App& app) {
     if (!job->empty()) {
       fmt::print("wrote {}\n", write_job_report(*job, *out));
     } else if (!dir->empty()) {
+      opt->on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };
       fmt::print("wrote {}\n", write_report(*dir, *opt));
     } else {
       throw CLI::RequiredError("DIR or --job");

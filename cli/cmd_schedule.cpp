@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
 
@@ -21,6 +22,7 @@ struct ScheduleArgs {
   int microbatches = 0;
   int chunks = 1;
   std::string out;
+  bool force = false;
 };
 
 }  // namespace
@@ -38,8 +40,20 @@ void register_schedule(CLI::App& app) {
   cmd->add_option("--chunks", a->chunks, "Stages (model chunks) per GPU for interleaved-1f1b")
       ->capture_default_str()
       ->check(integer_in(1, 1 << 20));
-  cmd->add_option("--out", a->out, "Output CSV file, or - for standard output")->required();
+  cmd->add_option("--out", a->out, "Output CSV file (written atomically; an existing file is kept unless --force), "
+                                   "or - for standard output")
+      ->required();
+  cmd->add_flag("--force", a->force, "Replace an existing --out file");
   cmd->callback([a] {
+    // A file is replaced only with --force (optimize likewise replaces only a folder holding
+    // nothing but its own earlier output): checked first, so nothing is computed in vain.
+    std::error_code ec;
+    if (a->out != "-" && std::filesystem::exists(a->out, ec)) {
+      if (std::filesystem::is_directory(a->out, ec)) {
+        throw InputError("out", fmt::format("{}: is a folder; give a file name", a->out));
+      }
+      if (!a->force) throw InputError("out", fmt::format("{}: exists; pass --force to replace it", a->out));
+    }
     const auto names = schedule_names();
     Schedule s;
     if (std::find(names.begin(), names.end(), a->schedule) == names.end() &&
@@ -59,7 +73,7 @@ void register_schedule(CLI::App& app) {
       fmt::print("{}", format_schedule_csv(s));
       return;
     }
-    write_schedule_csv(s, a->out);
+    write_file_atomically(a->out, format_schedule_csv(s));
     std::size_t n = 0;
     for (const auto& r : s.order) n += r.size();
     fmt::print("wrote {}: schedule {}, {} ranks, {} stages, {} microbatches, {} computations{}\n", a->out, s.name,

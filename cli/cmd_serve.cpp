@@ -54,14 +54,19 @@ void check_token_file(const std::string& path) {
 
 /// Token from --token-file, else $PERSEUS_TOKEN, else the file <db>.token (created with a
 /// random token, mode 0600, when missing). Never from argv. Existing token files must pass
-/// check_token_file().
+/// check_token_file(). An in-memory database (--db :memory:) has no <db>.token: it needs
+/// --token-file or $PERSEUS_TOKEN (a usage error otherwise; nothing is written).
 std::string resolve_token(const std::string& token_file, const std::string& db_path) {
   if (!token_file.empty()) {
     check_token_file(token_file);
     return trim(read_text(token_file, "token file"));
   }
   if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) return trim(env);
-  const std::string path = (db_path == ":memory:" ? std::string("perseus") : db_path) + ".token";
+  if (db_path == ":memory:") {
+    throw CLI::ValidationError("--db", ":memory: keeps nothing on disk, so there is no <db>.token to generate the "
+                                       "token into; give --token-file FILE or set PERSEUS_TOKEN");
+  }
+  const std::string path = db_path + ".token";
   if (std::filesystem::exists(path)) {
     check_token_file(path);
     fmt::print(stderr, "perseus serve: using the token in {}\n", path);
@@ -158,7 +163,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port-file", args->port_file, "Write the bound port to this file");
   cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
   cmd->add_option("--token-file", args->token_file,
-                  "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated); each job also gets its own");
+                  "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
+                  "--db :memory: needs one of the first two); each job also gets its own");
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(CLI::Range(1, 256));

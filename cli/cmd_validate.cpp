@@ -20,7 +20,11 @@ void register_validate(CLI::App& app) {
   auto p2p_latency = std::make_shared<double>(0.0);
   CLI::App* cmd = app.add_subcommand(
       "validate", "Predict measured real-GPU plans' iteration times with the DAG simulator and report the error");
-  cmd->add_option("--real-gpu", *dirs, "Workload folders (tests/data/real_gpu/<workload>)")
+  cmd->add_option("--real-gpu", *dirs,
+                  "Workload folders (e.g. tests/data/real_gpu/<workload>), each holding info.json {pp, "
+                  "num_microbatches}, time_profile.csv (stage,instruction,frequency,time), perseus_frontier.csv "
+                  "(plan,time_s,all_max_frequency) and perseus_plans.csv (plan,stage,order,instruction,microbatch,"
+                  "frequency_mhz); docs/validation.md, \"Folder format\"")
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--markdown", *markdown, "Also write the summary table to this Markdown file");

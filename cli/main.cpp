@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "usage_hints.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training by planning GPU frequencies"};
@@ -27,11 +28,25 @@ int main(int argc, char** argv) {
 #ifdef HAVE_PERSEUS_GPUD
   perseus::cli::register_gpud(app);
 #endif
+  // `perseus frobnicate --help` would print the general help and exit 0: name the command first.
+  if (const auto unknown = perseus::cli::unknown_subcommand_message(app, argc, argv)) {
+    fmt::print(stderr, "perseus: error: {}\n", *unknown);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;  // usage errors: exit status 2
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Unknown options: name each, with "did you mean" for a typo (CLI11 lists them as
+    // "arguments were not expected", values included).
+    const auto unknown = perseus::cli::unknown_option_messages(app, argc, argv);
+    if (unknown.empty()) {
+      app.exit(e);
+    } else {
+      for (const auto& m : unknown) fmt::print(stderr, "perseus {}: error: {}\n", argv[1], m);
+      fmt::print(stderr, "Run perseus {} --help for the options.\n", argv[1]);
+    }
+    return 2;  // usage errors: exit status 2
   } catch (const perseus::InputError& e) {
     fmt::print(stderr, "perseus: error: {}\n", e.phrased(perseus::cli::flag_for_field));
     return 1;

@@ -29,15 +29,31 @@ inline CLI::Validator number_in(double lo, double hi, const std::string& unit = 
       "NUMBER in " + range);
 }
 
-/// A decimal integer (digits, optional leading '-') in [lo, hi].
-inline CLI::Validator integer_in(long lo, long hi) {
+/// A finite decimal number in (0, hi]: strictly positive (e.g. a scale factor).
+inline CLI::Validator positive_number_up_to(double hi, const std::string& unit = "") {
+  const std::string range = fmt::format("(0, {}]{}", hi, unit.empty() ? "" : " " + unit);
+  return CLI::Validator(
+      [hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0 || v > hi) {
+          return fmt::format("expected a number in {}, got '{}'", range, text);
+        }
+        return {};
+      },
+      "NUMBER in " + range);
+}
+
+/// A decimal integer (digits, optional leading '-') in [lo, hi]. `why`, when given, is
+/// appended to the message in parentheses (e.g. why the lower bound is what it is).
+inline CLI::Validator integer_in(long lo, long hi, const std::string& why = "") {
   const std::string range = fmt::format("[{}, {}]", lo, hi);
   return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
+      [lo, hi, range, why](std::string& text) -> std::string {
         long v = 0;
         const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi) {
-          return fmt::format("expected an integer in {}, got '{}'", range, text);
+          return fmt::format("expected an integer in {}, got '{}'{}", range, text, why.empty() ? "" : " (" + why + ")");
         }
         return {};
       },

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "perseus/profile.hpp"
+
 namespace perseus::cli {
 
 /// Bounds of one GPU's average power while computing, W. Outside them a row's units are
@@ -17,5 +19,11 @@ inline constexpr double kMaxComputePowerW = 3000.0;
 /// (p_block_w, W) above the lowest computation power of the profile (a GPU blocked on
 /// communication draws less than one computing). Empty when plausible.
 std::vector<std::string> profile_plausibility(const std::string& path, double p_block_w);
+
+/// Computations of `profile` that run faster at some lower clock than at their highest
+/// profiled clock (measurement noise, or a clock the GPU throttles at): one "stage S KIND:
+/// T1 s at F1 MHz, T0 s at F0 MHz" each, the fastest lower clock, fastest-relative first.
+/// With such rows the planner's T_min can be below the all-max iteration time.
+std::vector<std::string> faster_below_max_clock(const Profile& profile);
 
 }  // namespace perseus::cli

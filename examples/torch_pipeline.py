@@ -28,6 +28,7 @@ def worker(rank, P, url, token, profile, iters, port):
     rt = pt.PipelineRuntime(url, job, token=token, dp_rank=0, pp_rank=rank, device="cpu", backend="simulated",
                             profile_path=profile, sim_time_scale=0.01, simulate_compute=True)
     torch.manual_seed(rank)
+    top, shown = perseus.load_profile(profile).max_freq_mhz(), None  # the all-max clock, MHz
     model = nn.Sequential(*([nn.Embedding(V, D)] if rank == 0 else []), nn.TransformerEncoderLayer(
         D, 2, 2 * D, 0.0, batch_first=True), *([nn.Linear(D, V)] if rank == P - 1 else []))
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -58,7 +59,11 @@ def worker(rank, P, url, token, profile, iters, port):
             opt.step()
             opt.zero_grad()
         if rank == P - 1:
-            print(f"iteration {it}: loss {loss_sum:.3f}; clocks {rt.planned_frequencies_mhz()} MHz", flush=True)
+            print(f"iteration {it}: loss {loss_sum:.3f}", flush=True)
+        clocks = rt.planned_frequencies_mhz()  # show the ranks where Perseus lowers a clock, when it changes
+        if clocks != shown and min(clocks, default=top) < top:
+            print(f"  rank {rank}: {sum(f < top for f in clocks)}/{len(clocks)} below {top} MHz: {clocks}", flush=True)
+            shown = clocks
     rt.close()
     dist.destroy_process_group()
 

@@ -17,8 +17,11 @@ namespace perseus {
 
 /// Checks that every (stage, kind) the DAG uses has a profile row at the profile's highest
 /// frequency (profile.max_freq_mhz()). The all-max baseline and EnvPipe's envelope run there;
-/// without it "all-max" would silently mean different clocks on different stages.
-/// Throws InputError naming the profile, stage, instruction and the missing frequency.
+/// without it "all-max" would silently mean different clocks on different stages. This is the
+/// one rule of every planning front end: `perseus optimize` (optimize()), `perseus emulate`
+/// (run_emulation()) and the Python planner refuse such a profile the same way.
+/// Throws InputError naming the profile, the computations without the row (stage,
+/// instruction, their highest clock), the missing frequency and the two ways to fix it.
 void require_max_frequency(const Dag& dag, const Profile& profile);
 
 /// Frequencies (MHz) that every (stage, kind) used by the DAG has in the profile, highest

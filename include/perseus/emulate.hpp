@@ -36,7 +36,7 @@ struct MethodPlans {
 /// times scale by time_scale, computation energy by time_scale × tp_degree, and blocking
 /// power by tp_degree. Savings in % do not depend on either.
 struct ClusterShape {
-  int num_pipelines = 1;     ///< Data-parallel pipelines (>= 1), one of them the straggler.
+  int num_pipelines = 2;     ///< Data-parallel pipelines (>= 2), one of them the straggler.
   int num_ranks = 1;         ///< GPUs (stages) per pipeline, before TP.
   int tp_degree = 1;         ///< Tensor-parallel degree K (>= 1).
   double time_scale = 1;     ///< Time scale X (> 0).
@@ -79,7 +79,7 @@ struct EmulationConfig {
   std::string profile_path;        ///< Profile CSV (load_profile_csv()).
   int num_ranks = 0;               ///< GPUs per pipeline (1F1B, one stage per GPU).
   int microbatches = 0;            ///< Microbatches per iteration M.
-  int pipelines = 0;               ///< Data-parallel pipelines P; 0: derive from global_batch.
+  int pipelines = 0;               ///< Data-parallel pipelines P (>= 2); 0: derive from global_batch.
   int global_batch = 0;            ///< Microbatches per global batch B; P = B / M (must divide).
   double p_block_w = 0;            ///< P_block of one GPU, W (>= 0).
   int tp_degree = 1;               ///< Tensor-parallel degree K.
@@ -100,14 +100,32 @@ struct EmulationResult {
   std::vector<EmulationRow> rows;
 };
 
+/// The number of data-parallel pipelines P of `config`: `pipelines`, or global_batch /
+/// microbatches when global_batch is set (both set: they must agree). At least 2: one is the
+/// straggler, the others adapt to it (one pipeline has nothing to adapt; that is
+/// `perseus optimize`). Throws InputError with field "pipelines", "global_batch" or
+/// "microbatches" otherwise.
+int emulation_pipelines(const EmulationConfig& config);
+
 /// Assembles the problem (load_problem(), 1F1B with one stage per GPU), solves the Perseus frontier once (solve_frontier), builds the
 /// baselines once (all-max, EnvPipe, ZeusGlobal and ZeusPerStage candidates) and runs
-/// emulate_stragglers(). Throws InputError on bad inputs (pipelines/global batch, slowdowns,
-/// missing max-frequency rows, ...) and when EnvPipe hits its iteration cap.
+/// emulate_stragglers(). Throws InputError on bad inputs (emulation_pipelines(), slowdowns,
+/// missing max-frequency rows, a zero-bubble profile without backward rows: emulate plans
+/// 1F1B only, ...) and when EnvPipe hits its iteration cap.
 EmulationResult run_emulation(const EmulationConfig& config);
 
 /// The emulation CSV (one writer): the header below and one line per row.
 std::string emulation_csv_text(const std::vector<EmulationRow>& rows);
+
+/// The emulation's shape and scaling as JSON text (what a reader of emulation.csv needs to
+/// interpret its scaled numbers): {"pipelines", "stages", "microbatches", "tp", "time_scale",
+/// "p2p_power_w", "unit_time_s", "t_min_s" (Perseus T_min, scaled s), "t_min_unscaled_s",
+/// "profile"}.
+std::string emulation_json_text(const EmulationResult& result, const EmulationConfig& config);
+
+/// Writes `<out_dir>/emulation.csv` (write_emulation_csv()) and `<out_dir>/emulation.json`
+/// (emulation_json_text()), each atomically. Throws InputError when they cannot be written.
+void write_emulation_outputs(const EmulationResult& result, const EmulationConfig& config, const std::string& out_dir);
 
 /// Writes `<out_dir>/emulation.csv` with the header
 /// method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct

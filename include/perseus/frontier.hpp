@@ -198,12 +198,20 @@ class Frontier {
 /// "complete", "time_budget" or "max_points" (the summary.json spelling).
 const char* to_string(Frontier::StopReason reason);
 
+/// Relative tolerance of frontier dominance: a slower plan stays on the frontier only when
+/// its energy (in the straggler regime: its energy at a common deadline, E − P_block·R·T) is
+/// lower than every faster plan's by more than this fraction of its energy. Without it, two
+/// plans whose energies differ by floating-point noise (1e-14 J) would be listed as distinct
+/// plans, one much slower for nothing. 1e-9 is far above double rounding (~1e-16 relative per
+/// operation) and far below any saving worth a slower plan (GPT-3 frontier steps: >= 1e-6).
+inline constexpr double kFrontierDominanceRelTol = 1e-9;
+
 /// Computes the iteration time–energy Pareto frontier with the iterative min-cut
 /// time–cost tradeoff algorithm (Phillips & Dessouky 1977) as in Perseus §4.2, with a
 /// piecewise-linear convex cost per (stage, kind): the lower convex hull of the Pareto
 /// candidates in (quantized time, effective energy = energy − P_block × time).
 /// Every emitted plan is re-evaluated with the profile (and optionally slack-reclaimed);
-/// dominated points are dropped.
+/// dominated points are dropped (with kFrontierDominanceRelTol).
 /// options.time_budget_s / max_points bound the solve: it then returns the frontier found so
 /// far with Frontier::partial() true (a valid frontier: slowest first, at least the all-max plan).
 /// Throws InputError if the profile lacks a (stage, kind) the DAG uses, or options are invalid.

@@ -81,11 +81,14 @@ struct OptimizeResult {
 /// (load_problem(): schedule by name or CSV file, the profile fitted to it, with the
 /// approximations listed in summary.approximations), solves the frontier and evaluates the
 /// all-max baseline. `progress(fraction)` is called from time to time during the solve.
-/// Throws InputError on bad inputs or an empty frontier.
+/// Throws InputError on bad inputs, a profile without a row at its maximum clock for some
+/// computation (require_max_frequency(), the rule `perseus emulate` applies too) or an
+/// empty frontier.
 OptimizeResult optimize(const OptimizeConfig& config, const std::function<void(double)>& progress = {});
 
 /// Writes `config.out_dir` atomically (OutputFolder; it may replace only an earlier
 /// output, checked recursively with is_optimize_output()): frontier.csv, schedule.csv,
+/// profile.csv (the profile as planned, fitted to the schedule: what `perseus report` reads),
 /// plans/plan_NNNNN.json (plan_json_text()), with config.zeus_format plans/freqs_pipeline_NNNNN.py
 /// (zeus_plan_text()), and summary.json last. Sets result.summary.plans_written.
 /// Throws InputError when the folder cannot be written.

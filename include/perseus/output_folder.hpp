@@ -51,7 +51,7 @@ class OutputFolder {
 };
 
 /// The files `perseus optimize` and `perseus report` write into an output folder
-/// (summary.json, frontier.csv, schedule.csv, report.html, its .svg files, plans/ with
+/// (summary.json, frontier.csv, schedule.csv, profile.csv, report.html, its .svg files, plans/ with
 /// plan_NNNNN.json and freqs_pipeline_NNNNN.py): the OutputFolder::Ours of optimize.
 bool is_optimize_output(const std::filesystem::path& relative, bool is_directory);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -167,6 +168,9 @@ struct ReportOptions {
   /// Also write the pictures as standalone SVG files beside the report: frontier.svg,
   /// timeline_fastest.svg, timeline_lowest_energy.svg (each atomically).
   bool write_svgs = false;
+  /// Called with each caveat that the report also notes in the page (e.g. no profile found,
+  /// so boxes are coloured by frequency); the CLI prints them on stderr. May be empty.
+  std::function<void(const std::string&)> on_warning;
 };
 
 /// Writes DIR/report.html for an `optimize` output folder DIR: one self-contained HTML5
@@ -174,9 +178,11 @@ struct ReportOptions {
 /// plot, the timelines of the T_min plan and of the lowest-energy written plan (on one
 /// power scale), their per-stage frequency histograms, and the emulation table when
 /// DIR/emulation.csv exists. The DAG is rebuilt from summary.json's inputs (schedule,
-/// stages, microbatches, chunks) and the profile (inputs.profile, resolved against the
-/// working directory, then DIR) gives each computation's power; without a readable profile
-/// boxes are coloured by frequency. The file is written to a temporary name and renamed.
+/// stages, microbatches, chunks; a schedule CSV path that is not found falls back to the
+/// DIR/schedule.csv optimize wrote) and the profile gives each computation's power: options.
+/// profile_path, else DIR/profile.csv (the copy optimize writes), else inputs.profile
+/// (resolved against the working directory, then DIR); without a readable profile boxes are
+/// coloured by frequency and options.on_warning is called. The file is written to a temporary name and renamed.
 /// Returns the report's path. Throws InputError naming the file (and field) when DIR or
 /// summary.json is missing, JSON is malformed or lacks a field, a plan does not match the
 /// schedule or profile, or the report cannot be written.

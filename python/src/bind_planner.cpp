@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "perseus/baselines.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
@@ -258,6 +259,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         {
           py::gil_scoped_release release;
           res.dag = std::make_unique<Dag>(problem->dag);
+          require_max_frequency(problem->dag, problem->profile);  // one all-max rule, as the CLI
           PlannerOptions opt;
           opt.p_block_w = problem->p_block_w;
           opt.unit_time_s = unit_time_s;

@@ -81,10 +81,11 @@ struct NvmlLibrary {
     }
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      const char* why = dlerror();
+      const char* err = dlerror();
+      std::string why = err != nullptr ? err : "unknown error";
+      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // dlerror() names the file too
       throw GpuError(fmt::format(
-          "cannot load NVML ({}): {}. Is an NVIDIA driver installed? (set PERSEUS_NVML_LIBRARY to its path)",
-          path, why != nullptr ? why : "unknown error"));
+          "cannot load NVML {}: {}. Is an NVIDIA driver installed? (set PERSEUS_NVML_LIBRARY to its path)", path, why));
     }
     try {
       resolve(init, "nvmlInit_v2");

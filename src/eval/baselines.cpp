@@ -3,6 +3,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/core.h>
 
@@ -63,14 +64,23 @@ FrequencyPlan pick(std::vector<FrequencyPlan> plans, int ranks, double p_block_w
 void require_max_frequency(const Dag& dag, const Profile& profile) {
   require_kinds(dag, profile);
   const int fmax = profile.max_freq_mhz();
+  std::vector<std::string> missing;
+  int common_max = fmax;  // the highest clock every computation has a row at or above
   for (const auto& [s, k] : used_kinds(dag)) {
     if (find_point(profile, s, k, fmax) == nullptr) {
-      throw InputError(fmt::format(
-          "profile {}: field 'frequency': stage {} {} has no row at the profile's maximum frequency {} MHz "
-          "(its highest is {} MHz); the all-max baseline and EnvPipe need every computation profiled at {} MHz",
-          profile.source, s, to_string(k), fmax, profile.max_freq_mhz(s, k), fmax));
+      missing.push_back(fmt::format("stage {} {} (its highest is {} MHz)", s, to_string(k), profile.max_freq_mhz(s, k)));
+      common_max = std::min(common_max, profile.max_freq_mhz(s, k));
     }
   }
+  if (missing.empty()) return;
+  std::string list = missing.front();
+  for (std::size_t i = 1; i < missing.size() && i < 4; ++i) list += ", " + missing[i];
+  if (missing.size() > 4) list += fmt::format(", and {} more", missing.size() - 4);
+  throw InputError(fmt::format(
+      "profile {}: field 'frequency': {} has no row at the profile's maximum frequency {} MHz; the all-max "
+      "baseline runs every computation at one maximum clock, so profile the missing computations at {} MHz, "
+      "or remove the rows above {} MHz so the maximum is a clock every computation has",
+      profile.source, list, fmax, fmax, common_max));
 }
 
 std::vector<int> common_frequencies(const Dag& dag, const Profile& profile) {

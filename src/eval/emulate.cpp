@@ -7,10 +7,12 @@
 #include <limits>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/problem.hpp"
+#include "perseus/profile.hpp"
 
 namespace perseus {
 
@@ -19,6 +21,23 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kDeadlineTolerance = 1e-9;  // relative, as lowest_energy_within() in baselines
+constexpr const char* kOnePipelineWhy =
+    "one pipeline is the straggler and the others adapt to it; for one pipeline use perseus optimize";
+
+// emulate plans 1F1B (forward + backward per stage): a zero-bubble profile (backward split into
+// I and W, no backward rows) gets a message that says so instead of "no rows for backward".
+void require_1f1b_kinds(const Profile& profile) {
+  for (int s = 0; s < profile.num_stages(); ++s) {
+    if (!profile.has(s, InstructionKind::kBackward) && (profile.has(s, InstructionKind::kBackwardInput) ||
+                                                        profile.has(s, InstructionKind::kBackwardWeight))) {
+      throw InputError(fmt::format(
+          "profile {}: stage {} has backward_input/backward_weight rows but no backward rows; perseus emulate "
+          "plans the 1F1B schedule only (forward and backward per stage). Add backward rows (the measured full "
+          "backward at each clock), or plan the zero-bubble schedule with `perseus optimize --schedule zb-h1`",
+          profile.source, s));
+    }
+  }
+}
 
 // Lowest energy when waiting until deadline_s among points with T <= deadline_s; fastest if none.
 std::size_t choose_point(const std::vector<PlanPoint>& points, int ranks, double p_block_w, double deadline_s) {
@@ -39,8 +58,8 @@ std::size_t choose_point(const std::vector<PlanPoint>& points, int ranks, double
 double pct_saving(double reference, double value) { return reference > 0 ? 100.0 * (reference - value) / reference : 0.0; }
 
 void check_shape(const ClusterShape& shape) {
-  if (shape.num_pipelines < 1) {
-    throw InputError("pipelines", fmt::format("must be >= 1, got {}", shape.num_pipelines));
+  if (shape.num_pipelines < 2) {
+    throw InputError("pipelines", fmt::format("must be >= 2, got {} ({})", shape.num_pipelines, kOnePipelineWhy));
   }
   if (shape.num_ranks < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", shape.num_ranks));
   if (shape.tp_degree < 1) throw InputError("tp_degree", fmt::format("must be >= 1, got {}", shape.tp_degree));
@@ -138,10 +157,9 @@ std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& met
   return rows;
 }
 
-EmulationResult run_emulation(const EmulationConfig& cfg) {
-  if (cfg.num_ranks < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", cfg.num_ranks));
+int emulation_pipelines(const EmulationConfig& cfg) {
   if (cfg.microbatches < 1) throw InputError("microbatches", fmt::format("must be >= 1, got {}", cfg.microbatches));
-  if (cfg.pipelines < 0) throw InputError("pipelines", fmt::format("must be >= 1, got {}", cfg.pipelines));
+  if (cfg.pipelines < 0) throw InputError("pipelines", fmt::format("must be >= 2, got {}", cfg.pipelines));
   if (cfg.global_batch < 0) throw InputError("global_batch", fmt::format("must be >= 1, got {}", cfg.global_batch));
   int pipelines = cfg.pipelines;
   if (cfg.global_batch > 0) {
@@ -158,8 +176,22 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
     }
     pipelines = derived;
   }
-  if (pipelines < 1) throw InputError("pipelines", "must be >= 1 (or give " + field_ref("global_batch") + ", a multiple of " +
+  if (pipelines < 1) throw InputError("pipelines", "must be >= 2 (or give " + field_ref("global_batch") + ", a multiple of " +
                                          field_ref("microbatches") + ")");
+  if (pipelines < 2) {
+    throw InputError("pipelines", fmt::format("must be >= 2, got {}{} ({})", pipelines,
+                                              cfg.global_batch > 0 ? fmt::format(" = {} {} / {} {}",
+                                                                                 field_ref("global_batch"), cfg.global_batch,
+                                                                                 field_ref("microbatches"), cfg.microbatches)
+                                                                   : "",
+                                              kOnePipelineWhy));
+  }
+  return pipelines;
+}
+
+EmulationResult run_emulation(const EmulationConfig& cfg) {
+  if (cfg.num_ranks < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", cfg.num_ranks));
+  const int pipelines = emulation_pipelines(cfg);
   if (!(cfg.unit_time_s > 0) || !std::isfinite(cfg.unit_time_s)) {
     throw InputError("unit_time_s", fmt::format("must be a finite number > 0 s, got {}", cfg.unit_time_s));
   }
@@ -171,7 +203,9 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   spec.num_ranks = cfg.num_ranks;
   spec.microbatches = cfg.microbatches;
   spec.p_block_w = cfg.p_block_w;
-  const Problem problem = load_problem(spec, cfg.profile_path);
+  Profile loaded = load_profile_csv(cfg.profile_path);
+  require_1f1b_kinds(loaded);
+  const Problem problem = make_problem(spec, std::move(loaded));
   const Dag& dag = problem.dag;
   const Profile& profile = problem.profile;
   require_max_frequency(dag, profile);
@@ -229,7 +263,9 @@ std::string emulation_csv_text(const std::vector<EmulationRow>& rows) {
   return csv;
 }
 
-void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
+namespace {
+
+fs::path emulation_folder(const std::string& out_dir) {
   if (out_dir.empty()) throw InputError("out_dir", "is required: give an output folder");
   std::error_code ec;
   const fs::path dir = fs::absolute(out_dir).lexically_normal();
@@ -237,7 +273,30 @@ void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::strin
   if (ec || !fs::is_directory(dir)) {
     throw InputError("out_dir", fmt::format("{}: cannot create the output folder{}", out_dir, ec ? ": " + ec.message() : ""));
   }
-  write_file_atomically(dir / "emulation.csv", emulation_csv_text(rows));
+  return dir;
+}
+
+}  // namespace
+
+void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::string& out_dir) {
+  write_file_atomically(emulation_folder(out_dir) / "emulation.csv", emulation_csv_text(rows));
+}
+
+std::string emulation_json_text(const EmulationResult& res, const EmulationConfig& cfg) {
+  const nlohmann::ordered_json j = {
+      {"pipelines", res.num_pipelines},   {"stages", cfg.num_ranks},
+      {"microbatches", cfg.microbatches}, {"tp", cfg.tp_degree},
+      {"time_scale", cfg.time_scale},     {"p2p_power_w", cfg.p_block_w},
+      {"unit_time_s", cfg.unit_time_s},   {"t_min_s", res.t_min_s},
+      {"t_min_unscaled_s", res.t_min_s / cfg.time_scale}, {"profile", cfg.profile_path},
+  };
+  return j.dump(2) + "\n";
+}
+
+void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir) {
+  const fs::path dir = emulation_folder(out_dir);
+  write_file_atomically(dir / "emulation.json", emulation_json_text(res, cfg));
+  write_file_atomically(dir / "emulation.csv", emulation_csv_text(res.rows));  // last: the reader's cue
 }
 
 }  // namespace perseus

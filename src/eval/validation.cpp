@@ -11,12 +11,10 @@
 #include <tuple>
 
 #include <fmt/core.h>
-// Same as profile.cpp: the header-only reader must be compiled identically in every file (ODR).
-#define CSV_IO_NO_THREAD
-#include <libfccp/csv.h>
 #include <nlohmann/json.hpp>
 
 #include "csv_fields.hpp"
+#include "csv_header.hpp"
 #include "perseus/error.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
@@ -57,21 +55,29 @@ InstructionKind to_kind(const Where& w, const char* text) {
   return *k;
 }
 
+constexpr const char* kFolderFormat =
+    "a workload folder holds info.json, time_profile.csv, perseus_frontier.csv and perseus_plans.csv; "
+    "docs/validation.md, \"Folder format\"";
+
 // Opens a CSV and reads its header: the first N − optional columns are required, the last
 // `optional` ones (e.g. dp_rank, tp_rank of a 3D run) may be absent (their fields stay null).
+// Returns the required columns, comma separated (for messages).
 template <int N, class... Cols>
-void open_csv(std::unique_ptr<Reader<N>>& reader, const std::string& path, int optional, Cols... cols) {
-  if (!fs::exists(path)) throw InputError(fmt::format("{}: file not found", path));
+std::string open_csv(std::unique_ptr<Reader<N>>& reader, const std::string& path, int optional, Cols... cols) {
+  if (!fs::exists(path)) throw InputError(fmt::format("{}: file not found ({})", path, kFolderFormat));
+  const std::string names[] = {cols...};
+  std::string columns;
+  for (int i = 0; i < N - optional; ++i) columns += (columns.empty() ? "" : ",") + names[i];
   try {
     reader = std::make_unique<Reader<N>>(path);
     reader->read_header(io::ignore_extra_column | io::ignore_missing_column, cols...);
   } catch (const io::error::base& e) {
-    throw InputError(fmt::format("{}: {}", path, e.what()));
+    csv::throw_header_error(e, path, csv::read_head(path), columns);
   }
-  const std::string names[] = {cols...};
   for (int i = 0; i < N - optional; ++i) {
-    if (!reader->has_column(names[i])) throw InputError(fmt::format("{}: missing column '{}' in the header", path, names[i]));
+    if (!reader->has_column(names[i])) csv::throw_missing_column(names[i].c_str(), path, csv::read_head(path), columns);
   }
+  return columns;
 }
 
 // An optional rank column (dp_rank/tp_rank): 0 when absent, else an integer in [0, count).
@@ -85,11 +91,11 @@ int rank_field(const Where& w, std::string_view field, const char* text, int cou
 }
 
 template <class R, class... Ptrs>
-bool next_row(R& reader, const std::string& path, Ptrs&... ptrs) {
+bool next_row(R& reader, const std::string& path, std::string_view columns, Ptrs&... ptrs) {
   try {
     return reader.read_row(ptrs...);
   } catch (const io::error::base& e) {
-    throw InputError(fmt::format("{}: {}", path, e.what()));
+    csv::throw_row_error(e, path, columns);
   }
 }
 
@@ -143,7 +149,7 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   const std::string info_path = (fs::path(dir) / "info.json").string();
   {
     std::ifstream in(info_path);
-    if (!in) throw InputError(fmt::format("{}: file not found or unreadable", info_path));
+    if (!in) throw InputError(fmt::format("{}: file not found or unreadable ({})", info_path, kFolderFormat));
     nlohmann::json info;
     try {
       info = nlohmann::json::parse(in);
@@ -173,10 +179,10 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   {
     const std::string path = (fs::path(dir) / "time_profile.csv").string();
     std::unique_ptr<Reader<6>> r;
-    open_csv<6>(r, path, 2, "stage", "instruction", "frequency", "time", "dp_rank", "tp_rank");
+    const std::string cols = open_csv<6>(r, path, 2, "stage", "instruction", "frequency", "time", "dp_rank", "tp_rank");
     std::set<std::tuple<int, int, int, int, int>> seen;
     char *st = nullptr, *in = nullptr, *fr = nullptr, *tm = nullptr, *dpr = nullptr, *tpr = nullptr;
-    while (next_row(*r, path, st, in, fr, tm, dpr, tpr)) {
+    while (next_row(*r, path, cols, st, in, fr, tm, dpr, tpr)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time", tm);
       if (t <= 0) fail(w, "time", fmt::format("expected a duration > 0 s, got {}", t));
@@ -203,9 +209,9 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   {
     const std::string path = (fs::path(dir) / "perseus_frontier.csv").string();
     std::unique_ptr<Reader<3>> r;
-    open_csv<3>(r, path, 0, "plan", "time_s", "all_max_frequency");
+    const std::string cols = open_csv<3>(r, path, 0, "plan", "time_s", "all_max_frequency");
     char *pl = nullptr, *tm = nullptr, *am = nullptr;
-    while (next_row(*r, path, pl, tm, am)) {
+    while (next_row(*r, path, cols, pl, tm, am)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time_s", tm);
       if (t <= 0) fail(w, "time_s", fmt::format("expected an iteration time > 0 s, got {}", t));
@@ -220,12 +226,12 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   {
     const std::string path = (fs::path(dir) / "perseus_plans.csv").string();
     std::unique_ptr<Reader<8>> r;
-    open_csv<8>(r, path, 2, "plan", "stage", "order", "instruction", "microbatch", "frequency_mhz", "dp_rank",
-                "tp_rank");
+    const std::string cols = open_csv<8>(r, path, 2, "plan", "stage", "order", "instruction", "microbatch",
+                                         "frequency_mhz", "dp_rank", "tp_rank");
     per_replica = r->has_column("dp_rank");
     char *pl = nullptr, *st = nullptr, *od = nullptr, *in = nullptr, *mb = nullptr, *fr = nullptr, *dpr = nullptr,
          *tpr = nullptr;
-    while (next_row(*r, path, pl, st, od, in, mb, fr, dpr, tpr)) {
+    while (next_row(*r, path, cols, pl, st, od, in, mb, fr, dpr, tpr)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const int plan = to_int(w, "plan", pl);
       const Computation c{to_int(w, "stage", st), to_int(w, "microbatch", mb), to_kind(w, in)};

@@ -83,7 +83,8 @@ bool is_optimize_output(const fs::path& relative, bool is_directory) {
            (numbered(name, "plan_", ".json") || numbered(name, "freqs_pipeline_", ".py"));
   }
   if (is_directory) return name == "plans";
-  return name == "summary.json" || name == "frontier.csv" || name == "schedule.csv" || name == "report.html" ||
+  return name == "summary.json" || name == "frontier.csv" || name == "schedule.csv" || name == "profile.csv" ||
+         name == "report.html" ||
          name == "frontier.svg" || name == "timeline_fastest.svg" || name == "timeline_lowest_energy.svg";
 }
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,15 +14,10 @@
 #include <set>
 #include <tuple>
 
-#define CSV_IO_NO_THREAD
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-truncation"
-#include <libfccp/csv.h>
-#pragma GCC diagnostic pop
-
 #include <fmt/core.h>
 
 #include "csv_fields.hpp"
+#include "csv_header.hpp"
 #include "perseus/error.hpp"
 #include "perseus/input_limits.hpp"
 
@@ -59,31 +55,31 @@ long parse_int(const RowContext& ctx, std::string_view field, const char* text) 
   return csv::to_int(ctx.source, ctx.line, field, text);
 }
 
-/// A CSV-level error of libfccp as "FILE:LINE: what, expected ..." (its own messages name
-/// the line differently and not the expected columns).
-[[noreturn]] void throw_row_error(const io::error::base& e, const std::string& source) {
-  const auto* at = dynamic_cast<const io::error::with_file_line*>(&e);
-  std::string what = e.what();
-  if (dynamic_cast<const io::error::too_few_columns*>(&e) != nullptr) what = "too few columns";
-  if (dynamic_cast<const io::error::too_many_columns*>(&e) != nullptr) what = "too many columns";
-  if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote";
-  if (at == nullptr || at->file_line < 0) throw InputError(fmt::format("{}: {}", source, what));
-  throw InputError(fmt::format("{}:{}: {}: expected one field per header column (stage,instruction,frequency,"
-                               "time,energy and any extra columns)",
-                               source, at->file_line, what));
+/// A clock in MHz: an integer (integral floats such as "1410.0" too). A fraction such as 1.41
+/// gets a hint that it looks like GHz; the range check (1..kMaxFrequencyMhz) is the caller's.
+long parse_frequency(const RowContext& ctx, const char* text) {
+  char* end = nullptr;
+  const double d = std::strtod(text, &end);
+  if (end != text && *end == '\0' && std::isfinite(d) && d != std::floor(d)) {
+    fail(ctx, "frequency",
+         fmt::format("expected a clock in MHz (an integer 1..{}), got '{}'{}", limits::kMaxFrequencyMhz, text,
+                     d > 0 && d < 10 ? fmt::format(" (GHz? {} GHz is {} MHz)", text, std::lround(d * 1000)) : ""));
+  }
+  return parse_int(ctx, "frequency", text);
 }
 
-Profile read_rows(Reader& reader, const std::string& source, std::optional<int> expected_stages) {
+constexpr const char* kColumns = "stage,instruction,frequency,time,energy";
+
+Profile read_rows(Reader& reader, const std::string& source, std::optional<int> expected_stages, std::string_view text) {
   constexpr const char* kRequired[] = {"stage", "instruction", "frequency", "time", "energy"};
   try {
     reader.read_header(io::ignore_extra_column | io::ignore_missing_column, "stage", "instruction", "frequency", "time",
                        "energy", "dp_rank", "tp_rank");
-    for (const char* c : kRequired) {
-      if (!reader.has_column(c)) throw InputError(fmt::format("missing column '{}'", c));
-    }
-  } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: bad header (expected columns stage,instruction,frequency,time,energy): {}",
-                                 source, e.what()));
+  } catch (const io::error::base& e) {
+    csv::throw_header_error(e, source, text, kColumns);
+  }
+  for (const char* c : kRequired) {
+    if (!reader.has_column(c)) csv::throw_missing_column(c, source, text, kColumns);
   }
   // 3D profiles (one row per GPU: dp_rank and/or tp_rank columns): the rows of one (stage,
   // instruction, frequency) from the stage's TP GPUs and DP replicas merge into one point, time
@@ -112,7 +108,7 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     try {
       more = reader.read_row(stage_s, instr_s, freq_s, time_s, energy_s, dp_s, tp_s);
     } catch (const io::error::base& e) {
-      throw_row_error(e, source);
+      csv::throw_row_error(e, source, kColumns);
     }
     if (!more) break;
     const RowContext ctx{source, static_cast<int>(reader.get_file_line())};
@@ -123,9 +119,12 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
       fail(ctx, "instruction",
            fmt::format("expected forward, backward, backward_input or backward_weight, got '{}'", instr_s));
     }
-    const long freq = parse_int(ctx, "frequency", freq_s);
+    const long freq = parse_frequency(ctx, freq_s);
     if (freq <= 0 || freq > limits::kMaxFrequencyMhz) {
-      fail(ctx, "frequency", fmt::format("expected a clock in MHz (1..{}), got {}", limits::kMaxFrequencyMhz, freq));
+      fail(ctx, "frequency", fmt::format("expected a clock in MHz (1..{}), got {}{}", limits::kMaxFrequencyMhz, freq,
+                                         freq > limits::kMaxFrequencyMhz && freq % 1'000'000 == 0
+                                             ? fmt::format(" (Hz? {} Hz is {} MHz)", freq, freq / 1'000'000)
+                                             : ""));
     }
     const double time = parse_double(ctx, "time", time_s);
     if (time <= 0 || time > limits::kMaxOpTimeS) {
@@ -166,7 +165,10 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
            std::tuple(b.stage, static_cast<int>(b.kind), -b.point.freq_mhz);
   });
   for (const auto& r : rows) profile.add(r.stage, r.kind, r.point);
-  if (profile.num_stages() == 0) throw InputError(fmt::format("{}: no data rows", source));
+  if (profile.num_stages() == 0) {
+    throw InputError(fmt::format("{}: no data rows after the header; expected one row per operating point "
+                                 "(stage, instruction, frequency)", source));
+  }
   for (int s = 0; s < profile.num_stages(); ++s) {
     const bool any = std::any_of(std::begin(kKindNames), std::end(kKindNames), [&](std::string_view n) {
       return profile.has(s, *parse_instruction_kind(n));
@@ -246,7 +248,7 @@ Profile parse_profile_csv(std::string_view text, const std::string& source_name,
   csv::reject_nul(text, source_name);
   text = csv::strip_bom(text);
   Reader reader(source_name, text.data(), text.data() + text.size());
-  return read_rows(reader, source_name, expected_stages);
+  return read_rows(reader, source_name, expected_stages, text);
 }
 
 std::string format_profile_csv(const Profile& profile) {

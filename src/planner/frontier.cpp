@@ -738,13 +738,15 @@ void FrontierBuilder::record_point(std::int64_t step, const std::vector<std::uin
   raw_points_.push_back({p, step < 0});
 }
 
-/// Pareto filter of candidate points: time ascending, strictly decreasing energy; the
-/// result is fastest first.
+/// Pareto filter of candidate points: time ascending, decreasing energy; the result is
+/// fastest first. A slower point is kept only when it saves more than rel_tol × its energy
+/// (the final frontier uses kFrontierDominanceRelTol: float noise does not make a distinct
+/// plan; the LP refinement rounds use 0, so which deadlines they refine does not change).
 /// pipe_block_w = 0 (W): Pareto in (T, E). pipe_block_w = P_block × R: Pareto in (T, E −
 /// pipe_block_w × T), the points that are the best choice for some deadline when the GPUs
 /// block at P_block until it (energy at deadline τ = E + pipe_block_w × (τ − T)).
 static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPoint, bool>> pts,
-                                                double pipe_block_w = 0) {
+                                                double pipe_block_w = 0, double rel_tol = 0) {
   auto key = [&](const FrontierPoint& p) { return p.energy_j - pipe_block_w * p.time_s; };
   std::stable_sort(pts.begin(), pts.end(), [&](const auto& a, const auto& b) {
     return a.first.time_s != b.first.time_s ? a.first.time_s < b.first.time_s : key(a.first) < key(b.first);
@@ -752,7 +754,8 @@ static std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPo
   double best = std::numeric_limits<double>::infinity();
   std::vector<FrontierPoint> kept;
   for (const auto& [p, is_max] : pts) {
-    if (key(p) < best && (kept.empty() || kept.back().time_s < p.time_s)) {
+    if (key(p) < best - rel_tol * std::abs(p.energy_j) &&
+        (kept.empty() || kept.back().time_s < p.time_s)) {
       kept.push_back(p);
       best = key(p);
     }
@@ -1067,7 +1070,7 @@ Frontier FrontierBuilder::run() {
   std::vector<FrontierPoint> kept;
   if (opt_.mode == PlannerMode::kCertified && !f_.partial()) {
     certify(std::move(beside));
-    kept = pareto_filter(raw_points_, pipe_w);
+    kept = pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
     keep_at_most_max_points(kept);
     // Keep only the stored plans that survived, renumbered.
     std::vector<std::vector<std::uint16_t>> stored;
@@ -1080,7 +1083,7 @@ Frontier FrontierBuilder::run() {
     stored_.clear();
     for (auto& p : kept) p.lower_bound_j = f_.lower_bound_at(p.time_s);
   } else {
-    kept = pareto_filter(raw_points_, pipe_w);
+    kept = pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
     keep_at_most_max_points(kept);
   }
   std::reverse(kept.begin(), kept.end());  // slowest first

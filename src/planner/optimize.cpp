@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/baselines.hpp"
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan_files.hpp"
@@ -124,6 +125,8 @@ std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) 
 OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
   check_options(cfg);
   Problem problem = load_problem(cfg.problem, cfg.profile_path);
+  // "all-max" means one clock for every computation, as in `perseus emulate` (docs/baselines.md).
+  require_max_frequency(problem.dag, problem.profile);
 
   PlannerOptions opt;
   opt.p_block_w = problem.p_block_w;
@@ -182,6 +185,9 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   const Dag& dag = r.problem.dag;
   write_file(tmp / "frontier.csv", frontier_csv_text(pts));
   write_file(tmp / "schedule.csv", format_schedule_csv(r.problem.schedule));  // the order planned, to diff
+  // The profile as planned (fitted to the schedule, timeline overheads included): `perseus report` needs it for power
+  // colours and re-evaluation, from any working folder and after the input file moved.
+  write_file(tmp / "profile.csv", format_profile_csv(r.problem.profile));
   const auto indices = sample_plan_indices(pts.size(), cfg.sample);
   r.frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
     write_file(tmp / "plans" / plan_json_file_name(i), plan_json_text(dag, plan, i));

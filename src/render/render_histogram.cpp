@@ -14,7 +14,7 @@ using render_detail::num;
 
 namespace {
 constexpr const char* kKindColors[kNumInstructionKinds] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f"};
-constexpr double kLeft = 70, kRight = 20, kAxisHeight = 40, kLegendHeight = 26;
+constexpr double kLeft = 70, kRight = 36, kAxisHeight = 40, kLegendHeight = 26;
 }  // namespace
 
 std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& plan, const HistogramOptions& o) {
@@ -61,6 +61,14 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
     s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#bbb\"/>\n", kLeft, num(kLeft + pw),
                      num(base), num(base));
     const double hmax = o.row_height_px - 6;
+    // Count axis at the right of the row: 0 at the base, the stage's largest bar at the top.
+    const double ax = kLeft + pw + 4;
+    s += fmt::format(
+        "<g class=\"axis count-axis\"><line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#333\"/>"
+        "<line x1=\"{0}\" x2=\"{3}\" y1=\"{1}\" y2=\"{1}\" stroke=\"#333\"/>"
+        "<line x1=\"{0}\" x2=\"{3}\" y1=\"{2}\" y2=\"{2}\" stroke=\"#333\"/>"
+        "<text x=\"{4}\" y=\"{5}\">{6}</text><text x=\"{4}\" y=\"{7}\">0</text></g>\n",
+        num(ax), num(base - hmax), num(base), num(ax + 3), num(ax + 6), num(base - hmax + 4), max_total, num(base));
     for (const auto& [f, k] : counts[st]) {
       double y = base;
       for (int kind = 0; kind < kNumInstructionKinds; ++kind) {
@@ -87,8 +95,8 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
         num(X(t)), num(ay), num(ay + 4), num(ay + 16), render_detail::tick_label(t, tstep));
   }
   s += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">SM frequency (MHz); bar height: computations at "
-      "that frequency, relative to the stage's largest bar</text></g>\n",
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">SM frequency (MHz); bar height: number of computations "
+      "at that frequency (count axis at the right of each stage)</text></g>\n",
       num(kLeft + pw / 2), num(ay + 32));
   double lx = kLeft;
   const double ly = ay + kAxisHeight + 4;

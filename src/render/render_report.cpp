@@ -123,6 +123,8 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
   std::error_code ec;
   if (fs::is_regular_file(name, ec)) spec.schedule = name;
   else if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec)) spec.schedule = (dir / name).string();
+  else if (name.ends_with(".csv") && fs::is_regular_file(dir / "schedule.csv", ec))  // a moved CSV: optimize's copy
+    spec.schedule = (dir / "schedule.csv").string();
   else
     throw InputError(
         fmt::format("{}: field 'inputs.schedule': '{}' is neither a schedule name nor a readable schedule "
@@ -237,6 +239,55 @@ std::string html_table(const render_detail::CsvTable& t) {
   return s + "</tbody></table>\n";
 }
 
+/// The Emulation section: the cluster's shape and scaling (emulation.json), the table of
+/// emulation.csv, and a note on every row whose plan is slower than the straggler
+/// (chosen_time_s > slowdown × T_min): that method makes the whole cluster slower.
+std::string emulation_section(const fs::path& csv_path, const fs::path& json_path) {
+  std::string h = "<h2>Emulation: energy savings at scale</h2>\n";
+  render_detail::CsvTable t = render_detail::read_csv_table(csv_path.string());
+  std::optional<double> t_min_s;
+  std::error_code ec;
+  if (fs::exists(json_path, ec)) {
+    const std::string js = json_path.string();
+    const json e = read_json(json_path, "emulation");
+    const long pipelines = integer(e, js, "", "pipelines"), stages = integer(e, js, "", "stages");
+    const long tp = integer(e, js, "", "tp");
+    const double scale = number(e, js, "", "time_scale");
+    t_min_s = number(e, js, "", "t_min_s");
+    h += fmt::format(
+        "<p class=\"note\">From emulation.csv (perseus emulate): {} data-parallel pipelines (one of them the "
+        "straggler) of {} stages × TP {} = {} GPUs each, {} GPUs in all; time scale {}. Times and energies in this "
+        "table are of that scaled cluster (T_min = {:.4f} s here is {:.4f} s unscaled), not of the one pipeline "
+        "in the Summary above. Savings in % do not depend on the scaling.</p>\n",
+        pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, *t_min_s, *t_min_s / scale);
+  } else {
+    h += "<p class=\"note\">From emulation.csv (perseus emulate): cluster energy and savings of each method for the "
+         "given straggler slowdown. Times and energies are scaled as the emulation ran; its time scale, TP and "
+         "pipeline count are not known (emulation.json, written by perseus emulate, is missing).</p>\n";
+  }
+  const int c_slow = t.column({"slowdown"}), c_chosen = t.column({"chosen_time_s"});
+  if (t_min_s && c_slow >= 0 && c_chosen >= 0) {
+    t.header.push_back("note");
+    int flagged = 0;
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      const double straggler_s = render_detail::csv_number(t, i, c_slow) * *t_min_s;
+      const double chosen_s = render_detail::csv_number(t, i, c_chosen);
+      std::string note;
+      if (chosen_s > straggler_s + 1e-6 * std::max(1.0, straggler_s)) {  // emulation.csv prints 6 decimals
+        note = fmt::format("slows the cluster by {:.2f}%", 100 * (chosen_s / straggler_s - 1));
+        ++flagged;
+      }
+      t.rows[i].push_back(note);
+    }
+    if (flagged > 0) {
+      h += "<p class=\"note\">A row noted \"slows the cluster\" runs a plan slower than the straggler (slowdown × "
+           "T_min): every pipeline, the straggler included, then waits for it, so that method's cluster is slower "
+           "than Perseus's and its energy is compared at a longer iteration time.</p>\n";
+    }
+  }
+  return h + html_table(t);
+}
+
 
 }  // namespace
 
@@ -274,14 +325,26 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   std::optional<Profile> profile;
   std::string profile_note;
   std::optional<Dag> problem_dag;
-  if (const auto p = resolve_profile(profile_given, dir)) {
+  // The profile: --profile, else the copy optimize stored in the folder (the profile as
+  // planned), else summary.json's inputs.profile (folders written before the copy existed).
+  std::optional<std::string> profile_file;
+  bool planned_copy = false;  // the copy already holds the timeline overheads (added once, by optimize)
+  if (!opt.profile_path.empty()) {
+    profile_file = resolve_profile(opt.profile_path, dir);
+  } else if (fs::is_regular_file(dir / "profile.csv", ec)) {
+    profile_file = (dir / "profile.csv").string();
+    planned_copy = true;
+  } else {
+    profile_file = resolve_profile(profile_given, dir);
+  }
+  if (const auto& p = profile_file) {
     ProblemSpec spec;
     spec.backward_input_fraction =
         in.contains("backward_input_fraction") ? number(in, ss, ip, "backward_input_fraction") : 0.5;
     spec.p_block_w = p_block_w;
     // Written by optimize only when set (docs/validation.md): the plans' durations include them.
-    if (in.contains("p2p_latency_s")) spec.overheads.p2p_latency_s = number(in, ss, ip, "p2p_latency_s");
-    if (in.contains("op_overhead_s")) spec.overheads.op_overhead_s = number(in, ss, ip, "op_overhead_s");
+    if (in.contains("p2p_latency_s") && !planned_copy) spec.overheads.p2p_latency_s = number(in, ss, ip, "p2p_latency_s");
+    if (in.contains("op_overhead_s") && !planned_copy) spec.overheads.op_overhead_s = number(in, ss, ip, "op_overhead_s");
     Problem problem = make_problem(spec, schedule, load_profile_csv(*p));
     profile = std::move(problem.profile);
     problem_dag = std::move(problem.dag);
@@ -289,9 +352,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     throw InputError("profile_path", fmt::format("{}: cannot read the file", opt.profile_path));
   } else {
     profile_note = fmt::format(
-        "The profile {} was not found, so boxes are coloured by SM frequency instead of power "
-        "(pass --profile to show power).",
+        "The profile {} was not found (the folder holds no profile.csv, and the path is relative to where optimize "
+        "ran), so boxes are coloured by SM frequency instead of power (pass --profile to show power).",
         profile_given);
+    if (opt.on_warning) opt.on_warning(profile_note);
   }
   const Dag dag = problem_dag ? std::move(*problem_dag) : Dag::build(schedule);
 
@@ -396,7 +460,12 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   if (sum.contains("num_steps")) kv("graph-cut steps", std::to_string(integer(sum, ss, "", "num_steps")));
   if (sum.contains("solve_time_s")) kv("solve time (s)", fmt::format("{:.3f}", number(sum, ss, "", "solve_time_s")));
   h += "</tbody></table>\n<table class=\"kv\"><tbody>\n";
-  for (const auto& [k, v] : in.items()) kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.dump());
+  for (const auto& [k, v] : in.items()) {
+    // Inputs that did not apply to this schedule are left out (they would suggest they did).
+    if (k == "backward_input_fraction" && !schedule.split_backward) continue;
+    if (k == "chunks" && dag.num_stages() == dag.num_ranks()) continue;
+    kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.dump());
+  }
   h += "</tbody></table></div>\n";
 
   h += "<h2>Iteration time–energy frontier</h2>\n";
@@ -413,10 +482,11 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Pipeline timelines</h2>\n";
   h += fmt::format(
       "<p class=\"note\">One row per GPU; box colour = {}; background = idle/blocking time{}; red "
-      "outline = one critical path. Labels F3/B3 = forward/backward of microbatch 3 (0-based), dropped "
+      "outline = one critical path. Labels F3/B3 = forward/backward of microbatch 3 (0-based){}, dropped "
       "when they do not fit. Hover a box for its frequency, time and power.</p>\n",
       profile ? "average power of the computation (energy/time)" : "SM frequency",
-      profile ? " drawn at P_block on the same scale" : "");
+      profile ? " drawn at P_block on the same scale" : "",
+      dag.num_stages() > dag.num_ranks() ? "; F3c1 = in the GPU's model chunk 1 (its stages in increasing order)" : "");
   if (!profile_note.empty()) h += "<p class=\"note\">" + xml_escape(profile_note) + "</p>\n";
   const std::string fast_svg = render_timeline_svg(dag, fast, to_fast);
   const std::string green_svg = render_timeline_svg(dag, green, to_green);
@@ -432,12 +502,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<div>" + render_frequency_histogram_svg(dag, green, ho) + "</div>\n</div>\n";
 
   const fs::path emu = dir / "emulation.csv";
-  if (fs::exists(emu, ec)) {
-    h += "<h2>Emulation: energy savings at scale</h2>\n";
-    h += "<p class=\"note\">From emulation.csv (perseus emulate): cluster energy and savings of each method for "
-         "the given straggler slowdown.</p>\n";
-    h += html_table(render_detail::read_csv_table(emu.string()));
-  }
+  if (fs::exists(emu, ec)) h += emulation_section(emu, dir / "emulation.json");
   h += "<p class=\"note\">Written by perseus report from summary.json, frontier.csv and plans/ in this folder.</p>\n";
   h += "</body>\n</html>\n";
 

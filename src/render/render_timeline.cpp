@@ -137,7 +137,17 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
         power ? fmt::format(" at P_block = {:.1f} W", o.p_block_w) : std::string());
   }
 
-  // Boxes.
+  // Boxes. With several stages (model chunks) per GPU (interleaved schedules), labels name the
+  // chunk too: F3c1 = forward of microbatch 3 in the GPU's chunk 1 (its stages in increasing order).
+  const bool chunked = dag.num_stages() > dag.num_ranks();
+  std::vector<int> chunk_of(static_cast<std::size_t>(dag.num_stages()), 0);
+  for (int r = 0; chunked && r < dag.num_ranks(); ++r) {
+    std::vector<int> stages;
+    for (int id : dag.rank_ops(r)) stages.push_back(dag.op(id).stage);
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    for (std::size_t i = 0; i < stages.size(); ++i) chunk_of[static_cast<std::size_t>(stages[i])] = static_cast<int>(i);
+  }
   bool kind_seen[kNumInstructionKinds] = {};
   for (int r = 0; r < dag.num_ranks(); ++r) {
     const double y = row_y(r) + 1;
@@ -151,8 +161,11 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
       const double value = color_value(plan, id, o.color_by);
       const Rgb fill = scale(value);
       const double pw = op_power_w(plan, id);
-      std::string tip = fmt::format("{}{} (stage {}, microbatch {}): {} MHz, {:.4f} s", to_letter(c.kind), c.microbatch,
-                                    c.stage, c.microbatch, plan.freq_mhz[id], plan.time_s[id]);
+      const std::string chunk = chunked ? fmt::format("c{}", chunk_of[static_cast<std::size_t>(c.stage)]) : "";
+      std::string tip = fmt::format("{}{}{} (stage {}{}, microbatch {}): {} MHz, {:.4f} s", to_letter(c.kind),
+                                    c.microbatch, chunk, c.stage,
+                                    chunked ? fmt::format(", chunk {}", chunk_of[static_cast<std::size_t>(c.stage)]) : "",
+                                    c.microbatch, plan.freq_mhz[id], plan.time_s[id]);
       if (pw > 0) tip += fmt::format(", {:.1f} W, {:.2f} J", pw, plan.energy_j[id]);
       tip += fmt::format("; {:.4f}-{:.4f} s", plan.timeline.start_s[id], plan.timeline.end_s[id]);
       s += fmt::format(
@@ -165,7 +178,7 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
             "pointer-events=\"none\"/>\n",
             num(x), num(y), num(w), num(h), pattern_ref(o.id_prefix, k));
       }
-      const std::string label = fmt::format("{}{}", to_letter(c.kind), c.microbatch);
+      const std::string label = fmt::format("{}{}{}", to_letter(c.kind), c.microbatch, chunk);
       if (w >= kLabelCharWidth * static_cast<double>(label.size()) + 3 && h >= 10) {
         s += fmt::format("<text class=\"op-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
                          num(x + w / 2), num(y + h / 2 + 3.5), fill.luminance() > 0.18 ? "#000000" : "#ffffff", label);

@@ -89,7 +89,11 @@ TEST_F(FakeNvml, LoadAndInitFailuresAreClear) {
     make_nvml_gpu(0, "/nonexistent/libnvidia-ml.so.1");
     FAIL() << "expected GpuError";
   } catch (const GpuError& e) {
-    EXPECT_TRUE(has(e.what(), "cannot load NVML")) << e.what();
+    EXPECT_TRUE(has(e.what(), "cannot load NVML /nonexistent/libnvidia-ml.so.1: cannot open shared object file"))
+        << e.what();
+    // The library is named once (dlerror() names it too; issue 22).
+    const std::string w = e.what();
+    EXPECT_EQ(w.find("libnvidia-ml.so.1"), w.rfind("libnvidia-ml.so.1")) << w;
   }
   EXPECT_THROW(make_nvml_gpu(5, FAKE_NVML_PATH), GpuError);  // only 2 devices
   ::setenv("FAKE_NVML_INIT_RESULT", "9", 1);

@@ -17,7 +17,7 @@ class ExampleTest(unittest.TestCase):
     def test_torch_pipeline_example(self):
         path = os.path.join(SOURCE_DIR, "examples", "torch_pipeline.py")
         with open(path) as f:
-            self.assertLessEqual(len(f.read().splitlines()), 80)
+            self.assertLessEqual(len(f.read().splitlines()), 85)
         # As its docstring says to run it: from the repository root, PYTHONPATH=build/python and
         # no PERSEUS_BINARY (the package finds the perseus binary of its build tree).
         env = {k: v for k, v in os.environ.items() if k != "PERSEUS_BINARY"}
@@ -29,6 +29,8 @@ class ExampleTest(unittest.TestCase):
         losses = [float(x) for x in re.findall(r"iteration \d+: loss ([0-9.]+)", r.stdout)]
         self.assertEqual(len(losses), 3, r.stdout)
         self.assertLess(losses[-1], losses[0])
+        # A newcomer sees Perseus change clocks: the ranks with a clock below the max are shown.
+        self.assertRegex(r.stdout, r"rank \d+: \d+/\d+ below 1410 MHz: \[")
 
 
 if __name__ == "__main__":

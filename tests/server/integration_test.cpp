@@ -124,6 +124,11 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   EXPECT_EQ(mx.j["rejected"][1]["index"], 3);
   EXPECT_EQ(mx.j["rejected"][2]["iteration"], 14);  // 500 J in 1 ms in one computation
   EXPECT_NE(mx.j["rejected"][0]["error"].get<std::string>().find("implausible"), std::string::npos) << mx.body;
+  // Errors name the element: the batch item and, inside it, the instruction (issue 22).
+  EXPECT_NE(mx.j["rejected"][1]["error"].get<std::string>().find("measurements[3]: field \"time_s\""), std::string::npos)
+      << mx.body;
+  EXPECT_NE(mx.j["rejected"][2]["error"].get<std::string>().find("measurements[4]: instructions[0]: "), std::string::npos)
+      << mx.body;
   const json summary = api.get(base).j["measurements"];
   EXPECT_EQ(summary["count"], 5);
   EXPECT_EQ(summary["energy_unknown"], 1);

@@ -175,7 +175,7 @@ TEST(Baselines, MissingMaxFrequencyIsAnError) {
   } catch (const InputError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("holey.csv"), std::string::npos) << m;
-    EXPECT_NE(m.find("stage 1 backward has no row at the profile's maximum frequency 1000 MHz"), std::string::npos) << m;
+    EXPECT_NE(m.find("stage 1 backward (its highest is "), std::string::npos) << m;
   }
   EXPECT_THROW(envpipe_plan(dag, q, kPBlock), InputError);
 }

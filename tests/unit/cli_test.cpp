@@ -80,6 +80,30 @@ TEST(Cli, OptimizeBundledProfile) {
   EXPECT_NE(r.output.find("intrinsic bloat removed"), std::string::npos) << r.output;
 }
 
+// Issue 22: one rule for a profile without a row at its maximum clock for some computation
+// (the user trial's min_nomax.csv: stage 0 backward tops out at 1200 MHz): optimize and emulate
+// both refuse it, naming the computation and both fixes, and write nothing.
+TEST(Cli, ProfileWithoutMaxClockRowIsRefusedByOptimizeAndEmulate) {
+  testing::TempDir dir;
+  const auto prof = testing::test_data("cases/min_nomax.csv");
+  const std::string shape = " --stages 2 --microbatches 4 --p2p-power 60 --quiet";
+  const auto opt = run("optimize --profile " + prof + shape + " --out " + (dir.path() / "o").string());
+  const auto emu = run("emulate --profile " + prof + " --stages 2 --microbatches 4 --p2p-power 60 --pipelines 4 "
+                       "--slowdown 1.1 --out " + (dir.path() / "e").string());
+  for (const auto& r : {opt, emu}) {
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("min_nomax.csv: field 'frequency': stage 0 backward (its highest is 1200 MHz) has no row "
+                            "at the profile's maximum frequency 1410 MHz"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("profile the missing computations at 1410 MHz, or remove the rows above 1200 MHz"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "o"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "e"));
+}
+
 // Issue 19: timeline overheads lengthen the plans (summary records them; `perseus report`
 // rebuilds the same problem from it); bad values are usage errors naming the option.
 TEST(Cli, OptimizeWithTimelineOverheads) {
@@ -132,6 +156,83 @@ TEST(Cli, ImplausibleUnitsWarnOrFailWithStrict) {
   const auto pblock = run("optimize --strict --profile " + ok + " --p2p-power 750" + args + (dir.path() / "p").string());
   EXPECT_EQ(pblock.status, 1) << pblock.output;
   EXPECT_NE(pblock.output.find("P_block (--p2p-power) 750 W is above"), std::string::npos) << pblock.output;
+}
+
+// Issue 22: `perseus <unknown> --help` is an error (exit 2), not the general help; typos of a
+// command or option get "did you mean".
+TEST(Cli, UnknownCommandOrOptionSuggestsTheNearestName) {
+  const auto help = run("frobnicate --help");
+  EXPECT_EQ(help.status, 2) << help.output;
+  EXPECT_NE(help.output.find("unknown command 'frobnicate'; commands: optimize, emulate"), std::string::npos)
+      << help.output;
+  const auto typo = run("optimze --help");
+  EXPECT_EQ(typo.status, 2) << typo.output;
+  EXPECT_NE(typo.output.find("unknown command 'optimze' (did you mean optimize?)"), std::string::npos) << typo.output;
+  const auto opt = run("optimize --stage 4 --microbatch=8 --frobnicate --p2p-power 1");
+  EXPECT_EQ(opt.status, 2) << opt.output;
+  EXPECT_NE(opt.output.find("unknown option --stage (did you mean --stages?)"), std::string::npos) << opt.output;
+  EXPECT_NE(opt.output.find("unknown option --microbatch (did you mean --microbatches?)"), std::string::npos)
+      << opt.output;
+  EXPECT_NE(opt.output.find("unknown option --frobnicate\n"), std::string::npos) << opt.output;
+  EXPECT_EQ(run("optimize --help").status, 0);
+}
+
+// `schedule --out FILE` keeps an existing file unless --force.
+TEST(Cli, ScheduleKeepsAnExistingFileUnlessForce) {
+  testing::TempDir dir;
+  const auto mine = dir.write("mine.csv", "0F0,0B0\n");
+  const auto r = run("schedule --stages 2 --microbatches 2 --out " + mine);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("mine.csv: exists; pass --force to replace it"), std::string::npos) << r.output;
+  std::ifstream kept(mine);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "0F0,0B0\n");
+  const auto forced = run("schedule --stages 2 --microbatches 2 --force --out " + mine);
+  EXPECT_EQ(forced.status, 0) << forced.output;
+  std::ifstream now(mine);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(now), {}), "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  EXPECT_EQ(run("schedule --stages 2 --microbatches 2 --out " + dir.path().string()).status, 1);
+}
+
+// `serve --db :memory:` writes no token file: it needs --token-file or $PERSEUS_TOKEN.
+TEST(Cli, ServeInMemoryNeedsAToken) {
+  if (run("--help").output.find("serve") == std::string::npos) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const std::string cmd = "cd " + dir.path().string() + " && env -u PERSEUS_TOKEN " + PERSEUS_BINARY +
+                          " serve --db :memory: --port 0 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  EXPECT_EQ(WEXITSTATUS(::pclose(p)), 2) << out;
+  EXPECT_NE(out.find("--db: :memory: keeps nothing on disk, so there is no <db>.token"), std::string::npos) << out;
+  EXPECT_NE(out.find("give --token-file FILE or set PERSEUS_TOKEN"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// A noisy profile where 1350 MHz is faster than 1410 MHz for every computation: T_min is below
+// the all-max time, and optimize says so (and by how much). A clean profile prints no such line.
+TEST(Cli, OptimizeSaysWhenTMinIsBelowAllMaxTime) {
+  testing::TempDir dir;
+  const std::string header = "stage,instruction,frequency,time,energy\n";
+  const auto noisy = dir.write("noisy.csv", header + "0,forward,1410,0.0100,3\n0,forward,1350,0.0099,2.9\n"
+                                                     "0,backward,1410,0.0200,6\n0,backward,1350,0.0198,5.8\n"
+                                                     "1,forward,1410,0.0100,3\n1,forward,1350,0.0099,2.9\n"
+                                                     "1,backward,1410,0.0200,6\n1,backward,1350,0.0198,5.8\n");
+  const std::string args = " --stages 2 --microbatches 4 --p2p-power 50 --unit-time 0.0001 --quiet --out ";
+  const auto r = run("optimize --profile " + noisy + args + (dir.path() / "o").string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  // all-max: (M + p - 1)(F + B) = 5 × 0.03 = 0.15 s; all at 1350: 0.1485 s (1 % less).
+  EXPECT_NE(r.output.find("all-max baseline:  T = 0.1500 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("T_min = 0.1485 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("T_min is 1.00% below the all-max time: 4 computation(s) run faster at a lower clock "
+                          "(stage 0 forward: 0.0099 s at 1350 MHz, 0.01 s at 1410 MHz)"),
+            std::string::npos)
+      << r.output;
+  const auto clean = run("optimize --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                         " --stages 4 --microbatches 8 --p2p-power 75 --quiet --out " + (dir.path() / "c").string());
+  EXPECT_EQ(clean.status, 0) << clean.output;
+  EXPECT_EQ(clean.output.find("below the all-max time"), std::string::npos) << clean.output;
+  EXPECT_NE(clean.output.find("E includes waiting at P_block until T)"), std::string::npos) << clean.output;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -88,7 +89,8 @@ TEST(Emulate, BadShapesAndSlowdowns) {
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {0.9}); },
                "every slowdown factor must be in [1, 100] (1 = no straggler), got 0.9");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {}); }, "give at least one slowdown factor");
-  expect_error([&] { emulate_stragglers(m, {0, 2, 1, 1, 1, 10}, {1.1}); }, "pipelines must be >= 1, got 0");
+  expect_error([&] { emulate_stragglers(m, {1, 2, 1, 1, 1, 10}, {1.1}); },
+               "pipelines must be >= 2, got 1 (one pipeline is the straggler");
   expect_error([&] { emulate_stragglers(m, {3, 2, 0, 1, 1, 10}, {1.1}); }, "tp_degree must be >= 1, got 0");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, -1, 1, 10}, {1.1}); }, "time_scale must be in (0, 1e6]");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, -5, 10}, {1.1}); }, "p_block_w must be a finite number >= 0");
@@ -161,6 +163,20 @@ TEST(EmulateCli, WritesCsvAndTable) {
       &rc);
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("zeus_per_stage"), std::string::npos) << text;
+  // The shape and scaling are stated; a baseline slower than the straggler at slowdown 1 is flagged.
+  EXPECT_NE(text.find("4 pipelines x 8 GPUs (8 stages x TP 1), time scale 1 (times and energies below are scaled)"),
+            std::string::npos)
+      << text;
+  const auto zps = text.find("zeus_per_stage     1.000");
+  ASSERT_NE(zps, std::string::npos) << text;
+  EXPECT_NE(text.substr(zps, text.find('\n', zps) - zps).find("<- slows the cluster by "), std::string::npos) << text;
+  const auto per = text.find("perseus            1.000");
+  ASSERT_NE(per, std::string::npos) << text;
+  EXPECT_EQ(text.substr(per, text.find('\n', per) - per).find("slows"), std::string::npos) << text;
+  std::ifstream js(dir + "/emulation.json");
+  const std::string json_text(std::istreambuf_iterator<char>(js), {});
+  EXPECT_NE(json_text.find("\"pipelines\": 4"), std::string::npos) << json_text;
+  EXPECT_NE(json_text.find("\"time_scale\": 1.0"), std::string::npos) << json_text;
   std::ifstream in(dir + "/emulation.csv");
   std::string header;
   std::getline(in, header);
@@ -171,25 +187,69 @@ TEST(EmulateCli, WritesCsvAndTable) {
                                                "perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max"}));
 }
 
+// Range and option errors are usage errors (exit status 2, as in `perseus optimize`), naming
+// the flag, the expected range and, for --pipelines, why one pipeline is not enough.
 TEST(EmulateCli, BadInputs) {
-  const std::string prof = " --profile " + testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+  const std::string prof = "emulate --profile " + testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
                            " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 --out /tmp/perseus-emu-never";
-  int rc = 0;
-  std::string t = run_cli(prof + " --pipelines 4 --slowdown 0.9", &rc);
-  EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("every slowdown factor must be in [1, 100]"), std::string::npos) << t;
-  t = run_cli(prof + " --pipelines 0 --slowdown 1.1", &rc);
-  EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("--pipelines must be >= 1"), std::string::npos) << t;
-  t = run_cli(prof + " --global-batch 100 --slowdown 1.1", &rc);
-  EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("--global-batch 100 is not a multiple of --microbatches 12"), std::string::npos) << t;
-  t = run_cli(prof + " --slowdown 1.1", &rc);
-  EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("--pipelines or --global-batch"), std::string::npos) << t;
-  t = run_cli(prof + " --pipelines 4 --tp 0 --slowdown 1.1", &rc);
-  EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("--tp must be >= 1, got 0"), std::string::npos) << t;
+  const std::pair<std::string, std::string> cases[] = {
+      {" --pipelines 4 --slowdown 1.1,0.9", "--slowdown: expected a number in [1, 100], got '0.9'"},
+      {" --pipelines 0 --slowdown 1.1", "--pipelines: expected an integer in [2, 100000000], got '0'"},
+      {" --pipelines 1 --slowdown 1.1", "got '1' (one pipeline is the straggler and the others adapt to it; for one "
+                                        "pipeline use perseus optimize)"},
+      {" --global-batch 12 --slowdown 1.1", "--pipelines must be >= 2, got 1 = --global-batch 12 / --microbatches 12 "
+                                            "(one pipeline is the straggler"},
+      {" --global-batch 100 --slowdown 1.1", "--global-batch 100 is not a multiple of --microbatches 12"},
+      {" --slowdown 1.1", "--pipelines or --global-batch"},
+      {" --pipelines 4 --tp 0 --slowdown 1.1", "--tp: expected an integer in [1, 1000000], got '0'"},
+      {" --pipelines 4 --time-scale 0 --slowdown 1.1", "--time-scale: expected a number in (0, 1000000], got '0'"},
+      {" --pipelines 4 --p2p-power -1 --slowdown 1.1", "--p2p-power: expected a number in [0, 100000] W, got '-1'"},
+      {" --pipelines 4 --unit-time 0 --slowdown 1.1", "--unit-time: expected a number in [1e-07, 10] s, got '0'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = testing::run(prof + args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/tmp/perseus-emu-never"));
+  // --help shows every range.
+  const auto help = testing::run("emulate --help");
+  EXPECT_EQ(help.status, 0);
+  for (const char* range : {"--pipelines INT:INT in [2, ", "--p2p-power FLOAT:NUMBER in [0, 100000] W", "--tp INT:INT in [1, ",
+                            "--time-scale FLOAT:NUMBER in (0, ", "--unit-time FLOAT:NUMBER in [1e-07, 10] s",
+                            "--slowdown FLOAT:NUMBER in [1, 100]"}) {
+    EXPECT_NE(help.output.find(range), std::string::npos) << range << "\n" << help.output;
+  }
+}
+
+// A zero-bubble profile (backward split into I and W rows, no backward rows): emulate plans
+// 1F1B only and says so, pointing at `optimize --schedule zb-h1`.
+TEST(EmulateCli, ZeroBubbleProfileSaysEmulatePlans1F1BOnly) {
+  testing::TempDir tmp;
+  std::ifstream in(testing::test_data("cases/llama_a100_4st.csv"));
+  std::string text, line;
+  std::getline(in, line);
+  text = line + "\n";
+  while (std::getline(in, line)) {
+    const auto c1 = line.find(','), c2 = line.find(',', c1 + 1);
+    if (line.substr(c1 + 1, c2 - c1 - 1) != "backward") {
+      text += line + "\n";
+      continue;
+    }
+    // split the measured backward into halves: I and W
+    std::string rest = line.substr(c2 + 1);
+    text += line.substr(0, c1) + ",backward_input," + rest + "\n";
+    text += line.substr(0, c1) + ",backward_weight," + rest + "\n";
+  }
+  const std::string path = tmp.write("zb.csv", text);
+  const auto r = testing::run("emulate --profile " + path + " --stages 4 --microbatches 8 --pipelines 4 --p2p-power 60 "
+                              "--slowdown 1.1 --out " + (tmp.path() / "o").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("zb.csv: stage 0 has backward_input/backward_weight rows but no backward rows; perseus "
+                          "emulate plans the 1F1B schedule only"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("perseus optimize --schedule zb-h1"), std::string::npos) << r.output;
 }
 
 TEST(EmulateCli, ProfileWithoutMaxFrequency) {
@@ -207,7 +267,7 @@ TEST(EmulateCli, ProfileWithoutMaxFrequency) {
                                     "--slowdown 1.1 --out " + (tmp.path() / "o").string(),
                                 &rc);
   EXPECT_NE(rc, 0);
-  EXPECT_NE(t.find("stage 3 backward has no row at the profile's maximum frequency 1410 MHz"), std::string::npos) << t;
+  EXPECT_NE(t.find("stage 3 backward (its highest is 1395 MHz) has no row at the profile's maximum frequency 1410 MHz"), std::string::npos) << t;
 }
 
 TEST(Emulate, WriteCsvFailsClearly) {

@@ -13,6 +13,7 @@
 #include "perseus/optimize.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/profile.hpp"
 #include "test_util.hpp"
 
@@ -306,7 +307,7 @@ TEST_F(OptimizeJob, ThreadsDoNotChangeTheOutput) {
     EXPECT_EQ(read_all(e.path()), read_all(four.out_dir / rel)) << rel;
     ++files;
   }
-  EXPECT_EQ(files, 2 * s1.plans_written + 2);  // JSON + Zeus per plan, frontier.csv, schedule.csv
+  EXPECT_EQ(files, 2 * s1.plans_written + 3);  // JSON + Zeus per plan, frontier.csv, schedule.csv, profile.csv
   auto bad = one;
   bad.threads = -1;
   EXPECT_THROW(run_optimize(bad), InputError);
@@ -338,6 +339,32 @@ TEST(Sampling, KeepsFirstAndLast) {
   EXPECT_EQ(sample_plan_indices(5, 2), (std::vector<std::size_t>{0, 2, 4}));
   EXPECT_EQ(sample_plan_indices(6, 4), (std::vector<std::size_t>{0, 4, 5}));
   EXPECT_LE(sample_plan_indices(10000, 0).size(), 101u);
+}
+
+// Issue 22: dominance has a relative tolerance. On the user trial's llama profile (4 stages,
+// 16 microbatches, P_block 75 W) the certified planner found a plan 0.011 % slower than
+// another for the same energy-at-deadline up to float noise; it is not a distinct plan. Every
+// slower point must save more than kFrontierDominanceRelTol of its energy (at a common
+// deadline: E - P_block·R·T).
+TEST(Frontier, SlowerPointsSaveMoreThanTheTolerance) {
+  ProblemSpec spec;
+  spec.num_ranks = 4;
+  spec.microbatches = 16;
+  spec.p_block_w = 75;
+  const Problem pr = load_problem(spec, testing::test_data("cases/llama_a100_4st.csv"));
+  PlannerOptions opt;
+  opt.p_block_w = 75;
+  opt.unit_time_s = 1e-3;
+  const Frontier f = solve_frontier(pr.dag, pr.profile, opt);
+  const auto& pts = f.points();  // slowest first
+  ASSERT_GT(pts.size(), 100u);
+  const double pipe_w = 75.0 * 4;
+  for (std::size_t i = 0; i + 1 < pts.size(); ++i) {
+    const double slow = pts[i].energy_j - pipe_w * pts[i].time_s;
+    const double fast = pts[i + 1].energy_j - pipe_w * pts[i + 1].time_s;
+    EXPECT_LT(slow, fast - kFrontierDominanceRelTol * pts[i].energy_j)
+        << "plan " << i << " (" << pts[i].time_s << " s) is dominated by plan " << i + 1 << " up to noise";
+  }
 }
 
 }  // namespace

@@ -91,7 +91,37 @@ TEST(Profile, AnyRowOrderGivesTheSameProfile) {
 }
 
 TEST(ProfileErrors, MissingColumn) {
-  EXPECT_NE(error_of("stage,instruction,frequency,time\n0,forward,1410,0.1\n").find("energy"), std::string::npos);
+  EXPECT_EQ(error_of("stage,instruction,frequency,time\n0,forward,1410,0.1\n"),
+            "p.csv:1: the header has no column 'energy' (expected columns stage,instruction,frequency,time,energy, in "
+            "any order, extra columns ignored; got 'stage,instruction,frequency,time')");
+  EXPECT_NE(error_of("\nstage,frequency\n").find("p.csv:2: the header has no column 'instruction'"), std::string::npos);
+  EXPECT_NE(error_of("stage,instruction,frequency,time,energy,stage\n").find("the header has column 'stage' twice"),
+            std::string::npos);
+}
+
+// Issue 22: a spreadsheet export with ';' (or tab) separators says so.
+TEST(ProfileErrors, SemicolonOrTabSeparatorIsNamed) {
+  const auto semi = error_of("stage;instruction;frequency;time;energy\n0;forward;1410;0.1;20\n");
+  EXPECT_NE(semi.find("p.csv:1: the header has no column 'stage'"), std::string::npos) << semi;
+  EXPECT_NE(semi.find("got 'stage;instruction;frequency;time;energy'); the file is separated by ';' (a spreadsheet's "
+                      "locale setting?): save it comma-separated"),
+            std::string::npos)
+      << semi;
+  const auto tab = error_of("stage\tinstruction\tfrequency\ttime\tenergy\n");
+  EXPECT_NE(tab.find("the file is separated by tabs: save it comma-separated"), std::string::npos) << tab;
+}
+
+// A clock in GHz or Hz: the message says MHz and converts.
+TEST(ProfileErrors, FrequencyUnitHints) {
+  const std::string head = "stage,instruction,frequency,time,energy\n";
+  EXPECT_EQ(error_of(head + "0,forward,1.41,0.1,20\n"),
+            "p.csv:2: field 'frequency': expected a clock in MHz (an integer 1..100000), got '1.41' (GHz? 1.41 GHz is "
+            "1410 MHz)");
+  EXPECT_EQ(error_of(head + "0,forward,1410000000,0.1,20\n"),
+            "p.csv:2: field 'frequency': expected a clock in MHz (1..100000), got 1410000000 (Hz? 1410000000 Hz is "
+            "1410 MHz)");
+  EXPECT_EQ(error_of(head + "0,forward,1410.5,0.1,20\n"),
+            "p.csv:2: field 'frequency': expected a clock in MHz (an integer 1..100000), got '1410.5'");
 }
 
 TEST(ProfileErrors, NonNumericNanInf) {
@@ -154,8 +184,13 @@ TEST(ProfileErrors, WrongStageCount) {
 }
 
 TEST(ProfileErrors, EmptyAndMissingFile) {
-  EXPECT_NE(error_of("").find("p.csv"), std::string::npos);
-  EXPECT_NE(error_of("stage,instruction,frequency,time,energy\n").find("no data rows"), std::string::npos);
+  const std::string empty = "p.csv: the file is empty; expected a header line stage,instruction,frequency,time,energy, "
+                            "then the data rows";
+  EXPECT_EQ(error_of(""), empty);
+  EXPECT_EQ(error_of("\n \r\n"), empty);
+  EXPECT_EQ(error_of("stage,instruction,frequency,time,energy\n"),
+            "p.csv: no data rows after the header; expected one row per operating point (stage, instruction, "
+            "frequency)");
   try {
     load_profile_csv("/nonexistent/profile.csv");
     FAIL();

@@ -241,6 +241,26 @@ TEST(Timeline, LabelsAreDroppedWhenTheyDoNotFit) {
   EXPECT_EQ(wide_labels, bx.size());
 }
 
+// Interleaved 1F1B: labels and tips name the chunk (F0c0 ... F0c1), not only the microbatch.
+TEST(Timeline, InterleavedLabelsNameTheChunk) {
+  const Dag dag = Dag::build(make_interleaved_1f1b(2, 4, 2));
+  const FrequencyPlan plan = evaluate_plan(dag, two_freq_profile(4), std::vector<int>(dag.num_ops(), 1410), 50.0);
+  TimelineOptions o;
+  o.width_px = 4000;
+  const std::string svg = render_timeline_svg(dag, plan, o);
+  // GPU 0 holds stages 0 and 2: chunk 0 and chunk 1.
+  EXPECT_NE(svg.find(">F0c0</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">F0c1</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">B3c1</text>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>F0c1 (stage 2, chunk 1, microbatch 0)"), std::string::npos);
+  // One stage per GPU: no chunk.
+  const Dag plain = Dag::build(make_1f1b(2, 2));
+  const std::string p = render_timeline_svg(plain, evaluate_plan(plain, two_freq_profile(2),
+                                                                  std::vector<int>(plain.num_ops(), 1410), 50.0), o);
+  EXPECT_NE(p.find(">F0</text>"), std::string::npos);
+  EXPECT_EQ(p.find("c0<"), std::string::npos);
+}
+
 TEST(Timeline, RejectsPlanOfAnotherDag) {
   const Dag dag = Dag::build(make_1f1b(2, 2));
   FrequencyPlan plan;
@@ -261,6 +281,13 @@ TEST(Histogram, CountsPerStageAndFrequency) {
   EXPECT_NE(svg.find("<title>stage 0, 1410 MHz: 3 forward</title>"), std::string::npos);
   EXPECT_NE(svg.find("<title>stage 0, 1410 MHz: 3 backward</title>"), std::string::npos);
   EXPECT_EQ(svg.find("stage 0, 1005 MHz"), std::string::npos);
+  // A count axis per stage: 0 and the largest bar (stage 0: 3 F + 3 B at 1410; stage 1: 1 F + 3 B).
+  const std::regex axis("<g class=\"axis count-axis\">.*?<text[^>]*>([0-9]+)</text><text[^>]*>0</text></g>");
+  std::vector<std::string> tops;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), axis); it != std::sregex_iterator(); ++it)
+    tops.push_back((*it)[1].str());
+  EXPECT_EQ(tops, (std::vector<std::string>{"6", "4"}));
+  EXPECT_NE(svg.find("bar height: number of computations at that frequency (count axis"), std::string::npos);
 }
 
 /// Linear map value -> pixel from the tick labels of one axis (class xtick / ytick).

@@ -72,7 +72,9 @@ TEST(Report, SelfContainedPageWithAllSections) {
   Job job;
   std::ofstream(fs::path(job.out) / "emulation.csv")
       << "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n"
-         "Perseus,1.2,0.95,123456.7,10.123,5.5,15.62\nEnvPipe,1.2,0.80,130000,8,0,8\n";
+         "Perseus,1.2,0.95,123456.7,10.123,5.5,15.62\nEnvPipe,1.2,0.80,130000,8,0,8\nZeus,1.0,0.85,130000,8,0,8\n";
+  std::ofstream(fs::path(job.out) / "emulation.json")
+      << R"({"pipelines": 4, "stages": 2, "microbatches": 3, "tp": 8, "time_scale": 10.0, "t_min_s": 0.8})";
   const auto points = job.tmp.write("points.csv", "name,time_s,energy_j\nZeusGlobal,1.0,250\n");
   ReportOptions opt;
   opt.write_svgs = true;
@@ -108,6 +110,17 @@ TEST(Report, SelfContainedPageWithAllSections) {
   EXPECT_NE(html.find("<th>total_saving_pct</th>"), std::string::npos);
   EXPECT_NE(html.find("<td>15.62</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>123456.7</td>"), std::string::npos);
+  // Inputs that did not apply to 1F1B are not listed.
+  EXPECT_NE(html.find("<td>inputs.microbatches</td>"), std::string::npos);
+  EXPECT_EQ(html.find("inputs.backward_input_fraction"), std::string::npos);
+  EXPECT_EQ(html.find("inputs.chunks"), std::string::npos);
+  // Emulation: shape and scaling stated; the row slower than its straggler (0.85 s > 1.0 × 0.8 s) flagged.
+  EXPECT_NE(html.find("4 data-parallel pipelines (one of them the straggler) of 2 stages × TP 8 = 16 GPUs each, 64 "
+                      "GPUs in all; time scale 10."),
+            std::string::npos);
+  EXPECT_NE(html.find("(T_min = 0.8000 s here is 0.0800 s unscaled)"), std::string::npos);
+  EXPECT_EQ(count(html, "<td>slows the cluster by 6.25%</td>"), 1u);
+  EXPECT_EQ(count(html, "slows the cluster by"), 1u);
   EXPECT_NE(html.find("ZeusGlobal"), std::string::npos);
   EXPECT_NE(html.find("reference: ref.csv"), std::string::npos);
   for (const char* f : {"frontier.svg", "timeline_fastest.svg", "timeline_lowest_energy.svg"}) {
@@ -161,18 +174,53 @@ TEST(Report, FrontierPlotShowsTheBoundAndTheBaselinesPlans) {
   EXPECT_EQ(count(html, "class=\"lower-bound\""), 0u);
 }
 
+// The folder stores the profile as planned (profile.csv): the report keeps power colours when
+// the input profile moved (issue 22). Without the copy and the input: frequency, a note and a warning.
 TEST(Report, WithoutTheProfileBoxesShowFrequency) {
   Job job;
   fs::rename(job.profile, job.profile + ".moved");
-  const std::string html = slurp(write_report(job.out));
-  EXPECT_NE(html.find("was not found, so boxes are coloured by SM frequency"), std::string::npos);
+  std::vector<std::string> warnings;
+  ReportOptions warn;
+  warn.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  EXPECT_NE(slurp(write_report(job.out, warn)).find("average power (W)"), std::string::npos);
+  EXPECT_TRUE(warnings.empty());
+  fs::remove(fs::path(job.out) / "profile.csv");  // a folder written before the copy existed
+  const std::string html = slurp(write_report(job.out, warn));
+  EXPECT_NE(html.find("was not found (the folder holds no profile.csv, and the path is relative to where optimize "
+                      "ran), so boxes are coloured by SM frequency"),
+            std::string::npos);
   EXPECT_NE(html.find("SM frequency (MHz)"), std::string::npos);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("coloured by SM frequency"), std::string::npos);
   // --profile brings power back.
   ReportOptions opt;
   opt.profile_path = job.profile + ".moved";
   EXPECT_NE(slurp(write_report(job.out, opt)).find("average power (W)"), std::string::npos);
   opt.profile_path = job.profile + ".nope";
   EXPECT_NE(report_error(job.out, opt).find("profile_path " + opt.profile_path + ": cannot read"), std::string::npos);
+}
+
+// The user trial: optimize with a relative profile path, report run from another folder.
+TEST(ReportCli, ReportFromAnotherFolderKeepsPowerColours) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "work");
+  fs::copy_file(testing::test_data("cases/llama_a100_4st.csv"), tmp.path() / "work" / "llama.csv");
+  const std::string bin = PERSEUS_BINARY;
+  // Relative profile and schedule CSV paths: the report finds the folder's copies.
+  const std::string cmd = "cd " + (tmp.path() / "work").string() + " && " + bin +
+                          " schedule --stages 4 --microbatches 8 --out s.csv > /dev/null && " + bin +
+                          " optimize --quiet --profile llama.csv --schedule s.csv --p2p-power 75 "
+                          "--out ../out > /dev/null && cd / && " + bin + " report " + (tmp.path() / "out").string() +
+                          " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  const std::string html = slurp(tmp.path() / "out" / "report.html");
+  EXPECT_NE(html.find("average power (W)"), std::string::npos);
+  EXPECT_EQ(html.find("coloured by SM frequency"), std::string::npos);
 }
 
 TEST(ReportErrors, BadFolderAndSummary) {

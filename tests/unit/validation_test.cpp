@@ -221,6 +221,32 @@ TEST(Validation, Errors) {
     TinyWorkload w("3,0,0,forward,0,1000,1\n");
     expect_error(w.path(), "perseus_frontier.csv: no measured time for plan 3");
   }
+  // Issue 22: header and file errors list the expected columns and the folder format.
+  {
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan;time_s;all_max_frequency\n0;10.0;1\n");
+    expect_error(w.path(), "perseus_frontier.csv:1: the header has no column 'plan' (expected columns "
+                           "plan,time_s,all_max_frequency, in any order, extra columns ignored; got "
+                           "'plan;time_s;all_max_frequency'); the file is separated by ';'");
+  }
+  {
+    TinyWorkload w;
+    w.dir.write("perseus_plans.csv", "plan,stage,order,instruction,microbatch,frequency_mhz\n0,0,0,forward\n");
+    expect_error(w.path(), "perseus_plans.csv:2: too few columns: expected one field per header column "
+                           "(plan,stage,order,instruction,microbatch,frequency_mhz and any extra columns)");
+  }
+  {
+    TinyWorkload w;
+    w.dir.write("time_profile.csv", "");
+    expect_error(w.path(), "time_profile.csv: the file is empty; expected a header line "
+                           "stage,instruction,frequency,time, then the data rows");
+  }
+  {
+    TinyWorkload w;
+    std::filesystem::remove(w.dir.path() / "perseus_plans.csv");
+    expect_error(w.path(), "perseus_plans.csv: file not found (a workload folder holds info.json, time_profile.csv, "
+                           "perseus_frontier.csv and perseus_plans.csv; docs/validation.md, \"Folder format\")");
+  }
 }
 
 }  // namespace

@@ -37,6 +37,21 @@ void check_power(const json& obj, const std::string& where) {
                                where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
 }
 
+/// Validates one entry of a measurement's "instructions" and returns its validated fields.
+json validated_instruction(const json& e) {
+  require_object(e, "each of \"instructions\"");
+  json item = {{"instruction", get_string(e, "instruction", std::nullopt, 64)},
+               {"microbatch", get_int(e, "microbatch", 0, 0, 1 << 24)},
+               {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
+               {"time_s", get_number(e, "time_s", std::nullopt, 0, 1e7)}};
+  if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
+  if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
+  if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
+  check_power(e, fmt::format("instruction '{}' microbatch {}", e.value("instruction", std::string("?")),
+                             e.value("microbatch", 0)));
+  return item;
+}
+
 /// Validates one measurement and returns only its validated fields (what is stored and
 /// replayed: never the raw body, whose unknown fields could be arbitrarily large); throws
 /// ApiError 422. energy_j may be absent or null (unknown, then left out); when present it must
@@ -54,18 +69,12 @@ json validated_measurement(const json& m) {
     throw ApiError(422, "invalid_field",
                    fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
   json list = json::array();
-  for (const auto& e : *it) {
-    require_object(e, "each of \"instructions\"");
-    json item = {{"instruction", get_string(e, "instruction", std::nullopt, 64)},
-                 {"microbatch", get_int(e, "microbatch", 0, 0, 1 << 24)},
-                 {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
-                 {"time_s", get_number(e, "time_s", std::nullopt, 0, 1e7)}};
-    if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
-    if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
-    if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
-    check_power(e, fmt::format("instruction '{}' microbatch {}", e.value("instruction", std::string("?")),
-                               e.value("microbatch", 0)));
-    list.push_back(std::move(item));
+  for (std::size_t k = 0; k < it->size(); ++k) {
+    try {
+      list.push_back(validated_instruction((*it)[k]));
+    } catch (const ApiError& err) {  // name the element
+      throw ApiError(err.status(), err.code(), fmt::format("instructions[{}]: {}", k, err.what()));
+    }
   }
   out["instructions"] = std::move(list);
   return out;
@@ -282,7 +291,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
         items.push_back(validated_measurement(arr[i]));
       } catch (const ApiError& e) {
         json it = arr[i].is_object() && arr[i].contains("iteration") ? arr[i]["iteration"] : json(nullptr);
-        rejected.push_back({{"index", i}, {"iteration", it}, {"error", e.code() + ": " + e.what()}});
+        rejected.push_back({{"index", i}, {"iteration", it},
+                            {"error", fmt::format("{}: measurements[{}]: {}", e.code(), i, e.what())}});
         counters_.measurements_rejected++;
       }
     }

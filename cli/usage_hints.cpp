@@ -1,0 +1,99 @@
+// Usage hints: "did you mean" for mistyped subcommands and options.
+#include "usage_hints.hpp"
+
+#include <algorithm>
+#include <string_view>
+
+#include <fmt/core.h>
+
+namespace perseus::cli {
+
+namespace {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string_view without_dashes(std::string_view s) {
+  while (!s.empty() && s.front() == '-') s.remove_prefix(1);
+  return s;
+}
+
+CLI::App* find_subcommand(CLI::App& app, const std::string& name) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->check_name(name)) return sub;
+  }
+  return nullptr;
+}
+
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& candidates) {
+  const auto best = closest_name(typed, candidates);
+  return best ? fmt::format(" (did you mean {}?)", *best) : "";
+}
+
+}  // namespace
+
+std::optional<std::string> closest_name(const std::string& typed, const std::vector<std::string>& candidates) {
+  const std::string_view t = without_dashes(typed);
+  std::optional<std::string> best;
+  std::size_t best_d = std::min<std::size_t>(2, t.size() / 3);
+  bool found = false;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(t, without_dashes(c));
+    if (d <= best_d && (!found || d < best_d)) {
+      best = c;
+      best_d = d;
+      found = true;
+    }
+  }
+  if (found) return best;
+  if (t.size() >= 3) {
+    for (const auto& c : candidates) {
+      if (without_dashes(c).starts_with(t)) return c;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> unknown_subcommand_message(CLI::App& app, int argc, const char* const* argv) {
+  if (argc < 2 || argv[1][0] == '-' || find_subcommand(app, argv[1]) != nullptr) return std::nullopt;
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  return fmt::format("unknown command '{}'{}; commands: {} (perseus --help)", argv[1], did_you_mean(argv[1], names),
+                     list);
+}
+
+std::vector<std::string> unknown_option_messages(CLI::App& app, int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  if (argc < 2 || argv[1][0] == '-') return out;
+  CLI::App* sub = find_subcommand(app, argv[1]);
+  if (sub == nullptr) return out;
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : sub->get_options()) {
+    for (const auto& l : opt->get_lnames()) known.push_back("--" + l);
+  }
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;  // everything after is positional (e.g. the command of monitor)
+    if (!arg.starts_with("--") || arg.size() == 2) continue;
+    const std::string name(arg.substr(0, arg.find('=')));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    out.push_back(fmt::format("unknown option {}{}", name, did_you_mean(name, known)));
+  }
+  return out;
+}
+
+}  // namespace perseus::cli

@@ -1,0 +1,28 @@
+// Usage hints of the `perseus` command: an unknown subcommand or option gets a message that
+// names it and, for a near miss (a typo), the name the user probably meant.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace perseus::cli {
+
+/// The candidate closest to `typed` when it is a near miss: Levenshtein distance <= 2 (at most
+/// a third of typed's length, so short words do not match everything), or a candidate that
+/// starts with `typed` (at least 3 characters besides leading dashes). Ties: first candidate.
+/// std::nullopt when none is close.
+std::optional<std::string> closest_name(const std::string& typed, const std::vector<std::string>& candidates);
+
+/// When argv[1] is neither an option nor a subcommand of `app`: "unknown command 'X'" with a
+/// "did you mean" for a near miss and the list of commands. std::nullopt otherwise.
+std::optional<std::string> unknown_subcommand_message(CLI::App& app, int argc, const char* const* argv);
+
+/// The options of argv (tokens "--NAME" or "--NAME=VALUE" after the subcommand) that the
+/// subcommand named by argv[1] does not have, each "unknown option --X" with "did you mean --Y"
+/// for a near miss; empty when there are none (or argv names no subcommand).
+std::vector<std::string> unknown_option_messages(CLI::App& app, int argc, const char* const* argv);
+
+}  // namespace perseus::cli
