@@ -99,8 +99,9 @@ OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string
       const fs::path rel = it->path().lexically_relative(path);
       const bool is_dir = it->is_directory(ec) && !it->is_symlink(ec);
       if (!ours(rel, is_dir)) {
-        throw InputError(field, fmt::format("{}: folder holds '{}', which perseus did not write; refusing to replace "
-                                            "it (choose another output folder or remove the folder)",
+        throw InputError(field, fmt::format("{}: folder holds '{}', which this command does not write (a user's file, or "
+                                            "another perseus command's output, e.g. emulate's); refusing to replace it "
+                                            "(choose another output folder, or move that file)",
                                             path, rel.generic_string()));
       }
     }
