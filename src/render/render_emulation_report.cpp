@@ -32,12 +32,8 @@ std::vector<LineSeries> per_method(const std::vector<EmulationRow>& rows, double
 std::string write_emulation_report(const EmulationResult& res, const EmulationReportInputs& in,
                                    const std::string& out_dir) {
   if (res.rows.empty()) throw InputError("emulation report: no rows to draw");
-  std::string h =
-      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
   const std::string name = fs::path(in.profile).filename().string();
-  h += fmt::format("<title>Perseus emulation: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(name),
-                   render_detail::kReportCss);
-  h += fmt::format("<h1>Perseus emulation: {}</h1>\n", xml_escape(name));
+  std::string h = render_detail::html_page_open("Perseus emulation: " + name);
   h += fmt::format(
       "<p class=\"note\">{} data-parallel pipelines × {} GPUs ({} stages × TP {}), {} microbatches, P_block = {} W "
       "per GPU, time scale {} (times and energies below are scaled). One pipeline is the straggler, slowed by the "

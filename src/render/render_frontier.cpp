@@ -38,13 +38,8 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     for (const auto& p : c.points) widen(p);
   if (d.all_max) widen(*d.all_max);
   if (!(x0 <= x1)) throw InputError("frontier plot: no finite (time, energy) point to draw");
-  auto pad = [](double& lo, double& hi) {
-    const double span = hi > lo ? hi - lo : std::max(std::abs(lo) * 0.05, 1e-9);
-    lo -= 0.04 * span;
-    hi += 0.04 * span;
-  };
-  pad(x0, x1);
-  pad(y0, y1);
+  render_detail::pad_range(x0, x1);
+  render_detail::pad_range(y0, y1);
 
   // Energy unit for the y labels.
   const double emax = std::max(std::abs(y0), std::abs(y1));

@@ -58,11 +58,7 @@ std::string write_job_report(const std::string& job_export_path, const std::stri
   }
   const std::string title = job.name.empty() ? job.job_id : job.name + " (" + job.job_id + ")";
 
-  std::string h =
-      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
-  h += fmt::format("<title>Perseus job: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(title),
-                   render_detail::kReportCss);
-  h += fmt::format("<h1>Perseus job: {}</h1>\n", xml_escape(title));
+  std::string h = render_detail::html_page_open("Perseus job: " + title);
   h += fmt::format(
       "<p class=\"note\">{} pipeline(s) × {} stage(s), status {}; {} frontier plan(s). Energies are of one pipeline "
       "per iteration, as the server plans them.</p>\n",

@@ -28,13 +28,8 @@ std::string render_line_plot_svg(const LinePlotData& d) {
     }
   }
   if (!any) throw InputError("line plot: no finite (x, y) point to draw");
-  auto pad = [](double& lo, double& hi) {
-    const double span = hi > lo ? hi - lo : std::max(std::abs(lo) * 0.05, 1e-9);
-    lo -= 0.04 * span;
-    hi += 0.04 * span;
-  };
-  pad(x0, x1);
-  pad(y0, y1);
+  render_detail::pad_range(x0, x1);
+  render_detail::pad_range(y0, y1);
   const double top = d.title.empty() ? 16 : 38;
   const double pw = d.width_px - kLeft - kLegendWidth - 16, ph = d.height_px - top - kBottom;
   auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };

@@ -425,12 +425,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
 
   // Page.
   const std::string profile_name = fs::path(profile_given).filename().string();
-  std::string h =
-      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
-      "<meta charset=\"utf-8\"/>\n";
-  h += fmt::format("<title>Perseus report: {}</title>\n<style>{}</style>\n</head>\n<body>\n", xml_escape(profile_name),
-                   render_detail::kReportCss);
-  h += fmt::format("<h1>Perseus report: {}</h1>\n", xml_escape(profile_name));
+  std::string h = render_detail::html_page_open("Perseus report: " + profile_name);
   h += fmt::format(
       "<p class=\"note\">{} GPUs, {} stage(s) per GPU, {} microbatches, schedule {}, P_block = {} W. "
       "Energies are of one pipeline (one GPU per rank), in the profile's units.</p>\n",

@@ -1,6 +1,8 @@
 // Private helpers shared by the render_*.cpp files (not part of the public API).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -12,6 +14,14 @@ namespace perseus::render_detail {
 
 /// A coordinate or length for an SVG attribute: at most 2 decimals, trailing zeros trimmed.
 std::string num(double v);
+
+/// Widens a plot axis range [lo, hi] by 4 % of its span on each side (a degenerate range by
+/// 4 % of 5 % of |lo|, at least 1e-9), so markers at the ends are not cut by the frame.
+inline void pad_range(double& lo, double& hi) {
+  const double span = hi > lo ? hi - lo : std::max(std::abs(lo) * 0.05, 1e-9);
+  lo -= 0.04 * span;
+  hi += 0.04 * span;
+}
 
 /// Tick label of `value` on an axis whose ticks are `step` apart: just enough decimals.
 std::string tick_label(double value, double step);
@@ -28,6 +38,11 @@ inline constexpr std::string_view kFontFamily = "DejaVu Sans, Helvetica, Arial, 
 /// with 11 stops sampled from the scale, and one <rect class="legend-bar">.
 std::string color_bar(const ColorScale& scale, double x, double y, double w, double h, std::string_view caption,
                       std::string_view grad_id);
+
+/// Start of a self-contained HTML5 page (XHTML-compatible): doctype, <head> with `title`
+/// (escaped) and kReportCss, <body>, and an <h1> with the same title. Close with
+/// "</body>\n</html>\n".
+std::string html_page_open(std::string_view title);
 
 /// Style sheet of the HTML reports (report.html, job reports).
 inline constexpr std::string_view kReportCss =

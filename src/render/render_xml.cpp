@@ -8,6 +8,7 @@
 #include <string>
 
 #include "perseus/render.hpp"
+#include "render_svg.hpp"
 
 namespace perseus {
 
@@ -43,4 +44,15 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
+namespace render_detail {
+
+std::string html_page_open(std::string_view title) {
+  const std::string t = xml_escape(title);
+  return fmt::format(
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+      "<title>{0}</title>\n<style>{1}</style>\n</head>\n<body>\n<h1>{0}</h1>\n",
+      t, kReportCss);
+}
+
+}  // namespace render_detail
 }  // namespace perseus

@@ -15,19 +15,8 @@ namespace perseus {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::count;
+using testing::slurp;
 
 TEST(LinePlot, OneMarkerPerFinitePointAndALegendEntryPerSeries) {
   LinePlotData d;

@@ -16,21 +16,10 @@ namespace perseus {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::count;
+using testing::slurp;
 using nlohmann::json;
 using testing::TempDir;
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// An export shaped like GET /v1/jobs/{id} (docs/http-api.md): 4 pipelines, frontier of 3 plans
 /// (plan 2 = T_min), pipeline 2 detected as a straggler at +10 s, verified at +14 s (pipeline 3

@@ -23,20 +23,9 @@ namespace perseus {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::count;
+using testing::slurp;
 using testing::TempDir;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 /// A small optimize folder: 2 stages, 3 microbatches, three frequencies.
 struct Job {

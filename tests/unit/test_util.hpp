@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "perseus/profile.hpp"
@@ -17,6 +18,19 @@ namespace perseus::testing {
 
 inline std::string test_data(const std::string& rel) { return std::string(PERSEUS_TEST_DATA) + "/" + rel; }
 inline std::string example(const std::string& rel) { return std::string(PERSEUS_EXAMPLES_DIR) + "/" + rel; }
+
+/// The whole file ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// How often `what` occurs in `text` (occurrences may overlap).
+inline std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
 
 /// A fresh temporary folder per test, removed at destruction.
 class TempDir {
