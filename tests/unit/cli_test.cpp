@@ -210,6 +210,16 @@ TEST(Cli, ServeInMemoryNeedsAToken) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
+TEST(Cli, ServeThatFailsToStartLeavesNoGeneratedToken) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const std::string db = (dir.path() / "x.db").string();
+  const auto r = run("serve --db " + db + " --port 0 --host 256.1.1.1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot listen on 256.1.1.1"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(db + ".token"));
+}
+
 // A noisy profile where 1350 MHz is faster than 1410 MHz for every computation: T_min is below
 // the all-max time, and optimize says so (and by how much). A clean profile prints no such line.
 TEST(Cli, OptimizeSaysWhenTMinIsBelowAllMaxTime) {
