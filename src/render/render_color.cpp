@@ -102,6 +102,22 @@ std::string svg_open(double width_px, double height_px, std::string_view css) {
       num(width_px), num(height_px), kFontFamily, css);
 }
 
+std::string time_axis(double left, double width, double y, double t_end, std::string_view caption) {
+  std::string s = fmt::format("<g class=\"axis\"><line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>\n",
+                              num(left), num(left + width), num(y), num(y));
+  const auto ticks = nice_ticks(0, t_end, std::max(2, static_cast<int>(width / 90)));
+  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : t_end;
+  for (double t : ticks) {
+    s += fmt::format(
+        "<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#333\"/><text x=\"{0}\" y=\"{3}\" "
+        "text-anchor=\"middle\">{4}</text>\n",
+        num(left + t / t_end * width), num(y), num(y + 4), num(y + 16), tick_label(t, step));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>\n", num(left + width / 2),
+                   num(y + 32), xml_escape(caption));
+  return s;
+}
+
 std::string color_bar(const ColorScale& scale, double x, double y, double w, double h, std::string_view caption,
                       std::string_view grad_id) {
   std::string out = fmt::format("<defs><linearGradient id=\"{}\" x1=\"0\" y1=\"0\" x2=\"1\" y2=\"0\">", grad_id);

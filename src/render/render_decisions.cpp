@@ -180,18 +180,7 @@ std::string render_decisions_svg(const JobExport& job, const DecisionsPlotOption
 
   // Time axis.
   const double ay = top + rows_h + 2;
-  s += fmt::format("<g class=\"axis\"><line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>\n", num(kLeft),
-                   num(kLeft + plot_w), num(ay), num(ay));
-  const auto ticks = nice_ticks(0, t_end, std::max(2, static_cast<int>(plot_w / 90)));
-  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : t_end;
-  for (double t : ticks) {
-    s += fmt::format(
-        "<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#333\"/><text x=\"{0}\" y=\"{3}\" "
-        "text-anchor=\"middle\">{4}</text>\n",
-        num(X(t)), num(ay), num(ay + 4), num(ay + 16), render_detail::tick_label(t, step));
-  }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time since the job was created (s)</text></g>\n",
-                   num(kLeft + plot_w / 2), num(ay + 32));
+  s += render_detail::time_axis(kLeft, plot_w, ay, t_end, "time since the job was created (s)");
 
   // Legend: colour of plan T, then the markers.
   const double ly = ay + kAxisHeight + 4;

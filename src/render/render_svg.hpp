@@ -23,6 +23,11 @@ inline void pad_range(double& lo, double& hi) {
   hi += 0.04 * span;
 }
 
+/// A horizontal time axis at height y under a plot spanning [left, left + width] px for
+/// t in [0, t_end] s: the axis line, nice ticks with labels, and `caption` (escaped) centred
+/// below, as one <g class="axis">. Used by the pipeline and decision timelines.
+std::string time_axis(double left, double width, double y, double t_end, std::string_view caption);
+
 /// Tick label of `value` on an axis whose ticks are `step` apart: just enough decimals.
 std::string tick_label(double value, double step);
 

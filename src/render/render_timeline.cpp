@@ -213,18 +213,8 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
 
   // Time axis.
   const double ay = top + rows_h + 2;
-  s += fmt::format("<g class=\"axis\"><line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>\n", num(left),
-                   num(left + plot_w), num(ay), num(ay));
-  const auto ticks = nice_ticks(0, T, std::max(2, static_cast<int>(plot_w / 90)));
-  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : T;
-  for (double t : ticks) {
-    s += fmt::format(
-        "<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#333\"/><text x=\"{0}\" y=\"{3}\" "
-        "text-anchor=\"middle\">{4}</text>\n",
-        num(x_of(t)), num(ay), num(ay + 4), num(ay + 16), render_detail::tick_label(t, step));
-  }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time (s); iteration time T = {:.4f} s</text></g>\n",
-                   num(left + plot_w / 2), num(ay + 32), plan.timeline.time_s);
+  s += render_detail::time_axis(left, plot_w, ay, T,
+                                fmt::format("time (s); iteration time T = {:.4f} s", plan.timeline.time_s));
 
   // Legend: colour bar, then kinds, idle and critical path swatches.
   const double ly = ay + kAxisHeight + 4;
