@@ -30,7 +30,7 @@ struct FlowArc {
 class MinCut {
  public:
   /// Engine of the next solve() calls: kDinic (default; also for kWarm, whose warm network
-  /// lives in the planner), kLemon or kBoykovKolmogorov.
+  /// lives in warm_cut_solver.cpp), kLemon or kBoykovKolmogorov.
   void set_engine(MinCutEngine engine) { engine_ = engine; }
   const std::vector<char>& solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
                                  double tolerance, double* cut_value = nullptr);

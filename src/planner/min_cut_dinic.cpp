@@ -1,5 +1,5 @@
 // Dinic's max-flow (Dinic 1970) on a compact residual graph with double capacities.
-// Used by MinCut when PERSEUS_MIN_CUT_ENGINE is "dinic" (the default): on the critical
+// Used by MinCut when PlannerOptions::min_cut_engine is MinCutEngine::kDinic: on the critical
 // DAGs of the planner (short augmenting paths, small flows) it measured several times
 // faster than LEMON's Preflow; see docs/performance.md.
 #include "min_cut_dinic.hpp"

@@ -1,0 +1,180 @@
+// The planner's LP stage (PlannerMode::kCertified): LP relaxation solves at sampled and
+// refined deadlines give the certified lower bound LB(T) (lower_bound.hpp) and LP-rounded,
+// slack-filled plans (plan_improve.hpp) into the straggler regime.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <stop_token>
+
+#include <fmt/core.h>
+
+#include "frontier_builder.hpp"
+#include "frontier_filter.hpp"
+#include "plan_improve.hpp"
+
+namespace perseus {
+
+using detail::pareto_filter;
+
+/// LP solve budget of the LP stage: at most kLpSolveOps / ops solves, at least kMinLpSolves
+/// (and at most PlannerOptions::max_lp_solves).
+constexpr int kLpSolveOps = 80000;
+constexpr int kMinLpSolves = 40;
+/// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
+constexpr int kPairMovesMaxOps = 16;
+
+FrontierBuilder::LpStage::LpStage(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_raw,
+                                  const PlannerOptions& opt, double t_lo_s)
+    : lp(dag, op_raw, opt.p_block_w), t_lo(t_lo_s) {
+  // Solves cost grows faster than linearly with the DAG: fewer on large DAGs (deterministic,
+  // so the output does not depend on the machine's load).
+  budget = std::min(opt.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
+  // The straggler regime ends where no slower plan lowers the energy at any deadline (every
+  // op at its hull minimum), or at 2 x T_min.
+  t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
+}
+
+void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
+  for (double d : st.solved)
+    if (std::abs(d - tau) <= 1e-9 * tau) return;
+  if (st.budget <= 0) return;
+  // PlannerOptions::cancelled is called on the solve's own thread only: beside the walk, the
+  // walk calls it and a cancellation reaches this stage as a stop request.
+  const bool may_cancel = !st.stop.stop_possible() && opt_.cancelled;
+  if (may_cancel && opt_.cancelled()) throw PlanningCancelled("planning cancelled");  // per LP solve
+  if (st.stop.stop_requested()) {  // the graph-cut walk failed: its exception is on its way
+    st.budget = 0;
+    return;
+  }
+  if (over_time_budget()) {
+    st.over_time_budget = true;
+    st.budget = 0;
+    return;
+  }
+  --st.budget;
+  st.solved.push_back(tau);
+  const Dag& dag = *f_.dag_;
+  // Polled at every simplex iteration: one solve of a large LP can take minutes.
+  bool cancelled = false;
+  const std::function<bool()> interrupt = [&] {
+    if (st.stop.stop_requested() || over_time_budget()) return true;
+    cancelled = may_cancel && opt_.cancelled();
+    return cancelled;
+  };
+  auto sol = st.lp.solve(tau, opt_.time_budget_s >= 0 || st.stop.stop_possible() || may_cancel ? interrupt
+                                                                                               : std::function<bool()>{});
+  if (cancelled) throw PlanningCancelled("planning cancelled");
+  if (sol.interrupted) {  // the warm start is gone: no more solves
+    st.over_time_budget = !st.stop.stop_requested();
+    st.budget = 0;
+    return;
+  }
+  if (!sol.feasible) return;
+  st.tangents.push_back({tau, sol.bound_j, sol.slope_j_per_s});
+  std::vector<std::uint16_t>& choice = st.choice;
+  detail::round_lp_schedule(dag, f_.op_candidates_, sol.start_s, sol.duration_s, choice);
+  FrontierPoint p;
+  p.step = -1;
+  timeline_and_energy(choice, p.energy_before_reclaim_j, st.timeline);
+  detail::fill_slack(dag, f_.op_candidates_, choice, st.scratch, st.latest, tau);
+  // Small pipelines: pair moves close most of the rounding loss (bounded work).
+  const bool small = dag.num_ops() <= kPairMovesMaxOps;
+  if (detail::improve_by_pairs(dag, f_.op_candidates_, opt_.p_block_w, tau, choice,
+                               small ? 4 * dag.num_ops() : opt_.local_search_moves, small)) {
+    detail::fill_slack(dag, f_.op_candidates_, choice, st.scratch, st.latest, tau);
+  }
+  p.time_s = timeline_and_energy(choice, p.energy_j, st.timeline);
+  p.stored_plan = static_cast<std::int32_t>(st.stored.size());
+  st.stored.push_back(choice);
+  st.points.push_back({p, false});
+}
+
+void FrontierBuilder::lp_sample(LpStage& st) const {
+  lp_solve_at(st, st.t_end);
+  const int samples = std::min(32, std::max(1, st.budget / 2));
+  for (int k = 0; k < samples; ++k) {
+    const double x = static_cast<double>(k) / samples;
+    lp_solve_at(st, st.t_lo + (st.t_end - st.t_lo) * x * std::sqrt(x));  // denser near T_min
+  }
+}
+
+void FrontierBuilder::lp_merge(LpStage& st) {
+  // In the order the solves ran, so the result is the same as pushing them one by one.
+  const auto offset = static_cast<std::int32_t>(stored_.size());
+  for (auto& pt : st.points) {
+    pt.first.stored_plan += offset;
+    raw_points_.push_back(pt);
+  }
+  for (auto& plan : st.stored) stored_.push_back(std::move(plan));
+  for (const auto& t : st.tangents) f_.tangents_.push_back({t.deadline_s, t.bound_j, t.slope_j_per_s});
+  st.points.clear();
+  st.stored.clear();
+  st.tangents.clear();
+  std::sort(f_.tangents_.begin(), f_.tangents_.end(),
+            [](const auto& a, const auto& b) { return a.deadline_s < b.deadline_s; });
+  if (st.over_time_budget && !f_.partial()) {
+    f_.stop_reason = Frontier::StopReason::kTimeBudget;
+    f_.partial_detail = fmt::format(
+        "time budget of {} s reached in the LP stage after {} LP solves: the lower bound and LP-rounded plans are "
+        "from those solves only (the graph-cut frontier is complete)",
+        opt_.time_budget_s, st.lp.num_solves());
+  }
+}
+
+void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
+  const Dag& dag = *f_.dag_;
+  double t_lo = std::numeric_limits<double>::infinity();
+  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
+  // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is
+  // used only if that is T_min exactly (otherwise it is redone), so the result never
+  // depends on PlannerOptions::threads.
+  const auto t0 = std::chrono::steady_clock::now();
+  double beside_s = 0;  // LP-stage time spent beside the walk
+  if (!st || st->t_lo != t_lo) {
+    st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
+    lp_sample(*st);
+  } else {
+    beside_s = st->seconds;
+    st->stop = std::stop_token{};  // on this thread from now on: PlannerOptions::cancelled applies
+  }
+  lp_merge(*st);
+  const double pipe_w = opt_.p_block_w * dag.num_ranks();
+  const double t_end = st->t_end;
+  // Refinement: exact solves where a point, or a deadline just below the next slower point,
+  // is further than refine_gap_pct above the bound.
+  for (int round = 0; round < 8 && st->budget > 0; ++round) {
+    const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
+    std::vector<std::pair<double, double>> worst;                       // (gap, deadline)
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      if (kept[i].time_s > t_end * (1 + 1e-9)) break;
+      const double lb = f_.lower_bound_at(kept[i].time_s);
+      const double gap = 100 * (kept[i].energy_j - lb) / lb;
+      if (gap > opt_.refine_gap_pct) worst.emplace_back(gap, kept[i].time_s);
+      if (i + 1 < kept.size()) {
+        const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));
+        const double lb2 = f_.lower_bound_at(deadline);
+        const double at_deadline = kept[i].energy_j + pipe_w * (deadline - kept[i].time_s);
+        const double gap2 = 100 * (at_deadline - lb2) / lb2;
+        if (gap2 > opt_.refine_gap_pct && deadline > kept[i].time_s) {
+          worst.emplace_back(gap2, deadline);
+          // Bisect the hole: a plan in between may exist that neither end's LP rounds to.
+          worst.emplace_back(gap2 * 0.999, 0.5 * (kept[i].time_s + deadline));
+        }
+      }
+    }
+    if (worst.empty()) break;
+    std::sort(worst.begin(), worst.end(), std::greater<>());
+    const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st->budget / 4));
+    const int before = st->budget;
+    for (std::size_t i = 0; i < take && st->budget > 0; ++i) lp_solve_at(*st, worst[i].second);
+    lp_merge(*st);
+    if (st->budget == before) break;  // nothing new to solve
+  }
+  f_.num_lp_solves = st->lp.num_solves();
+  f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace perseus

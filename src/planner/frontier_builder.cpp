@@ -1,0 +1,231 @@
+// The frontier solve: option checks, the graph-cut walk with a point per plan, the LP stage
+// (certify.cpp) and the final filter. See frontier_builder.hpp.
+#include "frontier_builder.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "frontier_filter.hpp"
+#include "perseus/error.hpp"
+
+namespace perseus {
+
+using detail::pareto_filter;
+using detail::RunningFront;
+
+const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
+  // Bounds keep every sum finite and the tables small (documented in PlannerOptions).
+  if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
+    throw InputError(fmt::format("unit time must be in [1e-7, 10] s, got {}", opt.unit_time_s));
+  }
+  if (!(opt.p_block_w >= 0 && opt.p_block_w <= 1e5)) {
+    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p_block_w));
+  }
+  if (opt.mode != PlannerMode::kGraphCut && opt.mode != PlannerMode::kCertified) {
+    throw InputError(fmt::format("planner mode {} is not a known mode", static_cast<int>(opt.mode)));
+  }
+  if (!parse_min_cut_engine(to_string(opt.min_cut_engine))) {
+    throw InputError(fmt::format("min-cut engine {} is not a known engine", static_cast<int>(opt.min_cut_engine)));
+  }
+  if (opt.max_lp_solves < 1 || opt.max_lp_solves > 100000) {
+    throw InputError(fmt::format("max LP solves must be in [1, 100000], got {}", opt.max_lp_solves));
+  }
+  if (opt.local_search_moves < 0 || opt.local_search_moves > 1'000'000) {
+    throw InputError(fmt::format("local search moves must be in [0, 1000000], got {}", opt.local_search_moves));
+  }
+  if (!(opt.refine_gap_pct >= 0)) {
+    throw InputError(fmt::format("refine gap must be >= 0 %, got {}", opt.refine_gap_pct));
+  }
+  if (std::isnan(opt.time_budget_s) || opt.time_budget_s > 1e9) {
+    throw InputError(fmt::format("time budget must be in [0, 1e9] s (< 0: none), got {}", opt.time_budget_s));
+  }
+  if (opt.max_points < 0 || opt.max_points > 1'000'000'000) {
+    throw InputError(fmt::format("max points must be in [1, 1e9] (0: none), got {}", opt.max_points));
+  }
+  if (opt.threads < 1 || opt.threads > 1024) {
+    throw InputError(fmt::format("planner threads must be in [1, 1024], got {}", opt.threads));
+  }
+  return opt;
+}
+
+FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt)
+    : opt_(validated(opt)),
+      csr_(dag),
+      costs_(dag, profile, opt.unit_time_s, opt.p_block_w, opt.mode == PlannerMode::kCertified),
+      op_raw_(costs_.op_points()),
+      evaluator_(csr_, dag.num_ranks(), costs_.op_candidates(), opt.p_block_w, opt.reclaim_slack),
+      walk_(csr_, costs_, opt.min_cut_engine) {
+  f_.dag_ = std::make_shared<const Dag>(dag);
+  f_.p_block_w = opt.p_block_w;
+  f_.unit_time_s = opt.unit_time_s;
+  f_.reclaim_ = opt.reclaim_slack;
+  f_.candidates_ = costs_.candidates();
+  f_.op_candidates_ = costs_.op_candidates();
+}
+
+void FrontierBuilder::record_point(std::int64_t step, const std::vector<std::uint16_t>& choice, double tighten_to_s) {
+  FrontierPoint p;
+  p.step = step;
+  p.tightened_to_s = tighten_to_s;
+  if (tighten_to_s > 0) {
+    p.energy_before_reclaim_j = f_.make_plan(choice, false, tighten_to_s).total_energy_j();
+    const FrequencyPlan plan = f_.make_plan(choice, f_.reclaim_, tighten_to_s);
+    p.time_s = plan.timeline.time_s;
+    p.energy_j = plan.total_energy_j();
+  } else {
+    evaluator_.evaluate(choice, p.energy_before_reclaim_j, p.time_s, p.energy_j);
+  }
+  raw_points_.push_back({p, step < 0});
+}
+
+void FrontierBuilder::keep_at_most_max_points(std::vector<FrontierPoint>& kept) {
+  const auto k = static_cast<std::size_t>(opt_.max_points);
+  if (k == 0 || kept.size() <= k) return;
+  const std::size_t n = kept.size();
+  std::vector<FrontierPoint> spread;
+  for (std::size_t j = 0; j < k; ++j) spread.push_back(kept[k == 1 ? 0 : (j * (n - 1) + (k - 1) / 2) / (k - 1)]);
+  if (!f_.partial()) {
+    f_.stop_reason = Frontier::StopReason::kMaxPoints;
+    f_.partial_detail = fmt::format("the solve found {} frontier points; {} of them are kept (max points), spread evenly "
+                                    "from the slowest to the fastest", n, k);
+  }
+  kept = std::move(spread);
+}
+
+Frontier FrontierBuilder::run() {
+  start_ = std::chrono::steady_clock::now();
+  const auto t0 = start_;
+  const Dag& dag = *f_.dag_;
+  const int n = dag.num_ops();
+  f_.start_choice_ = walk_.choice();
+  f_.step_end_.push_back(0);
+  // T_min in units: every op at its fastest candidate (for progress reporting).
+  const std::int64_t t_min_units = walk_.fastest_units();
+  const std::int64_t t_max_units = walk_.iteration_units();
+  record_point(0, walk_.choice());
+  std::int64_t step = 0;
+  std::int64_t last_report = t_max_units;
+  // User bounds (PlannerOptions::time_budget_s, max_points): the walk stops early and the
+  // frontier found so far is returned, marked partial.
+  const double pipe_w = opt_.mode == PlannerMode::kCertified ? opt_.p_block_w * dag.num_ranks() : 0.0;
+  RunningFront front;
+  FrontierPoint all_max;  // for the count: the all-max plan joins the frontier at the end
+  if (opt_.max_points > 0) {
+    evaluator_.evaluate(std::vector<std::uint16_t>(n, 0), all_max.energy_before_reclaim_j, all_max.time_s,
+                        all_max.energy_j);
+    front.add(raw_points_.back().first.time_s, raw_points_.back().first.energy_j - pipe_w * raw_points_.back().first.time_s);
+  }
+  // threads >= 2 (kCertified): the LP stage's sampling runs beside the walk, from the
+  // all-max plan's time (T_min unless a graph-cut plan is faster; certify() checks).
+  std::unique_ptr<LpStage> beside;
+  std::exception_ptr beside_error;
+  std::jthread beside_thread;  // declared last: joined (after a stop request) before the rest goes
+  if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget()) {
+    FrontierPoint fastest;
+    evaluator_.evaluate(std::vector<std::uint16_t>(n, 0), fastest.energy_before_reclaim_j, fastest.time_s,
+                        fastest.energy_j);
+    beside_thread = std::jthread([this, &beside, &beside_error, t_lo = fastest.time_s](std::stop_token stop) {
+      try {
+        const auto s0 = std::chrono::steady_clock::now();
+        beside = std::make_unique<LpStage>(*f_.dag_, op_raw_, opt_, t_lo);
+        beside->stop = std::move(stop);
+        lp_sample(*beside);
+        beside->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      } catch (...) {
+        beside_error = std::current_exception();
+      }
+    });
+  }
+  auto stop_walk = [&] {
+    if (over_time_budget()) {
+      f_.stop_reason = Frontier::StopReason::kTimeBudget;
+    } else if (opt_.max_points > 0 &&
+               front.size_with(all_max.time_s, all_max.energy_j - pipe_w * all_max.time_s) >=
+                   static_cast<std::size_t>(opt_.max_points)) {
+      f_.stop_reason = Frontier::StopReason::kMaxPoints;
+    } else {
+      return false;
+    }
+    const double done = t_max_units > t_min_units ? static_cast<double>(t_max_units - walk_.iteration_units()) /
+                                                         static_cast<double>(t_max_units - t_min_units)
+                                                   : 1.0;
+    f_.partial_detail = fmt::format(
+        "{} reached after {} graph-cut steps, {:.1f} % of the T_max -> T_min range; the frontier jumps from T = {:.6g} s "
+        "to the all-max plan{}",
+        f_.stop_reason == Frontier::StopReason::kTimeBudget
+            ? fmt::format("time budget of {} s", opt_.time_budget_s)
+            : fmt::format("{} frontier points (max points)", opt_.max_points),
+        step, 100 * done, raw_points_.back().first.time_s,
+        opt_.mode == PlannerMode::kCertified ? "; the LP stage (lower bound, LP-rounded plans) was skipped" : "");
+    return true;
+  };
+  while (!stop_walk() && walk_.step()) {
+    ++step;
+    if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+    const bool changed = walk_.update_choice(f_.changes_);
+    f_.step_end_.push_back(f_.changes_.size());
+    // Same plan as the previous step (!changed): the same point, which the Pareto filter
+    // below would drop as a duplicate of the earlier one anyway.
+    if (changed) {
+      record_point(step, walk_.choice());
+      if (opt_.max_points > 0) {
+        const FrontierPoint& p = raw_points_.back().first;
+        front.add(p.time_s, p.energy_j - pipe_w * p.time_s);
+      }
+    }
+    const std::int64_t T = walk_.iteration_units();
+    if (opt_.progress && last_report - T >= std::max<std::int64_t>(1, (t_max_units - t_min_units) / 100)) {
+      opt_.progress(T, t_max_units, t_min_units);
+      last_report = T;
+    }
+  }
+  f_.num_steps = step;
+  // The all-max plan is a candidate too, so T_min is never slower than it; and the last
+  // graph-cut plan tightened to the all-max time (quantization can leave it a little slower).
+  {
+    std::vector<std::uint16_t> fastest(n, 0);
+    record_point(-1, fastest);
+    record_point(step, walk_.choice(), raw_points_.back().first.time_s);
+  }
+  if (beside_thread.joinable()) {
+    beside_thread.join();
+    if (beside_error) std::rethrow_exception(beside_error);
+  }
+  std::vector<FrontierPoint> kept;
+  if (opt_.mode == PlannerMode::kCertified && !f_.partial()) {
+    certify(std::move(beside));
+    kept = pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
+    keep_at_most_max_points(kept);
+    // Keep only the stored plans that survived, renumbered.
+    std::vector<std::vector<std::uint16_t>> stored;
+    for (auto& p : kept) {
+      if (p.stored_plan < 0) continue;
+      stored.push_back(std::move(stored_[p.stored_plan]));
+      p.stored_plan = static_cast<std::int32_t>(stored.size() - 1);
+    }
+    f_.stored_plans_ = std::move(stored);
+    stored_.clear();
+    for (auto& p : kept) p.lower_bound_j = f_.lower_bound_at(p.time_s);
+  } else {
+    kept = pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
+    keep_at_most_max_points(kept);
+  }
+  std::reverse(kept.begin(), kept.end());  // slowest first
+  f_.points_ = std::move(kept);
+  if (!f_.points_.empty()) {
+    const auto& fastest = f_.points_.back();
+    f_.reclaimed_energy_j = fastest.energy_before_reclaim_j - fastest.energy_j;
+  }
+  f_.num_max_flows = walk_.num_max_flows();
+  f_.max_flow_work = walk_.max_flow_work();
+  f_.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(f_);
+}
+
+}  // namespace perseus

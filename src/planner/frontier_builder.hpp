@@ -1,0 +1,94 @@
+// The frontier solve of solve_frontier() (private to the library): validates the options,
+// runs the graph-cut walk (graph_cut_walk.hpp) recording a point per plan, then in
+// PlannerMode::kCertified the LP stage (certify.cpp: lower bound, LP-rounded plans), then
+// the final Pareto filter (frontier_filter.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+#include <utility>
+#include <vector>
+
+#include "cost_model.hpp"
+#include "critical_path.hpp"
+#include "graph_cut_walk.hpp"
+#include "lower_bound.hpp"
+#include "perseus/frontier.hpp"
+#include "plan_evaluator.hpp"
+
+namespace perseus {
+
+/// Builds a Frontier: owns the solver state of solve_frontier(). All per-step work uses
+/// storage allocated once (sized by the DAG), so a step allocates nothing once warmed up.
+class FrontierBuilder {
+ public:
+  /// Throws InputError when `opt` is out of range (PlannerOptions documents each range) or
+  /// the profile lacks a (stage, kind) the DAG uses.
+  FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt);
+  Frontier run();
+
+ private:
+  /// Throws InputError naming the first option out of its range; returns `opt`.
+  static const PlannerOptions& validated(const PlannerOptions& opt);
+  void record_point(std::int64_t step, const std::vector<std::uint16_t>& choice, double tighten_to_s = 0);
+  using TimelineScratch = detail::TimelineScratch;
+  /// T (longest path) and E of the plan `choice` (PlanEvaluator::timeline_and_energy()).
+  double timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j, TimelineScratch& tl) const {
+    return evaluator_.timeline_and_energy(choice, energy_j, tl);
+  }
+
+  const PlannerOptions& opt_;
+  Frontier f_;
+  const detail::DagCsr csr_;
+  const detail::CostModels costs_;
+  const std::vector<const std::vector<OperatingPoint>*>& op_raw_;  // profile points per op
+  detail::PlanEvaluator evaluator_;
+  detail::GraphCutWalk walk_;
+  /// PlannerMode::kCertified, the LP stage: one warm-started LP and what its solves produced
+  /// since they were last merged into the builder (lp_merge()). Owned by one thread at a time.
+  struct LpStage {
+    LpStage(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_raw, const PlannerOptions& opt,
+            double t_lo_s);
+    detail::HullLowerBound lp;
+    double t_lo = 0, t_end = 0;  // sampled deadlines: T_min .. end of the straggler regime, s
+    int budget = 0;              // LP solves left
+    std::vector<double> solved;  // deadlines solved, s
+    struct Tangent {
+      double deadline_s, bound_j, slope_j_per_s;
+    };
+    std::vector<std::pair<FrontierPoint, bool>> points;  // LP-rounded plans (stored_plan: into `stored`)
+    std::vector<std::vector<std::uint16_t>> stored;
+    std::vector<Tangent> tangents;
+    bool over_time_budget = false;
+    std::stop_token stop;  // set when the sampling runs beside the graph-cut walk
+    double seconds = 0;    // wall time of the stage's construction and lp_sample() beside the walk
+    std::vector<std::uint16_t> choice;
+    std::vector<double> scratch, latest;
+    TimelineScratch timeline;
+  };
+  /// One LP solve at deadline tau (s): a tangent of LB and a rounded, slack-filled plan, into `st`.
+  /// Touches no builder state but reads (const): safe beside the graph-cut walk.
+  void lp_solve_at(LpStage& st, double tau) const;
+  /// The LP stage's first part: the solve at st.t_end, then samples from st.t_lo up.
+  void lp_sample(LpStage& st) const;
+  /// Moves st's solves into raw_points_, stored_ and f_.tangents_ (sorted).
+  void lp_merge(LpStage& st);
+  /// The LP stage (bound, rounded plans) on raw_points_: sampling (unless `sampled` already
+  /// did it from the right T_min), then refinement where the gap is large.
+  void certify(std::unique_ptr<LpStage> sampled);
+  /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
+  bool over_time_budget() const {
+    return opt_.time_budget_s >= 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >= opt_.time_budget_s;
+  }
+  /// PlannerOptions::max_points: keeps that many of `kept` (fastest first), spread evenly by
+  /// index with both ends kept, and marks the frontier partial if any was dropped.
+  void keep_at_most_max_points(std::vector<FrontierPoint>& kept);
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::vector<std::pair<FrontierPoint, bool>> raw_points_;  // (point, is all-max)
+  std::vector<std::vector<std::uint16_t>> stored_;         // LP-stage plans (raw_points_ refer)
+};
+
+}  // namespace perseus
