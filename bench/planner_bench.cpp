@@ -123,14 +123,15 @@ perseus::PlannerMode bench_planner() {
   throw Usage(fmt::format("PERSEUS_BENCH_PLANNER: expected graph-cut or certified, got '{}'", name));
 }
 
-/// Max-flow engine of the synth modes: PERSEUS_MIN_CUT_ENGINE=warm (default), dinic, lemon or
-/// boost-bk (the bench's switch for PlannerOptions::min_cut_engine; perseus optimize has
-/// --min-cut-engine).
+/// Max-flow engine of the synth and quality modes: PERSEUS_BENCH_MIN_CUT_ENGINE=warm (default),
+/// dinic, lemon or boost-bk, like the bench's other PERSEUS_BENCH_* switches. It only sets
+/// PlannerOptions::min_cut_engine here; the planner itself reads no environment variable
+/// (perseus optimize has --min-cut-engine).
 perseus::MinCutEngine bench_min_cut_engine() {
-  const char* env = std::getenv("PERSEUS_MIN_CUT_ENGINE");
+  const char* env = std::getenv("PERSEUS_BENCH_MIN_CUT_ENGINE");
   if (env == nullptr || *env == '\0') return perseus::MinCutEngine::kWarm;
   if (const auto e = perseus::parse_min_cut_engine(env)) return *e;
-  throw Usage(fmt::format("PERSEUS_MIN_CUT_ENGINE: expected warm, dinic, lemon or boost-bk, got '{}'", env));
+  throw Usage(fmt::format("PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon or boost-bk, got '{}'", env));
 }
 
 int run(int argc, char** argv) {

@@ -76,7 +76,7 @@ std::string json_field_name(const std::string& field);
 JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv = {});
 
 /// The planner's bound on quanta between a computation's fastest and slowest Pareto time
-/// (src/frontier.cpp, build_cost_model()).
+/// (src/planner/cost_model.cpp, build_cost_model()).
 inline constexpr double kMaxQuantaPerComputation = 1e6;
 
 /// Throws InputError naming "unit_time_s" when the planner would refuse this quantum for this
