@@ -48,13 +48,20 @@ struct CriticalOp {
   /// Op v's costs from its model and the critical path (v must be critical).
   static CriticalOp of(const CriticalPath& cpm, const CostModel& model, int v) {
     CriticalOp op;
-    const std::int64_t d = cpm.duration(v);
-    op.can_speed_up = d > model.q_min;
-    op.speed_up_cost = op.can_speed_up ? model.speed_up_cost(d) : 0.0;
-    op.slow_down_saving = model.slow_down_saving(d);
-    op.starts_first = cpm.earliest_start(v) == 0;
-    op.ends_last = cpm.earliest_finish(v) == cpm.iteration_units() && !cpm.dag().has_successors(v);
+    op.set_costs(model, cpm.duration(v));
+    op.set_position(cpm, v);
     return op;
+  }
+  /// The cost fields at duration d (units).
+  void set_costs(const CostModel& model, std::int64_t d) {
+    can_speed_up = d > model.q_min;
+    speed_up_cost = can_speed_up ? model.speed_up_cost(d) : 0.0;
+    slow_down_saving = model.slow_down_saving(d);
+  }
+  /// starts_first and ends_last of op v on the critical path.
+  void set_position(const CriticalPath& cpm, int v) {
+    starts_first = cpm.earliest_start(v) == 0;
+    ends_last = cpm.earliest_finish(v) == cpm.iteration_units() && !cpm.dag().has_successors(v);
   }
   /// Capacity of this op's arc of role `role`; `inf` stands for an infinite capacity.
   double capacity(ArcRole role, double inf) const {

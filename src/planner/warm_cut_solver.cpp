@@ -65,7 +65,8 @@ CutResult WarmCutSolver::find_cut() {
   critical_.clear();
   for (int v = 0; v < n; ++v) {
     if (!cpm.is_critical(v)) continue;
-    const CriticalOp& op = ops_[v] = CriticalOp::of(cpm, costs_.of_op(v), v);
+    CriticalOp& op = ops_[v];
+    op.set_costs(costs_.of_op(v), cpm.duration(v));  // set_position() below, where capacities change
     if (op.can_speed_up) finite_total += op.speed_up_cost;
     critical_.push_back(v);
   }
@@ -100,7 +101,7 @@ CutResult WarmCutSolver::find_cut() {
       for (int e = first_edge; e < end_edge; ++e) set(e, 0.0);
       continue;
     }
-    const CriticalOp& op = ops_[v];
+    CriticalOp& op = ops_[v];
     const double ub = op.speed_up_cost, lb = op.slow_down_saving;
     const std::uint32_t sig = cpm.signature(v);
     if (was && sig == cap_sig_[v] && cpm.duration(v) == cap_dur_[v] && (sig & CriticalPath::kSignatureUnknown) == 0 &&
@@ -109,6 +110,7 @@ CutResult WarmCutSolver::find_cut() {
     }
     cap_sig_[v] = sig;
     cap_dur_[v] = cpm.duration(v);
+    op.set_position(cpm, v);
     for (int r = 0; r < kArcRolesPerOp; ++r) {
       const auto role = static_cast<ArcRole>(r);
       set(CriticalNetwork::arc_index(v, role), op.capacity(role, inf));
