@@ -34,16 +34,16 @@ inline constexpr int kArcRolesPerOp = 7;
 /// The node-weight roles in the order the cold solver lists them: start(v)'s, then end(v)'s.
 inline constexpr ArcRole kNodeWeightRoles[] = {ArcRole::kSlowDownSavingStart, ArcRole::kSlowDownCostStart,
                                                ArcRole::kSlowDownSavingEnd, ArcRole::kSlowDownCostEnd};
-/// Besides the per-op arcs: one arc end(v) -> start(w) per DAG edge v -> w, +inf when the
-/// edge is critical (CriticalPath::edge_is_critical()), else 0.
+// Besides the per-op arcs: one arc end(v) -> start(w) per DAG edge v -> w, +inf when the
+// edge is critical (CriticalPath::edge_is_critical()), else 0.
 
 /// Costs of a critical op at its current duration, and the capacities they give its arcs.
 struct CriticalOp {
-  bool can_speed_up = false;  ///< Duration above the model's fastest (q_min).
-  double speed_up_cost = 0;   ///< ub: cost of one unit faster, J (0 when !can_speed_up).
-  double slow_down_saving = 0;///< lb: saving of one unit slower, J (0 at the slowest duration).
-  bool starts_first = false;  ///< Starts at time 0.
-  bool ends_last = false;     ///< Ends at T and has no successors.
+  double speed_up_cost = 0;     ///< ub: cost of one unit faster, J (0 when !can_speed_up).
+  double slow_down_saving = 0;  ///< lb: saving of one unit slower, J (0 at the slowest duration).
+  bool can_speed_up = false;    ///< Duration above the model's fastest (q_min).
+  bool starts_first = false;    ///< Starts at time 0.
+  bool ends_last = false;       ///< Ends at T and has no successors.
 
   /// Op v's costs from its model and the critical path (v must be critical).
   static CriticalOp of(const CriticalPath& cpm, const CostModel& model, int v) {
