@@ -78,12 +78,16 @@ class API:
         return self.request("GET", "/v1/health")
 
     def create_job(self, *, pp, microbatches, profile_csv=None, plans=None, dp=1, tp=1, schedule="1f1b",
-                   chunks=1, p2p_power_w=None, unit_time_s=1e-3, name="", **extra):
+                   chunks=1, p2p_power_w=None, unit_time_s=1e-3, name="", op_overhead_s=0.0, p2p_latency_s=0.0,
+                   **extra):
         """POST /v1/jobs. pp: GPUs per pipeline; dp: pipelines; tp: tensor-parallel degree;
         microbatches per iteration; profile_csv: profile CSV *text* (the server solves the
         frontier in the background; ranks run the quick T_min plan meanwhile); or plans: a
         precomputed frontier. p2p_power_w in W (required, as the CLI's --p2p-power: raises
-        ValueError when missing), unit_time_s in s. Extra keys are sent as given.
+        ValueError when missing), unit_time_s in s. op_overhead_s / p2p_latency_s: per-computation
+        overhead and blocking P2P send time, s (0..3600, default 0 = computation only; as
+        `perseus optimize --op-overhead/--p2p-latency`, docs/validation.md). Extra keys are sent as
+        given (e.g. planning_budget_s: when reached, the job serves a partial frontier).
         Returns the answer: {'job_id', 'job_token', 'status', 'world_size', 'num_ops', 'num_plans', ...};
         'job_token' is the job's own bearer token (shown only here): give it to the job's ranks,
         it reaches only this job (creating, listing and deleting jobs need the admin token)."""
@@ -91,7 +95,8 @@ class API:
             raise ValueError("p2p_power_w is required: the power of a GPU blocked on P2P communication, W "
                              "(P_block, as `perseus optimize --p2p-power`)")
         body = dict(name=name, pp=pp, dp=dp, tp=tp, microbatches=microbatches, schedule=schedule, chunks=chunks,
-                    p2p_power_w=p2p_power_w, unit_time_s=unit_time_s, **extra)
+                    p2p_power_w=p2p_power_w, unit_time_s=unit_time_s, op_overhead_s=op_overhead_s,
+                    p2p_latency_s=p2p_latency_s, **extra)
         if profile_csv is not None:
             body["profile_csv"] = profile_csv
         if plans is not None:

@@ -22,6 +22,7 @@
 #include "perseus/problem.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/schedule.hpp"
+#include "perseus/timeline_overheads.hpp"
 
 namespace perseus::python {
 
@@ -211,7 +212,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       [](const py::object& profile_arg, std::optional<int> stages, std::optional<int> microbatches,
          const py::object& schedule_arg, int chunks, std::optional<double> p2p_power_arg,
          double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
-         int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points) {
+         int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points,
+         double op_overhead_s, double p2p_latency_s) {
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
@@ -239,6 +241,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         spec.chunks = chunks;
         spec.backward_input_fraction = backward_input_fraction;
         spec.p_block_w = p2p_power_w;
+        spec.overheads = {p2p_latency_s, op_overhead_s};
+        check_timeline_overheads(spec.overheads);  // InputError naming the keyword, before any file is read
         std::optional<Problem> problem;
         if (py::isinstance<Profile>(profile_arg)) {
           const auto profile = profile_arg.cast<std::shared_ptr<Profile>>();
@@ -316,6 +320,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["partial"] = res.frontier->partial();
         summary["partial_reason"] = res.frontier->partial() ? to_string(res.frontier->stop_reason) : "";
         summary["partial_detail"] = res.frontier->partial_detail;
+        summary["op_overhead_s"] = op_overhead_s;
+        summary["p2p_latency_s"] = p2p_latency_s;
         py::dict out;
         out["frontier"] = std::move(frontier);
         out["plans"] = std::move(plan_list);
@@ -331,7 +337,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("schedule") = "1f1b", py::arg("chunks") = 1, py::arg("p2p_power_w") = py::none(),
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
-      py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), R"doc(
+      py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
+      py::arg("p2p_latency_s") = 0.0, R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
 profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x chunks), or
@@ -353,6 +360,13 @@ time_budget_s: stop the solve after this many seconds (0..1e9, None: no budget);
 once the frontier has this many plans (1..1e9, None: no limit). A bounded solve returns the
 frontier found so far with summary['partial'] True, summary['partial_reason'] 'time_budget' or
 'max_points' and summary['partial_detail'] saying how far it got (InputError on bad values).
+op_overhead_s: per-computation overhead, s (host dispatch, clock setting), added to every
+computation's time (its GPU waits at p2p_power_w meanwhile); p2p_latency_s: blocking P2P send
+time, s, added to every computation that sends to another GPU. Both finite, in [0, 3600] s
+(InputError naming the keyword otherwise), default 0 = the paper's computation-only model;
+exactly `perseus optimize --op-overhead/--p2p-latency` (TimelineOverheads, docs/validation.md:
+calibrate op_overhead_s with `perseus validate` on all-max runs). summary['op_overhead_s'] and
+summary['p2p_latency_s'] echo them.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest
@@ -364,7 +378,8 @@ Returns a dict of plain Python types:
   'summary':  {'t_min_s', 'energy_at_t_min_j', 't_max_s', 'energy_at_t_max_j', 'allmax_time_s',
                'allmax_energy_j', 'intrinsic_saving_pct', 'reclaimed_energy_j', 'num_plans',
                'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j', 'max_optimality_gap_pct',
-               'num_lp_solves', 'partial', 'partial_reason', 'partial_detail', 'approximations'};
+               'num_lp_solves', 'partial', 'partial_reason', 'partial_detail', 'op_overhead_s',
+               'p2p_latency_s', 'approximations'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes, schedule name or option value;

@@ -190,6 +190,37 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(perseus.UnsupportedError):
             c.simulate_compute()
 
+    def test_job_overheads_and_partial_frontier(self):
+        from perseus.server import APIError
+        # Issue 19: the job carries op_overhead_s / p2p_latency_s into its problem; issue 20: a
+        # planning budget of 0 gives a partial frontier (deterministic), served as ready.
+        o, l = 0.004, 0.01
+        created = self.server.api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=83.64,
+                                             unit_time_s=0.002, op_overhead_s=o, p2p_latency_s=l,
+                                             planning_budget_s=0)
+        self.addCleanup(self.server.api.delete_job, created["job_id"])
+        self.assertEqual((created["spec"]["op_overhead_s"], created["spec"]["p2p_latency_s"]), (o, l))
+        job = self.server.api.wait_ready(created["job_id"], timeout_s=600)
+        fr = job["frontier"]
+        self.assertTrue(fr["partial"])
+        self.assertEqual(fr["partial_reason"], "time_budget")
+        self.assertIn("time budget", fr["partial_detail"])
+        lib = perseus.optimize(self.profile, 2, 3, p2p_power_w=83.64, unit_time_s=0.002, plans="none",
+                               op_overhead_s=o, p2p_latency_s=l, time_budget_s=0)
+        self.assertTrue(lib["summary"]["partial"])
+        self.assertEqual(len(fr["points"]), len(lib["frontier"]))
+        for (t, e), p in zip(fr["points"], lib["frontier"]):
+            self.assertAlmostEqual(t, p["time_s"], places=12)
+            self.assertAlmostEqual(e, p["energy_j"], places=9)
+        for key in ("op_overhead_s", "p2p_latency_s"):
+            for bad in (-0.001, 3601.0, "0.1"):
+                with self.subTest(key=key, value=bad):
+                    with self.assertRaises(APIError) as cm:
+                        self.server.api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=83.64,
+                                                   **{key: bad})
+                    self.assertEqual(cm.exception.http_status, 422)
+                    self.assertIn(key, cm.exception.message)
+
     def test_api_errors(self):
         from perseus.server import API, APIError
         with self.assertRaises(APIError) as cm:

@@ -150,6 +150,56 @@ class OptimizeTest(unittest.TestCase):
             with self.assertRaises(perseus.InputError):
                 perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, **bad)
 
+    def test_timeline_overheads(self):
+        # Issue 19: op_overhead_s / p2p_latency_s are folded into every computation's duration
+        # (TimelineOverheads), exactly as `perseus optimize --op-overhead/--p2p-latency`.
+        o, l = 0.004, 0.01
+        res = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                               plans="fastest", op_overhead_s=o, p2p_latency_s=l)
+        self.assertEqual((res["summary"]["op_overhead_s"], res["summary"]["p2p_latency_s"]), (o, l))
+        # The all-max plan, by hand: profiled time at max clock + o, + l when the computation
+        # sends to another GPU (forwards of all but the last stage, backwards of all but the first).
+        for r, rank in enumerate(res["all_max"]["ranks"]):
+            for ins in rank["instructions"]:
+                kind = ins["instruction"]
+                sends = r < STAGES - 1 if kind == "forward" else r > 0
+                expected = self.profile.points(r, kind)[0]["time_s"] + o + (l if sends else 0.0)
+                self.assertAlmostEqual(ins["end_s"] - ins["start_s"], expected, places=9)
+        self.assertGreater(res["summary"]["allmax_time_s"], self.res["summary"]["allmax_time_s"])
+        # Defaults are the computation-only model: the same frontier as without the keywords.
+        zero = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                plans="none", op_overhead_s=0.0, p2p_latency_s=0.0)
+        self.assertEqual(zero["frontier"], self.res["frontier"])
+        self.assertEqual((self.res["summary"]["op_overhead_s"], self.res["summary"]["p2p_latency_s"]), (0.0, 0.0))
+        if PERSEUS_BINARY:  # the same problem as the CLI
+            d = temp_dir(self)
+            prof_path = os.path.join(d, "p.csv")
+            self.profile.write_csv(prof_path)
+            out = os.path.join(d, "out")
+            subprocess.run([PERSEUS_BINARY, "optimize", "--profile", prof_path, "--stages", str(STAGES),
+                            "--microbatches", str(MICROBATCHES), "--p2p-power", str(P_BLOCK), "--unit-time",
+                            str(UNIT), "--op-overhead", str(o), "--p2p-latency", str(l), "--quiet", "--out", out],
+                           check=True)
+            with open(os.path.join(out, "frontier.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(len(rows), len(res["frontier"]))
+            for row, p in zip(rows, res["frontier"]):
+                self.assertAlmostEqual(float(row["time_s"]), p["time_s"], places=7)
+                self.assertAlmostEqual(float(row["energy_j"]), p["energy_j"], places=4)
+        # Bad values: InputError naming the keyword (no solve, no crash); wrong type: TypeError.
+        for key in ("op_overhead_s", "p2p_latency_s"):
+            for bad in (-0.001, float("nan"), float("inf"), 3601.0):
+                with self.subTest(key=key, value=bad):
+                    with self.assertRaises(perseus.InputError) as cm:
+                        perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, **{key: bad})
+                    self.assertEqual(cm.exception.field, key)
+                    self.assertIn(key, str(cm.exception))
+            with self.assertRaises(TypeError):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, **{key: "0.1"})
+        with self.assertRaises(perseus.InputError) as cm:  # checked before the profile file is read
+            perseus.optimize("/nonexistent.csv", 2, 2, p2p_power_w=P_BLOCK, op_overhead_s=-1.0)
+        self.assertEqual(cm.exception.field, "op_overhead_s")
+
     def test_plans_are_consistent(self):
         plans = self.res["plans"]
         self.assertEqual(len(plans), len(self.res["frontier"]))

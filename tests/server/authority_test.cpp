@@ -245,7 +245,8 @@ TEST(Authority, TokenDigestAndFreshTokens) {
 }
 
 // A database of schema version 1 (before per-job tokens) is upgraded in place: its jobs become
-// /v1 jobs without a token (only the admin reaches them), and new jobs store their auth.
+// /v1 jobs without a token (only the admin reaches them), and new jobs store their auth; the
+// upgrade also adds version 3's frontier_partial_json (empty: old frontiers are complete).
 TEST(Authority, SchemaVersionOneIsUpgraded) {
   TempDir dir;
   const std::string path = dir.file("old.db");
@@ -269,6 +270,16 @@ TEST(Authority, SchemaVersionOneIsUpgraded) {
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].auth.origin, "v1");
   EXPECT_EQ(jobs[0].auth.token_sha256, "");
+  EXPECT_EQ(jobs[0].frontier_partial_json, "") << "version 3's column: an old frontier is complete";
+  // set_frontier() replaces the job's frontier plans (index >= 0) in one transaction.
+  store.put_plan("job-old", -3, "[1]");
+  store.put_plan("job-old", 5, "[2]");
+  store.set_frontier("job-old", "[[1,2],[0.5,3]]", R"({"reason":"time_budget","detail":"d"})", {{0, "[3]"}, {1, "[4]"}});
+  jobs = store.load_all();
+  EXPECT_EQ(jobs[0].points_json, "[[1,2],[0.5,3]]");
+  EXPECT_EQ(jobs[0].frontier_partial_json, R"({"reason":"time_budget","detail":"d"})");
+  std::map<int, std::string> plans(jobs[0].plans.begin(), jobs[0].plans.end());
+  EXPECT_EQ(plans, (std::map<int, std::string>{{-3, "[1]"}, {0, "[3]"}, {1, "[4]"}}));
   ASSERT_TRUE(store.insert_job("job-new", 2, JobAuth{"zeus_anonymous", "ab"}, "{}", "ready", 1, {}));
   jobs = store.load_all();
   ASSERT_EQ(jobs.size(), 2u);

@@ -106,6 +106,16 @@ TEST_F(Negative, WrongTypesAndRanges) {
   expect_error(api.post("/v1/jobs", j), 422, "plans shape");
   j["dp"] = -1;
   expect_error(api.post("/v1/jobs", j), 422, "dp negative");
+  // Timeline overheads (issue 19): finite, in [0, 3600] s; the message names the field.
+  for (const char* key : {"op_overhead_s", "p2p_latency_s"}) {
+    for (const json& bad : {json(-0.001), json(3600.5), json("0.01"), json(true)}) {
+      j = profile_job();
+      j[key] = bad;
+      const Resp r = api.post("/v1/jobs", j);
+      expect_error(r, 422, std::string(key) + " = " + bad.dump());
+      EXPECT_NE(r.body.find(key), std::string::npos) << r.body;
+    }
+  }
 
   // The same rank, coordinates and clocks again is a restarted trainer: 200; other coordinates: 409.
   EXPECT_EQ(api.post(base() + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);

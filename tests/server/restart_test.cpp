@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "perseus/frontier.hpp"
+#include "perseus/problem.hpp"
 #include "test_util.hpp"
 
 namespace perseus::server::testing {
@@ -132,6 +134,108 @@ TEST(Durability, KillNineAndRestartKeepsEverything) {
   EXPECT_EQ(api.del(base + "/stragglers/1").status, 200);
   EXPECT_EQ(api.get(base + "/ranks/3/plan").j["plan_index"], info["frontier"]["fastest_index"]);
   EXPECT_EQ(p.terminate(), 0) << "SIGTERM stops the server cleanly";
+}
+
+/// The frontier the library plans for profile_job(2, 8) with the given overheads and planning
+/// budget (< 0: none): what a job with those fields must serve.
+Frontier library_frontier(double op_overhead_s, double p2p_latency_s, double time_budget_s, Dag& dag) {
+  ProblemSpec spec;
+  spec.num_ranks = 8;
+  spec.microbatches = 4;
+  spec.p_block_w = 83.64;
+  spec.overheads = {p2p_latency_s, op_overhead_s};
+  Problem problem = make_problem(spec, parse_profile_csv(example_profile(), "profile_csv"));
+  dag = problem.dag;
+  PlannerOptions opt;
+  opt.p_block_w = spec.p_block_w;
+  opt.unit_time_s = 0.01;
+  opt.time_budget_s = time_budget_s;
+  return solve_frontier(dag, problem.profile, opt);
+}
+
+/// The per-computation clocks of a served plan (GET .../plan) against plan `index` of `fr`.
+void expect_served_plan(const json& served, const Frontier& fr, const Dag& dag, int index, int pp_rank) {
+  const auto freq = fr.plan(index).freq_mhz;
+  const auto& ops = dag.rank_ops(pp_rank);
+  ASSERT_EQ(served["instructions"].size(), ops.size()) << served.dump();
+  for (std::size_t k = 0; k < ops.size(); ++k)
+    EXPECT_EQ(served["instructions"][k]["freq_mhz"].get<int>(), freq[ops[k]]) << "computation " << k;
+}
+
+// Issue 19: a job's op_overhead_s / p2p_latency_s are stored with it, so that after kill -9 the
+// frontier re-derived for a plan never served before is the same as before (identical plans).
+// Issue 20: a partial frontier (planning_budget_s 0: stopped before the first graph-cut step,
+// deterministic) is stored with every plan and stays partial after the restart.
+TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
+  TempDir dir;
+  const std::string db = dir.file("perseus.db");
+  const double o = 0.004, l = 0.01;
+  std::string complete_job, partial_job;
+  json complete_before, partial_before;
+  {
+    ServeProcess p(dir, db);
+    ASSERT_GT(p.port(), 0);
+    Api api(p.port());
+    json body = profile_job();
+    body["op_overhead_s"] = o;
+    body["p2p_latency_s"] = l;
+    auto c = api.post("/v1/jobs", body);
+    ASSERT_EQ(c.status, 201) << c.body;
+    complete_job = c.j["job_id"];
+    body["planning_budget_s"] = 0;
+    c = api.post("/v1/jobs", body);
+    ASSERT_EQ(c.status, 201) << c.body;
+    partial_job = c.j["job_id"];
+    complete_before = wait_status(api, complete_job, "ready", 120);
+    partial_before = wait_status(api, partial_job, "ready", 120);
+    p.kill_hard();
+  }
+  ServeProcess p(dir, db);
+  ASSERT_GT(p.port(), 0);
+  Api api(p.port());
+  Dag dag;
+  for (const bool partial : {false, true}) {
+    SCOPED_TRACE(partial ? "partial frontier" : "complete frontier");
+    const std::string job = partial ? partial_job : complete_job;
+    const json& before = partial ? partial_before : complete_before;
+    const std::string base = "/v1/jobs/" + job;
+    const json info = api.get(base).j;
+    EXPECT_EQ(info["status"], "ready");
+    EXPECT_EQ(info["spec"]["op_overhead_s"], o);
+    EXPECT_EQ(info["spec"]["p2p_latency_s"], l);
+    EXPECT_EQ(info["frontier"], before["frontier"]);
+    EXPECT_EQ(info["frontier"]["partial"], partial);
+    EXPECT_EQ(info["pipelines"], before["pipelines"]);
+    // The served frontier is the library's for the same overheads (and budget).
+    const Frontier fr = library_frontier(o, l, partial ? 0.0 : -1.0, dag);
+    EXPECT_EQ(fr.partial(), partial);
+    const json& pts = info["frontier"]["points"];
+    ASSERT_EQ(pts.size(), fr.size());
+    for (std::size_t i = 0; i < fr.size(); ++i) {
+      EXPECT_DOUBLE_EQ(pts[i][0].get<double>(), fr.points()[i].time_s) << i;
+      EXPECT_DOUBLE_EQ(pts[i][1].get<double>(), fr.points()[i].energy_j) << i;
+    }
+    Dag plain_dag;
+    EXPECT_GT(pts[info["frontier"]["fastest_index"].get<int>()][0].get<double>(),
+              library_frontier(0, 0, -1, plain_dag).points().back().time_s)
+        << "the overheads lengthen the iteration";
+    // A straggler (pipeline 1) whose deadline is the slowest plan's time moves pipeline 0 to a plan never
+    // served before: re-derived (complete) or read from the store (partial), the same as the library's.
+    for (int r = 0; r < 16; ++r)
+      ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status,
+                201);
+    auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"iteration_time_s", pts[0][0]}});
+    ASSERT_EQ(s.status, 200) << s.body;
+    const int chosen = s.j["decision"]["plan_index"];
+    EXPECT_NE(chosen, info["frontier"]["fastest_index"].get<int>());
+    for (const int r : {0, 3, 7}) {
+      const auto plan = api.get(base + "/ranks/" + std::to_string(r) + "/plan");
+      ASSERT_EQ(plan.status, 200) << plan.body;
+      EXPECT_EQ(plan.j["plan_index"], chosen);
+      expect_served_plan(plan.j, fr, dag, chosen, r % 8);
+    }
+  }
+  EXPECT_EQ(p.terminate(), 0);
 }
 
 /// Plays the ranks of a profiling job for `iterations` iterations: every rank fetches its plan

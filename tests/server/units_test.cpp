@@ -203,6 +203,35 @@ TEST(JobSpec, ValidatesAndRoundTrips) {
     EXPECT_EQ(e.status(), 422);
     EXPECT_NE(std::string(e.what()).find("p2p_power_w"), std::string::npos) << e.what();
   }
+  // Issue 19: the timeline overheads default to 0 (the computation-only model), round-trip
+  // through the stored JSON, and are refused outside [0, 3600] s naming the field.
+  EXPECT_EQ(s.op_overhead_s, 0.0);
+  EXPECT_EQ(s.p2p_latency_s, 0.0);
+  json with = body;
+  with["op_overhead_s"] = 0.004;
+  with["p2p_latency_s"] = 0.01;
+  with["planning_budget_s"] = 0;  // 0 is allowed: a partial frontier at once (issue 20)
+  const JobSpec w = JobSpec::from_json(JobSpec::from_json(with).to_json());
+  EXPECT_EQ(w.op_overhead_s, 0.004);
+  EXPECT_EQ(w.p2p_latency_s, 0.01);
+  EXPECT_EQ(w.planning_budget_s, 0.0);
+  EXPECT_EQ(problem_spec(w).overheads.op_overhead_s, 0.004);
+  EXPECT_EQ(problem_spec(w).overheads.p2p_latency_s, 0.01);
+  const std::vector<std::pair<const char*, json>> bad_values = {
+      {"op_overhead_s", -1e-9},     {"op_overhead_s", 3601.0},    {"op_overhead_s", "0.1"},
+      {"p2p_latency_s", -1e-9},     {"p2p_latency_s", 3601.0},    {"p2p_latency_s", json::array()},
+      {"planning_budget_s", -1e-9}, {"planning_budget_s", 1e9}};
+  for (const auto& [key, bad] : bad_values) {
+    json b = body;
+    b[key] = bad;
+    try {
+      JobSpec::from_json(b);
+      ADD_FAILURE() << key << " = " << bad.dump() << " was accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 422);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
   const JobSpec p = JobSpec::from_json(
       {{"pp", 2}, {"microbatches", 2}, {"p2p_power_w", 80.0}, {"mode", "profile"}, {"freqs_mhz", {1400, 1300}}});
   EXPECT_EQ(p.source, PlanSource::kProfiling);

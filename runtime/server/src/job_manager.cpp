@@ -26,6 +26,8 @@ JobModel shallow(const JobModel& m) {
   out.dag = m.dag;
   out.profile = m.profile;
   out.points = m.points;
+  out.partial_reason = m.partial_reason;
+  out.partial_detail = m.partial_detail;
   return out;
 }
 
@@ -274,14 +276,9 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       spec = j->spec;
     }
     std::lock_guard solve_lock(j->solve_mu);
-    // Cancelled by DELETE, by server shutdown (SIGTERM), or past the job's planning budget.
-    const double deadline = now_s() + spec.planning_budget_s;
-    bool over_budget = false;
-    auto cancelled = [this, &j, deadline, &over_budget] {
-      if (shutting_down_.load() || j->deleted_flag.load()) return true;
-      over_budget = now_s() > deadline;
-      return over_budget;
-    };
+    // Cancelled by DELETE or by server shutdown (SIGTERM); the job's planning budget bounds the
+    // solve inside the planner, which then returns the frontier found so far (partial).
+    auto cancelled = [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); };
     {
       std::lock_guard lock(q_mu_);
       ++solves_started_;
@@ -291,6 +288,7 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       auto pts = frontier_points(*fr);
       if (pts.empty()) throw InputError("the planner returned an empty frontier");
       counters_.plans_solved++;
+      if (fr->partial()) counters_.frontiers_partial++;
       std::unique_lock lock(j->mu);
       if (j->deleted) return;
       if (!assign_when_done) {
@@ -309,28 +307,34 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       const std::int64_t version = j->version_counter + 1;
       std::vector<StoredAssignment> next;
       for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, idx, version});
+      // A complete frontier is re-derived deterministically after a restart, so only the served
+      // plan is stored; a partial one (stopped by the wall clock) is not reproducible, so every
+      // plan of it is stored with it.
+      std::vector<std::pair<int, std::string>> stored_plans;
+      std::string partial_json;
+      if (fr->partial()) {
+        partial_json = json{{"reason", to_string(fr->stop_reason)}, {"detail", fr->partial_detail}}.dump();
+        const auto n = static_cast<int>(pts.size());
+        stored_plans.reserve(n);
+        for (int i = 0; i < n; ++i) stored_plans.emplace_back(i, freqs_json(fr->plan(i).freq_mhz));
+      } else {
+        stored_plans.emplace_back(idx, freqs_json(plan->freq_mhz));
+      }
       // Stored first (each write idempotent; a crash in between re-plans at reload), then applied.
-      store_.set_points(j->id, points_json(pts));
-      store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+      store_.set_frontier(j->id, points_json(pts), partial_json, stored_plans);
       store_.update_assignments(j->id, version, next);
       store_.set_status(j->id, kStatusReady, "");
       j->frontier = fr;
       j->model.points = pts;
+      j->model.partial_reason = fr->partial() ? to_string(fr->stop_reason) : "";
+      j->model.partial_detail = fr->partial_detail;
       j->plans[idx] = plan;
       j->version_counter = version;
       for (auto& a : j->pipelines) a = {idx, version, plan};
       j->status = kStatusReady;
       j->error.clear();
     } catch (const PlanningCancelled&) {
-      if (!over_budget) return;  // deleted or shutting down: nothing to record (reload re-plans)
-      std::unique_lock lock(j->mu);
-      if (j->deleted || !assign_when_done) return;
-      const std::string error = fmt::format(
-          "planning stopped: it exceeded the job's planning budget of {} s (planning_budget_s); the ranks keep "
-          "the quick T_min plan", spec.planning_budget_s);
-      store_.set_status(j->id, kStatusFailed, error);
-      j->status = kStatusFailed;
-      j->error = error;
+      return;  // deleted or shutting down: nothing to record (reload re-plans)
     } catch (const std::exception& e) {
       std::unique_lock lock(j->mu);
       if (j->deleted || !assign_when_done) return;
@@ -366,7 +370,12 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
         fr = j->frontier;
       }
       if (!fr) {
-        fr = solve_model_frontier(model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); });
+        // A partial frontier's plans are all stored (start_solve()); a missing one cannot be
+        // re-derived (the wall-clock budget that cut the solve is not reproducible).
+        if (!model.partial_reason.empty())
+          throw std::runtime_error(fmt::format("plan {} of the partial frontier is not stored", idx));
+        fr = solve_model_frontier(
+            model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); }, false);
         if (fr->size() != model.points.size())
           throw std::runtime_error("the re-derived frontier differs from the stored one");
         std::unique_lock lock(j->mu);
@@ -411,7 +420,11 @@ Reply JobManager::get_job(const std::string& job_id) {
   out["error"] = j->error;
   out["spec"] = j->spec.summary_json();
   out["version"] = j->version_counter;
-  json fr = {{"num_points", j->model.points.size()}, {"fastest_index", j->model.fastest_index()}};
+  json fr = {{"num_points", j->model.points.size()},
+             {"fastest_index", j->model.fastest_index()},
+             {"partial", !j->model.partial_reason.empty()},
+             {"partial_reason", j->model.partial_reason},
+             {"partial_detail", j->model.partial_detail}};
   if (!j->model.points.empty() && j->model.points.size() <= 20000) {
     json pts = json::array();
     for (const auto& p : j->model.points) pts.push_back({number_or_null(p.time_s), number_or_null(p.energy_j)});
@@ -535,6 +548,11 @@ std::size_t JobManager::load() {
       j->decisions_total = static_cast<std::int64_t>(sj.decisions.size());
       j->model = prepare_model(j->spec, sj.built_profile_csv);
       if (!sj.points_json.empty()) j->model.points = parse_points(sj.points_json);
+      if (!sj.frontier_partial_json.empty()) {
+        const json partial = json::parse(sj.frontier_partial_json);
+        j->model.partial_reason = partial.at("reason").get<std::string>();
+        j->model.partial_detail = partial.at("detail").get<std::string>();
+      }
       for (const auto& [idx, text] : sj.plans) {
         auto freq = json::parse(text).get<std::vector<int>>();
         if (static_cast<int>(freq.size()) != j->model.dag->num_ops()) continue;
@@ -632,6 +650,8 @@ std::string JobManager::metrics_text() const {
   counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());
   counter("perseus_jobs_expired_total", "Jobs deleted for idleness.", counters_.jobs_expired.load());
   counter("perseus_frontiers_solved_total", "Frontiers solved.", counters_.plans_solved.load());
+  counter("perseus_frontiers_partial_total", "Frontiers solved partially (the job's planning_budget_s was reached).",
+          counters_.frontiers_partial.load());
   const PlannerState planner = planner_state();
   counter("perseus_planner_solves_started_total", "Frontier solves started.", planner.solves_started);
   out += fmt::format("# HELP perseus_planner_queued Frontier solves waiting for a planner thread.\n"

@@ -148,6 +148,7 @@ ProblemSpec problem_spec(const JobSpec& spec) {
   p.microbatches = spec.microbatches;
   p.chunks = spec.chunks;
   p.p_block_w = spec.p_block_w;
+  p.overheads = {spec.p2p_latency_s, spec.op_overhead_s};
   return p;
 }
 
@@ -217,10 +218,11 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
 }
 
 std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec,
-                                                     std::function<bool()> cancelled) {
+                                                     std::function<bool()> cancelled, bool budgeted) {
   if (!model.profile) throw InputError("the job has no profile to plan from");
   PlannerOptions opt;
   opt.cancelled = std::move(cancelled);
+  opt.time_budget_s = budgeted ? spec.planning_budget_s : -1.0;
   opt.p_block_w = spec.p_block_w;
   opt.unit_time_s = spec.unit_time_s;
   return std::make_shared<const Frontier>(solve_frontier(*model.dag, *model.profile, opt));

@@ -45,7 +45,10 @@ JobSpec JobSpec::from_json(const json& body) {
   s.p_block_w = get_number(body, "p2p_power_w", std::nullopt, 0.0, 1e5);
   // The planner's range (PlannerOptions::unit_time_s, src/planner/frontier.cpp): checked here, at POST.
   s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-7, 10.0);
-  s.planning_budget_s = get_number(body, "planning_budget_s", 600.0, 0.1, 7 * 86400.0);
+  s.planning_budget_s = get_number(body, "planning_budget_s", 600.0, 0.0, 7 * 86400.0);
+  // The library's range (check_timeline_overheads()), checked here so that the 422 names the field.
+  s.op_overhead_s = get_number(body, "op_overhead_s", 0.0, 0.0, 3600.0);
+  s.p2p_latency_s = get_number(body, "p2p_latency_s", 0.0, 0.0, 3600.0);
   s.straggler = StragglerOptions::from_json(body);
 
   const bool has_profile = body.contains("profile_csv") && !body["profile_csv"].is_null();
@@ -99,6 +102,7 @@ json JobSpec::summary_json() const {
   json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
             {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p_block_w},
             {"unit_time_s", unit_time_s}, {"planning_budget_s", planning_budget_s},
+            {"op_overhead_s", op_overhead_s}, {"p2p_latency_s", p2p_latency_s},
             {"source", to_string(source)}, {"world_size", world_size()},
             {"straggler_detection", straggler.to_json()}};
   if (source == PlanSource::kProfiling) {

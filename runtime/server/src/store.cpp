@@ -22,7 +22,9 @@ namespace {
 
 /// Version 2 added jobs.origin and jobs.token_sha256 (per-job authority); version 1 databases
 /// are upgraded in place (their jobs become /v1 jobs without a token: only the admin reaches them).
-constexpr int kSchemaVersion = 2;
+/// Version 3 added jobs.frontier_partial_json (partial frontiers under planning_budget_s);
+/// older databases are upgraded in place (their frontiers are complete: the column is empty).
+constexpr int kSchemaVersion = 3;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -31,7 +33,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   spec_json TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   version_counter INTEGER NOT NULL, built_profile_csv TEXT NOT NULL DEFAULT '',
   points_json TEXT NOT NULL DEFAULT '', origin TEXT NOT NULL DEFAULT 'v1',
-  token_sha256 TEXT NOT NULL DEFAULT '');
+  token_sha256 TEXT NOT NULL DEFAULT '', frontier_partial_json TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS ranks(
   job_id TEXT NOT NULL, rank INTEGER NOT NULL, dp_rank INTEGER NOT NULL, pp_rank INTEGER NOT NULL,
   tp_rank INTEGER NOT NULL, freqs_json TEXT NOT NULL, PRIMARY KEY(job_id, rank));
@@ -77,6 +79,8 @@ class Stmt {
     throw std::runtime_error(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
   }
   bool constraint() const { return constraint_; }
+  /// Makes the statement ready to bind and step again (bindings are replaced by the next bind()).
+  void reset() { sqlite3_reset(st_); }
   std::int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
   double f64(int c) const { return sqlite3_column_double(st_, c); }
   std::string text(int c) const {
@@ -172,10 +176,13 @@ Store::Store(const std::string& path, bool sync_full) {
     if (!version) {
       Stmt put(db_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
       put.bind(1, std::to_string(kSchemaVersion)).step();
-    } else if (*version == "1") {  // upgrade in place, in one transaction
+    } else if (*version == "1" || *version == "2") {  // upgrade in place, in one transaction
       Txn txn(db_);
-      exec("ALTER TABLE jobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'v1'");
-      exec("ALTER TABLE jobs ADD COLUMN token_sha256 TEXT NOT NULL DEFAULT ''");
+      if (*version == "1") {
+        exec("ALTER TABLE jobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'v1'");
+        exec("ALTER TABLE jobs ADD COLUMN token_sha256 TEXT NOT NULL DEFAULT ''");
+      }
+      exec("ALTER TABLE jobs ADD COLUMN frontier_partial_json TEXT NOT NULL DEFAULT ''");
       Stmt put(db_, "UPDATE meta SET value=? WHERE key='schema_version'");
       put.bind(1, std::to_string(kSchemaVersion)).step();
       txn.commit();
@@ -242,10 +249,25 @@ void Store::set_built_profile(const std::string& job_id, const std::string& csv)
   s.bind(1, csv).bind(2, job_id).step();
 }
 
-void Store::set_points(const std::string& job_id, const std::string& points_json) {
+void Store::set_frontier(const std::string& job_id, const std::string& points_json, const std::string& partial_json,
+                         const std::vector<std::pair<int, std::string>>& plans) {
   std::lock_guard lock(mu_);
-  Stmt s(db_, "UPDATE jobs SET points_json=? WHERE job_id=?");
-  s.bind(1, points_json).bind(2, job_id).step();
+  Txn txn(db_);
+  {
+    Stmt s(db_, "UPDATE jobs SET points_json=?, frontier_partial_json=? WHERE job_id=?");
+    s.bind(1, points_json).bind(2, partial_json).bind(3, job_id).step();
+  }
+  {
+    Stmt s(db_, "DELETE FROM plans WHERE job_id=? AND plan_index>=0");
+    s.bind(1, job_id).step();
+  }
+  Stmt ins(db_, "INSERT OR REPLACE INTO plans(job_id, plan_index, freqs_json) VALUES(?, ?, ?)");
+  for (const auto& [index, freqs_json] : plans) {
+    ins.bind(1, job_id).bind(2, index).bind(3, freqs_json);
+    ins.step();
+    ins.reset();
+  }
+  txn.commit();
 }
 
 void Store::set_last_activity(const std::string& job_id, double now_s) {
@@ -335,7 +357,7 @@ std::vector<StoredJob> Store::load_all() {
   std::vector<StoredJob> jobs;
   {
     Stmt s(db_, "SELECT job_id, created_s, last_activity_s, spec_json, status, error, version_counter, "
-                "built_profile_csv, points_json, origin, token_sha256 FROM jobs ORDER BY created_s");
+                "built_profile_csv, points_json, origin, token_sha256, frontier_partial_json FROM jobs ORDER BY created_s");
     while (s.step()) {
       StoredJob j;
       j.job_id = s.text(0);
@@ -349,6 +371,7 @@ std::vector<StoredJob> Store::load_all() {
       j.points_json = s.text(8);
       j.auth.origin = s.text(9);
       j.auth.token_sha256 = s.text(10);
+      j.frontier_partial_json = s.text(11);
       jobs.push_back(std::move(j));
     }
   }

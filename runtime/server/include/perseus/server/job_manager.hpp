@@ -118,7 +118,8 @@ class JobManager {
     std::atomic<std::uint64_t> requests{0}, errors_4xx{0}, errors_5xx{0}, rate_limited{0};
     std::atomic<std::uint64_t> plan_fetches{0}, plan_not_modified{0}, measurements{0}, measurement_duplicates{0},
         measurements_rejected{0};
-    std::atomic<std::uint64_t> straggler_decisions{0}, jobs_created{0}, jobs_expired{0}, plans_solved{0};
+    std::atomic<std::uint64_t> straggler_decisions{0}, jobs_created{0}, jobs_expired{0}, plans_solved{0},
+        frontiers_partial{0};
   };
   Counters& counters() { return counters_; }
 

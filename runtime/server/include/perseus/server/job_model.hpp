@@ -46,6 +46,10 @@ struct JobModel {
   std::shared_ptr<const Dag> dag;
   std::shared_ptr<const Profile> profile;         ///< Null when the job has none.
   std::vector<PlanPoint> points;                  ///< Frontier points (empty until solved).
+  /// Why the solved frontier is partial (Frontier::StopReason spelling, "time_budget": the
+  /// solve reached the job's planning_budget_s) and how far it got (Frontier::partial_detail);
+  /// both empty when the frontier is complete or not solved yet.
+  std::string partial_reason, partial_detail;
   std::vector<std::vector<int>> explicit_plans;   ///< Per point: per-op MHz (sources plans/zeus_plans).
   double pipe_block_w = 0;  ///< P_block × pipeline ranks, W: GPUs block at it until a deadline.
 
@@ -84,10 +88,14 @@ inline constexpr double kMaxQuantaPerComputation = 1e6;
 /// refuses the job at POST time instead of failing it later.
 void check_time_quantum(const Dag& dag, const Profile& profile, double unit_time_s);
 
-/// Solves the frontier of a profile job (slow: seconds to minutes). Throws InputError, or
-/// PlanningCancelled when `cancelled` (checked once per graph-cut step) returns true.
+/// Solves the frontier of a profile job (slow: seconds to minutes). With `budgeted`, the solve
+/// is bounded by spec.planning_budget_s (PlannerOptions::time_budget_s): when it is reached the
+/// planner returns the frontier found so far, marked Frontier::partial(); without, it runs to
+/// the end (re-deriving a complete frontier after a restart: a budget that was not reached
+/// changes nothing, so the result is the same). Throws InputError, or PlanningCancelled when
+/// `cancelled` (checked once per graph-cut step and LP solve) returns true.
 std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, const JobSpec& spec,
-                                                     std::function<bool()> cancelled = {});
+                                                     std::function<bool()> cancelled = {}, bool budgeted = true);
 
 /// Points of a solved frontier.
 std::vector<PlanPoint> frontier_points(const Frontier& frontier);

@@ -33,7 +33,16 @@ struct JobSpec {
   std::string schedule = "1f1b";///< Schedule name understood by perseus::make_schedule().
   double p_block_w = 0;         ///< P2P blocking power P_block, W (>= 0); JSON "p2p_power_w".
   double unit_time_s = 1e-3;    ///< Planner time quantum, s (the planner's range, 1e-7..10).
-  double planning_budget_s = 600;  ///< Wall time one frontier solve may take, s; past it the job fails.
+  /// Wall time one frontier solve may take, s (0..7 days; PlannerOptions::time_budget_s): when
+  /// it is reached the planner stops and the job serves the frontier found so far, marked
+  /// partial (0: stop before the first graph-cut step: the slowest plan and the all-max plan).
+  double planning_budget_s = 600;
+  /// Per-computation overhead, s (0..3600; TimelineOverheads::op_overhead_s): added to every
+  /// computation's duration of the job's profile, as `perseus optimize --op-overhead`.
+  double op_overhead_s = 0;
+  /// Blocking P2P send time, s (0..3600; TimelineOverheads::p2p_latency_s): added to every
+  /// computation that sends to another GPU, as `perseus optimize --p2p-latency`.
+  double p2p_latency_s = 0;
   PlanSource source = PlanSource::kProfile;
   std::string profile_csv;      ///< CSV text (source kProfile; optional for kZeusPlans).
   nlohmann::json plans;         ///< Array of plans (source kPlans).

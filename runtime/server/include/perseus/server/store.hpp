@@ -62,6 +62,9 @@ struct StoredJob {
   std::int64_t version_counter = 0;
   std::string built_profile_csv;  ///< Profile built by a profiling sweep (empty until done).
   std::string points_json;        ///< Frontier points [[time_s, energy_j], ...] once solved.
+  /// {"reason": "time_budget", "detail": "..."} when the stored frontier is partial (the solve
+  /// reached planning_budget_s); empty when it is complete or not solved yet.
+  std::string frontier_partial_json;
   std::vector<StoredRank> ranks;
   std::vector<StoredAssignment> assignments;
   std::vector<std::pair<int, std::string>> plans;  ///< (plan_index, freq_mhz JSON array) materialized plans.
@@ -96,7 +99,12 @@ class Store {
   // Single-column updates of one job (no-ops for an unknown id); each is one transaction.
   void set_status(const std::string& job_id, const std::string& status, const std::string& error);
   void set_built_profile(const std::string& job_id, const std::string& csv);
-  void set_points(const std::string& job_id, const std::string& points_json);
+  /// Stores a solved frontier in one transaction: its points (`points_json`), whether it is
+  /// partial (`partial_json`, see StoredJob::frontier_partial_json; empty = complete) and its
+  /// plans `(plan_index >= 0, freq_mhz JSON array)`, which replace every stored frontier plan
+  /// (index >= 0) of the job (a re-solve after a crash may differ from a partial one before it).
+  void set_frontier(const std::string& job_id, const std::string& points_json, const std::string& partial_json,
+                    const std::vector<std::pair<int, std::string>>& plans);
   void set_last_activity(const std::string& job_id, double now_s);
   /// Stores a materialized plan (idempotent).
   void put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json);
