@@ -68,7 +68,8 @@ TEST(RequestFields, EveryStoredJobFieldIsARequestField) {
     s.profile_csv = "stage,instruction,frequency,time,energy\n";
     s.plans = json::array({json::object()});
     s.zeus_plans = {"[[1410]]"};
-    for (const auto& [k, v] : s.to_json().items())
+    const json stored = s.to_json();
+    for (const auto& [k, v] : stored.items())
       EXPECT_NE(std::find(fields.begin(), fields.end(), k), fields.end()) << k << " (" << to_string(source) << ")";
   }
 }

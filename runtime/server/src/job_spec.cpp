@@ -100,7 +100,8 @@ const std::vector<std::string>& JobSpec::request_fields() {
     JobSpec every;  // a profiling spec stores the sweep's fields too
     every.source = PlanSource::kProfiling;
     std::vector<std::string> out;
-    for (const auto& [k, v] : every.to_json().items()) out.push_back(k);
+    const json stored = every.to_json();  // items() refers to it: not a temporary
+    for (const auto& [k, v] : stored.items()) out.push_back(k);
     for (const char* k : {"mode", "profile_csv", "plans", "zeus_plans"})
       if (std::find(out.begin(), out.end(), k) == out.end()) out.emplace_back(k);
     return out;
