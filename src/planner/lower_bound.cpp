@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <ClpEventHandler.hpp>
@@ -59,8 +60,40 @@ struct HullLowerBound::Lp {
   bool solved_once = false;
   std::vector<int> seg_first;  // first δ column of op i (n + 1 entries)
   std::vector<double> t_min;   // fastest time of op i, ms
-  double constant = 0;         // Σ_i hull_i(t_min_i), J
+  std::vector<std::pair<int, int>> row_arc;  // row r: (op i, successor j or -1 for the sink)
+  std::vector<std::vector<OperatingPoint>> points;  // op i's profile points, (time s, effective energy J)
+  double pipe_w = 0;                                 // P_block × R, W
 };
+
+LagrangianBound lagrangian_bound(const std::vector<std::vector<OperatingPoint>>& eff_points,
+                                 const std::vector<std::pair<int, int>>& arcs, const std::vector<double>& flow_w,
+                                 double pipe_w, double deadline_s) {
+  const std::size_t n = eff_points.size();
+  if (arcs.size() != flow_w.size()) throw std::invalid_argument("lagrangian_bound: one flow per arc expected");
+  std::vector<long double> in(n, 0.0L), out(n, 0.0L);
+  for (std::size_t r = 0; r < arcs.size(); ++r) {
+    const auto [i, j] = arcs[r];
+    const long double y = std::max(0.0, flow_w[r]);  // a negative dual is tolerance noise: 0 keeps f >= 0
+    out.at(static_cast<std::size_t>(i)) += y;
+    if (j >= 0) in.at(static_cast<std::size_t>(j)) += y;
+  }
+  // Complete to a flow S -> ops -> E: op i carries h_i = max(in, out); the source feeds h_i − in_i,
+  // the sink takes h_i − out_i. Σ (h − in) = Σ (h − out) = F, the flow's value.
+  long double value = 0, constant = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const long double h = std::max(in[i], out[i]);
+    value += h - in[i];
+    long double best = std::numeric_limits<long double>::infinity();
+    for (const auto& p : eff_points[i]) best = std::min(best, static_cast<long double>(p.energy_j) + h * p.time_s);
+    constant += best;
+  }
+  LagrangianBound lb;
+  lb.slope_j_per_s = static_cast<double>(static_cast<long double>(pipe_w) - value);
+  const long double at = constant + (static_cast<long double>(pipe_w) - value) * deadline_s;
+  // Rounding of the sums above (long double, relative ~1e-19 per term): a 1e-12 margin covers it.
+  lb.bound_j = static_cast<double>(at - 1e-12L * std::abs(constant) - 1e-12L * std::abs(value * deadline_s));
+  return lb;
+}
 
 HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_points,
                                double p_block_w)
@@ -79,7 +112,6 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   obj[n] = p_block_w * dag.num_ranks() / kMs;
   lp_->seg_first.assign(n + 1, 0);
   lp_->t_min.resize(n);
-  double constant = 0;
   std::vector<double> flat(n);
   for (int i = 0; i < n; ++i) {
     if (op_points[i] == nullptr || op_points[i]->empty()) {
@@ -88,7 +120,6 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
     const auto hull = lower_hull_effective(*op_points[i], p_block_w);
     lp_->t_min[i] = hull.front().time_s * kMs;
     double t_flat = hull.front().time_s;  // time of the hull's minimum
-    constant += hull.front().energy_j;
     lp_->seg_first[i] = static_cast<int>(col_lo.size());
     for (std::size_t k = 0; k + 1 < hull.size(); ++k) {
       const double len = (hull[k + 1].time_s - hull[k].time_s) * kMs;
@@ -103,7 +134,14 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   }
   lp_->seg_first[n] = static_cast<int>(col_lo.size());
   flat_time_s_ = compute_timeline(dag, flat).time_s;
-  lp_->constant = constant;
+  lp_->pipe_w = p_block_w * dag.num_ranks();
+  lp_->points.resize(n);
+  for (int i = 0; i < n; ++i) {
+    for (OperatingPoint p : *op_points[i]) {
+      p.energy_j -= p_block_w * p.time_s;
+      lp_->points[i].push_back(p);
+    }
+  }
   std::vector<int> rows, cols;
   std::vector<double> vals, row_lo;
   int row = 0;
@@ -113,6 +151,7 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
     rows.push_back(row), cols.push_back(i), vals.push_back(-1.0);
     for (int c = lp_->seg_first[i]; c < lp_->seg_first[i + 1]; ++c) rows.push_back(row), cols.push_back(c), vals.push_back(-1.0);
     row_lo.push_back(lp_->t_min[i]);
+    lp_->row_arc.emplace_back(i, x == n ? -1 : x);
     ++row;
   };
   for (int i = 0; i < n; ++i) {
@@ -158,13 +197,15 @@ HullLowerBound::Solution HullLowerBound::solve(double deadline_s, const std::fun
     if (m.status() != 0) return out;
   }
   const double* x = m.primalColumnSolution();
-  const double* d = m.dualColumnSolution();
-  const double obj = m.objectiveValue() + lp_->constant;
+  // The row duals (J/ms) are a flow along the DAG: certify with its Lagrangian bound, which
+  // holds for any flow >= 0, so no solver tolerance enters the bound.
+  const double* y = m.dualRowSolution();
+  std::vector<double> flow_w(lp_->row_arc.size());
+  for (std::size_t r = 0; r < flow_w.size(); ++r) flow_w[r] = y[r] * kMs;
+  const LagrangianBound lb = lagrangian_bound(lp_->points, lp_->row_arc, flow_w, lp_->pipe_w, deadline_s);
   out.feasible = true;
-  out.bound_j = obj - kMargin * std::abs(obj);
-  const int T = lp_->col_T;
-  // Reduced cost of the fixed column T = d LB / d τ (J/ms).
-  out.slope_j_per_s = d[T] * kMs;
+  out.bound_j = lb.bound_j;
+  out.slope_j_per_s = lb.slope_j_per_s;
   out.start_s.resize(n_);
   out.duration_s.resize(n_);
   for (int i = 0; i < n_; ++i) {

@@ -17,6 +17,26 @@ namespace perseus::detail {
 /// The returned OperatingPoint::energy_j holds the *effective* energy (J); freq_mhz is kept.
 std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoint>& points, double p_block_w);
 
+/// A certified lower bound from any flow along the DAG (Lagrangian relaxation of the
+/// longest-path constraints; the dual of the time–cost LP, Fulkerson 1961).
+struct LagrangianBound {
+  double bound_j = 0;         ///< bound on the energy at the deadline it was evaluated at, J
+  double slope_j_per_s = 0;   ///< bound_j + slope (τ' − τ) bounds the energy at every deadline τ', J/s
+};
+
+/// For nonnegative flows y_r (W) on arcs[r] = (op i, successor j) or (op i, -1: to the sink),
+/// completed with source/sink arcs so each op i carries h_i = max(inflow, outflow) and the flow
+/// has value F: every plan meeting deadline τ (s) has energy at τ (one pipeline, GPUs blocking
+/// at P_block until τ) of at least
+///   Σ_i min_k (ê_ik + h_i t_ik) − F τ + pipe_w τ
+/// over op i's points k (eff_points[i]: time s, effective energy ê = E − P_block t, J) — summing
+/// y × (s_j − s_i − t_i) >= 0 over the arcs. Holds for any y >= 0 (negative entries count as 0),
+/// so it certifies an LP solver's approximate duals without trusting its tolerances; tight when
+/// y is an optimal dual. pipe_w = P_block × R (W). Throws std::invalid_argument on a size mismatch.
+LagrangianBound lagrangian_bound(const std::vector<std::vector<OperatingPoint>>& eff_points,
+                                 const std::vector<std::pair<int, int>>& arcs, const std::vector<double>& flow_w,
+                                 double pipe_w, double deadline_s);
+
 /// LB(τ): a lower bound on the energy at deadline τ (one pipeline, J) of any plan whose
 /// iteration time T is at most τ, the GPUs blocking at P_block from T to τ, i.e. on
 /// E(plan) + P_block × R × (τ − T) = Σ_i eff_i + P_block × R × τ; relaxed to a linear program:
@@ -28,8 +48,9 @@ std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoin
 /// idle) is a feasible point with no smaller objective (Σ E_i − P_block Σ t_i = Σ eff_i >=
 /// Σ hull_i), so for a plan with T = τ the bound is on its own energy. Source: Perseus §3.1
 /// (energy accounting); the convex time–cost relaxation of Fulkerson (1961) / Kelley (1961).
-/// LB(τ) − P_block R τ is convex and non-increasing in τ, LB convex; each solve also returns a
-/// subgradient (the reduced cost of τ), so lines LB(τ_k) + g_k (τ − τ_k) bound LB everywhere.
+/// LB(τ) − P_block R τ is convex and non-increasing in τ, LB convex. Each solve's bound is the
+/// lagrangian_bound() of the LP's row duals (the LP optimum up to solver tolerance, but certified
+/// whatever the tolerance), and its line bound_j + slope (τ' − τ) bounds LB at every τ'.
 class HullLowerBound {
  public:
   /// op_points[i]: the profile points of op i (any order; > 0 points). Throws
@@ -43,8 +64,8 @@ class HullLowerBound {
   struct Solution {
     bool feasible = false;     ///< false: τ is below the fastest possible iteration time (or interrupted).
     bool interrupted = false;  ///< true: `stop` ended the solve.
-    double bound_j = 0;        ///< LB(τ), J, already lowered by the solver-tolerance margin.
-    double slope_j_per_s = 0;  ///< A subgradient of LB at τ (<= 0), J/s.
+    double bound_j = 0;        ///< LB(τ), J: certified (lagrangian_bound() of the LP's duals).
+    double slope_j_per_s = 0;  ///< Slope of the certified line through bound_j at τ, J/s.
     std::vector<double> start_s, duration_s;  ///< LP optimum per op, s.
   };
   /// Solves at deadline τ (s), warm-started from the previous solve. `stop` (optional) is
@@ -56,9 +77,6 @@ class HullLowerBound {
   double flat_time_s() const { return flat_time_s_; }
   /// Number of solves so far.
   int num_solves() const { return solves_; }
-
-  /// Relative margin subtracted from the LP optimum to cover solver tolerances.
-  static constexpr double kMargin = 2e-7;
 
  private:
   struct Lp;

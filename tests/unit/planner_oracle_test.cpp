@@ -18,6 +18,7 @@
 #include "perseus/frontier.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/schedule.hpp"
+#include "../../src/planner/lower_bound.hpp"
 #include "test_util.hpp"
 
 namespace perseus {
@@ -155,8 +156,9 @@ INSTANTIATE_TEST_SUITE_P(TinyPipelines, PlannerOracle,
 /// clock k), start times, every op done by T = tau; minimise Σ E_ik x_ik + P_block (R tau −
 /// Σ t_ik x_ik) (the GPUs block until tau).
 /// Returns NaN when cbc is not on PATH.
+/// relaxed = true: the LP relaxation (x_{i,k} in [0, 1]), whose optimum is LB(tau).
 double cbc_optimum(const Dag& dag, const Profile& profile, double p_block, double tau,
-                   const testing::TempDir& dir) {
+                   const testing::TempDir& dir, bool relaxed = false) {
   if (std::system("command -v cbc >/dev/null 2>&1") != 0) return std::nan("");
   const int n = dag.num_ops();
   std::ostringstream obj, cons, bin;
@@ -175,8 +177,13 @@ double cbc_optimum(const Dag& dag, const Profile& profile, double p_block, doubl
     for (int j : dag.successors(i)) cons << fmt::format(" e{}_{}: s{} - s{} - d{} >= 0\n", i, j, j, i, i);
     cons << fmt::format(" end{}: T - s{} - d{} >= 0\n", i, i, i);
   }
-  const std::string lp = obj.str() + "\n" + cons.str() + fmt::format("Bounds\n T = {:.12g}\nBinaries\n", tau) +
-                         bin.str() + "End\n";
+  std::string bounds = fmt::format("Bounds\n T = {:.12g}\n", tau);
+  if (relaxed) {
+    for (int i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < profile.points(dag.op(i).stage, dag.op(i).kind).size(); ++k)
+        bounds += fmt::format(" x{}_{} <= 1\n", i, k);
+  }
+  const std::string lp = obj.str() + "\n" + cons.str() + bounds + (relaxed ? "" : "Binaries\n" + bin.str()) + "End\n";
   const std::string lp_path = dir.write("milp.lp", lp);
   const std::string sol_path = (dir.path() / "milp.sol").string();
   const std::string cmd = fmt::format("cbc {} ratio 0 allowableGap 0 solve solu {} >/dev/null 2>&1", lp_path, sol_path);
@@ -210,6 +217,66 @@ TEST(PlannerMilp, FourByFourWithinHalfPercentOfCbcOptimum) {
     EXPECT_LE(p.energy_j, best * 1.005);
     EXPECT_LE(p.lower_bound_j, best * (1 + 1e-6));
   }
+}
+
+TEST(LagrangianBound, AnyFlowBoundsTheOptimum) {
+  // Certification does not trust a solver: any flow >= 0 along the DAG gives a bound, so
+  // random flows must never exceed the exhaustive optimum at any deadline.
+  std::mt19937 rng(11);
+  const Profile profile = random_profile(2, 3, rng);
+  const double p_block = 70;
+  const Dag dag = Dag::build(make_1f1b(2, 3));
+  const Oracle oracle = enumerate(dag, profile, p_block);
+  std::vector<std::vector<OperatingPoint>> eff(dag.num_ops());
+  std::vector<std::pair<int, int>> arcs;
+  for (int i = 0; i < dag.num_ops(); ++i) {
+    for (OperatingPoint p : profile.points(dag.op(i).stage, dag.op(i).kind)) {
+      p.energy_j -= p_block * p.time_s;
+      eff[i].push_back(p);
+    }
+    arcs.emplace_back(i, -1);
+    for (int j : dag.successors(i)) arcs.emplace_back(i, j);
+  }
+  std::exponential_distribution<double> flow(1 / 200.0);
+  const double t0 = oracle.time.front(), t1 = oracle.time.back();
+  int tight = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<double> y(arcs.size());
+    for (auto& v : y) v = trial % 3 == 0 ? 0.0 : flow(rng);  // a third all-zero: the trivial bound
+    const double tau = t0 + (t1 - t0) * (trial % 10) / 9.0;
+    const auto lb = detail::lagrangian_bound(eff, arcs, y, p_block * dag.num_ranks(), tau);
+    for (double at : {t0, tau, 0.5 * (tau + t1), t1}) {
+      const double bound = lb.bound_j + lb.slope_j_per_s * (at - tau);
+      EXPECT_LE(bound, oracle.opt(at) * (1 + 1e-12)) << "trial " << trial << " at " << at;
+      tight += bound > 0.9 * oracle.opt(at);
+    }
+  }
+  EXPECT_GT(tight, 0);  // not only trivially low bounds
+  EXPECT_THROW(detail::lagrangian_bound(eff, arcs, {1.0}, 1, t0), std::invalid_argument);
+}
+
+TEST(LagrangianBound, LpDualsGiveTheLpOptimum) {
+  // The LP's row duals, certified through lagrangian_bound(), reproduce the LP relaxation's
+  // optimum (CBC on the relaxed MILP) at a tight and a loose deadline: certifying costs nothing.
+  if (std::system("command -v cbc >/dev/null 2>&1") != 0) GTEST_SKIP() << "cbc not installed (scripts/install-deps.sh)";
+  std::mt19937 rng(5);
+  const Profile profile = random_profile(3, 4, rng);
+  const double p_block = 75;
+  const Dag dag = Dag::build(make_1f1b(3, 4));
+  std::vector<const std::vector<OperatingPoint>*> pts;
+  for (int i = 0; i < dag.num_ops(); ++i) pts.push_back(&profile.points(dag.op(i).stage, dag.op(i).kind));
+  detail::HullLowerBound lp(dag, pts, p_block);
+  const double t_max = all_max_plan(dag, profile, p_block).timeline.time_s;
+  const testing::TempDir dir;
+  for (double rel : {1.0, 1.1, 1.3}) {
+    const auto sol = lp.solve(rel * t_max);
+    ASSERT_TRUE(sol.feasible);
+    const double relaxed = cbc_optimum(dag, profile, p_block, rel * t_max, dir, true);
+    ASSERT_FALSE(std::isnan(relaxed));
+    EXPECT_LE(sol.bound_j, relaxed * (1 + 1e-9)) << rel;
+    EXPECT_GE(sol.bound_j, relaxed * (1 - 1e-6)) << rel;
+  }
+  EXPECT_FALSE(lp.solve(0.9 * t_max).feasible);  // below T_min
 }
 
 TEST(PlannerOptionsCheck, BadModeAndBudgetsAreInputErrors) {
