@@ -83,7 +83,8 @@ class API:
         microbatches per iteration; profile_csv: profile CSV *text* (the server solves the
         frontier in the background; ranks run the quick T_min plan meanwhile); or plans: a
         precomputed frontier. p2p_power_w in W (required, as the CLI's --p2p-power: raises
-        ValueError when missing), unit_time_s in s. Extra keys are sent as given.
+        ValueError when missing), unit_time_s in s. Extra keys are sent as given (the server refuses a
+        field it does not know with 422 invalid_field naming it, docs/http-api.md).
         Returns the answer: {'job_id', 'job_token', 'status', 'world_size', 'num_ops', 'num_plans', ...};
         'job_token' is the job's own bearer token (shown only here): give it to the job's ranks,
         it reaches only this job (creating, listing and deleting jobs need the admin token)."""
