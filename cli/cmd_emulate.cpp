@@ -49,7 +49,8 @@ void register_emulate(CLI::App& app) {
       ->check(number_in(1, 100));
   auto out = std::make_shared<std::string>();
   cmd->add_option("--out", *out, "Output folder: emulation.csv and emulation.json are written there atomically")
-      ->required();
+      ->required()
+      ->check(non_empty_path("an output folder"));
   auto report = std::make_shared<bool>(false);
   cmd->add_flag("--report", *report,
                 "Also write OUT/emulation.html: total and extrinsic saving vs slowdown per method (self-contained HTML)");

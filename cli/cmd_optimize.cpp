@@ -42,7 +42,9 @@ void register_optimize(CLI::App& app) {
                   "time/energy given to I (approximation)")
       ->capture_default_str()
       ->check(number_in(0, 1));
-  cmd->add_option("--chunks", cfg->problem.chunks, "Stages (model chunks) per GPU for interleaved schedules")
+  auto* chunks = cmd->add_option("--chunks", cfg->problem.chunks,
+                                 "Stages (model chunks) per GPU for interleaved schedules (with a schedule CSV: "
+                                 "must match the file's, default the file's)")
       ->capture_default_str()
       ->check(integer_in(1, 1024));
   cmd->add_option("--p2p-power", cfg->problem.p_block_w, "P2P blocking power P_block of one GPU, W")
@@ -101,8 +103,10 @@ void register_optimize(CLI::App& app) {
                   "Stop the solve once the frontier has K plans (a finished solve with more keeps K, spread evenly); "
                   "marked \"partial\" in summary.json (default: no limit)")
       ->check(integer_in(1, 1'000'000'000));
-  cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")->required();
-  cmd->callback([cfg, zeus, quiet, report, strict] {
+  cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")
+      ->required()
+      ->check(non_empty_path("an output folder"));
+  cmd->callback([cfg, zeus, quiet, report, strict, chunks] {
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
     // error (exit status 2), like any other missing option.
     const auto names = schedule_names();
@@ -120,6 +124,7 @@ void register_optimize(CLI::App& app) {
         throw CLI::ValidationError("--microbatches", "required unless --schedule is a schedule CSV file");
       }
     }
+    cfg->problem.chunks_given = chunks->count() > 0;  // --chunks 1 with a 2-chunk schedule CSV is refused
     cfg->zeus_format = *zeus == "zeus";
     // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
     const Profile profile = load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first

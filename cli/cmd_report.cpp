@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/job_report.hpp"
 #include "perseus/render.hpp"
 
@@ -27,7 +28,8 @@ void register_report(CLI::App& app) {
                                   "page with its timeline of straggler decisions instead")
                       ->excludes(dir_opt);
   cmd->add_option("--out", *out, "With --job: the page to write (default: the export's path with .html)")
-      ->needs(job_opt);
+      ->needs(job_opt)
+      ->check(non_empty_path("an output file"));
   auto* profile = cmd->add_option("--profile", opt->profile_path,
                                   "Profile CSV to take computation power from (default: DIR/profile.csv, the "
                                   "profile optimize planned with; else summary.json's inputs.profile)");

@@ -9,6 +9,7 @@
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
 
@@ -35,16 +36,23 @@ void register_schedule(CLI::App& app) {
       "to diff against a framework's order; a CSV given as --schedule is validated and rewritten");
   cmd->add_option("--schedule", a->schedule, "1f1b, gpipe, interleaved-1f1b, zb-h1, or a schedule CSV to validate")
       ->capture_default_str();
-  cmd->add_option("--stages", a->stages, "GPUs (pipeline ranks) per pipeline")->check(integer_in(1, 1 << 20));
-  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->check(integer_in(1, 1 << 20));
-  cmd->add_option("--chunks", a->chunks, "Stages (model chunks) per GPU for interleaved-1f1b")
+  // With a schedule CSV these are optional; given, each must match the file (exit status 1).
+  cmd->add_option("--stages", a->stages, "GPUs (pipeline ranks) per pipeline (with a schedule CSV: must match its rows)")
+      ->check(integer_in(1, 1 << 20));
+  cmd->add_option("--microbatches", a->microbatches,
+                  "Microbatches per iteration (with a schedule CSV: must match the file's)")
+      ->check(integer_in(1, 1 << 20));
+  auto* chunks = cmd->add_option("--chunks", a->chunks,
+                                 "Stages (model chunks) per GPU for interleaved-1f1b (with a schedule CSV: must match "
+                                 "the file's)")
       ->capture_default_str()
       ->check(integer_in(1, 1 << 20));
   cmd->add_option("--out", a->out, "Output CSV file (written atomically; an existing file is kept unless --force), "
                                    "or - for standard output")
-      ->required();
+      ->required()
+      ->check(non_empty_path("an output file or -"));
   cmd->add_flag("--force", a->force, "Replace an existing --out file");
-  cmd->callback([a] {
+  cmd->callback([a, chunks] {
     // A file is replaced only with --force (optimize likewise replaces only a folder holding
     // nothing but its own earlier output): checked first, so nothing is computed in vain.
     std::error_code ec;
@@ -58,7 +66,14 @@ void register_schedule(CLI::App& app) {
     Schedule s;
     if (std::find(names.begin(), names.end(), a->schedule) == names.end() &&
         std::filesystem::is_regular_file(a->schedule)) {
-      s = load_schedule_csv(a->schedule);
+      // --stages/--microbatches/--chunks given with a file are checked against it, never ignored.
+      ProblemSpec spec;
+      spec.schedule = a->schedule;
+      spec.num_ranks = a->stages;
+      spec.microbatches = a->microbatches;
+      spec.chunks = a->chunks;
+      spec.chunks_given = chunks->count() > 0;
+      s = resolve_schedule(spec);
     } else {
       // Missing options are usage errors (exit status 2).
       if (std::find(names.begin(), names.end(), a->schedule) == names.end()) {

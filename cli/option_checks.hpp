@@ -60,6 +60,19 @@ inline CLI::Validator integer_in(long lo, long hi, const std::string& why = "") 
       "INT in " + range);
 }
 
+/// A file or folder path that is not empty (`--out ''` is a usage error, not an attempt to
+/// write a file named ""). `what` says what the path names, e.g. "an output folder".
+inline CLI::Validator non_empty_path(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& text) -> std::string {
+        if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+          return fmt::format("expected {}, got an empty path '{}'", what, text);
+        }
+        return {};
+      },
+      "PATH");
+}
+
 /// How the CLI names a library InputError field: its command-line flag ("num_ranks" ->
 /// "--stages", "p_block_w" -> "--p2p-power"; otherwise "--" and the name with '-' for '_').
 inline std::string flag_for_field(const std::string& field) {

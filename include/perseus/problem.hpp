@@ -21,6 +21,10 @@ struct ProblemSpec {
   int num_ranks = 0;       ///< GPUs (pipeline ranks) per pipeline; 0 = from a schedule file.
   int microbatches = 0;    ///< Microbatches per iteration; 0 = from a schedule file.
   int chunks = 1;          ///< Stages (model chunks) per GPU, interleaved schedules (>= 1).
+  /// True when the user gave `chunks` (a flag, keyword or field): a schedule file must then
+  /// have exactly that many stages per rank, 1 included. False: 1 for a schedule name, the
+  /// file's own for a schedule file (a value > 1 is checked against the file either way).
+  bool chunks_given = false;
   /// Share of a full backward's time/energy given to I when a split-backward schedule runs
   /// on a profile without backward_input/backward_weight rows (split_backward_profile()).
   double backward_input_fraction = 0.5;
@@ -46,7 +50,8 @@ struct Problem {
 bool schedule_is_file(const std::string& schedule);
 
 /// The schedule of `spec`: the named generator (num_ranks, microbatches >= 1 required), or
-/// the CSV file (num_ranks, microbatches and chunks, when set, must match the file).
+/// the CSV file (num_ranks and microbatches when > 0, chunks when > 1 or chunks_given, must
+/// match the file: the message names the given value and the file's).
 /// Throws InputError with field "schedule", "num_ranks", "microbatches" or "chunks".
 Schedule resolve_schedule(const ProblemSpec& spec);
 

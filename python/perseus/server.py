@@ -87,7 +87,8 @@ class API:
         ValueError when missing), unit_time_s in s. op_overhead_s / p2p_latency_s: per-computation
         overhead and blocking P2P send time, s (0..3600, default 0 = computation only; as
         `perseus optimize --op-overhead/--p2p-latency`, docs/validation.md). Extra keys are sent as
-        given (e.g. planning_budget_s: when reached, the job serves a partial frontier).
+        given (e.g. planning_budget_s: when reached, the job serves a partial frontier; the server
+        refuses a field it does not know with 422 invalid_field naming it, docs/http-api.md).
         Returns the answer: {'job_id', 'job_token', 'status', 'world_size', 'num_ops', 'num_plans', ...};
         'job_token' is the job's own bearer token (shown only here): give it to the job's ranks,
         it reaches only this job (creating, listing and deleting jobs need the admin token)."""

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include <fmt/core.h>
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
@@ -34,6 +35,25 @@ py::object new_exception(py::module_& m, const char* name, const char* doc, PyOb
 }
 
 /// Raises the Python exception for `status` (GIL held).
+[[noreturn]] void raise_status(perseus_status status, const std::string& message);
+
+/// A rank (or device index) keyword: a Python int in [0, 2^31 - 1]; else ClientConfigError
+/// naming the keyword, the range and the value (a TypeError for a non-integer).
+int rank_arg(const py::object& value, const char* name) {
+  constexpr long long kMax = 2147483647;
+  if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value)) {
+    throw py::type_error(fmt::format("{} must be an int in [0, {}], got {}", name, kMax,
+                                     py::repr(value).cast<std::string>().substr(0, 64)));
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0 || v < 0 || v > kMax) {
+    raise_status(PERSEUS_ERR_INVALID_ARGUMENT, fmt::format("{} must be an integer in [0, {}], got {}", name, kMax,
+                                                           py::str(value).cast<std::string>().substr(0, 64)));
+  }
+  return static_cast<int>(v);
+}
+
 [[noreturn]] void raise_status(perseus_status status, const std::string& message) {
   auto& e = errors();
   py::object type = e.base;
@@ -203,8 +223,9 @@ sim_blocking_power_w W) or "dry-run";
 freq_log_path: clock log written at close (.json or .csv); request_timeout_s,
 startup_timeout_s, plan_poll_interval_s in s; coalesce_clock_requests=False applies every
 clock request in order (exact logs, for tests).)doc")
-      .def(py::init([](const std::string& server_url, const std::string& job_id, int rank, int dp_rank, int pp_rank,
-                       int tp_rank, std::optional<std::string> token, int device_index, const std::string& backend,
+      .def(py::init([](const std::string& server_url, const std::string& job_id, const py::object& rank,
+                       const py::object& dp_rank, const py::object& pp_rank, const py::object& tp_rank,
+                       std::optional<std::string> token, const py::object& device_index, const std::string& backend,
                        std::optional<std::string> profile_path, double sim_time_scale, double sim_blocking_power_w,
                        std::optional<std::string> nvml_library_path, std::optional<std::string> dry_run_log_path,
                        std::optional<std::string> freq_log_path, double request_timeout_s, double startup_timeout_s,
@@ -216,12 +237,12 @@ clock request in order (exact logs, for tests).)doc")
              PyClient::Options o;
              o.server_url = server_url;
              o.job_id = job_id;
-             o.rank = rank;
-             o.dp_rank = dp_rank;
-             o.pp_rank = pp_rank;
-             o.tp_rank = tp_rank;
+             o.rank = rank_arg(rank, "rank");
+             o.dp_rank = rank_arg(dp_rank, "dp_rank");
+             o.pp_rank = rank_arg(pp_rank, "pp_rank");
+             o.tp_rank = rank_arg(tp_rank, "tp_rank");
              o.token = token;
-             o.device_index = device_index;
+             o.device_index = rank_arg(device_index, "device_index");
              o.backend = backend;
              o.profile_path = profile_path;
              o.sim_time_scale = sim_time_scale;

@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
+#include "perseus/json_input.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
@@ -39,8 +40,10 @@ namespace {
 std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::dict& plan, const std::string& schedule,
                                               int microbatches, int chunks, double p2p_power_w) {
   if (!plan.contains("ranks")) throw InputError("plan: missing field \"ranks\" (expected a plan dict from optimize())");
+  if (microbatches < 1) throw InputError("microbatches", fmt::format("must be >= 1, got {}", microbatches));
+  // json.dumps writes NaN/Infinity for non-finite floats: refused with the field named.
   const nlohmann::json j =
-      nlohmann::json::parse(py::module_::import("json").attr("dumps")(plan).cast<std::string>());
+      parse_json_text(py::module_::import("json").attr("dumps")(plan).cast<std::string>(), "plan");
   ProblemSpec spec;
   spec.schedule = schedule;
   spec.num_ranks = static_cast<int>(j["ranks"].size());

@@ -86,13 +86,26 @@ std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, 
     throw InputError(fmt::format(
         "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of plan indices; got \"{}\"", s));
   }
+  // Indices count from the slowest plan (0) to the fastest (n - 1). Negative indices are refused,
+  // not taken from the end as Python lists would: plan -1 is the server's all-max baseline
+  // (docs/http-api.md), and a silent wrap-around would pick a plan nobody asked for.
   std::vector<std::size_t> out;
   for (const auto& item : plans) {
-    long long i = item.cast<long long>();
-    if (i < 0) i += static_cast<long long>(n);
-    if (i < 0 || static_cast<std::size_t>(i) >= n)
-      throw py::index_error(fmt::format("plan index {} out of range: the frontier has {} plans",
-                                        item.cast<long long>(), n));
+    const std::string text = py::repr(item).cast<std::string>().substr(0, 64);
+    if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item)) {
+      throw py::type_error(fmt::format(
+          "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of int plan indices; got {}", text));
+    }
+    int overflow = 0;
+    const long long i = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+    if (overflow < 0 || (overflow == 0 && i < 0)) {
+      throw InputError("plans", fmt::format("indices must be >= 0 (0 = the slowest plan, {} = the fastest; plans="
+                                            "\"fastest\" for the fastest), got {}",
+                                            n == 0 ? 0 : n - 1, text));
+    }
+    if (overflow > 0 || static_cast<unsigned long long>(i) >= n)
+      throw py::index_error(fmt::format("plan index {} out of range: the frontier has {} plans (0..{})", text, n,
+                                        n == 0 ? 0 : n - 1));
     out.push_back(static_cast<std::size_t>(i));
   }
   std::sort(out.begin(), out.end());
@@ -210,7 +223,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
   m.def(
       "optimize",
       [](const py::object& profile_arg, std::optional<int> stages, std::optional<int> microbatches,
-         const py::object& schedule_arg, int chunks, std::optional<double> p2p_power_arg,
+         const py::object& schedule_arg, std::optional<int> chunks, std::optional<double> p2p_power_arg,
          double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
          int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points,
          double op_overhead_s, double p2p_latency_s) {
@@ -218,6 +231,12 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
         }
+        // None means "not given" (from a schedule file); 0 is a value, and a wrong one.
+        if (stages && *stages < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", *stages));
+        if (microbatches && *microbatches < 1) {
+          throw InputError("microbatches", fmt::format("must be >= 1, got {}", *microbatches));
+        }
+        if (chunks && *chunks < 1) throw InputError("chunks", fmt::format("must be >= 1, got {}", *chunks));
         const double p2p_power_w = *p2p_power_arg;
         check_finite(p2p_power_w, "p_block_w", true);
         if (threads < 0 || threads > 1024) {
@@ -238,7 +257,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         spec.schedule = fspath(schedule_arg);
         spec.num_ranks = stages.value_or(0);
         spec.microbatches = microbatches.value_or(0);
-        spec.chunks = chunks;
+        spec.chunks = chunks.value_or(1);
+        spec.chunks_given = chunks.has_value();  // chunks=1 with a 2-chunk schedule file is refused
         spec.backward_input_fraction = backward_input_fraction;
         spec.p_block_w = p2p_power_w;
         spec.overheads = {p2p_latency_s, op_overhead_s};
@@ -334,7 +354,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         return out;
       },
       py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
-      py::arg("schedule") = "1f1b", py::arg("chunks") = 1, py::arg("p2p_power_w") = py::none(),
+      py::arg("schedule") = "1f1b", py::arg("chunks") = py::none(), py::arg("p2p_power_w") = py::none(),
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
@@ -345,16 +365,18 @@ profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x
 one per GPU (then split evenly over each GPU's chunks); a split-backward schedule (zb-h1) on a
 profile without backward_input/backward_weight rows gets its backward split by
 backward_input_fraction (both approximations are listed in summary['approximations']).
-stages: GPUs in the pipeline; microbatches: per iteration (both required for a schedule name,
-optional for a schedule file); schedule: a schedule_names() entry or the path of a schedule
-CSV (torch.distributed.pipelining action list, docs/schedules.md), exactly as
-`perseus optimize --schedule`. chunks: stages per GPU.
+stages: GPUs in the pipeline; microbatches: per iteration (both >= 1; required for a schedule
+name; for a schedule file None takes the file's, a value must match it); schedule: a
+schedule_names() entry or the path of a schedule CSV (torch.distributed.pipelining action
+list, docs/schedules.md), exactly as `perseus optimize --schedule`. chunks: stages per GPU
+(>= 1; None: 1 for a schedule name, the file's for a schedule file; a value must match the file).
 p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0; required, as the CLI's
 --p2p-power: InputError when missing).
 unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
-fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices (returned
-sorted, without repeats). threads: threads of the solve (the LP stage beside the graph cut) and of
+fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices 0..N-1 from
+the slowest (returned sorted, without repeats; a negative index is an InputError, not counted
+from the end; >= N an IndexError). threads: threads of the solve (the LP stage beside the graph cut) and of
 evaluating plans (1..1024; 0 = one per hardware thread); the result does not depend on it.
 time_budget_s: stop the solve after this many seconds (0..1e9, None: no budget); max_points: stop
 once the frontier has this many plans (1..1e9, None: no limit). A bounded solve returns the
@@ -382,8 +404,9 @@ Returns a dict of plain Python types:
                'p2p_latency_s', 'approximations'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
-Raises perseus.InputError for a bad profile, sizes, schedule name or option value;
-IndexError for a plan index outside the frontier.)doc");
+Raises perseus.InputError for a bad profile, sizes (0 included), schedule name or option value,
+or a negative plan index; IndexError for a plan index past the frontier; TypeError for a plan
+index that is not an int.)doc");
 }
 
 }  // namespace perseus::python

@@ -16,6 +16,7 @@
 #include "csv_fields.hpp"
 #include "csv_header.hpp"
 #include "perseus/error.hpp"
+#include "perseus/json_input.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
 
@@ -148,22 +149,30 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
 
   const std::string info_path = (fs::path(dir) / "info.json").string();
   {
-    std::ifstream in(info_path);
-    if (!in) throw InputError(fmt::format("{}: file not found or unreadable ({})", info_path, kFolderFormat));
-    nlohmann::json info;
-    try {
-      info = nlohmann::json::parse(in);
-      out.num_ranks = info.at("pp").get<int>();
-      out.microbatches = info.at("num_microbatches").get<int>();
-      out.dp = info.value("dp", 1);
-      out.tp = info.value("tp", 1);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: expected integer fields 'pp' and 'num_microbatches' (and optional 'dp', 'tp'): {}",
-                                   info_path, e.what()));
+    if (!fs::is_regular_file(info_path)) {
+      throw InputError(fmt::format("{}: file not found or unreadable ({})", info_path, kFolderFormat));
     }
-    if (out.num_ranks < 1 || out.microbatches < 1 || out.dp < 1 || out.tp < 1) {
-      throw InputError(fmt::format("{}: 'pp', 'num_microbatches', 'dp' and 'tp' must be >= 1", info_path));
-    }
+    const nlohmann::json info = load_json_file(info_path, "info.json");
+    if (!info.is_object()) throw InputError(fmt::format("{}: expected a JSON object ({})", info_path, kFolderFormat));
+    // An integer field in [1, 2^20]; `fallback` when absent (0: required).
+    auto count = [&](const char* key, int fallback) {
+      const auto it = info.find(key);
+      if (it == info.end() && fallback > 0) return fallback;
+      constexpr std::int64_t kMax = 1 << 20;
+      if (it == info.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1 ||
+          (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(kMax)) ||
+          it->get<std::int64_t>() > kMax) {
+        throw InputError::in_file(info_path, 0, key,
+                                  fmt::format("expected an integer in [1, {}]{}, got {}", kMax,
+                                              fallback > 0 ? fmt::format(" (optional, default {})", fallback) : "",
+                                              it == info.end() ? "nothing" : it->dump().substr(0, 64)));
+      }
+      return static_cast<int>(it->get<std::int64_t>());
+    };
+    out.num_ranks = count("pp", 0);
+    out.microbatches = count("num_microbatches", 0);
+    out.dp = count("dp", 1);
+    out.tp = count("tp", 1);
   }
   ProblemSpec spec;  // the artifact's runs are 1F1B, one stage per GPU
   spec.num_ranks = out.num_ranks;

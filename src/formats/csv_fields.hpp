@@ -16,9 +16,12 @@ std::string read_file(const std::string& path, std::string_view what = "the file
 /// and would otherwise become part of the first field).
 std::string_view strip_bom(std::string_view text);
 
-/// Throws InputError "SOURCE:LINE: contains a NUL byte (expected CSV text)" when `text`
-/// holds a NUL byte (C readers would silently stop the line there).
-void reject_nul(std::string_view text, const std::string& source);
+/// Throws InputError when `text` is not text: "SOURCE:LINE: contains a NUL byte (expected CSV
+/// text)" (C readers would silently stop the line there), or "SOURCE:LINE: not a text CSV file:
+/// byte 0xNN at column C is a control character / is not UTF-8 text" for other control bytes
+/// (tab, CR, LF and form feed are text) or bytes that are not UTF-8 (RFC 3629), e.g. a binary or
+/// compressed file given as a CSV. LINE is 1-based, C the 1-based byte in that line.
+void reject_non_text(std::string_view text, const std::string& source);
 
 /// Fields of one line: comma separated, RFC 4180 quoting ("a,b" and "" for a quote),
 /// surrounding spaces/tabs and a trailing CR (CRLF files) trimmed; quoted content keeps

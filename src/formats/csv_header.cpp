@@ -16,7 +16,12 @@ void throw_header_error(const io::error::base& e, const std::string& source, std
   if (dynamic_cast<const io::error::header_missing*>(&e) != nullptr || start == std::string_view::npos) {
     throw InputError(fmt::format("{}: the file is empty; expected a header line {}, then the data rows", source, columns));
   }
-  std::string what = e.what();
+  std::string what = e.what();  // libfccp's own text (line -1 for a buffer) only where nothing better is known
+  if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) {
+    what = "the header has an unclosed quote";
+  } else if (dynamic_cast<const io::error::line_length_limit_exceeded*>(&e) != nullptr) {
+    what = "the header line is longer than 16 MiB";
+  }
   if (const auto* col = dynamic_cast<const io::error::with_column_name*>(&e); col != nullptr) {
     if (dynamic_cast<const io::error::missing_column_in_header*>(&e) != nullptr) {
       what = fmt::format("the header has no column '{}'", col->column_name);
@@ -54,6 +59,7 @@ void throw_row_error(const io::error::base& e, const std::string& source, std::s
   if (dynamic_cast<const io::error::too_few_columns*>(&e) != nullptr) what = "too few columns";
   if (dynamic_cast<const io::error::too_many_columns*>(&e) != nullptr) what = "too many columns";
   if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote";
+  if (dynamic_cast<const io::error::line_length_limit_exceeded*>(&e) != nullptr) what = "line longer than 16 MiB";
   if (at == nullptr || at->file_line < 0) throw InputError(fmt::format("{}: {}", source, what));
   throw InputError(fmt::format("{}:{}: {}: expected one field per header column ({} and any extra columns)", source,
                                at->file_line, what, columns));

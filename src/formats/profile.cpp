@@ -245,7 +245,7 @@ Profile load_profile_csv(const std::string& path, std::optional<int> expected_st
 }
 
 Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {
-  csv::reject_nul(text, source_name);
+  csv::reject_non_text(text, source_name);
   text = csv::strip_bom(text);
   Reader reader(source_name, text.data(), text.data() + text.size());
   return read_rows(reader, source_name, expected_stages, text);

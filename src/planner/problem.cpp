@@ -61,9 +61,12 @@ Schedule resolve_schedule(const ProblemSpec& spec) {
     throw InputError("microbatches", fmt::format("{} does not match schedule file {}, which has {} microbatches",
                                                  spec.microbatches, spec.schedule, s.num_microbatches));
   }
-  if (spec.chunks > 1 && spec.chunks * s.num_ranks() != s.num_stages) {
-    throw InputError("chunks", fmt::format("{} does not match schedule file {}: {} stages on {} ranks", spec.chunks,
-                                           spec.schedule, s.num_stages, s.num_ranks()));
+  if ((spec.chunks > 1 || spec.chunks_given) && spec.chunks * s.num_ranks() != s.num_stages) {
+    const std::string file_chunks =
+        s.num_stages % s.num_ranks() == 0 ? fmt::format("{} chunks (stages per rank)", s.num_stages / s.num_ranks())
+                                          : "an uneven number of stages per rank";
+    throw InputError("chunks", fmt::format("{} does not match schedule file {}, which has {}: {} stages on {} ranks",
+                                           spec.chunks, spec.schedule, file_chunks, s.num_stages, s.num_ranks()));
   }
   return s;
 }

@@ -8,6 +8,7 @@
 
 #include "perseus/error.hpp"
 #include "perseus/job_report.hpp"
+#include "perseus/json_input.hpp"
 
 namespace perseus {
 
@@ -126,14 +127,7 @@ JobExport load_job_export(const std::string& path) {
   if (size > kMaxExportBytes) {
     throw InputError(fmt::format("{}: {} bytes, more than a job export may have ({} MiB)", path, size, kMaxExportBytes >> 20));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read the job export", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: malformed JSON: {}", path, e.what()));
-  }
+  const json j = load_json_file(path, "the job export");
   const Reader r(path);
   if (!j.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object (the body of GET /v1/jobs/{{id}}), got {}", path,

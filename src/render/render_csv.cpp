@@ -30,7 +30,7 @@ CsvTable read_csv_table(const std::string& path) {
   } catch (const InputError&) {
     throw InputError(fmt::format("{}: cannot read the file", path));
   }
-  csv::reject_nul(text, path);
+  csv::reject_non_text(text, path);
   const std::string_view body = csv::strip_bom(text);
   CsvTable t;
   t.source = path;

@@ -18,6 +18,7 @@
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
+#include "perseus/json_input.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
@@ -31,15 +32,7 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const fs::path& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read {}", path.string(), what));
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
-  }
-}
+json read_json(const fs::path& path, const char* what) { return load_json_file(path.string(), what); }
 
 const json& field(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
   if (!obj.is_object() || !obj.contains(name)) {

@@ -152,6 +152,53 @@ std::string explain_deadlock(const Schedule& s, const std::map<std::tuple<int, i
   return out;
 }
 
+// The ids a file uses consistently: 0..K-1, where K is the first id used by at most half as
+// many actions as the most used one (a valid file uses every stage, and every microbatch,
+// equally often). `count[id]`: actions with that id.
+int consistent_id_range(const std::vector<int>& count) {
+  const int most = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
+  int k = 0;
+  while (k < static_cast<int>(count.size()) && 2 * count[k] > most) ++k;
+  return k;
+}
+
+// Throws for the first action (in file order) whose stage or microbatch id lies beyond the
+// ids the rest of the file uses consistently (a typo such as 0F9 in a 2-microbatch file),
+// naming the file, line, action and the valid range: the "missing computation" error such a
+// typo would otherwise cause names the wrong action.
+void reject_stray_ids(const Schedule& s, const std::vector<std::vector<Where>>& wheres, const std::string& source) {
+  std::vector<int> stage_count(s.num_stages, 0), mb_count(s.num_microbatches, 0);
+  for (const auto& order : s.order)
+    for (const Computation& c : order) {
+      ++stage_count[c.stage];
+      ++mb_count[c.microbatch];
+    }
+  const int ranks = s.num_ranks();
+  // Every rank runs at least one stage, so stages 0..ranks-1 are always in range.
+  const int stages = std::max(consistent_id_range(stage_count), ranks);
+  const int microbatches = consistent_id_range(mb_count);
+  if (microbatches == 0) return;  // nothing consistent to compare with: the checks below explain
+  const std::string layout =
+      stages % ranks == 0 ? fmt::format("{} ranks x {} chunk(s) of stages", ranks, stages / ranks)
+                          : fmt::format("{} ranks", ranks);
+  for (int r = 0; r < ranks; ++r)
+    for (std::size_t i = 0; i < s.order[r].size(); ++i) {
+      const Computation& c = s.order[r][i];
+      if (c.stage >= stages) {
+        throw InputError(fmt::format(
+            "{}: '{}': stage {} is out of range; expected a stage id in 0..{}, the stages the rest of the file runs "
+            "({})",
+            at(source, wheres[r][i]), format_action(c), c.stage, stages - 1, layout));
+      }
+      if (c.microbatch >= microbatches) {
+        throw InputError(fmt::format(
+            "{}: '{}': microbatch {} is out of range; expected a microbatch id in 0..{}, the microbatches the rest "
+            "of the file runs",
+            at(source, wheres[r][i]), format_action(c), c.microbatch, microbatches - 1));
+      }
+    }
+}
+
 }  // namespace
 
 std::string format_action(const Computation& c) {
@@ -159,7 +206,7 @@ std::string format_action(const Computation& c) {
 }
 
 Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
-  csv::reject_nul(text, source);
+  csv::reject_non_text(text, source);
   text = csv::strip_bom(text);  // a spreadsheet's BOM would hide inside the first action
   Schedule s;
   s.name = source;
@@ -199,6 +246,7 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
   if (s.order.empty()) throw InputError(fmt::format("{}: no ranks (expected one row of actions per rank)", source));
   s.num_stages = max_stage + 1;
   s.num_microbatches = max_mb + 1;
+  reject_stray_ids(s, wheres, source);
 
   // Stage placement and backward flavour.
   s.stage_rank.assign(s.num_stages, -1);

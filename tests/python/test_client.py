@@ -136,6 +136,16 @@ class ClientTest(unittest.TestCase):
             perseus.Client(self.server.url, self.job_id, rank=0, backend="simulated", profile_path="/nonexistent.csv")
         with self.assertRaises(TypeError):
             perseus.Client(self.server.url, self.job_id)  # rank is required
+        # A rank beyond 64 bits (or negative) names the keyword and the range, not pybind's signature list.
+        for kw, value in (("rank", 99999999999999999999), ("pp_rank", -1)):
+            args = dict(rank=0, backend="simulated")
+            args[kw] = value
+            with self.assertRaises(perseus.ClientConfigError) as cm:
+                perseus.Client(self.server.url, self.job_id, **args)
+            self.assertEqual(str(cm.exception), "%s must be an integer in [0, 2147483647], got %d" % (kw, value))
+        with self.assertRaises(TypeError) as cm:
+            perseus.Client(self.server.url, self.job_id, rank="0")
+        self.assertIn("rank must be an int", str(cm.exception))
 
     def test_gpud_backend(self):
         # No helper: a GpuError that says what is missing.

@@ -245,9 +245,10 @@ class OptimizeTest(unittest.TestCase):
                          [[i["frequency_mhz"] for i in r["instructions"]] for r in py_plan["ranks"]])
 
     def test_plan_selection(self):
+        n = len(perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                 plans="none")["frontier"])
         res = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
-                               plans=[0, -1])
-        n = len(res["frontier"])
+                               plans=[n - 1, 0])
         self.assertEqual([p["plan"] for p in res["plans"]], [0, n - 1])
         self.assertEqual(perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
                                           plans="none")["plans"], [])
@@ -259,6 +260,27 @@ class OptimizeTest(unittest.TestCase):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="some")
         self.assertIn('"some"', str(cm.exception))
+        # Negative indices are refused, not counted from the end (-1 is the server's all-max baseline).
+        for bad in ([-1], [0, -(2 ** 70)]):
+            with self.assertRaises(perseus.InputError) as cm:
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans=bad)
+            self.assertEqual(cm.exception.field, "plans")
+            self.assertIn("indices must be >= 0 (0 = the slowest plan, %d = the fastest" % (n - 1), str(cm.exception))
+        with self.assertRaises(IndexError):
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                             plans=[2 ** 70])
+        with self.assertRaises(TypeError):
+            perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans=[1.5])
+
+    def test_zero_sizes_are_errors_not_defaults(self):
+        for kw, field in (("stages", "stages"), ("microbatches", "microbatches"), ("chunks", "chunks")):
+            args = dict(stages=STAGES, microbatches=MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="none")
+            args[kw] = 0
+            with self.assertRaises(perseus.InputError) as cm:
+                perseus.optimize(self.profile, **args)
+            self.assertIsInstance(cm.exception, ValueError)
+            self.assertEqual(cm.exception.field, field)
+            self.assertEqual(str(cm.exception), "%s must be >= 1, got 0" % field)
 
     def test_path_argument(self):
         res = perseus.optimize(GPT3_PROFILE, 8, 2, p2p_power_w=P_BLOCK, unit_time_s=0.01, plans="fastest")
@@ -355,6 +377,14 @@ class SameProblemAsCliTest(unittest.TestCase):
             g.write(f.read())
         _, res = self.run_both(self.profile_path, ["--schedule", csv_path], schedule=csv_path)
         self.assertEqual(res["schedule"]["num_microbatches"], MICROBATCHES)
+        # Given sizes must match the file: chunks=2 (or 0 microbatches) is an error, not ignored.
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize(self.profile_path, schedule=csv_path, chunks=2, p2p_power_w=P_BLOCK, unit_time_s=UNIT)
+        self.assertIn("chunks 2 does not match schedule file %s, which has 1 chunks" % csv_path, str(cm.exception))
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize(self.profile_path, microbatches=0, schedule=csv_path, p2p_power_w=P_BLOCK,
+                             unit_time_s=UNIT)
+        self.assertEqual(str(cm.exception), "microbatches must be >= 1, got 0")
 
 
 @unittest.skipUnless(perseus.HAVE_RENDER, "the C++ library has no perseus/render.hpp")

@@ -218,7 +218,7 @@ TEST(ReportErrors, BadFolderAndSummary) {
   EXPECT_NE(report_error(tmp.path().string()).find("summary.json: missing"), std::string::npos);
   tmp.write("summary.json", "{\"t_min_s\": 1,");
   auto e = report_error(tmp.path().string());
-  EXPECT_NE(e.find("summary.json: malformed JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("summary.json:1: malformed JSON at column 14"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(tmp.path() / "report.html"));
 
   Job job;
@@ -270,7 +270,8 @@ TEST(ReportErrors, PlanFileProblems) {
   EXPECT_NE(e.find("field 'time_s' is 99 s but the profile"), std::string::npos) << e;
   std::ofstream(plan) << "[1, 2";
   e = report_error(job.out);
-  EXPECT_NE(e.find(plan.filename().string() + ": malformed JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find(plan.filename().string() + ":1: field '[2]': malformed JSON at column 5"), std::string::npos) << e;
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
 }
 
 using testing::run;

@@ -135,7 +135,8 @@ TEST(ScheduleIo, StructureErrors) {
             "s.csv:2 (rank 1), action 1: '0F1' puts stage 0 on rank 1, but line 1 (rank 0) already runs it; a stage "
             "must stay on one rank");
   EXPECT_EQ(error_of("0F0,0B0\n2F0,2B0\n"),
-            "s.csv: stage 1 has no actions, but stages up to 2 appear (stage ids must be 0..2)");
+            "s.csv:2 (rank 1), action 1: '2F0': stage 2 is out of range; expected a stage id in 0..1, the stages the "
+            "rest of the file runs (2 ranks x 1 chunk(s) of stages)");
   EXPECT_EQ(error_of("0F0,0B0\n1F0,1I0,1W0\n"),
             "s.csv: mixes full backward B (line 1, action 2) with split backward I/W (line 2, action 2); use one or "
             "the other for the whole pipeline");

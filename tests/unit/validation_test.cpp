@@ -215,7 +215,7 @@ TEST(Validation, Errors) {
   {
     TinyWorkload w;
     w.dir.write("info.json", R"({"pp": "x"})");
-    expect_error(w.path(), "expected integer fields 'pp' and 'num_microbatches'");
+    expect_error(w.path(), "info.json: field 'pp': expected an integer in [1, 1048576], got \"x\"");
   }
   {
     TinyWorkload w("3,0,0,forward,0,1000,1\n");

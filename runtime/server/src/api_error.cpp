@@ -7,6 +7,8 @@
 
 #include <fmt/core.h>
 
+#include "perseus/json_input.hpp"
+
 namespace perseus::server {
 
 using nlohmann::json;
@@ -46,20 +48,31 @@ json parse_json_body(std::string_view body) {
   if (nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
     throw ApiError(400, "too_deep", fmt::format("JSON nests deeper than the limit of {} levels", kMaxJsonDepth));
   try {
-    return json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, "malformed_json", fmt::format("request body is not valid JSON (byte {})", e.byte));
-  } catch (const json::out_of_range& e) {  // e.g. 1e400: outside the range of a double
-    throw ApiError(400, "number_out_of_range",
-                   fmt::format("request body has a number outside the range of a double (±1.8e308): {}", e.what()));
-  } catch (const json::exception& e) {
-    throw ApiError(400, "malformed_json", fmt::format("request body is not valid JSON: {}", e.what()));
+    return parse_json_text(body, "request body");
+  } catch (const JsonTextError& e) {  // the message names the field, line and column, never the parser's own text
+    const std::string field = e.field().empty() ? "" : fmt::format("field \"{}\": ", e.field());
+    if (e.number_out_of_range()) {  // e.g. 1e400
+      throw ApiError(400, "number_out_of_range", fmt::format("request body, line {}, column {}: {}{}", e.line(),
+                                                             e.column(), field, e.message()));
+    }
+    throw ApiError(400, "malformed_json", fmt::format("request body, line {}: {}{}", e.line(), field, e.message()));
   }
 }
 
 const json& require_object(const json& v, std::string_view what) {
   if (!v.is_object()) throw ApiError(422, "invalid_field", fmt::format("{} must be a JSON object", what));
   return v;
+}
+
+void reject_unknown_fields(const json& obj, const std::vector<std::string>& known, std::string_view prefix) {
+  if (!obj.is_object()) return;
+  for (const auto& [k, v] : obj.items()) {
+    if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+    std::string list;
+    for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+    throw ApiError(422, "invalid_field",
+                   fmt::format("unknown field \"{}{}\"; accepted fields: {}", prefix, k.substr(0, 64), list));
+  }
 }
 
 namespace {
@@ -80,13 +93,21 @@ std::int64_t get_int(const json& obj, const char* key, std::optional<std::int64_
     if (fallback) return *fallback;
     missing(key);
   }
-  if (!v->is_number_integer())
-    throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be an integer", key));
-  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-    throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be in [{}, {}]", key, min, max));
+  // Every refusal names the field, the range and what was given. A JSON integer beyond 64 bits
+  // (e.g. 99999999999999999999) arrives as a floating-point number: say so rather than "not an integer".
+  const auto refuse = [&](const std::string& why) {
+    return ApiError(422, "invalid_field", fmt::format("field \"{}\" must be an integer in [{}, {}], got {}{}", key, min,
+                                                      max, v->dump().substr(0, 64), why));
+  };
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) >= 9.2e18) throw refuse(" (beyond the 64-bit integer range)");
+    throw refuse("");
+  }
+  if (!v->is_number_integer()) throw refuse("");
+  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) throw refuse("");
   const std::int64_t x = v->get<std::int64_t>();
-  if (x < min || x > max)
-    throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be in [{}, {}]", key, min, max));
+  if (x < min || x > max) throw refuse("");
   return x;
 }
 
@@ -119,8 +140,11 @@ std::string get_string(const json& obj, const char* key, std::optional<std::stri
 std::int64_t parse_index(std::string_view text, std::string_view what) {
   std::int64_t x = -1;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || x < 0)
-    throw ApiError(400, "invalid_path", fmt::format("{} must be a non-negative integer", what));
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || x < 0) {
+    throw ApiError(400, "invalid_path", fmt::format("{} must be a non-negative integer (at most {}), got '{}'{}", what,
+                                                    INT64_MAX, text.substr(0, 32),
+                                                    ec == std::errc::result_out_of_range ? " (beyond 64 bits)" : ""));
+  }
   return x;
 }
 

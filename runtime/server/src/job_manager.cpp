@@ -195,7 +195,10 @@ std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
   return job->id;
 }
 
-Reply JobManager::create_job(const json& body) { return create_job_as(body, kOriginV1); }
+Reply JobManager::create_job(const json& body) {
+  reject_unknown_fields(body, JobSpec::request_fields(), "");  // a typo ("unit_time") must not fall back to a default
+  return create_job_as(body, kOriginV1);
+}
 
 Reply JobManager::create_job_as(const json& body, const std::string& origin) {
   JobSpec spec = JobSpec::from_json(body);

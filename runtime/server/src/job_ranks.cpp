@@ -159,6 +159,7 @@ void feed_straggler_loop(Job& j, const StoredRank& r, const json& m, std::vector
 Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   auto j = find_or_404(job_id);
   require_object(body, "request body");
+  reject_unknown_fields(body, {"rank", "dp_rank", "pp_rank", "tp_rank", "supported_freqs_mhz"}, "");
   StoredRank r;
   const JobSpec& spec = j->spec;  // immutable after creation
   r.rank = static_cast<int>(get_int(body, "rank", std::nullopt, 0, spec.world_size() - 1));

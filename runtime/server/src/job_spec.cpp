@@ -98,6 +98,20 @@ JobSpec JobSpec::from_json(const json& body) {
   return s;
 }
 
+const std::vector<std::string>& JobSpec::request_fields() {
+  static const std::vector<std::string> fields = [] {
+    JobSpec every;  // a profiling spec stores the sweep's fields too
+    every.source = PlanSource::kProfiling;
+    std::vector<std::string> out;
+    const json stored = every.to_json();  // items() refers to it: not a temporary
+    for (const auto& [k, v] : stored.items()) out.push_back(k);
+    for (const char* k : {"mode", "profile_csv", "plans", "zeus_plans"})
+      if (std::find(out.begin(), out.end(), k) == out.end()) out.emplace_back(k);
+    return out;
+  }();
+  return fields;
+}
+
 json JobSpec::summary_json() const {
   json j = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
             {"chunks", chunks}, {"schedule", schedule}, {"p2p_power_w", p_block_w},

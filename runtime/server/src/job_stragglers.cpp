@@ -47,6 +47,7 @@ void check_ready(const Job& j) {
 Reply JobManager::post_straggler(const std::string& job_id, const json& body) {
   auto j = find_or_404(job_id);
   require_object(body, "request body");
+  reject_unknown_fields(body, {"pipeline", "slowdown", "iteration_time_s"}, "");
   const int pipeline = static_cast<int>(get_int(body, "pipeline", std::nullopt, 0, j->spec.dp - 1));
   const bool has_slowdown = body.contains("slowdown") && !body["slowdown"].is_null();
   const bool has_time = body.contains("iteration_time_s") && !body["iteration_time_s"].is_null();

@@ -17,12 +17,9 @@ StragglerOptions StragglerOptions::from_json(const json& body) {
   auto it = body.find("straggler_detection");
   if (it == body.end() || it->is_null()) return o;
   const json& s = require_object(*it, "field \"straggler_detection\"");
-  static const std::set<std::string> known = {"enabled", "window", "threshold", "consecutive", "clear_threshold",
-                                              "clear_consecutive", "verify", "verify_iterations", "verify_tolerance",
-                                              "max_replans"};
-  for (const auto& [k, v] : s.items())
-    if (!known.count(k))
-      throw ApiError(422, "invalid_field", fmt::format("unknown field \"straggler_detection.{}\"", k.substr(0, 64)));
+  reject_unknown_fields(s, {"enabled", "window", "threshold", "consecutive", "clear_threshold", "clear_consecutive",
+                            "verify", "verify_iterations", "verify_tolerance", "max_replans"},
+                        "straggler_detection.");
   for (auto [key, field] : {std::pair{"enabled", &o.enabled}, std::pair{"verify", &o.verify}}) {
     auto e = s.find(key);
     if (e == s.end() || e->is_null()) continue;

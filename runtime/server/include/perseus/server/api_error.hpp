@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,12 @@ nlohmann::json parse_json_body(std::string_view body);
 
 /// Throws ApiError 422 "invalid_field" unless `v` is a JSON object; `what` names it.
 const nlohmann::json& require_object(const nlohmann::json& v, std::string_view what);
+
+/// Throws ApiError 422 "invalid_field" for the first key of object `obj` that is not in
+/// `known`: `unknown field "PREFIXKEY"; accepted fields: a, b, c` (a typo such as
+/// "unit_time" for "unit_time_s" must not silently fall back to a default). `prefix` names the
+/// enclosing object ("straggler_detection."; empty at the top level).
+void reject_unknown_fields(const nlohmann::json& obj, const std::vector<std::string>& known, std::string_view prefix);
 
 /// Integer field `key` of object `obj` in [min, max]. Absent or null: `fallback` if set,
 /// else ApiError 422 "missing_field". Wrong type or out of range: ApiError 422 "invalid_field".

@@ -59,6 +59,11 @@ struct JobSpec {
 
   /// Validates a POST /v1/jobs body. Throws ApiError 422 naming the bad field.
   static JobSpec from_json(const nlohmann::json& body);
+  /// The top-level fields a POST /v1/jobs body may have: every field to_json() stores (any
+  /// plan source) plus "mode", "profile_csv", "plans" and "zeus_plans". The route refuses
+  /// others (reject_unknown_fields(): 422 naming the field); from_json() itself does not, so
+  /// that stored specs of other versions still load.
+  static const std::vector<std::string>& request_fields();
   /// Full JSON (payloads included), as stored in the database; from_json() reads it back.
   nlohmann::json to_json() const;
   /// JSON without the (possibly large) payloads, for API responses.

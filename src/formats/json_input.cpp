@@ -1,0 +1,153 @@
+// parse_json_text(): nlohmann's DOM parser, driven through its SAX interface so that an error
+// knows the field being read (see json_input.hpp).
+#include "perseus/json_input.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "csv_fields.hpp"
+
+namespace perseus {
+
+namespace {
+
+using nlohmann::json;
+
+/// The library's DOM builder, plus the path of the value being read (keys and array indices).
+/// sax_parse() calls these members on this type, so they hide the base's (which are not virtual).
+class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+  struct Frame {
+    bool array = false;
+    std::string key;        // objects: the last key read
+    std::size_t index = 0;  // arrays: values read so far
+  };
+
+ public:
+  explicit PathTrackingParser(json& result) : Base(result, /*allow_exceptions_=*/true) {}
+
+  bool null() { return value_done(Base::null()); }
+  bool boolean(bool v) { return value_done(Base::boolean(v)); }
+  bool number_integer(json::number_integer_t v) { return value_done(Base::number_integer(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return value_done(Base::number_unsigned(v)); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return value_done(Base::number_float(v, s)); }
+  bool string(json::string_t& v) { return value_done(Base::string(v)); }
+  bool binary(json::binary_t& v) { return value_done(Base::binary(v)); }
+  bool start_object(std::size_t n) {
+    frames_.push_back({false, {}, 0});
+    return Base::start_object(n);
+  }
+  bool key(json::string_t& k) {
+    frames_.back().key = k;
+    return Base::key(k);
+  }
+  bool end_object() {
+    frames_.pop_back();
+    return value_done(Base::end_object());
+  }
+  bool start_array(std::size_t n) {
+    frames_.push_back({true, {}, 0});
+    return Base::start_array(n);
+  }
+  bool end_array() {
+    frames_.pop_back();
+    return value_done(Base::end_array());
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& ex) {
+    error_ = Error{position, token, ex.what(), std::is_same_v<Exception, nlohmann::detail::out_of_range>};
+    return false;
+  }
+
+  /// Where the parser stopped, when it did.
+  struct Error {
+    std::size_t position = 0;  // bytes read
+    std::string token, what;
+    bool number_out_of_range = false;
+  };
+  const std::optional<Error>& error() const { return error_; }
+
+  /// "ranks[0].time_s": the field being read ("" at the top level).
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.array) out += fmt::format("[{}]", f.index);
+      else if (!f.key.empty()) out += (out.empty() ? "" : ".") + f.key.substr(0, 64);
+    }
+    return out;
+  }
+
+ private:
+  bool value_done(bool ok) {  // a key names the value being read only until that value ends
+    if (!frames_.empty()) {
+      if (frames_.back().array) ++frames_.back().index;
+      else frames_.back().key.clear();
+    }
+    return ok;
+  }
+  std::vector<Frame> frames_;
+  std::optional<Error> error_;
+};
+
+/// nlohmann's description without its "[json.exception...] parse error at line L, column C: "
+/// prefix (we give the position ourselves).
+std::string description(const std::string& what) {
+  std::string out = what;
+  if (const auto col = out.find("column "); col != std::string::npos) {
+    if (const auto colon = out.find(": ", col); colon != std::string::npos) return out.substr(colon + 2);
+  }
+  if (out.starts_with("[json.exception.")) {
+    if (const auto end = out.find("] "); end != std::string::npos) out = out.substr(end + 2);
+  }
+  return out;
+}
+
+}  // namespace
+
+json parse_json_text(std::string_view text, const std::string& source) {
+  json result;
+  PathTrackingParser parser(result);
+  bool ok = false;
+  std::optional<PathTrackingParser::Error> error;
+  try {
+    ok = json::sax_parse(text.begin(), text.end(), &parser);
+    error = parser.error();
+  } catch (const json::exception& e) {  // not expected (errors go through parse_error()); kept as a syntax error
+    error = PathTrackingParser::Error{text.size(), "", e.what(), false};
+  }
+  if (ok && !error) return result;
+  if (!error) error = PathTrackingParser::Error{text.size(), "", "unexpected end of input", false};
+  // 1-based line and column of the byte where the parser stopped.
+  const std::size_t at = std::min(error->position, text.size());
+  const std::size_t last = at == 0 ? 0 : at - 1;  // the last byte read
+  const long line = 1 + static_cast<long>(std::count(text.begin(), text.begin() + static_cast<long>(last), '\n'));
+  const std::size_t nl = last == 0 ? std::string_view::npos : text.rfind('\n', last - 1);
+  const long column = static_cast<long>(last - (nl == std::string_view::npos ? 0 : nl + 1)) + 1;
+  const std::string field = parser.path();
+  if (error->number_out_of_range) {
+    throw JsonTextError(
+        InputError::in_file(source, line, field,
+                            fmt::format("number {} is outside the range of a double (±1.8e308); expected a finite "
+                                        "number",
+                                        error->token.substr(0, 64))),
+        true, column);
+  }
+  throw JsonTextError(
+      InputError::in_file(source, line, field,
+                          fmt::format("malformed JSON at column {}: {}", column, description(error->what))),
+      false, column);
+}
+
+json load_json_file(const std::string& path, std::string_view what) {
+  std::string text;
+  try {
+    text = csv::read_file(path, what);
+  } catch (const InputError&) {
+    throw InputError(fmt::format("{}: cannot read {}", path, what));
+  }
+  return parse_json_text(text, path);
+}
+
+}  // namespace perseus

@@ -1,0 +1,201 @@
+// Rough edges a new-user trial of the CLI found: each error path says what was wrong, where,
+// and what was expected (exit 1 for input that does not fit a file, 2 for bad usage).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "perseus/error.hpp"
+#include "perseus/json_input.hpp"
+#include "perseus/profile.hpp"
+#include "perseus/schedule_io.hpp"
+#include "test_util.hpp"
+
+namespace perseus {
+namespace {
+
+using testing::run;
+using testing::TempDir;
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// A 2-rank, 2-chunk interleaved schedule CSV with 4 microbatches, written by `perseus schedule`.
+std::string interleaved_csv(const TempDir& dir) {
+  const std::string path = (dir.path() / "il.csv").string();
+  const auto r = run("schedule --schedule interleaved-1f1b --stages 2 --microbatches 4 --chunks 2 --out " + path);
+  EXPECT_EQ(r.status, 0) << r.output;
+  return path;
+}
+
+// 1. `perseus schedule --schedule FILE` checks --stages/--microbatches/--chunks against the file.
+TEST(CliInputChecks, ScheduleCsvOptionsMustMatchTheFile) {
+  TempDir dir;
+  const std::string csv = interleaved_csv(dir);
+  const std::string out = " --out " + (dir.path() / "x.csv").string();
+  auto r = run("schedule --schedule " + csv + " --stages 8" + out);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "--stages 8 does not match schedule file " + csv + ", which has 2 ranks (rows)")) << r.output;
+  r = run("schedule --schedule " + csv + " --microbatches 3" + out);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "--microbatches 3 does not match schedule file " + csv + ", which has 4 microbatches"))
+      << r.output;
+  r = run("schedule --schedule " + csv + " --chunks 1" + out);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "--chunks 1 does not match schedule file " + csv + ", which has 2 chunks")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.csv"));
+  // Matching values (or none) are fine.
+  r = run("schedule --schedule " + csv + " --stages 2 --microbatches 4 --chunks 2" + out);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(testing::slurp(dir.path() / "x.csv"), testing::slurp(csv));
+}
+
+// 2. `perseus optimize --chunks V` with a schedule CSV of another chunk count is refused, 1 included.
+TEST(CliInputChecks, OptimizeChunksMustMatchTheScheduleCsv) {
+  TempDir dir;
+  const std::string csv = interleaved_csv(dir);
+  const std::string prof = testing::example("stage_profile_gpt3-175b_a100_sxm.csv");
+  for (const char* chunks : {"1", "3"}) {
+    const auto r = run("optimize --quiet --profile " + prof + " --schedule " + csv + " --chunks " + chunks +
+                       " --p2p-power 83.64 --out " + (dir.path() / "o").string());
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_TRUE(has(r.output, std::string("--chunks ") + chunks + " does not match schedule file " + csv +
+                                  ", which has 2 chunks (stages per rank): 4 stages on 2 ranks"))
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "o"));
+  }
+}
+
+// 3. An out-of-range action names the file, line, action and the valid range.
+TEST(CliInputChecks, ScheduleCsvActionOutOfRangeNamesTheRange) {
+  auto error_of = [](const std::string& text) {
+    try {
+      (void)parse_schedule_csv(text, "s.csv");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("0F0,0F9,0B0,0B1\n1F0,1F1,1B0,1B1\n"),
+            "s.csv:1 (rank 0), action 2: '0F9': microbatch 9 is out of range; expected a microbatch id in 0..1, the "
+            "microbatches the rest of the file runs");
+  EXPECT_EQ(error_of("0F0,0B0,0F1,0B1\n1F0,1B0,1F1,3B1\n"),
+            "s.csv:2 (rank 1), action 4: '3B1': stage 3 is out of range; expected a stage id in 0..1, the stages "
+            "the rest of the file runs (2 ranks x 1 chunk(s) of stages)");
+  // An interleaved file: stage 4 of 2 ranks x 2 chunks.
+  EXPECT_TRUE(has(error_of("0F0,2F0,2B0,0B0,4F0\n1F0,3F0,3B0,1B0\n"),
+                  "s.csv:1 (rank 0), action 5: '4F0': stage 4 is out of range; expected a stage id in 0..3, the "
+                  "stages the rest of the file runs (2 ranks x 2 chunk(s) of stages)"));
+  // A missing computation (no stray id) still says which one.
+  EXPECT_TRUE(has(error_of("0F0,0B0,0F1,0B1\n1F0,1B0,1F1\n"), "computation '1B1' is missing"));
+  // Through the CLI: exit 1 with the same message.
+  TempDir dir;
+  const auto path = dir.write("bad.csv", "0F0,0F9,0B0\n1F0,1B0\n");
+  const auto r = run("schedule --schedule " + path + " --out -");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, path + ":1 (rank 0), action 2: '0F9': microbatch 9 is out of range; expected a "
+                                   "microbatch id in 0..0"))
+      << r.output;
+}
+
+// 4. `--out ''` is a usage error (exit 2) naming the option, for every command that takes --out.
+TEST(CliInputChecks, EmptyOutPathIsAUsageError) {
+  TempDir dir;
+  const std::string prof = testing::test_data("cases/llama_a100_4st.csv");
+  const auto job = dir.write("job.json", "{}");
+  const std::pair<const char*, std::string> commands[] = {
+      {"an output folder", "optimize --profile " + prof + " --stages 4 --microbatches 8 --p2p-power 75"},
+      {"an output folder", "emulate --profile " + prof + " --stages 4 --microbatches 8 --global-batch 64 "
+                           "--p2p-power 75 --tp 1 --time-scale 1 --slowdown 1.1"},
+      {"an output file or -", "schedule --stages 2 --microbatches 2"},
+      {"an output file", "report --job " + job},
+  };
+  for (const auto& [what, args] : commands) {
+    const auto r = run(args + " --out ''");
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, std::string("--out: expected ") + what + ", got an empty path")) << args << "\n"
+                                                                                                  << r.output;
+  }
+}
+
+// 9. A binary file given as a profile: "not a text CSV file" with the file and a real line number.
+TEST(CliInputChecks, BinaryProfileIsNotATextCsvFile) {
+  auto error_of = [](const std::string& text) {
+    try {
+      (void)parse_profile_csv(text, "p.csv");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // No NUL byte, no newline: libfccp used to answer "Escaped string was not closed in line -1".
+  EXPECT_EQ(error_of("\"\x8b\x1f\xff rest"), "p.csv:1: not a text CSV file: byte 0x8B at column 2 is not UTF-8 text (a "
+                                            "binary or compressed file?)");
+  EXPECT_EQ(error_of("stage,instruction,frequency,time,energy\n0,forward,1410,0.1,1\n\x01\x02\n"),
+            "p.csv:3: not a text CSV file: byte 0x01 at column 1 is a control character (a binary or compressed "
+            "file?)");
+  // UTF-8 text (an extra column with a unit sign) is text.
+  EXPECT_EQ(error_of("stage,instruction,frequency,time,energy,note\n0,forward,1410,0.1,1,µs → s\n0,backward,1410,0.2,2,"
+                     "x\n"),
+            "no error");
+  // An unclosed quote in the header: a line number, not libfccp's -1.
+  const auto unclosed = error_of("\"stage,instruction,frequency,time,energy\n0,forward,1410,0.1,1\n");
+  EXPECT_FALSE(has(unclosed, "-1")) << unclosed;
+  EXPECT_TRUE(has(unclosed, "p.csv:1: the header has an unclosed quote")) << unclosed;
+  // Through the CLI, with a gzip'd profile: exit 1, the file named.
+  TempDir dir;
+  const auto path = dir.write("gz.csv", std::string("\x1f\x8b\x08\x08\xa5\x9c", 6) + "x\xc3\x28");
+  const auto r = run("optimize --profile " + path + " --stages 4 --microbatches 8 --p2p-power 75 --out " +
+                     (dir.path() / "o").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, path + ":1: not a text CSV file: byte 0x1F at column 1 is a control character")) << r.output;
+}
+
+// 7. JSON numbers outside a double and malformed JSON: the field path and line, no library text.
+TEST(JsonInput, NumberOutOfRangeNamesTheFieldAndLine) {
+  try {
+    (void)parse_json_text("{\"ranks\": [{\"rank\": 0},\n {\"time_s\": 1e400}]}", "plan.json");
+    FAIL() << "no error";
+  } catch (const JsonTextError& e) {
+    EXPECT_TRUE(e.number_out_of_range());
+    EXPECT_EQ(e.field(), "ranks[1].time_s");
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(std::string(e.what()), "plan.json:2: field 'ranks[1].time_s': number 1e400 is outside the range of a "
+                                     "double (±1.8e308); expected a finite number");
+  }
+  try {
+    (void)parse_json_text("{\"a\": [1, 2,\n\n  x]}", "f.json");
+    FAIL() << "no error";
+  } catch (const JsonTextError& e) {
+    EXPECT_FALSE(e.number_out_of_range());
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_EQ(e.column(), 3);
+    EXPECT_TRUE(has(e.what(), "f.json:3: field 'a[2]': malformed JSON at column 3: syntax error")) << e.what();
+    EXPECT_FALSE(has(e.what(), "json.exception")) << e.what();
+  }
+  EXPECT_EQ(parse_json_text(" {\"a\": [1, {\"b\": null}]} ", "ok.json"),
+            nlohmann::json::parse(R"({"a": [1, {"b": null}]})"));
+  EXPECT_THROW((void)parse_json_text("{} {}", "two.json"), JsonTextError);
+  EXPECT_THROW((void)parse_json_text("", "empty.json"), JsonTextError);
+}
+
+// 7/8 through the CLI: a real-GPU run's info.json with 1e400, and with a pp beyond 64 bits.
+TEST(CliInputChecks, ValidateInfoJsonNamesFieldAndRange) {
+  TempDir dir;
+  const auto folder = dir.path() / "run";
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder / "info.json") << "{\"pp\": 4,\n \"num_microbatches\": 1e400}";
+  auto r = run("validate --real-gpu " + folder.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "info.json:2: field 'num_microbatches': number 1e400 is outside the range of a double"))
+      << r.output;
+  EXPECT_FALSE(has(r.output, "json.exception")) << r.output;
+  std::ofstream(folder / "info.json") << "{\"pp\": 99999999999999999999, \"num_microbatches\": 4}";
+  r = run("validate --real-gpu " + folder.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "info.json: field 'pp': expected an integer in [1, 1048576], got 1e+20")) << r.output;
+}
+
+}  // namespace
+}  // namespace perseus
