@@ -292,6 +292,16 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       if (pts.empty()) throw InputError("the planner returned an empty frontier");
       counters_.plans_solved++;
       if (fr->partial()) counters_.frontiers_partial++;
+      // A complete frontier is re-derived deterministically after a restart, so only the served
+      // plan is stored; a partial one (stopped by the wall clock) is not reproducible, so every
+      // plan of it is stored with it: replayed in one pass, before the job's lock is taken.
+      std::vector<std::string> partial_plans;
+      if (fr->partial() && assign_when_done) {
+        std::vector<std::size_t> all(pts.size());
+        for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+        partial_plans.resize(all.size());
+        fr->for_each_plan(all, [&](std::size_t i, const FrequencyPlan& p) { partial_plans[i] = freqs_json(p.freq_mhz); });
+      }
       std::unique_lock lock(j->mu);
       if (j->deleted) return;
       if (!assign_when_done) {
@@ -310,16 +320,13 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       const std::int64_t version = j->version_counter + 1;
       std::vector<StoredAssignment> next;
       for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, idx, version});
-      // A complete frontier is re-derived deterministically after a restart, so only the served
-      // plan is stored; a partial one (stopped by the wall clock) is not reproducible, so every
-      // plan of it is stored with it.
       std::vector<std::pair<int, std::string>> stored_plans;
       std::string partial_json;
       if (fr->partial()) {
         partial_json = json{{"reason", to_string(fr->stop_reason)}, {"detail", fr->partial_detail}}.dump();
-        const auto n = static_cast<int>(pts.size());
-        stored_plans.reserve(n);
-        for (int i = 0; i < n; ++i) stored_plans.emplace_back(i, freqs_json(fr->plan(i).freq_mhz));
+        stored_plans.reserve(partial_plans.size());
+        for (std::size_t i = 0; i < partial_plans.size(); ++i)
+          stored_plans.emplace_back(static_cast<int>(i), std::move(partial_plans[i]));
       } else {
         stored_plans.emplace_back(idx, freqs_json(plan->freq_mhz));
       }
