@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/core.h>
+#include <utf8cpp/utf8.h>
 
 #include "perseus/error.hpp"
 
@@ -26,52 +27,26 @@ std::string_view strip_bom(std::string_view text) {
   return text.starts_with("\xEF\xBB\xBF") ? text.substr(3) : text;
 }
 
-namespace {
-/// Length of the UTF-8 sequence starting at text[i] (RFC 3629: no overlongs, no surrogates,
-/// at most U+10FFFF), or 0 when the bytes there are not UTF-8.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c == 0xE0) n = 3, lo = 0xA0;
-  else if (c >= 0xE1 && c <= 0xEC) n = 3;
-  else if (c == 0xED) n = 3, hi = 0x9F;
-  else if (c >= 0xEE && c <= 0xEF) n = 3;
-  else if (c == 0xF0) n = 4, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) n = 4;
-  else if (c == 0xF4) n = 4, hi = 0x8F;
-  else return 0;
-  if (i + n > text.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k)
-    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
-  return n;
-}
-}  // namespace
-
 void reject_non_text(std::string_view text, const std::string& source) {
-  long line = 1;
-  std::size_t line_start = 0;
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '\n') {
-      ++line;
-      line_start = ++i;
-      continue;
-    }
-    if (c == 0) throw InputError(fmt::format("{}:{}: contains a NUL byte (expected CSV text)", source, line));
-    const bool control = (c < 0x20 && c != '\t' && c != '\r' && c != '\f') || c == 0x7F;
-    const std::size_t n = control ? 0 : utf8_length(text, i);
-    if (n == 0) {
-      throw InputError(fmt::format("{}:{}: not a text CSV file: byte 0x{:02X} at column {} {} (a binary or compressed "
-                                   "file?)",
-                                   source, line, c, i - line_start + 1,
-                                   control ? "is a control character" : "is not UTF-8 text"));
-    }
-    i += n;
+  // The first byte that is not UTF-8 (RFC 3629, checked by utfcpp: no overlongs, no
+  // surrogates, at most U+10FFFF), or a NUL / control character (bytes < 0x80, so never inside a
+  // multi-byte sequence), whichever comes first.
+  const std::size_t invalid = static_cast<std::size_t>(utf8::find_invalid(text.begin(), text.end()) - text.begin());
+  std::size_t control = 0;
+  for (; control < invalid; ++control) {
+    const auto c = static_cast<unsigned char>(text[control]);
+    if ((c < 0x20 && c != '\t' && c != '\r' && c != '\f' && c != '\n') || c == 0x7F) break;
   }
+  const std::size_t at = std::min(control, invalid);
+  if (at == text.size()) return;
+  const auto c = static_cast<unsigned char>(text[at]);
+  const long line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  if (c == 0) throw InputError(fmt::format("{}:{}: contains a NUL byte (expected CSV text)", source, line));
+  const std::size_t line_start = at == 0 ? 0 : text.rfind('\n', at - 1);
+  const std::size_t column = at - (line_start == std::string_view::npos || at == 0 ? 0 : line_start + 1) + 1;
+  throw InputError(fmt::format("{}:{}: not a text CSV file: byte 0x{:02X} at column {} {} (a binary or compressed "
+                               "file?)",
+                               source, line, c, column, control < invalid ? "is a control character" : "is not UTF-8 text"));
 }
 
 std::vector<std::string> split_line(std::string_view line, const std::string& source, long line_no) {

@@ -135,6 +135,11 @@ TEST(CliInputChecks, BinaryProfileIsNotATextCsvFile) {
   EXPECT_EQ(error_of("stage,instruction,frequency,time,energy\n0,forward,1410,0.1,1\n\x01\x02\n"),
             "p.csv:3: not a text CSV file: byte 0x01 at column 1 is a control character (a binary or compressed "
             "file?)");
+  // An overlong encoding and a UTF-16 surrogate are not UTF-8 (RFC 3629).
+  EXPECT_EQ(error_of("a\xC0\xAF\n"), "p.csv:1: not a text CSV file: byte 0xC0 at column 2 is not UTF-8 text (a "
+                                     "binary or compressed file?)");
+  EXPECT_EQ(error_of("ab\n\xED\xA0\x80\n"), "p.csv:2: not a text CSV file: byte 0xED at column 1 is not UTF-8 text (a "
+                                           "binary or compressed file?)");
   // UTF-8 text (an extra column with a unit sign) is text.
   EXPECT_EQ(error_of("stage,instruction,frequency,time,energy,note\n0,forward,1410,0.1,1,µs → s\n0,backward,1410,0.2,2,"
                      "x\n"),
