@@ -7,12 +7,17 @@
 // Prints markdown table rows; bench/run_benchmarks.sh runs each case in its own process so
 // the peak RSS (getrusage) is per case.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -208,6 +213,71 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "milp" && argc >= 8) {
+    // milp PROFILE STAGES MICROBATCHES P_BLOCK DEADLINE_X SECONDS: the exact discrete problem at
+    // deadline DEADLINE_X x the all-max time as a MILP, solved by Debian's `cbc` binary within
+    // SECONDS (its best plan and its own lower bound), beside Planner 2.0's plan and certified
+    // bound at the same deadline: how far our plans are from the optimum, and how far the
+    // optimum is from our bound (the LP relaxation's integrality gap).
+    const int stages = count(argv[3], "STAGES"), mbs = count(argv[4], "MICROBATCHES");
+    const double p_block = number(argv[5], "P_BLOCK"), rel = number(argv[6], "DEADLINE_X"),
+                 seconds = number(argv[7], "SECONDS");
+    if (!(rel >= 1)) throw Usage(fmt::format("DEADLINE_X: expected a factor >= 1 of the all-max time, got {}", rel));
+    if (!(seconds > 0 && seconds <= 86400)) throw Usage(fmt::format("SECONDS: expected 0 < SECONDS <= 86400, got {}", seconds));
+    const perseus::Profile p = perseus::load_profile_csv(argv[2]);
+    const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
+    const perseus::FrequencyPlan allmax = perseus::all_max_plan(dag, p, p_block);
+    const double tau = rel * allmax.timeline.time_s, pipe_w = p_block * dag.num_ranks();
+    perseus::PlannerOptions opt;
+    opt.p_block_w = p_block;
+    const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
+    const auto& pt = f.points()[f.lowest_energy_within(tau * (1 + 1e-12))];
+    const double ours = pt.energy_j + pipe_w * (tau - pt.time_s), lb = f.lower_bound_at(tau);
+    // MILP: x_ik = 1 when op i runs at profile point k; energy at tau = Σ (E − P_block t) x + P_block R tau.
+    std::ostringstream lp;
+    lp << "Minimize\n obj:";
+    std::ostringstream cons, bin;
+    for (int i = 0; i < dag.num_ops(); ++i) {
+      const auto& pts = p.points(dag.op(i).stage, dag.op(i).kind);
+      cons << " pick" << i << ":";
+      for (std::size_t k = 0; k < pts.size(); ++k) {
+        lp << fmt::format(" + {:.12g} x{}_{}", pts[k].energy_j - p_block * pts[k].time_s, i, k);
+        cons << fmt::format(" + x{}_{}", i, k);
+        bin << fmt::format(" x{}_{}\n", i, k);
+      }
+      cons << " = 1\n dur" << i << ": d" << i;
+      for (std::size_t k = 0; k < pts.size(); ++k) cons << fmt::format(" - {:.12g} x{}_{}", pts[k].time_s, i, k);
+      cons << " = 0\n";
+      for (int j : dag.successors(i)) cons << fmt::format(" e{}_{}: s{} - s{} - d{} >= 0\n", i, j, j, i, i);
+      cons << fmt::format(" end{}: s{} + d{} <= {:.12g}\n", i, i, i, tau);
+    }
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("perseus_milp_{}", static_cast<long>(getpid()));
+    std::filesystem::create_directories(dir);
+    const auto lp_path = dir / "milp.lp", log_path = dir / "cbc.log";
+    std::ofstream(lp_path) << lp.str() << "\nSubject To\n" << cons.str() << "Binaries\n" << bin.str() << "End\n";
+    const std::string cmd = fmt::format("cbc {} sec {} ratio 0 allowableGap 0 solve > {} 2>&1", lp_path.string(), seconds,
+                                        log_path.string());
+    const auto w0 = std::chrono::steady_clock::now();
+    const int rc = std::system(cmd.c_str());
+    const double cbc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    std::ifstream log(log_path);
+    double best = std::nan(""), bound = std::nan("");
+    bool optimal = false;
+    for (std::string line; std::getline(log, line);) {
+      if (line.find("Optimal solution found") != std::string::npos) optimal = true;
+      if (line.rfind("Objective value:", 0) == 0) best = std::stod(line.substr(16));
+      if (line.rfind("Lower bound:", 0) == 0) bound = std::stod(line.substr(12));
+    }
+    std::filesystem::remove_all(dir);
+    if (rc != 0 || std::isnan(best)) throw std::runtime_error(fmt::format("cbc failed (exit {}; is coinor-cbc installed?)", rc));
+    if (optimal || std::isnan(bound)) bound = best;
+    const double c = pipe_w * tau;  // the MILP's objective leaves out the constant P_block R tau
+    best += c, bound += c;
+    fmt::print("| {} x {} | {:.3f} x T_allmax = {:.4f} s | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.3f} | {:.3f} | {:.3f} | {}{} s |\n",
+               stages, mbs, rel, tau, ours, best, bound, lb, 100 * (ours - bound) / bound, 100 * (best - lb) / lb,
+               100 * (bound - lb) / lb, optimal ? "optimal after " : "stopped after ", fmt::format("{:.0f}", cbc_s));
+    return 0;
+  }
   if (mode == "synth" && argc >= 4) {
     const int stages = count(argv[2], "STAGES"), mbs = count(argv[3], "MICROBATCHES");
     const double unit = argc > 4 ? number(argv[4], "UNIT_S") : 1e-3;
@@ -264,7 +334,8 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: %s paper DATA_DIR UNIT_S | case DATA_DIR DEVICE MICROBATCHES UNIT_S | synth STAGES MICROBATCHES "
-               "[UNIT_S] | quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES [LOCAL_SEARCH_MOVES]]]\n",
+               "[UNIT_S] | quality PROFILE STAGES MICROBATCHES P_BLOCK [UNIT_S [MAX_LP_SOLVES [LOCAL_SEARCH_MOVES]]] | milp "
+               "PROFILE STAGES MICROBATCHES P_BLOCK DEADLINE_X SECONDS\n",
                argv[0]);
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }
