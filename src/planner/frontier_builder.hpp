@@ -4,7 +4,9 @@
 // the final Pareto filter (frontier_filter.hpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <stop_token>
@@ -55,6 +57,10 @@ class FrontierBuilder {
     double t_lo = 0, t_end = 0;  // sampled deadlines: T_min .. end of the straggler regime, s
     int budget = 0;              // LP solves left
     std::vector<double> solved;  // deadlines solved, s
+    /// Whether deadline tau (s) was solved already (relative 1e-9).
+    bool was_solved(double tau) const {
+      return std::any_of(solved.begin(), solved.end(), [tau](double d) { return std::abs(d - tau) <= 1e-9 * tau; });
+    }
     struct Tangent {
       double deadline_s, bound_j, slope_j_per_s;
     };
