@@ -165,6 +165,13 @@ void register_optimize(CLI::App& app) {
                  100 * (1 - s.t_min_s / s.allmax_time_s), faster.size(),
                  faster.empty() ? "" : " (" + faster.front() + ")", s.saving_at_allmax_time_pct);
     }
+    if (s.lower_bound_at_t_min_j > 0) {
+      // Certified planner: what no plan can beat, and how close the frontier gets to it.
+      fmt::print("  lower bound:       E >= {:.1f} J at T_min (no plan removes more than {:.2f}%); largest gap to the "
+                 "bound over the frontier: {:.2f}%\n",
+                 s.lower_bound_at_t_min_j, 100 * (s.allmax_energy_j - s.lower_bound_at_t_min_j) / s.allmax_energy_j,
+                 s.max_optimality_gap_pct);
+    }
     fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J  (for a straggler's deadline T: E includes waiting at "
                "P_block until T)\n", s.t_max_s, s.energy_at_t_max_j);
     if (s.partial) fmt::print("  PARTIAL frontier ({}): {}\n", s.partial_reason, s.partial_detail);

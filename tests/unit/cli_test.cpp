@@ -78,6 +78,14 @@ TEST(Cli, OptimizeBundledProfile) {
                      (dir.path() / "o").string());
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("intrinsic bloat removed"), std::string::npos) << r.output;
+  // The certified planner (default) states its bound; the paper's planner has none to state.
+  EXPECT_NE(r.output.find("lower bound:       E >= "), std::string::npos) << r.output;
+  const auto g = run("optimize --quiet --planner graph-cut --profile " +
+                     testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                     " --stages 8 --microbatches 4 --p2p-power 83.64 --unit-time 0.005 --out " +
+                     (dir.path() / "g").string());
+  EXPECT_EQ(g.status, 0) << g.output;
+  EXPECT_EQ(g.output.find("lower bound:"), std::string::npos) << g.output;
 }
 
 // Issue 22: one rule for a profile without a row at its maximum clock for some computation
