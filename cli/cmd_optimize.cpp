@@ -83,6 +83,13 @@ void register_optimize(CLI::App& app) {
          "Max-flow engine of the graph-cut steps: warm (default), dinic, lemon or boost-bk; the frontier is the same "
          "with each (docs/performance.md compares their speed)")
       ->check(CLI::IsMember({"warm", "dinic", "lemon", "boost-bk"}));
+  cmd->add_option_function<std::string>(
+         "--bound",
+         [cfg](const std::string& v) { cfg->bound_method = *perseus::parse_bound_method(v); },
+         "Certified planner's lower bound and extra plans: lp (CLP solves of the LP relaxation), hull-walk (a second "
+         "graph-cut walk over the whole effective-energy hulls; scales like the graph cut) or auto (default: lp below "
+         "1024 computations)")
+      ->check(CLI::IsMember({"auto", "lp", "hull-walk"}));
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");

@@ -124,6 +124,11 @@ void FrontierBuilder::lp_merge(LpStage& st) {
 
 void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
   const Dag& dag = *f_.dag_;
+  f_.bound_method = resolve_bound_method(opt_.bound_method, dag.num_ops());
+  if (f_.bound_method == BoundMethod::kHullWalk) {
+    hull_walk_stage();
+    return;
+  }
   double t_lo = std::numeric_limits<double>::infinity();
   for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
   // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is

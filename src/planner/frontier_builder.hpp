@@ -42,6 +42,7 @@ class FrontierBuilder {
   }
 
   const PlannerOptions& opt_;
+  const Profile& profile_;
   Frontier f_;
   const detail::DagCsr csr_;
   const detail::CostModels costs_;
@@ -84,6 +85,10 @@ class FrontierBuilder {
   /// The LP stage (bound, rounded plans) on raw_points_: sampling (unless `sampled` already
   /// did it from the right T_min), then refinement where the gap is large.
   void certify(std::unique_ptr<LpStage> sampled);
+  /// BoundMethod::kHullWalk (hull_walk_stage.cpp): bound lines and rounded plans from a second
+  /// graph-cut walk over the ops' whole effective-energy hulls, into f_.tangents_, raw_points_
+  /// and stored_; a time budget reached inside it marks the frontier partial.
+  void hull_walk_stage();
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&
