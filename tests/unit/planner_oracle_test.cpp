@@ -100,19 +100,37 @@ struct Tiny {
 
 class PlannerOracle : public ::testing::TestWithParam<Tiny> {};
 
+/// One random trial on a tiny shape: its profile, P_block (W), DAG, exhaustive oracle and the
+/// certified planner's frontier with bound method `method`.
+struct OracleTrial {
+  Profile profile;
+  double p_block = 0;
+  Dag dag;
+  Oracle oracle;
+  Frontier f;
+  std::string name;  // for SCOPED_TRACE
+};
+OracleTrial oracle_trial(const Tiny& c, int trial, std::mt19937& rng, BoundMethod method) {
+  OracleTrial t{random_profile(c.stages, c.clocks, rng), 0, Dag::build(make_1f1b(c.stages, c.microbatches)), {}, {}, ""};
+  t.p_block = std::uniform_real_distribution<double>(0.0, 110.0)(rng);
+  t.oracle = enumerate(t.dag, t.profile, t.p_block);
+  PlannerOptions opt;
+  opt.p_block_w = t.p_block;
+  opt.bound_method = method;
+  t.f = solve_frontier(t.dag, t.profile, opt);
+  t.name = fmt::format("{} x {} x {} clocks, trial {}, P_block {:.1f} W", c.stages, c.microbatches, c.clocks, trial,
+                       t.p_block);
+  return t;
+}
+
 TEST_P(PlannerOracle, FrontierNearOptimalAndBoundBelowOptimum) {
   const Tiny c = GetParam();
   std::mt19937 rng(1000 * c.stages + 10 * c.microbatches + c.clocks);
   for (int trial = 0; trial < 6; ++trial) {
-    const Profile profile = random_profile(c.stages, c.clocks, rng);
-    const double p_block = std::uniform_real_distribution<double>(0.0, 110.0)(rng);
-    const Dag dag = Dag::build(make_1f1b(c.stages, c.microbatches));
-    const Oracle oracle = enumerate(dag, profile, p_block);
-    PlannerOptions opt;
-    opt.p_block_w = p_block;
-    const Frontier f = solve_frontier(dag, profile, opt);
-    SCOPED_TRACE(fmt::format("{} x {} x {} clocks, trial {}, P_block {:.1f} W", c.stages, c.microbatches, c.clocks,
-                             trial, p_block));
+    const OracleTrial t = oracle_trial(c, trial, rng, BoundMethod::kAuto);
+    const Oracle& oracle = t.oracle;
+    const Frontier& f = t.f;
+    SCOPED_TRACE(t.name);
     ASSERT_GT(f.size(), 0u);
     for (std::size_t i = 0; i < f.size(); ++i) {
       const FrontierPoint& p = f.points()[i];
@@ -154,16 +172,10 @@ TEST_P(PlannerOracle, HullWalkBoundBelowOptimumAndPlansHonest) {
   std::mt19937 rng(2000 * c.stages + 10 * c.microbatches + c.clocks);
   double worst = 0;
   for (int trial = 0; trial < 6; ++trial) {
-    const Profile profile = random_profile(c.stages, c.clocks, rng);
-    const double p_block = std::uniform_real_distribution<double>(0.0, 110.0)(rng);
-    const Dag dag = Dag::build(make_1f1b(c.stages, c.microbatches));
-    const Oracle oracle = enumerate(dag, profile, p_block);
-    PlannerOptions opt;
-    opt.p_block_w = p_block;
-    opt.bound_method = BoundMethod::kHullWalk;
-    const Frontier f = solve_frontier(dag, profile, opt);
-    SCOPED_TRACE(fmt::format("{} x {} x {} clocks, trial {}, P_block {:.1f} W", c.stages, c.microbatches, c.clocks,
-                             trial, p_block));
+    const OracleTrial t = oracle_trial(c, trial, rng, BoundMethod::kHullWalk);
+    const Oracle& oracle = t.oracle;
+    const Frontier& f = t.f;
+    SCOPED_TRACE(t.name);
     ASSERT_GT(f.size(), 0u);
     EXPECT_EQ(f.bound_method, BoundMethod::kHullWalk);
     EXPECT_EQ(f.num_lp_solves, 0);
