@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -25,8 +27,9 @@ namespace perseus::cli {
 namespace {
 
 std::string read_text(const std::string& path, const char* what) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read {}", path, what));
+  if (!in) throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -43,7 +46,9 @@ std::string trim(std::string s) {
 /// can make the server accept their token.
 void check_token_file(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot read token file", path));
+  if (::stat(path.c_str(), &st) != 0)
+    throw InputError(fmt::format("{}: cannot read token file: {}", path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: the token file is not a regular file", path));
   if (st.st_uid != ::geteuid())
     throw InputError(fmt::format("{}: token file is owned by uid {}, not by this server (uid {}); refusing it", path,
                                  st.st_uid, ::geteuid()));
@@ -57,27 +62,39 @@ void check_token_file(const std::string& path) {
 /// check_token_file(). An in-memory database (--db :memory:) has no <db>.token: it needs
 /// --token-file or $PERSEUS_TOKEN (a usage error otherwise; nothing is written).
 /// `*generated` receives the path of a token file this call created ("" otherwise).
-std::string resolve_token(const std::string& token_file, const std::string& db_path, std::string* generated) {
-  if (!token_file.empty()) {
-    check_token_file(token_file);
-    return trim(read_text(token_file, "token file"));
+/// The token in the file at `path` (checked by check_token_file()), trimmed; an empty one is
+/// named as such, not reported later as "no token given".
+std::string token_from_file(const std::string& path) {
+  check_token_file(path);
+  std::string token = trim(read_text(path, "token file"));
+  if (token.empty()) {
+    throw InputError(fmt::format("{}: the token file is empty; expected a bearer token of at least 16 characters", path));
   }
-  if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) return trim(env);
+  return token;
+}
+
+std::string resolve_token(const std::string& token_file, const std::string& db_path, std::string* generated) {
+  if (!token_file.empty()) return token_from_file(token_file);
+  if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) {
+    std::string token = trim(env);
+    if (token.empty()) throw InputError("PERSEUS_TOKEN holds only white space; expected a bearer token of at least 16 characters");
+    return token;
+  }
   if (db_path == ":memory:") {
     throw CLI::ValidationError("--db", ":memory: keeps nothing on disk, so there is no <db>.token to generate the "
                                        "token into; give --token-file FILE or set PERSEUS_TOKEN");
   }
   const std::string path = db_path + ".token";
   if (std::filesystem::exists(path)) {
-    check_token_file(path);
+    std::string token = token_from_file(path);
     fmt::print(stderr, "perseus serve: using the token in {}\n", path);
-    return trim(read_text(path, "token file"));
+    return token;
   }
   std::random_device rd;
   std::string token;
   for (int i = 0; i < 8; ++i) token += fmt::format("{:08x}", rd());
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot create the token file", path));
+  if (fd < 0) throw InputError(fmt::format("{}: cannot create the token file: {}", path, std::strerror(errno)));
   const std::string line = token + "\n";
   const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   ::close(fd);

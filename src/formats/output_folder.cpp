@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -59,12 +60,17 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
   {
+    errno = 0;
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    const int open_errno = f ? 0 : errno;
     f << text;
     f.close();
     if (!f) {
+      const int err = open_errno != 0 ? open_errno : errno;
       fs::remove(tmp, ec);
-      throw InputError(fmt::format("{}: cannot write the file", path.string()));
+      // The reason: a missing folder, no permission, a full disk ...
+      throw InputError(fmt::format("{}: cannot write the file{}", path.string(),
+                                   err != 0 ? std::string(": ") + std::strerror(err) : ""));
     }
   }
   fs::rename(tmp, path, ec);

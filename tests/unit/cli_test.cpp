@@ -210,6 +210,42 @@ TEST(Cli, ServeInMemoryNeedsAToken) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
+// A bad token source is named with its reason, never "the server needs a bearer token" when
+// one was given.
+TEST(Cli, ServeNamesWhatIsWrongWithTheToken) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const auto empty = dir.write("empty.token", "\n");
+  std::filesystem::permissions(empty, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const auto r = run("serve --db :memory: --port 0 --token-file " + empty);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(empty + ": the token file is empty; expected a bearer token of at least 16 characters"),
+            std::string::npos) << r.output;
+  const auto folder = run("serve --db :memory: --port 0 --token-file " + dir.path().string());
+  EXPECT_EQ(folder.status, 1) << folder.output;
+  EXPECT_NE(folder.output.find("the token file is not a regular file"), std::string::npos) << folder.output;
+  const auto missing = run("serve --db :memory: --port 0 --token-file " + (dir.path() / "nope").string());
+  EXPECT_EQ(missing.status, 1) << missing.output;
+  EXPECT_NE(missing.output.find("cannot read token file: No such file or directory"), std::string::npos)
+      << missing.output;
+  // With this environment variable (env(1) sets or unsets it for the one command).
+  auto run_env = [](const std::string& env_args, const std::string& args) {
+    const std::string cmd = "env " + env_args + " " + PERSEUS_BINARY + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    return testing::Result{WEXITSTATUS(::pclose(p)), out};
+  };
+  const auto no_folder = run_env("-u PERSEUS_TOKEN", "serve --port 0 --db " + (dir.path() / "nope" / "x.db").string());
+  EXPECT_EQ(no_folder.status, 1) << no_folder.output;
+  EXPECT_NE(no_folder.output.find("cannot create the token file: No such file or directory"), std::string::npos)
+      << no_folder.output;
+  const auto blank = run_env("PERSEUS_TOKEN='   '", "serve --db :memory: --port 0");
+  EXPECT_EQ(blank.status, 1) << blank.output;
+  EXPECT_NE(blank.output.find("PERSEUS_TOKEN holds only white space"), std::string::npos) << blank.output;
+}
+
 TEST(Cli, ServeThatFailsToStartLeavesNoGeneratedToken) {
   if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
   testing::TempDir dir;
