@@ -81,6 +81,28 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   }
 }
 
+void check_output_folder_writable(const std::string& path, const std::string& field) {
+  if (path.empty()) throw InputError(field, "is required: give an output folder");
+  std::error_code ec;
+  fs::path dir = fs::absolute(path, ec).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  fs::path existing = dir;
+  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, ec)) {
+    throw InputError(field, existing == dir ? fmt::format("{}: exists and is not a folder", path)
+                                            : fmt::format("{}: cannot create the output folder: {} is not a folder",
+                                                          path, existing.string()));
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    throw InputError(field, existing == dir ? fmt::format("{}: cannot write in the folder: {}", path, std::strerror(err))
+                                            : fmt::format("{}: cannot create the output folder in {}: {}", path,
+                                                          existing.string(), std::strerror(err)));
+  }
+}
+
 bool is_optimize_output(const fs::path& relative, bool is_directory) {
   const std::string first = relative.begin() == relative.end() ? "" : relative.begin()->string();
   const std::string name = relative.filename().string();
