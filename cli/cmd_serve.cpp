@@ -19,7 +19,9 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/server/server.hpp"
 
 namespace perseus::cli {
@@ -159,14 +161,11 @@ void run_serve(ServeArgs& a) {
 
   server::Server srv(a.opt);
   const int port = srv.bind();
+  // The port file first: a start that cannot write it fails (exit 1) and keeps no generated token.
+  if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
   generated.keep = true;
   if (!generated.path.empty())
     fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
-  if (!a.port_file.empty()) {
-    const std::string tmp = a.port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::filesystem::rename(tmp, a.port_file);
-  }
   fmt::print(stderr, "perseus serve: listening on http://{}:{} (db {}, {} job(s) reloaded)\n", a.opt.host, port,
              a.opt.db_path, srv.jobs_loaded());
   if (a.opt.host != "127.0.0.1" && a.opt.host != "localhost" && a.opt.host != "::1")
@@ -190,9 +189,16 @@ void register_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Run the control-plane HTTP server (plans, measurements, stragglers)");
   auto& o = args->opt;
-  cmd->add_option("--host", o.host, "Bind address (default 127.0.0.1; 0.0.0.0 exposes it)");
+  cmd->add_option("--host", o.host, "Bind address (default 127.0.0.1; 0.0.0.0 exposes it)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            // An empty value (e.g. an unset shell variable) would bind every interface.
+            return text.empty() ? "expected a bind address such as 127.0.0.1, got an empty one" : "";
+          },
+          "ADDRESS"));
   cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--port-file", args->port_file, "Write the bound port to this file");
+  cmd->add_option("--port-file", args->port_file, "Write the bound port to this file (atomically, once listening)")
+      ->check(non_empty_path("a file for the port"));
   cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
   cmd->add_option("--token-file", args->token_file,
                   "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
@@ -200,7 +206,8 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB, any transfer encoding (bigger: 413)");
+  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB, any transfer encoding (bigger: 413)")
+      ->check(positive_number_up_to(4096, "MiB"));
   cmd->add_option("--max-header-kb", args->max_header_kb, "Request line + headers per connection, KiB (bigger: 431)")
       ->check(CLI::Range(4, 1024));
   cmd->add_option("--request-deadline-s", o.request_deadline_s,
@@ -210,19 +217,24 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip, "Open connections per client address (0: unlimited)");
   cmd->add_option("--listen-backlog", o.listen_backlog, "listen() backlog (capped by net.core.somaxconn)")
       ->check(CLI::Range(16, 1 << 20));
-  cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)");
-  cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests");
+  cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)")
+      ->check(number_in(0, 1e9));
+  cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests")
+      ->check(number_in(1, 1e9));
   cmd->add_option("--keep-alive-s", o.keep_alive_s, "Close connections silent for this long, s (idle keep-alive)")
       ->check(CLI::Range(1, 3600));
-  cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)");
-  cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s");
+  cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)")
+      ->check(number_in(0, 3.2e9, "s"));
+  cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s")
+      ->check(number_in(0.05, 86400, "s"));
   cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(CLI::Range(1, 256));
-  cmd->add_option("--max-jobs", o.max_jobs, "Live job limit");
+  cmd->add_option("--max-jobs", o.max_jobs, "Live job limit")->check(integer_in(1, 100000000));
   cmd->add_option("--zeus-plan", args->zeus_plan,
                   "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job");
   cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies");
   cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
-  cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W");
+  cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W")
+      ->check(number_in(0, 1e5, "W"));
   cmd->add_flag("--zeus-no-auth", args->zeus_no_auth,
                 "Let Zeus routes work without a token (unchanged Zeus clients); they reach only Zeus jobs");
   cmd->add_option("--zeus-no-auth-max-jobs", o.zeus_anonymous_max_jobs, "Live jobs made without a token (quota)")

@@ -246,6 +246,40 @@ TEST(Cli, ServeNamesWhatIsWrongWithTheToken) {
   EXPECT_NE(blank.output.find("PERSEUS_TOKEN holds only white space"), std::string::npos) << blank.output;
 }
 
+// serve's options have ranges like every command's (exit 2), and a port file that cannot be
+// written stops the start (exit 1) instead of a server nobody can find.
+TEST(Cli, ServeOptionRangesAndPortFile) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const auto token = dir.write("t.token", "0123456789abcdef0123\n");
+  std::filesystem::permissions(token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string base = "serve --db :memory: --port 0 --token-file " + token + " ";
+  const std::pair<std::string, std::string> usage[] = {
+      {"--max-body-mb -1", "--max-body-mb: expected a number in (0, 4096] MiB, got '-1'"},
+      {"--max-body-mb nan", "--max-body-mb: expected a number in (0, 4096] MiB, got 'nan'"},
+      {"--expiry-interval-s 0", "--expiry-interval-s: expected a number in [0.05, 86400] s, got '0'"},
+      {"--job-idle-ttl-s -1", "--job-idle-ttl-s: expected a number in [0, 3200000000] s, got '-1'"},
+      {"--rate-limit-rps -5", "--rate-limit-rps: expected a number in [0, 1000000000], got '-5'"},
+      {"--rate-limit-burst 0", "--rate-limit-burst: expected a number in [1, 1000000000], got '0'"},
+      {"--max-jobs 0", "--max-jobs: expected an integer in [1, 100000000], got '0'"},
+      {"--zeus-p2p-power-w nan", "--zeus-p2p-power-w: expected a number in [0, 100000] W, got 'nan'"},
+      {"--host ''", "--host: expected a bind address such as 127.0.0.1, got an empty one"},
+  };
+  for (const auto& [args, message] : usage) {
+    const auto r = run(base + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+  const auto missing = run(base + "--port-file " + (dir.path() / "nope" / "port").string());
+  EXPECT_EQ(missing.status, 1) << missing.output;
+  EXPECT_NE(missing.output.find("port: cannot write the file: No such file or directory"), std::string::npos)
+      << missing.output;
+  const auto folder = run(base + "--port-file " + dir.path().string());
+  EXPECT_EQ(folder.status, 1) << folder.output;
+  EXPECT_NE(folder.output.find("cannot move the file into place: Is a directory"), std::string::npos) << folder.output;
+  EXPECT_EQ(folder.output.find("internal error"), std::string::npos) << folder.output;
+}
+
 TEST(Cli, ServeThatFailsToStartLeavesNoGeneratedToken) {
   if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
   testing::TempDir dir;
