@@ -22,7 +22,9 @@
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
+#include "perseus/profile.hpp"
 #include "perseus/server/server.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::cli {
 
@@ -114,10 +116,14 @@ std::vector<std::string> read_zeus_plans(const std::string& path) {
     for (const auto& e : fs::directory_iterator(path))
       if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) texts.push_back(read_text(f.string(), "Zeus plan"));
+    for (const auto& f : files) {
+      texts.push_back(read_text(f.string(), "Zeus plan"));
+      parse_zeus_plan(texts.back(), f.string());  // a bad file stops the start, naming its line
+    }
     if (texts.empty()) throw InputError(fmt::format("{}: no .py plan files", path));
   } else {
     texts.push_back(read_text(path, "Zeus plan"));
+    parse_zeus_plan(texts.back(), path);  // not at the first POST /register_job (500)
   }
   return texts;
 }
@@ -143,7 +149,10 @@ struct GeneratedTokenGuard {
 
 void run_serve(ServeArgs& a) {
   a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan);
-  if (!a.zeus_profile.empty()) a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
+  if (!a.zeus_profile.empty()) {
+    a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
+    parse_profile_csv(a.opt.zeus_profile_csv, a.zeus_profile);  // file, line, field now, not at register_job
+  }
   GeneratedTokenGuard generated;
   a.opt.token = resolve_token(a.token_file, a.opt.db_path, &generated.path);
   a.opt.zeus_require_token = !a.zeus_no_auth;

@@ -280,6 +280,25 @@ TEST(Cli, ServeOptionRangesAndPortFile) {
   EXPECT_EQ(folder.output.find("internal error"), std::string::npos) << folder.output;
 }
 
+// A bad --zeus-plan / --zeus-profile stops the start naming the file (and line), instead of
+// a 500 at the first POST /register_job.
+TEST(Cli, ServeChecksZeusFilesAtStart) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const auto token = dir.write("t.token", "0123456789abcdef0123\n");
+  std::filesystem::permissions(token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string base = "serve --db :memory: --port 0 --token-file " + token + " ";
+  const auto json_plan = dir.write("plan.py", "{\"job_id\": \"x\"}\n");
+  const auto r = run(base + "--zeus-plan " + json_plan);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(json_plan + ":"), std::string::npos) << r.output;
+  const auto bad_profile = dir.write("p.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,abc,1\n");
+  const auto p = run(base + "--zeus-plan " + dir.write("ok.py", "[[1410, 1410], [1200, 1200]]\n") +
+                     " --zeus-profile " + bad_profile);
+  EXPECT_EQ(p.status, 1) << p.output;
+  EXPECT_NE(p.output.find(bad_profile + ":2:"), std::string::npos) << p.output;
+}
+
 TEST(Cli, ServeThatFailsToStartLeavesNoGeneratedToken) {
   if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
   testing::TempDir dir;
