@@ -164,7 +164,7 @@ TEST(ScheduleIo, FileErrors) {
     write_schedule_csv(make_1f1b(2, 2), "/nonexistent/perseus/out.csv");
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/perseus/out.csv: cannot open for writing");
+    EXPECT_STREQ(e.what(), "/nonexistent/perseus/out.csv: cannot write the file: No such file or directory");
   }
 }
 
