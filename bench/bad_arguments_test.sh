@@ -23,6 +23,7 @@ expect 2 "no paper case a40 mb96 in DATA_DIR /nonexistent" case /nonexistent a40
 PERSEUS_BENCH_BUDGET_S=x expect 2 "PERSEUS_BENCH_BUDGET_S: expected a number" synth 4 8
 PERSEUS_BENCH_MIN_CUT_ENGINE=bogus expect 2 "PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon or boost-bk" synth 4 8
 PERSEUS_BENCH_PLANNER=bogus expect 2 "PERSEUS_BENCH_PLANNER: expected graph-cut or certified" synth 4 8
+PERSEUS_BENCH_BOUND=bogus expect 2 "PERSEUS_BENCH_BOUND: expected auto, lp or hull-walk" synth 4 8
 PERSEUS_BENCH_DUMP=/nonexistent/dir/d.txt expect 1 "cannot open for writing" synth 4 8
 expect 2 "DEADLINE_X: expected a factor in [1, 100]" milp /dev/null 4 8 70 0.5 10
 expect 2 "DEADLINE_X: expected a factor in [1, 100]" milp /dev/null 4 8 70 1e300 10

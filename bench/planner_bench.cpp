@@ -129,6 +129,16 @@ perseus::PlannerMode bench_planner() {
   throw Usage(fmt::format("PERSEUS_BENCH_PLANNER: expected graph-cut or certified, got '{}'", name));
 }
 
+/// Bound method of the certified planner in the synth and quality modes:
+/// PERSEUS_BENCH_BOUND=auto (default), lp or hull-walk (PlannerOptions::bound_method;
+/// perseus optimize has --bound).
+perseus::BoundMethod bench_bound_method() {
+  const char* env = std::getenv("PERSEUS_BENCH_BOUND");
+  const std::string name = env && *env ? env : "auto";
+  if (const auto m = perseus::parse_bound_method(name)) return *m;
+  throw Usage(fmt::format("PERSEUS_BENCH_BOUND: expected auto, lp or hull-walk, got '{}'", name));
+}
+
 /// Max-flow engine of the synth and quality modes: PERSEUS_BENCH_MIN_CUT_ENGINE=warm (default),
 /// dinic, lemon or boost-bk, like the bench's other PERSEUS_BENCH_* switches. It only sets
 /// PlannerOptions::min_cut_engine here; the planner itself reads no environment variable
@@ -183,6 +193,7 @@ int run(int argc, char** argv) {
       if (argc > 8) opt.local_search_moves = static_cast<int>(number(argv[8], "LOCAL_SEARCH_MOVES"));
       opt.mode = mode2;
       opt.min_cut_engine = bench_min_cut_engine();
+      opt.bound_method = bench_bound_method();
       const double c0 = cpu_s();
       const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
       const double cpu = cpu_s() - c0;
@@ -294,6 +305,7 @@ int run(int argc, char** argv) {
     opt.unit_time_s = unit;
     opt.mode = bench_planner();
     opt.min_cut_engine = bench_min_cut_engine();
+    opt.bound_method = bench_bound_method();
     // PERSEUS_BENCH_THREADS=N: PlannerOptions::threads (the solve's threads; default 1).
     if (const char* t = std::getenv("PERSEUS_BENCH_THREADS"); t != nullptr && *t) {
       opt.threads = count(t, "PERSEUS_BENCH_THREADS");
@@ -333,9 +345,14 @@ int run(int argc, char** argv) {
     const perseus::Frontier& f = *solved;
     const double cpu = cpu_s() - c0;
     maybe_dump(f);
-    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.0f} | {} | {} |\n", stages, mbs, dag.num_ops(),
+    // Certified: the bound method used and the largest gap to the bound (after the row's columns).
+    const std::string bound = f.bound_method == perseus::BoundMethod::kAuto
+                                  ? ""
+                                  : fmt::format(" {} | {:.3f} |", perseus::to_string(f.bound_method),
+                                                f.max_optimality_gap_pct());
+    fmt::print("| {} x {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.0f} | {} | {} |{}\n", stages, mbs, dag.num_ops(),
                f.num_steps, f.num_max_flows, f.size(), cpu, f.solve_time_s, peak_rss_mib(), f.num_lp_solves,
-               f.partial() ? fmt::format("partial: {}", f.partial_detail) : "complete");
+               f.partial() ? fmt::format("partial: {}", f.partial_detail) : "complete", bound);
     return 0;
   }
   std::fprintf(stderr,

@@ -83,6 +83,13 @@ void register_optimize(CLI::App& app) {
          "Max-flow engine of the graph-cut steps: warm (default), dinic, lemon or boost-bk; the frontier is the same "
          "with each (docs/performance.md compares their speed)")
       ->check(CLI::IsMember({"warm", "dinic", "lemon", "boost-bk"}));
+  cmd->add_option_function<std::string>(
+         "--bound",
+         [cfg](const std::string& v) { cfg->bound_method = *perseus::parse_bound_method(v); },
+         "Certified planner's lower bound and extra plans: lp (CLP solves of the LP relaxation), hull-walk (a second "
+         "graph-cut walk over the whole effective-energy hulls; scales like the graph cut) or auto (default: lp below "
+         "1024 computations)")
+      ->check(CLI::IsMember({"auto", "lp", "hull-walk"}));
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
   cmd->add_flag("--quiet", *quiet, "No progress on stderr (progress is shown only on a terminal)");
@@ -164,6 +171,13 @@ void register_optimize(CLI::App& app) {
                  "all-max time Perseus removes {:.2f}%\n",
                  100 * (1 - s.t_min_s / s.allmax_time_s), faster.size(),
                  faster.empty() ? "" : " (" + faster.front() + ")", s.saving_at_allmax_time_pct);
+    }
+    if (s.lower_bound_at_t_min_j > 0) {
+      // Certified planner: what no plan can beat, and how close the frontier gets to it.
+      fmt::print("  lower bound:       E >= {:.1f} J at T_min (no plan removes more than {:.2f}%); largest gap to the "
+                 "bound over the frontier: {:.2f}%\n",
+                 s.lower_bound_at_t_min_j, 100 * (s.allmax_energy_j - s.lower_bound_at_t_min_j) / s.allmax_energy_j,
+                 s.max_optimality_gap_pct);
     }
     fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J  (for a straggler's deadline T: E includes waiting at "
                "P_block until T)\n", s.t_max_s, s.energy_at_t_max_j);

@@ -43,6 +43,26 @@ const char* to_string(MinCutEngine engine);
 /// Inverse of to_string(MinCutEngine); nullopt for any other name.
 std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name);
 
+/// How the certified planner (PlannerMode::kCertified) gets its lower bound LB(T) and the plans
+/// beyond the graph-cut frontier (a validated option of the planner). Both bounds are certified
+/// by lagrangian_bound() from the profile's own numbers (docs/planner2.md).
+enum class BoundMethod : std::uint8_t {
+  kAuto = 0,      ///< Default: kLp below kHullWalkMinOps computations, kHullWalk from there on.
+  kLp = 1,        ///< CLP solves of the LP relaxation at sampled and refined deadlines, LP-rounded plans.
+  kHullWalk = 2,  ///< A second Phillips–Dessouky walk over every op's whole (time, effective energy)
+                  ///< hull at half the time unit: its max-flows are the LP's dual flows (Fulkerson
+                  ///< 1961), its schedules are rounded like LP schedules; no LP solver, so it scales
+                  ///< like the graph cut (docs/performance.md).
+};
+/// kAuto's switch from kLp to kHullWalk, computations (the LP's solves grow ~3-4x per doubling).
+inline constexpr int kHullWalkMinOps = 1024;
+/// "auto", "lp" or "hull-walk".
+const char* to_string(BoundMethod method);
+/// Inverse of to_string(BoundMethod); nullopt for any other name.
+std::optional<BoundMethod> parse_bound_method(std::string_view name);
+/// The method kAuto stands for on a DAG of `num_ops` computations (others: themselves).
+BoundMethod resolve_bound_method(BoundMethod method, int num_ops);
+
 /// Planner settings.
 struct PlannerOptions {
   double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).
@@ -51,6 +71,7 @@ struct PlannerOptions {
   bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
   PlannerMode mode = PlannerMode::kCertified;  ///< Algorithm (see PlannerMode).
   MinCutEngine min_cut_engine = MinCutEngine::kWarm;  ///< Max-flow engine (see MinCutEngine).
+  BoundMethod bound_method = BoundMethod::kAuto;       ///< kCertified: bound and extra plans (see BoundMethod).
   /// kCertified: LP solves at most (sampling plus refinement where the gap exceeds
   /// refine_gap_pct); the planner also caps them at max(40, 80000 / computations). 1..100000.
   int max_lp_solves = 400;
@@ -155,8 +176,11 @@ class Frontier {
                                      ///< when the critical network is unchanged).
   double solve_time_s = 0;           ///< Wall-clock seconds of solve_frontier().
   double reclaimed_energy_j = 0;     ///< Energy removed by slack reclamation at T_min, J.
-  int num_lp_solves = 0;             ///< LP relaxation solves (kCertified).
-  double bound_time_s = 0;           ///< Wall-clock seconds of the LP stage, within solve_time_s.
+  int num_lp_solves = 0;             ///< LP relaxation solves (kCertified, BoundMethod::kLp).
+  std::int64_t num_hull_walk_steps = 0;  ///< Hull-walk steps (kCertified, BoundMethod::kHullWalk).
+  /// kCertified: the bound method used (kAuto resolved); kAuto for kGraphCut.
+  BoundMethod bound_method = BoundMethod::kAuto;
+  double bound_time_s = 0;           ///< Wall-clock seconds of the bound stage, within solve_time_s.
   /// Work of the default (warm) max-flow engine, all 0 with the cold engines. For
   /// benchmarks: `PERSEUS_BENCH_STATS=1 perseus_planner_bench ...` prints them.
   struct MaxFlowWork {

@@ -25,6 +25,8 @@ struct OptimizeConfig {
   PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
   /// Max-flow engine (PlannerOptions::min_cut_engine); the frontier does not depend on it.
   MinCutEngine min_cut_engine = MinCutEngine::kWarm;
+  /// Certified planner's bound method (PlannerOptions::bound_method).
+  BoundMethod bound_method = BoundMethod::kAuto;
   std::string out_dir;         ///< Output folder (replaced atomically).
   /// Threads of the solve (PlannerOptions::threads) and of evaluating and writing plan files
   /// (1..1024; 0 = one per hardware thread). The output does not depend on it.

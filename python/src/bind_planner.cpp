@@ -337,6 +337,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["lower_bound_at_t_min_j"] = pts.back().lower_bound_j;
         summary["max_optimality_gap_pct"] = res.frontier->max_optimality_gap_pct();
         summary["num_lp_solves"] = res.frontier->num_lp_solves;
+        summary["num_hull_walk_steps"] = res.frontier->num_hull_walk_steps;
+        summary["bound_method"] = to_string(res.frontier->bound_method);
         summary["partial"] = res.frontier->partial();
         summary["partial_reason"] = res.frontier->partial() ? to_string(res.frontier->stop_reason) : "";
         summary["partial_detail"] = res.frontier->partial_detail;
@@ -400,7 +402,8 @@ Returns a dict of plain Python types:
   'summary':  {'t_min_s', 'energy_at_t_min_j', 't_max_s', 'energy_at_t_max_j', 'allmax_time_s',
                'allmax_energy_j', 'intrinsic_saving_pct', 'reclaimed_energy_j', 'num_plans',
                'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j', 'max_optimality_gap_pct',
-               'num_lp_solves', 'partial', 'partial_reason', 'partial_detail', 'op_overhead_s',
+               'num_lp_solves', 'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size,
+               docs/planner2.md), 'partial', 'partial_reason', 'partial_detail', 'op_overhead_s',
                'p2p_latency_s', 'approximations'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.

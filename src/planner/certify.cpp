@@ -38,9 +38,7 @@ FrontierBuilder::LpStage::LpStage(const Dag& dag, const std::vector<const std::v
 }
 
 void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
-  for (double d : st.solved)
-    if (std::abs(d - tau) <= 1e-9 * tau) return;
-  if (st.budget <= 0) return;
+  if (st.was_solved(tau) || st.budget <= 0) return;
   // PlannerOptions::cancelled is called on the solve's own thread only: beside the walk, the
   // walk calls it and a cancellation reaches this stage as a stop request.
   const bool may_cancel = !st.stop.stop_possible() && opt_.cancelled;
@@ -126,6 +124,11 @@ void FrontierBuilder::lp_merge(LpStage& st) {
 
 void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
   const Dag& dag = *f_.dag_;
+  f_.bound_method = resolve_bound_method(opt_.bound_method, dag.num_ops());
+  if (f_.bound_method == BoundMethod::kHullWalk) {
+    hull_walk_stage();
+    return;
+  }
   double t_lo = std::numeric_limits<double>::infinity();
   for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
   // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is
@@ -169,10 +172,11 @@ void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
     std::sort(worst.begin(), worst.end(), std::greater<>());
     const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st->budget / 4));
     const int before = st->budget;
-    // The worst holes first (the budget may run out), solved in deadline order: each solve is
+    // The worst holes first (while the budget lasts), solved in deadline order: each solve is
     // warm-started from the last, and nearby deadlines need few dual simplex iterations.
     std::vector<double> batch;
-    for (std::size_t i = 0; i < take && i < static_cast<std::size_t>(st->budget); ++i) batch.push_back(worst[i].second);
+    for (std::size_t i = 0; i < take && batch.size() < static_cast<std::size_t>(st->budget); ++i)
+      if (!st->was_solved(worst[i].second)) batch.push_back(worst[i].second);
     std::sort(batch.begin(), batch.end());
     for (double tau : batch) lp_solve_at(*st, tau);
     lp_merge(*st);

@@ -13,7 +13,8 @@
 
 namespace perseus::detail {
 
-CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended) {
+CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended,
+                           bool all_clocks) {
   CostModel m;
   // The graph-cut stage's clocks are Pareto-optimal in (time, energy), as in the paper.
   // Filtering the graph-cut's own model in (time, effective energy) instead measured worse
@@ -36,6 +37,10 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
       gc.push_back(i);
       ++j;
     }
+  }
+  if (all_clocks) {
+    gc.clear();
+    for (std::size_t i = 0; i < m.cand.points.size(); ++i) gc.push_back(i);
   }
   if (gc.empty()) gc.push_back(0);
   m.q_min = m.cand.units[gc.front()];
@@ -85,7 +90,8 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
   return m;
 }
 
-CostModels::CostModels(const Dag& dag, const Profile& profile, double unit_s, double p_block_w, bool extended) {
+CostModels::CostModels(const Dag& dag, const Profile& profile, double unit_s, double p_block_w, bool extended,
+                       bool all_clocks) {
   // One cost model per (stage, kind) used by the DAG, in order of first use.
   std::map<std::pair<int, int>, std::size_t> index;
   std::vector<const std::vector<OperatingPoint>*> model_raw;
@@ -99,7 +105,7 @@ CostModels::CostModels(const Dag& dag, const Profile& profile, double unit_s, do
                                    c.stage, to_string(c.kind)));
     }
     index[key] = models_.size();
-    models_.push_back(build_cost_model(pts, unit_s, p_block_w, extended));
+    models_.push_back(build_cost_model(pts, unit_s, p_block_w, extended, all_clocks));
     model_raw.push_back(&pts);
   }
   candidates_ = std::make_shared<std::vector<Candidates>>();

@@ -40,9 +40,13 @@ struct CostModel {
 /// graph cut still uses only the (time, energy) Pareto clocks. Durations: ceil(time / unit_s)
 /// units (>= 1). Cost: the lower convex hull of (units, energy − p_block_w × time) over the
 /// fastest clock of each duration, interpolated per unit. Source: Perseus §4.2 (convex
-/// piecewise-linear cost per computation). Throws InputError when there are more than 65535
-/// candidates or more than 1e6 units between the fastest and slowest graph-cut clock.
-CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended);
+/// piecewise-linear cost per computation). With `all_clocks` (and `extended`: the hull walk of
+/// BoundMethod::kHullWalk) the walk uses every candidate, i.e. the op's whole (time, effective
+/// energy) hull down to its minimum, not only the paper's clocks. Throws InputError when there
+/// are more than 65535 candidates or more than 1e6 units between the fastest and slowest
+/// graph-cut clock.
+CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended,
+                           bool all_clocks = false);
 
 /// The cost models of a DAG: one per (stage, kind) the DAG uses, and per op the one it uses.
 class CostModels {
@@ -50,7 +54,8 @@ class CostModels {
   /// Builds one model per (stage, kind) of `dag` from `profile` (build_cost_model()). Throws
   /// InputError naming the profile when it lacks a (stage, kind) the DAG uses, or as
   /// build_cost_model() does.
-  CostModels(const Dag& dag, const Profile& profile, double unit_s, double p_block_w, bool extended);
+  CostModels(const Dag& dag, const Profile& profile, double unit_s, double p_block_w, bool extended,
+             bool all_clocks = false);
   CostModels(const CostModels&) = delete;  // op_model_ points into models_
   CostModels& operator=(const CostModels&) = delete;
   /// Model of op v.

@@ -43,6 +43,15 @@ class CutSolver {
   virtual void forget_cut() = 0;
   /// Work of the warm engine so far (all 0 for the cold ones).
   virtual Frontier::MaxFlowWork work() const { return {}; }
+  /// The current maximum flow, restricted to the DAG: its flow on each DAG edge (op i,
+  /// successor j) and on each op's arc to the sink (op i, -1), in J per time unit, arcs
+  /// without flow left out: a flow along the DAG, so lagrangian_bound() certifies it.
+  /// Returns false (outputs empty) when the engine does not keep its flow (the cold engines).
+  virtual bool flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
+    arcs.clear();
+    flow.clear();
+    return false;
+  }
 };
 
 /// The solver of `engine`: kWarm keeps one network over all ops and warm-starts each

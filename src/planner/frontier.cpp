@@ -217,6 +217,26 @@ double Frontier::max_deadline_gap_pct() const {
   return gap;
 }
 
+const char* to_string(BoundMethod method) {
+  switch (method) {
+    case BoundMethod::kAuto: return "auto";
+    case BoundMethod::kLp: return "lp";
+    case BoundMethod::kHullWalk: return "hull-walk";
+  }
+  return "unknown";
+}
+
+std::optional<BoundMethod> parse_bound_method(std::string_view name) {
+  for (auto m : {BoundMethod::kAuto, BoundMethod::kLp, BoundMethod::kHullWalk})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+BoundMethod resolve_bound_method(BoundMethod method, int num_ops) {
+  if (method != BoundMethod::kAuto) return method;
+  return num_ops < kHullWalkMinOps ? BoundMethod::kLp : BoundMethod::kHullWalk;
+}
+
 Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options) {
   FrontierBuilder builder(dag, profile, options);
   return builder.run();

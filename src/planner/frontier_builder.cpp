@@ -33,6 +33,9 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   if (!parse_min_cut_engine(to_string(opt.min_cut_engine))) {
     throw InputError(fmt::format("min-cut engine {} is not a known engine", static_cast<int>(opt.min_cut_engine)));
   }
+  if (!parse_bound_method(to_string(opt.bound_method))) {
+    throw InputError(fmt::format("bound method {} is not a known method", static_cast<int>(opt.bound_method)));
+  }
   if (opt.max_lp_solves < 1 || opt.max_lp_solves > 100000) {
     throw InputError(fmt::format("max LP solves must be in [1, 100000], got {}", opt.max_lp_solves));
   }
@@ -56,6 +59,7 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
 
 FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt)
     : opt_(validated(opt)),
+      profile_(profile),
       csr_(dag),
       costs_(dag, profile, opt.unit_time_s, opt.p_block_w, opt.mode == PlannerMode::kCertified),
       op_raw_(costs_.op_points()),
@@ -126,7 +130,8 @@ Frontier FrontierBuilder::run() {
   std::unique_ptr<LpStage> beside;
   std::exception_ptr beside_error;
   std::jthread beside_thread;  // declared last: joined (after a stop request) before the rest goes
-  if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget()) {
+  if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget() &&
+      resolve_bound_method(opt_.bound_method, n) == BoundMethod::kLp) {
     FrontierPoint fastest;
     evaluator_.evaluate(std::vector<std::uint16_t>(n, 0), fastest.energy_before_reclaim_j, fastest.time_s,
                         fastest.energy_j);

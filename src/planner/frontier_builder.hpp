@@ -4,7 +4,9 @@
 // the final Pareto filter (frontier_filter.hpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <stop_token>
@@ -40,6 +42,7 @@ class FrontierBuilder {
   }
 
   const PlannerOptions& opt_;
+  const Profile& profile_;
   Frontier f_;
   const detail::DagCsr csr_;
   const detail::CostModels costs_;
@@ -55,6 +58,10 @@ class FrontierBuilder {
     double t_lo = 0, t_end = 0;  // sampled deadlines: T_min .. end of the straggler regime, s
     int budget = 0;              // LP solves left
     std::vector<double> solved;  // deadlines solved, s
+    /// Whether deadline tau (s) was solved already (relative 1e-9).
+    bool was_solved(double tau) const {
+      return std::any_of(solved.begin(), solved.end(), [tau](double d) { return std::abs(d - tau) <= 1e-9 * tau; });
+    }
     struct Tangent {
       double deadline_s, bound_j, slope_j_per_s;
     };
@@ -78,6 +85,10 @@ class FrontierBuilder {
   /// The LP stage (bound, rounded plans) on raw_points_: sampling (unless `sampled` already
   /// did it from the right T_min), then refinement where the gap is large.
   void certify(std::unique_ptr<LpStage> sampled);
+  /// BoundMethod::kHullWalk (hull_walk_stage.cpp): bound lines and rounded plans from a second
+  /// graph-cut walk over the ops' whole effective-energy hulls, into f_.tangents_, raw_points_
+  /// and stored_; a time budget reached inside it marks the frontier partial.
+  void hull_walk_stage();
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&

@@ -30,6 +30,7 @@ class GraphCutWalk {
   const std::vector<std::uint16_t>& choice() const { return choice_; }
   /// Current iteration time (longest path of the quantized durations), units.
   std::int64_t iteration_units() const { return cpm_.iteration_units(); }
+  const CriticalPath& critical_path() const { return cpm_; }
   /// Iteration time with every op at its fastest graph-cut duration (T_min), units.
   std::int64_t fastest_units() const { return fastest_units_; }
   /// One step: true when the iteration got (at least) one unit faster, false when no finite
@@ -39,6 +40,10 @@ class GraphCutWalk {
   /// duration; appends (op, new candidate) for each that changed, in op order, to `changes`.
   /// Returns true when any changed.
   bool update_choice(std::vector<std::pair<std::int32_t, std::uint16_t>>& changes);
+  /// The current max-flow as a flow along the DAG (CutSolver::flow_along_dag()), J per unit.
+  bool flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
+    return solver_->flow_along_dag(arcs, flow);
+  }
   /// Max-flow solves so far (a step reuses the previous cut when the network is unchanged).
   std::int64_t num_max_flows() const { return num_max_flows_; }
   /// Work of the warm max-flow engine (all 0 with the cold engines).

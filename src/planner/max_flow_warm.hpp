@@ -23,6 +23,8 @@ class WarmMaxFlow {
   void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink);
   /// Current capacity of arc k.
   double capacity(int k) const { return cap_[k]; }
+  /// Current flow on arc k (after maximize(): a maximum flow; finite even on +inf arcs).
+  double flow(int k) const { return res_[2 * k + 1]; }
   /// Sets arc k's capacity (>= 0, may be +inf), cancelling flow above it.
   void set_capacity(int k, double capacity);
   /// Augments the current flow to a maximum flow. Returns false if the maximum flow is

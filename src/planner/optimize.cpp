@@ -66,6 +66,10 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
       {"max_optimality_gap_pct", sum.max_optimality_gap_pct},
       {"max_deadline_gap_pct", sum.max_deadline_gap_pct},
       {"num_lp_solves", r.frontier.num_lp_solves},
+      {"num_hull_walk_steps", r.frontier.num_hull_walk_steps},
+      // The bound method used (inputs.bound "auto" resolved); null for the graph-cut planner.
+      {"bound_method", r.frontier.bound_method == BoundMethod::kAuto ? json(nullptr)
+                                                                      : json(to_string(r.frontier.bound_method))},
       {"bound_time_s", r.frontier.bound_time_s},
       {"num_plans", sum.num_plans},
       {"plans_written", sum.plans_written},
@@ -96,6 +100,7 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"format_zeus", cfg.zeus_format},
         {"reclaim_slack", cfg.reclaim_slack},
         {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"},
+        {"bound", to_string(cfg.bound_method)},
         {"time_budget_s", cfg.time_budget_s >= 0 ? json(cfg.time_budget_s) : json(nullptr)},
         {"max_points", cfg.max_points > 0 ? json(cfg.max_points) : json(nullptr)}}},
   };
@@ -134,6 +139,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   opt.reclaim_slack = cfg.reclaim_slack;
   opt.mode = cfg.planner_mode;
   opt.min_cut_engine = cfg.min_cut_engine;
+  opt.bound_method = cfg.bound_method;
   opt.time_budget_s = cfg.time_budget_s;
   opt.max_points = cfg.max_points;
   opt.threads = resolved_threads(cfg.threads);

@@ -32,6 +32,7 @@ class WarmCutSolver final : public CutSolver {
     ops_.resize(n);
   }
   CutResult find_cut() override;
+  bool flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const override;
   void forget_cut() override { have_prev_cut_ = false; }
   Frontier::MaxFlowWork work() const override {
     const auto& c = flow_.counters();
@@ -133,6 +134,22 @@ CutResult WarmCutSolver::find_cut() {
   }
   have_prev_cut_ = true;
   return {CutResult::Status::kSolved, &faster_, &slower_};
+}
+
+bool WarmCutSolver::flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
+  arcs.clear();
+  flow.clear();
+  const DagCsr& dag = cpm_.dag();
+  for (int v = 0; v < dag.num_ops; ++v) {
+    int e = network_.edge_arcs_begin(v);
+    for (int i = dag.succ_first[v]; i < dag.succ_first[v + 1]; ++i, ++e) {
+      if (const double y = flow_.flow(e); y > 0) arcs.emplace_back(v, dag.succ[i]), flow.push_back(y);
+    }
+    if (const double y = flow_.flow(CriticalNetwork::arc_index(v, ArcRole::kToSink)); y > 0) {
+      arcs.emplace_back(v, -1), flow.push_back(y);
+    }
+  }
+  return true;
 }
 
 }  // namespace

@@ -78,6 +78,28 @@ TEST(Cli, OptimizeBundledProfile) {
                      (dir.path() / "o").string());
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("intrinsic bloat removed"), std::string::npos) << r.output;
+  // The certified planner (default) states its bound; the paper's planner has none to state.
+  EXPECT_NE(r.output.find("lower bound:       E >= "), std::string::npos) << r.output;
+  const auto g = run("optimize --quiet --planner graph-cut --profile " +
+                     testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                     " --stages 8 --microbatches 4 --p2p-power 83.64 --unit-time 0.005 --out " +
+                     (dir.path() / "g").string());
+  EXPECT_EQ(g.status, 0) << g.output;
+  EXPECT_EQ(g.output.find("lower bound:"), std::string::npos) << g.output;
+  // --bound: a validated name; summary.json records the request and the method used.
+  const auto h = run("optimize --quiet --bound hull-walk --profile " +
+                     testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                     " --stages 8 --microbatches 4 --p2p-power 83.64 --unit-time 0.005 --out " +
+                     (dir.path() / "h").string());
+  EXPECT_EQ(h.status, 0) << h.output;
+  const std::string summary = testing::slurp(dir.path() / "h" / "summary.json");
+  EXPECT_NE(summary.find("\"bound_method\": \"hull-walk\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"bound\": \"hull-walk\""), std::string::npos) << summary;
+  const auto bad = run("optimize --bound simplex --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                       " --stages 8 --microbatches 4 --p2p-power 83.64 --out " + (dir.path() / "b").string());
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--bound"), std::string::npos) << bad.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "b"));
 }
 
 // Issue 22: one rule for a profile without a row at its maximum clock for some computation
