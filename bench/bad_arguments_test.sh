@@ -25,7 +25,10 @@ PERSEUS_BENCH_MIN_CUT_ENGINE=bogus expect 2 "PERSEUS_BENCH_MIN_CUT_ENGINE: expec
 PERSEUS_BENCH_PLANNER=bogus expect 2 "PERSEUS_BENCH_PLANNER: expected graph-cut or certified" synth 4 8
 PERSEUS_BENCH_BOUND=bogus expect 2 "PERSEUS_BENCH_BOUND: expected auto, lp or hull-walk" synth 4 8
 PERSEUS_BENCH_DUMP=/nonexistent/dir/d.txt expect 1 "cannot open for writing" synth 4 8
-expect 2 "DEADLINE_X: expected a factor >= 1" milp /dev/null 4 8 70 0.5 10
+expect 2 "DEADLINE_X: expected a factor in [1, 100]" milp /dev/null 4 8 70 0.5 10
+expect 2 "DEADLINE_X: expected a factor in [1, 100]" milp /dev/null 4 8 70 1e300 10
+PATH=/nonexistent expect 1 "cbc not found on PATH (Debian package coinor-cbc" \
+  milp "$(dirname "$0")/../tests/data/cases/llama_a100_4st.csv" 4 8 75 1 10
 expect 2 "SECONDS: expected 0 < SECONDS" milp /dev/null 4 8 70 1 0
 expect 2 "SECONDS: expected a number" milp /dev/null 4 8 70 1 x
 expect 0 "| 4 x 8 | 64 |" synth 4 8

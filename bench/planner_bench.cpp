@@ -7,6 +7,7 @@
 // Prints markdown table rows; bench/run_benchmarks.sh runs each case in its own process so
 // the peak RSS (getrusage) is per case.
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -233,7 +234,7 @@ int run(int argc, char** argv) {
     const int stages = count(argv[3], "STAGES"), mbs = count(argv[4], "MICROBATCHES");
     const double p_block = number(argv[5], "P_BLOCK"), rel = number(argv[6], "DEADLINE_X"),
                  seconds = number(argv[7], "SECONDS");
-    if (!(rel >= 1)) throw Usage(fmt::format("DEADLINE_X: expected a factor >= 1 of the all-max time, got {}", rel));
+    if (!(rel >= 1 && rel <= 100)) throw Usage(fmt::format("DEADLINE_X: expected a factor in [1, 100] of the all-max time, got {}", rel));
     if (!(seconds > 0 && seconds <= 86400)) throw Usage(fmt::format("SECONDS: expected 0 < SECONDS <= 86400, got {}", seconds));
     const perseus::Profile p = perseus::load_profile_csv(argv[2]);
     const perseus::Dag dag = perseus::Dag::build(perseus::make_1f1b(stages, mbs));
@@ -280,7 +281,12 @@ int run(int argc, char** argv) {
       if (line.rfind("Lower bound:", 0) == 0) bound = std::stod(line.substr(12));
     }
     std::filesystem::remove_all(dir);
-    if (rc != 0 || std::isnan(best)) throw std::runtime_error(fmt::format("cbc failed (exit {}; is coinor-cbc installed?)", rc));
+    if (rc != 0 || std::isnan(best)) {
+      // std::system's status: 127 from the shell when `cbc` is not on PATH.
+      const int code = rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+      throw std::runtime_error(code == 127 ? std::string("cbc not found on PATH (Debian package coinor-cbc; scripts/install-deps.sh)")
+                                           : fmt::format("cbc failed (exit status {}, no solution in its log)", code));
+    }
     if (optimal || std::isnan(bound)) bound = best;
     const double c = pipe_w * tau;  // the MILP's objective leaves out the constant P_block R tau
     best += c, bound += c;

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "perseus/emulation_report.hpp"
 #include "option_checks.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
 
@@ -65,6 +66,8 @@ void register_emulate(CLI::App& app) {
     } catch (const InputError& e) {
       throw CLI::ValidationError(e.phrased(flag_for_field));
     }
+    // The output folder is checked before the emulation runs (minutes on large inputs).
+    check_output_folder_writable(*out);
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
     fmt::print("{} pipelines x {} GPUs ({} stages x TP {}), time scale {} (times and energies below are scaled), "

@@ -3,6 +3,7 @@
 // Exit status: CMD's own status (128+N if killed by signal N); 4 when no GPU can be measured
 // (NVML missing or failing; CMD is NOT run unless --allow-no-gpu); 127 when CMD cannot be
 // started; 1/2 for bad arguments.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -16,7 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +28,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "perseus/runtime/gpu_identity.hpp"
 
@@ -95,9 +98,29 @@ int run_command(const std::vector<std::string>& command, double* t0_s, double* t
   return 1;
 }
 
+// Checks, before CMD runs, that the --json file can be written where it will be: a temporary
+// file in its folder is created and removed (the result is written the same way, then renamed
+// into place). A run of hours must not end in "cannot write" with its numbers lost.
+void check_json_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw InputError(fmt::format("monitor: --json {}: is a folder, not a file; command not run", path));
+  }
+  const fs::path target(path);
+  const fs::path probe = target.parent_path() / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw InputError(fmt::format("monitor: --json {}: cannot write there: {}; command not run", path, std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 int monitor(const MonitorArgs& args) {
   if (args.command.empty()) throw InputError("monitor: no command given (usage: perseus monitor -- CMD [ARGS...])");
   if (!(args.interval_s > 0)) throw InputError("monitor: --interval must be > 0");
+  if (!args.json_path.empty()) check_json_writable(args.json_path);
   std::vector<int> devices = args.devices;
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
@@ -223,11 +246,7 @@ int monitor(const MonitorArgs& args) {
                  "unknown", "unknown", total_j);
     }
   }
-  if (!args.json_path.empty()) {
-    std::ofstream f(args.json_path);
-    f << out.dump(2) << "\n";
-    if (!f) throw InputError(fmt::format("monitor: cannot write {}", args.json_path));
-  }
+  if (!args.json_path.empty()) write_file_atomically(args.json_path, out.dump(2) + "\n");  // names the reason
   return status;
 }
 
@@ -240,7 +259,8 @@ void register_monitor(CLI::App& app) {
       "Run a command and print its wall time and GPU energy (NVML or ROCm SMI). Exit status: the command's; 4 if no GPU "
       "can be measured (command not run); 127 if the command cannot be started");
   cmd->add_option("-d,--device", args->devices, "GPU index to measure (repeatable; default: all GPUs)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(integer_in(0, 255));
   cmd->add_option("--nvml-library", args->nvml_library,
                   "NVML library to dlopen (default: $PERSEUS_NVML_LIBRARY or libnvidia-ml.so.1)");
   cmd->add_option("--backend", args->backend,
@@ -251,8 +271,12 @@ void register_monitor(CLI::App& app) {
                   "ROCm SMI library to dlopen (default: $PERSEUS_ROCM_SMI_LIBRARY or librocm_smi64.so)");
   cmd->add_option("--gpud-socket", args->gpud_socket,
                   "gpud backend: the helper's socket (default: $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock)");
-  cmd->add_option("--json", args->json_path, "Also write the result as JSON to this file");
-  cmd->add_option("--interval", args->interval_s, "Power sampling period, s, for GPUs without an energy counter");
+  cmd->add_option("--json", args->json_path,
+                  "Also write the result as JSON to this file (written atomically; checked before CMD runs)")
+      ->check(non_empty_path("a JSON output file"));
+  cmd->add_option("--interval", args->interval_s, "Power sampling period, s, for GPUs without an energy counter")
+      ->check(positive_number_up_to(3600, "s"))
+      ->capture_default_str();
   cmd->add_flag("--allow-no-gpu", args->allow_no_gpu, "Run the command even when no GPU can be measured");
   cmd->add_option("command", args->command, "Command and its arguments (after --)")->required();
   cmd->footer("Usage: perseus monitor [OPTIONS] -- CMD [ARGS...]");

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,16 +19,21 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
+#include "perseus/profile.hpp"
 #include "perseus/server/server.hpp"
+#include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::cli {
 
 namespace {
 
 std::string read_text(const std::string& path, const char* what) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read {}", path, what));
+  if (!in) throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -43,7 +50,9 @@ std::string trim(std::string s) {
 /// can make the server accept their token.
 void check_token_file(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot read token file", path));
+  if (::stat(path.c_str(), &st) != 0)
+    throw InputError(fmt::format("{}: cannot read token file: {}", path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: the token file is not a regular file", path));
   if (st.st_uid != ::geteuid())
     throw InputError(fmt::format("{}: token file is owned by uid {}, not by this server (uid {}); refusing it", path,
                                  st.st_uid, ::geteuid()));
@@ -57,27 +66,39 @@ void check_token_file(const std::string& path) {
 /// check_token_file(). An in-memory database (--db :memory:) has no <db>.token: it needs
 /// --token-file or $PERSEUS_TOKEN (a usage error otherwise; nothing is written).
 /// `*generated` receives the path of a token file this call created ("" otherwise).
-std::string resolve_token(const std::string& token_file, const std::string& db_path, std::string* generated) {
-  if (!token_file.empty()) {
-    check_token_file(token_file);
-    return trim(read_text(token_file, "token file"));
+/// The token in the file at `path` (checked by check_token_file()), trimmed; an empty one is
+/// named as such, not reported later as "no token given".
+std::string token_from_file(const std::string& path) {
+  check_token_file(path);
+  std::string token = trim(read_text(path, "token file"));
+  if (token.empty()) {
+    throw InputError(fmt::format("{}: the token file is empty; expected a bearer token of at least 16 characters", path));
   }
-  if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) return trim(env);
+  return token;
+}
+
+std::string resolve_token(const std::string& token_file, const std::string& db_path, std::string* generated) {
+  if (!token_file.empty()) return token_from_file(token_file);
+  if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) {
+    std::string token = trim(env);
+    if (token.empty()) throw InputError("PERSEUS_TOKEN holds only white space; expected a bearer token of at least 16 characters");
+    return token;
+  }
   if (db_path == ":memory:") {
     throw CLI::ValidationError("--db", ":memory: keeps nothing on disk, so there is no <db>.token to generate the "
                                        "token into; give --token-file FILE or set PERSEUS_TOKEN");
   }
   const std::string path = db_path + ".token";
   if (std::filesystem::exists(path)) {
-    check_token_file(path);
+    std::string token = token_from_file(path);
     fmt::print(stderr, "perseus serve: using the token in {}\n", path);
-    return trim(read_text(path, "token file"));
+    return token;
   }
   std::random_device rd;
   std::string token;
   for (int i = 0; i < 8; ++i) token += fmt::format("{:08x}", rd());
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot create the token file", path));
+  if (fd < 0) throw InputError(fmt::format("{}: cannot create the token file: {}", path, std::strerror(errno)));
   const std::string line = token + "\n";
   const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   ::close(fd);
@@ -95,10 +116,14 @@ std::vector<std::string> read_zeus_plans(const std::string& path) {
     for (const auto& e : fs::directory_iterator(path))
       if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) texts.push_back(read_text(f.string(), "Zeus plan"));
+    for (const auto& f : files) {
+      texts.push_back(read_text(f.string(), "Zeus plan"));
+      parse_zeus_plan(texts.back(), f.string());  // a bad file stops the start, naming its line
+    }
     if (texts.empty()) throw InputError(fmt::format("{}: no .py plan files", path));
   } else {
     texts.push_back(read_text(path, "Zeus plan"));
+    parse_zeus_plan(texts.back(), path);  // not at the first POST /register_job (500)
   }
   return texts;
 }
@@ -124,7 +149,10 @@ struct GeneratedTokenGuard {
 
 void run_serve(ServeArgs& a) {
   a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan);
-  if (!a.zeus_profile.empty()) a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
+  if (!a.zeus_profile.empty()) {
+    a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
+    parse_profile_csv(a.opt.zeus_profile_csv, a.zeus_profile);  // file, line, field now, not at register_job
+  }
   GeneratedTokenGuard generated;
   a.opt.token = resolve_token(a.token_file, a.opt.db_path, &generated.path);
   a.opt.zeus_require_token = !a.zeus_no_auth;
@@ -142,14 +170,11 @@ void run_serve(ServeArgs& a) {
 
   server::Server srv(a.opt);
   const int port = srv.bind();
+  // The port file first: a start that cannot write it fails (exit 1) and keeps no generated token.
+  if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
   generated.keep = true;
   if (!generated.path.empty())
     fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
-  if (!a.port_file.empty()) {
-    const std::string tmp = a.port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::filesystem::rename(tmp, a.port_file);
-  }
   fmt::print(stderr, "perseus serve: listening on http://{}:{} (db {}, {} job(s) reloaded)\n", a.opt.host, port,
              a.opt.db_path, srv.jobs_loaded());
   if (a.opt.host != "127.0.0.1" && a.opt.host != "localhost" && a.opt.host != "::1")
@@ -173,9 +198,16 @@ void register_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Run the control-plane HTTP server (plans, measurements, stragglers)");
   auto& o = args->opt;
-  cmd->add_option("--host", o.host, "Bind address (default 127.0.0.1; 0.0.0.0 exposes it)");
+  cmd->add_option("--host", o.host, "Bind address (default 127.0.0.1; 0.0.0.0 exposes it)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            // An empty value (e.g. an unset shell variable) would bind every interface.
+            return text.empty() ? "expected a bind address such as 127.0.0.1, got an empty one" : "";
+          },
+          "ADDRESS"));
   cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--port-file", args->port_file, "Write the bound port to this file");
+  cmd->add_option("--port-file", args->port_file, "Write the bound port to this file (atomically, once listening)")
+      ->check(non_empty_path("a file for the port"));
   cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
   cmd->add_option("--token-file", args->token_file,
                   "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
@@ -183,7 +215,8 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB, any transfer encoding (bigger: 413)");
+  cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB, any transfer encoding (bigger: 413)")
+      ->check(positive_number_up_to(4096, "MiB"));
   cmd->add_option("--max-header-kb", args->max_header_kb, "Request line + headers per connection, KiB (bigger: 431)")
       ->check(CLI::Range(4, 1024));
   cmd->add_option("--request-deadline-s", o.request_deadline_s,
@@ -193,19 +226,24 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip, "Open connections per client address (0: unlimited)");
   cmd->add_option("--listen-backlog", o.listen_backlog, "listen() backlog (capped by net.core.somaxconn)")
       ->check(CLI::Range(16, 1 << 20));
-  cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)");
-  cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests");
+  cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)")
+      ->check(number_in(0, 1e9));
+  cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests")
+      ->check(number_in(1, 1e9));
   cmd->add_option("--keep-alive-s", o.keep_alive_s, "Close connections silent for this long, s (idle keep-alive)")
       ->check(CLI::Range(1, 3600));
-  cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)");
-  cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s");
+  cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)")
+      ->check(number_in(0, 3.2e9, "s"));
+  cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s")
+      ->check(number_in(0.05, 86400, "s"));
   cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(CLI::Range(1, 256));
-  cmd->add_option("--max-jobs", o.max_jobs, "Live job limit");
+  cmd->add_option("--max-jobs", o.max_jobs, "Live job limit")->check(integer_in(1, 100000000));
   cmd->add_option("--zeus-plan", args->zeus_plan,
                   "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job");
   cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies");
   cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
-  cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W");
+  cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W")
+      ->check(number_in(0, 1e5, "W"));
   cmd->add_flag("--zeus-no-auth", args->zeus_no_auth,
                 "Let Zeus routes work without a token (unchanged Zeus clients); they reach only Zeus jobs");
   cmd->add_option("--zeus-no-auth-max-jobs", o.zeus_anonymous_max_jobs, "Live jobs made without a token (quota)")

@@ -74,7 +74,10 @@ if __name__ == "__main__":
     ap.add_argument("--iterations", type=int, default=10)
     a = ap.parse_args()
     full = perseus.load_profile(os.path.join(os.path.dirname(__file__), "stage_profile_gpt3-175b_a100_sxm.csv"))
-    path = os.path.join(tempfile.mkdtemp(prefix="perseus-example-"), "profile.csv")  # first --stages stages
+    if not 1 <= a.stages <= full.num_stages or a.iterations < 1:
+        ap.error(f"--stages must be in 1..{full.num_stages} (the bundled profile's stages), --iterations >= 1")
+    tmp = tempfile.TemporaryDirectory(prefix="perseus-example-")  # removed at exit
+    path = os.path.join(tmp.name, "profile.csv")  # first --stages stages
     pathlib.Path(path).write_text(perseus.profile_rows_to_csv(r for r in full.rows() if r["stage"] < a.stages))
     s = perseus.optimize(path, a.stages, N, p2p_power_w=83.64, plans="none")["summary"]
     print(f"frontier: {s['num_plans']} plans, T_min {s['t_min_s']:.3f} s, {s['intrinsic_saving_pct']:.1f}% below all-max")

@@ -37,7 +37,9 @@ def main():
     ap.add_argument("--configs", default="a100_sxm:12,a100_sxm:24,a100_sxm:48,a100_sxm:96,a40:12,a40:24,a40:48,a40:96")
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
-    work = args.work or tempfile.mkdtemp(prefix="perseus-emulation-")
+    # Without --work the outputs go to a temporary folder removed at exit (not left in /tmp).
+    tmp = None if args.work else tempfile.TemporaryDirectory(prefix="perseus-emulation-")
+    work = args.work or tmp.name
     ref = {}
     with open(os.path.join(args.data, "emulation", "straggler_savings.csv")) as f:
         for r in csv.DictReader(f):

@@ -84,8 +84,10 @@ std::string render_decisions_svg(const JobExport& job, const DecisionsPlotOption
 /// Writes a self-contained HTML5 page (inline SVG and CSS, no scripts) for a job export:
 /// job summary, the decisions timeline, the frontier with the plans each pipeline ran, and a
 /// table of every decision with predicted vs measured saving. Written atomically to out_path
-/// (empty: the export's path with extension .html). Returns the page's path. Throws
-/// InputError for a bad export (see load_job_export) or when the page cannot be written.
+/// (empty: the export's path with extension .html). An existing out_path is replaced only when
+/// it is a page this function wrote (an earlier run's); the export itself, a folder or any
+/// other file is refused. Returns the page's path. Throws InputError for a bad export (see
+/// load_job_export), an out_path it must not replace, or when the page cannot be written.
 std::string write_job_report(const std::string& job_export_path, const std::string& out_path = "");
 
 }  // namespace perseus

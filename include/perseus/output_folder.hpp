@@ -17,6 +17,12 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 /// Throws InputError "PATH: write failed".
 void write_file(const std::filesystem::path& path, const std::string& text);
 
+/// Checks, before any work is done, that `path` is a folder this process may write into or
+/// one it can create (its nearest existing ancestor is a folder it may write into). Creates
+/// nothing. Throws InputError for `field` naming the path and the reason (exists and is not
+/// a folder, an ancestor that is a file, no permission).
+void check_output_folder_writable(const std::string& path, const std::string& field = "out_dir");
+
 /// A folder written atomically: files are written under dir(), a temporary sibling
 /// `.NAME.partial-PID`; commit() moves an existing folder aside (`.NAME.old-PID`), renames
 /// the temporary folder into place and removes the old one. An interrupted run never

@@ -77,8 +77,9 @@ Profile load_profile_csv(const std::string& path, std::optional<int> expected_st
 Profile parse_profile_csv(std::string_view text, const std::string& source_name,
                           std::optional<int> expected_stages = std::nullopt);
 
-/// Writes a profile in the same CSV format (stage,instruction,frequency,time,energy).
-/// Throws InputError when the file cannot be written.
+/// Writes a profile in the same CSV format (stage,instruction,frequency,time,energy),
+/// atomically (write_file_atomically). Throws InputError naming the reason when the file
+/// cannot be written.
 void write_profile_csv(const Profile& profile, const std::string& path);
 
 /// The profile CSV text write_profile_csv() writes (the one profile writer): header

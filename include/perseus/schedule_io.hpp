@@ -43,7 +43,8 @@ Schedule load_schedule_csv(const std::string& path);
 /// parse_schedule_csv() (except `name`).
 std::string format_schedule_csv(const Schedule& schedule);
 
-/// Writes format_schedule_csv(schedule) to `path`. Throws InputError when it cannot be written.
+/// Writes format_schedule_csv(schedule) to `path` atomically (write_file_atomically). Throws
+/// InputError naming the reason when it cannot be written.
 void write_schedule_csv(const Schedule& schedule, const std::string& path);
 
 }  // namespace perseus

@@ -9,6 +9,7 @@ Errors: :class:`APIError` (HTTP status, server error code, message) for refused 
 """
 
 import json
+import math
 import os
 import re
 import secrets
@@ -33,6 +34,35 @@ class APIError(RuntimeError):
         self.message = message
 
 
+def _non_finite_field(value, path="body"):
+    """The path (``body.plans[0].time_s``) of the first NaN or infinite float in a request body,
+    or None: JSON has no such numbers, so they are refused before anything is sent."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _non_finite_field(v, "%s.%s" % (path, k) if path != "body" else str(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _non_finite_field(v, "%s[%d]" % (path, i))
+            if found:
+                return found
+    return None
+
+
+def _job_path(job_id):
+    """``/v1/jobs/{job_id}``; a job id is one path segment (``job-…`` as create_job answers it):
+    raises TypeError for a non-string and ValueError for one that would change the route."""
+    if not isinstance(job_id, str):
+        raise TypeError("job_id must be a str (the 'job_id' create_job answers), got %s" % type(job_id).__name__)
+    if not job_id or re.search(r"[/?#%\s\x00-\x1f\x7f]", job_id):
+        raise ValueError("job_id must be one path segment such as 'job-1a2b...' (no '/', '?', '#', '%%' or white "
+                         "space), got %r" % job_id)
+    return "/v1/jobs/" + job_id
+
+
 class ServerStartError(RuntimeError):
     """``perseus serve`` could not be started (binary missing, built without the server...)."""
 
@@ -42,7 +72,8 @@ class API:
 
     url: ``"http://host:port"``; token: bearer token (None: no Authorization header);
     timeout_s: per request, s. Every method raises :class:`APIError` on an error answer or
-    when the server is unreachable.
+    when the server is unreachable; ValueError (TypeError) before sending anything for a body
+    with a NaN/infinite number or a job_id that is not one path segment (not a str).
     """
 
     def __init__(self, url, token=None, timeout_s=10.0):
@@ -51,8 +82,13 @@ class API:
         self.timeout_s = timeout_s
 
     def request(self, method, path, body=None):
-        """Sends one request; returns the decoded JSON answer (None for an empty body)."""
-        data = None if body is None else json.dumps(body).encode()
+        """Sends one request; returns the decoded JSON answer (None for an empty body).
+        Raises ValueError naming the field when the body holds a NaN or infinite number (JSON
+        has none; the server would answer 400 malformed_json)."""
+        bad = _non_finite_field(body)
+        if bad:
+            raise ValueError("%s must be a finite number (JSON has no NaN or infinity)" % bad)
+        data = None if body is None else json.dumps(body, allow_nan=False).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
@@ -106,11 +142,11 @@ class API:
 
     def get_job(self, job_id):
         """GET /v1/jobs/{id}: status, frontier points, per-pipeline plan, stragglers, measurements."""
-        return self.request("GET", "/v1/jobs/%s" % job_id)
+        return self.request("GET", _job_path(job_id))
 
     def delete_job(self, job_id):
         """DELETE /v1/jobs/{id}."""
-        return self.request("DELETE", "/v1/jobs/%s" % job_id)
+        return self.request("DELETE", _job_path(job_id))
 
     def wait_ready(self, job_id, timeout_s=60.0, poll_s=0.05):
         """Polls the job until its status is 'ready' (frontier solved); returns the job.
@@ -129,7 +165,7 @@ class API:
     def get_plan(self, job_id, rank):
         """GET /v1/jobs/{id}/ranks/{rank}/plan: {'version', 'plan_index', 'pipeline', 'pp_rank',
         'iteration_time_s', 'energy_j', 'instructions': [...]} of the rank's current plan."""
-        return self.request("GET", "/v1/jobs/%s/ranks/%d/plan" % (job_id, rank))
+        return self.request("GET", "%s/ranks/%d/plan" % (_job_path(job_id), rank))
 
     def report_straggler(self, job_id, pipeline, *, slowdown=None, iteration_time_s=None):
         """POST /v1/jobs/{id}/stragglers: pipeline (data-parallel rank) is slow by `slowdown`
@@ -141,11 +177,11 @@ class API:
             body["slowdown"] = slowdown
         if iteration_time_s is not None:
             body["iteration_time_s"] = iteration_time_s
-        return self.request("POST", "/v1/jobs/%s/stragglers" % job_id, body)
+        return self.request("POST", _job_path(job_id) + "/stragglers", body)
 
     def clear_straggler(self, job_id, pipeline):
         """DELETE /v1/jobs/{id}/stragglers/{pipeline}: the pipeline is back to normal speed."""
-        return self.request("DELETE", "/v1/jobs/%s/stragglers/%d" % (job_id, pipeline))
+        return self.request("DELETE", "%s/stragglers/%d" % (_job_path(job_id), pipeline))
 
 
 def find_perseus_binary(binary=None):

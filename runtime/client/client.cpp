@@ -22,9 +22,54 @@ namespace {
 using Clock = std::chrono::steady_clock;
 std::chrono::duration<double> secs(double s) { return std::chrono::duration<double>(s); }
 
+/// Why `url` is not `http://HOST[:PORT][/]` (HOST a name, an IPv4 address or a bracketed IPv6
+/// address; PORT 1..65535), or "" when it is. A typo here would otherwise be "server not
+/// reachable" for the whole run while training goes on without a plan.
+std::string server_url_problem(const std::string& url) {
+  if (url.rfind("http://", 0) != 0) return "must start with http://";
+  std::string rest = url.substr(7);
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  std::string host = rest, port;
+  if (rest.starts_with("[")) {  // [IPv6]:port
+    const auto close = rest.find(']');
+    if (close == std::string::npos) return "has '[' without ']' around its IPv6 address";
+    host = rest.substr(1, close - 1);
+    if (host.empty() || host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+      return "has an invalid IPv6 address";
+    }
+    const std::string after = rest.substr(close + 1);
+    if (!after.empty() && (after[0] != ':' || after.size() == 1)) return "has text after the IPv6 address's ']'";
+    port = after.empty() ? "" : after.substr(1);
+  } else {
+    if (rest.find_first_of("/?#") != std::string::npos) return "has a path, query or fragment (give only http://HOST:PORT)";
+    if (const auto colon = rest.find(':'); colon != std::string::npos) {
+      host = rest.substr(0, colon);
+      port = rest.substr(colon + 1);
+      if (port.empty()) return "has ':' without a port";
+    }
+    if (host.empty()) return "has no host";
+    if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != std::string::npos) {
+      return "has characters not allowed in a host name";
+    }
+  }
+  if (!port.empty()) {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return "has a port that is not a number";
+    if (const int p = std::stoi(port); p < 1 || p > 65535) return "has a port outside 1..65535";
+  }
+  return "";
+}
+
 void check_options(const ClientOptions& o) {
   auto bad = [](const std::string& m) { throw ClientError(ClientErrc::kInvalidArgument, m); };
-  if (o.server_url.rfind("http://", 0) != 0) bad(fmt::format("server URL must start with http://, got '{}'", o.server_url));
+  if (const std::string why = server_url_problem(o.server_url); !why.empty()) {
+    bad(fmt::format("server URL '{}' {}; expected http://HOST[:PORT], e.g. http://10.0.0.1:7787", o.server_url, why));
+  }
+  // Sent as "Authorization: Bearer TOKEN": a control character (CR/LF would inject headers),
+  // space or non-ASCII byte cannot be part of it (RFC 6750 b64token is a subset of this).
+  if (std::any_of(o.token.begin(), o.token.end(), [](char c) { return c <= ' ' || c == '\x7f' || (c & 0x80) != 0; })) {
+    bad("token has a character not allowed in an HTTP header (a control character, space or non-ASCII byte); "
+        "tokens are printable ASCII, e.g. the pjt-... job token");
+  }
   if (o.job_id.empty() || o.job_id.find_first_of("/?#% ") != std::string::npos) {
     bad(fmt::format("job id '{}' is empty or has characters not allowed in a URL path", o.job_id));
   }
@@ -375,6 +420,7 @@ Client::~Client() { close(); }
 
 std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<GpuControl> gpu) {
   check_options(options);
+  if (options.server_url.ends_with('/')) options.server_url.pop_back();  // http://h:p/ is http://h:p
   if (!gpu) throw ClientError(ClientErrc::kInvalidArgument, "null GPU backend");
   auto impl = std::make_unique<Impl>();
   impl->opt = std::move(options);

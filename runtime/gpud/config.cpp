@@ -5,7 +5,10 @@
 #include <pwd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -186,8 +189,19 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
 }
 
 GpudConfig load_gpud_config(const std::string& path) {
+  // A folder opens as an empty stream on Linux; it would read as a file without allow rules.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError::in_file(path, 0, "", "cannot read the gpud config file: it is a folder, not a file");
+  }
+  errno = 0;
   std::ifstream f(path);
-  if (!f) throw InputError::in_file(path, 0, "", "cannot read the gpud config file");
+  if (!f) {
+    const int err = errno;
+    throw InputError::in_file(path, 0, "",
+                              fmt::format("cannot read the gpud config file{}",
+                                          err != 0 ? std::string(": ") + std::strerror(err) : ""));
+  }
   std::stringstream ss;
   ss << f.rdbuf();
   return parse_gpud_config(ss.str(), path);

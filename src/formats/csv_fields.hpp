@@ -9,7 +9,8 @@
 
 namespace perseus::csv {
 
-/// The whole file as text. Throws InputError "PATH: cannot open WHAT" / "PATH: read error".
+/// The whole file as text. Throws InputError "PATH: cannot open WHAT: REASON" (the system's
+/// reason, or "it is a folder, not a file") / "PATH: read error".
 std::string read_file(const std::string& path, std::string_view what = "the file");
 
 /// `text` without a leading UTF-8 byte order mark (spreadsheets add one; it is invisible

@@ -141,13 +141,7 @@ json parse_json_text(std::string_view text, const std::string& source) {
 }
 
 json load_json_file(const std::string& path, std::string_view what) {
-  std::string text;
-  try {
-    text = csv::read_file(path, what);
-  } catch (const InputError&) {
-    throw InputError(fmt::format("{}: cannot read {}", path, what));
-  }
-  return parse_json_text(text, path);
+  return parse_json_text(csv::read_file(path, what), path);  // read_file names the reason
 }
 
 }  // namespace perseus

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -59,12 +60,17 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
   {
+    errno = 0;
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    const int open_errno = f ? 0 : errno;
     f << text;
     f.close();
     if (!f) {
+      const int err = open_errno != 0 ? open_errno : errno;
       fs::remove(tmp, ec);
-      throw InputError(fmt::format("{}: cannot write the file", path.string()));
+      // The reason: a missing folder, no permission, a full disk ...
+      throw InputError(fmt::format("{}: cannot write the file{}", path.string(),
+                                   err != 0 ? std::string(": ") + std::strerror(err) : ""));
     }
   }
   fs::rename(tmp, path, ec);
@@ -72,6 +78,28 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
     const std::string why = ec.message();
     fs::remove(tmp, ec);
     throw InputError(fmt::format("{}: cannot move the file into place: {}", path.string(), why));
+  }
+}
+
+void check_output_folder_writable(const std::string& path, const std::string& field) {
+  if (path.empty()) throw InputError(field, "is required: give an output folder");
+  std::error_code ec;
+  fs::path dir = fs::absolute(path, ec).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  fs::path existing = dir;
+  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, ec)) {
+    throw InputError(field, existing == dir ? fmt::format("{}: exists and is not a folder", path)
+                                            : fmt::format("{}: cannot create the output folder: {} is not a folder",
+                                                          path, existing.string()));
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    throw InputError(field, existing == dir ? fmt::format("{}: cannot write in the folder: {}", path, std::strerror(err))
+                                            : fmt::format("{}: cannot create the output folder in {}: {}", path,
+                                                          existing.string(), std::strerror(err)));
   }
 }
 

@@ -19,6 +19,7 @@
 #include "csv_fields.hpp"
 #include "csv_header.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/input_limits.hpp"
 
 namespace perseus {
@@ -245,6 +246,9 @@ Profile load_profile_csv(const std::string& path, std::optional<int> expected_st
 }
 
 Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {
+  if (expected_stages && *expected_stages < 1) {  // a caller's value, not the file's fault
+    throw InputError("expected_stages", fmt::format("must be >= 1, got {}", *expected_stages));
+  }
   csv::reject_non_text(text, source_name);
   text = csv::strip_bom(text);
   Reader reader(source_name, text.data(), text.data() + text.size());
@@ -265,11 +269,7 @@ std::string format_profile_csv(const Profile& profile) {
 }
 
 void write_profile_csv(const Profile& profile, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError(fmt::format("{}: cannot open for writing", path));
-  out << format_profile_csv(profile);
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: write failed", path));
+  write_file_atomically(path, format_profile_csv(profile));  // never a half-written file; errors name the reason
 }
 
 }  // namespace perseus

@@ -24,12 +24,7 @@ int CsvTable::column(std::initializer_list<const char*> names) const {
 }
 
 CsvTable read_csv_table(const std::string& path) {
-  std::string text;
-  try {
-    text = csv::read_file(path);
-  } catch (const InputError&) {
-    throw InputError(fmt::format("{}: cannot read the file", path));
-  }
+  const std::string text = csv::read_file(path);  // names the reason: missing, a folder, no permission
   csv::reject_non_text(text, path);
   const std::string_view body = csv::strip_bom(text);
   CsvTable t;

@@ -1,5 +1,6 @@
 // `perseus report --job`: one self-contained HTML page for an export of GET /v1/jobs/{id}.
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -46,6 +47,16 @@ std::string decisions_table(const JobExport& job) {
   return h + "</tbody></table>\n";
 }
 
+/// True when `path` holds a page this command wrote (an earlier run's): html_page_open's first
+/// line and a "Perseus job: " title within the first 4 KiB.
+bool is_job_page(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.starts_with("<!DOCTYPE html>\n") && head.find("<title>Perseus job: ") != std::string::npos;
+}
+
 }  // namespace
 
 std::string write_job_report(const std::string& job_export_path, const std::string& out_arg) {
@@ -55,6 +66,17 @@ std::string write_job_report(const std::string& job_export_path, const std::stri
   if (fs::weakly_canonical(out, e1) == fs::weakly_canonical(job_export_path, e2)) {
     throw InputError(fmt::format("{}: the page would overwrite the job export it is drawn from; pass another --out",
                                  out.string()));
+  }
+  // Replace only a page an earlier run wrote, never a user's file (as optimize's output folder).
+  if (fs::exists(out, e1)) {
+    if (!fs::is_regular_file(out, e1)) {
+      throw InputError(fmt::format("{}: exists and is not a file; pass another --out", out.string()));
+    }
+    if (!is_job_page(out)) {
+      throw InputError(fmt::format("{}: exists and is not a page `perseus report --job` wrote; refusing to replace it "
+                                   "(pass another --out, or move that file)",
+                                   out.string()));
+    }
   }
   const std::string title = job.name.empty() ? job.job_id : job.name + " (" + job.job_id + ")";
 

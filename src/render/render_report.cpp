@@ -342,7 +342,11 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     profile = std::move(problem.profile);
     problem_dag = std::move(problem.dag);
   } else if (!opt.profile_path.empty()) {
-    throw InputError("profile_path", fmt::format("{}: cannot read the file", opt.profile_path));
+    const bool folder = fs::is_directory(opt.profile_path, ec);
+    throw InputError("profile_path",
+                     fmt::format("{}: cannot read the file: {}", opt.profile_path,
+                                 folder ? "it is a folder, not a file"
+                                        : "no such file (a relative path is looked up in the current folder, then in DIR)"));
   } else {
     profile_note = fmt::format(
         "The profile {} was not found (the folder holds no profile.csv, and the path is relative to where optimize "

@@ -13,6 +13,7 @@
 #include "perseus/dag.hpp"
 #include "perseus/input_limits.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 
 namespace perseus {
 
@@ -349,11 +350,7 @@ std::string format_schedule_csv(const Schedule& schedule) {
 }
 
 void write_schedule_csv(const Schedule& schedule, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError(fmt::format("{}: cannot open for writing", path));
-  out << format_schedule_csv(schedule);
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: write failed", path));
+  write_file_atomically(path, format_schedule_csv(schedule));  // never a half-written file; errors name the reason
 }
 
 }  // namespace perseus

@@ -217,6 +217,52 @@ TEST_F(ClientTest, PermanentServerErrorsFailCreate) {
   }
 }
 
+// A malformed URL or token is a configuration error at create(), never "server not reachable"
+// for the whole run (training would go on without a plan) nor a header injected by CR/LF.
+TEST_F(ClientTest, MalformedUrlOrTokenIsAnInvalidArgument) {
+  const std::pair<std::string, std::string> urls[] = {
+      {"http://", "has no host"},
+      {"http://:7787", "has no host"},
+      {"http://127.0.0.1:99999", "has a port outside 1..65535"},
+      {"http://127.0.0.1:0", "has a port outside 1..65535"},
+      {"http://127.0.0.1:", "has ':' without a port"},
+      {"http://127.0.0.1:7x", "has a port that is not a number"},
+      {"http://127.0.0.1:7787/v1", "has a path, query or fragment"},
+      {"http://[::1", "has '[' without ']'"},
+      {"http://[::1]x", "has text after the IPv6 address's ']'"},
+      {"http://a b:1", "has characters not allowed in a host name"},
+  };
+  for (const auto& [url, why] : urls) {
+    auto o = options();
+    o.server_url = url;
+    try {
+      Client::create(o, gpu());
+      ADD_FAILURE() << url << " accepted";
+    } catch (const ClientError& e) {
+      EXPECT_EQ(e.code(), ClientErrc::kInvalidArgument) << url;
+      EXPECT_NE(std::string(e.what()).find("server URL '" + url + "' " + why), std::string::npos) << e.what();
+    }
+  }
+  for (const std::string& token : std::vector<std::string>{"tok\r\nX-Evil: 1", std::string("a\0b", 3), "two words", "caf\xc3\xa9"}) {
+    auto o = options();
+    o.token = token;
+    try {
+      Client::create(o, gpu());
+      ADD_FAILURE() << "token accepted";
+    } catch (const ClientError& e) {
+      EXPECT_EQ(e.code(), ClientErrc::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("token has a character not allowed in an HTTP header"), std::string::npos)
+          << e.what();
+    }
+  }
+  // The server's own URL with a trailing '/' still works.
+  auto o = options();
+  o.server_url += "/";
+  auto c = Client::create(o, gpu());
+  run_step(*c, kSeq);
+  EXPECT_TRUE(c->flush_reports(5.0));
+}
+
 TEST_F(ClientTest, RegistrationConflictOnRestartIsAccepted) {
   { auto c = Client::create(options(), gpu()); }
   auto o = options();

@@ -57,6 +57,45 @@ TEST(Monitor, SaysClearlyWhenThereIsNoGpu) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("ran")));
 }
 
+TEST(Monitor, UnwritableJsonIsRefusedBeforeTheCommandRuns) {
+  TempDir dir;
+  // A missing folder: exit 1 naming the reason, the command never started, no file left.
+  const pid_t pid = spawn({PERSEUS_BINARY, "monitor", "--json", dir.file("missing/m.json"), "--", "touch", dir.file("ran")},
+                          {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out.txt"));
+  EXPECT_EQ(exit_code(wait_exit(pid)), 1) << read_file(dir.file("out.txt"));
+  const std::string out = read_file(dir.file("out.txt"));
+  EXPECT_NE(out.find("No such file or directory; command not run"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
+  // A folder given as the file.
+  const pid_t folder = spawn({PERSEUS_BINARY, "monitor", "--json", dir.path(), "--", "touch", dir.file("ran")},
+                             {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out2.txt"));
+  EXPECT_EQ(exit_code(wait_exit(folder)), 1) << read_file(dir.file("out2.txt"));
+  EXPECT_NE(read_file(dir.file("out2.txt")).find("is a folder"), std::string::npos) << read_file(dir.file("out2.txt"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
+  // Nothing but the two outputs in the folder: no temporary left behind.
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(Monitor, OptionValuesOutOfRangeAreUsageErrors) {
+  TempDir dir;
+  int n = 0;
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--interval", "0"}, {"--interval", "-1"}, {"--interval", "nan"}, {"--interval", "1e9"},
+           {"-d", "-1"}, {"-d", "x"}, {"--json", ""}}) {
+    std::vector<std::string> argv = {PERSEUS_BINARY, "monitor"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    for (const char* a : {"--", "touch"}) argv.push_back(a);
+    argv.push_back(dir.file("ran"));
+    const std::string log = dir.file("out" + std::to_string(n++) + ".txt");
+    const pid_t pid = spawn(argv, {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, log);
+    EXPECT_EQ(exit_code(wait_exit(pid)), 2) << bad[0] << " " << bad[1] << ": " << read_file(log);
+    EXPECT_NE(read_file(log).find(bad[0]), std::string::npos) << read_file(log);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
+}
+
 }  // namespace
 
 namespace {

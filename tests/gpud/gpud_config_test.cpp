@@ -1,5 +1,7 @@
 // The gpud config file: every error names file, line and field; the allow matrix.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <unistd.h>
 
 #include "perseus/error.hpp"
@@ -74,6 +76,19 @@ TEST(GpudConfig, ErrorsNameFileLineAndField) {
 
 TEST(GpudConfig, MissingFileIsAnInputError) {
   EXPECT_THROW(perseus::gpud::load_gpud_config("/nonexistent/gpud.conf"), perseus::InputError);
+  auto load_error = [](const std::string& path) {
+    try {
+      perseus::gpud::load_gpud_config(path);
+    } catch (const perseus::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(load_error("/nonexistent/gpud.conf"),
+            "/nonexistent/gpud.conf: cannot read the gpud config file: No such file or directory");
+  // A folder is named as one, not parsed as an empty file ("no allow rule").
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  EXPECT_EQ(load_error(dir), dir + ": cannot read the gpud config file: it is a folder, not a file");
 }
 
 TEST(GpudConfig, AllowMatrixByUserPrimaryGroupAndSupplementaryGroup) {

@@ -254,6 +254,28 @@ class ClientTest(unittest.TestCase):
             API("http://127.0.0.1:1", timeout_s=1).health()
         self.assertEqual(cm.exception.code, "unreachable")
 
+    def test_bad_values_are_refused_before_sending(self):
+        """NaN/infinity (no JSON for them) and job ids that would change the route are named
+        client-side, never sent as invalid JSON or to another route."""
+        api = self.server.api
+        with self.assertRaises(ValueError) as cm:
+            api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=float("nan"))
+        self.assertIn("p2p_power_w must be a finite number", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            api.report_straggler(self.job_id, 0, slowdown=float("inf"))
+        self.assertIn("slowdown must be a finite number", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            api.create_job(pp=1, microbatches=1, p2p_power_w=80.0,
+                           plans=[{"time_s": float("-inf"), "energy_j": 1.0, "ranks": [[]]}])
+        self.assertIn("plans[0].time_s", str(cm.exception))
+        for bad in ("", self.job_id + "/ranks", "a b", "x?y=1", "..%2F"):
+            with self.assertRaises(ValueError, msg=bad) as cm:
+                api.get_job(bad)
+            self.assertIn("one path segment", str(cm.exception))
+        with self.assertRaises(TypeError):
+            api.get_plan(7, 0)
+        self.assertEqual(api.get_job(self.job_id)["job_id"], self.job_id)  # a real id still works
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -19,6 +19,7 @@ usage: doc_commands.py REPO_ROOT BUILD_DIR PYTHON [FILE...]   exit 0 all pass, 1
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,7 +95,10 @@ def main(argv):
                 cmd = ["bash", "-e", "-c", make_recipe(root, "run")]
             else:
                 cmd = ["bash", "-e", "-c", command]
-            proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+            try:
+                proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+            finally:  # the scratch folder holds the block's outputs (plan files...): not left in /tmp
+                shutil.rmtree(cwd, ignore_errors=True)
             ran += 1
             out = proc.stdout + proc.stderr
             ok = proc.returncode == 0
@@ -107,6 +111,7 @@ def main(argv):
             if not ok:
                 failed += 1
                 print(f"--- block ---\n{body if kind == 'test' else command}\n--- output ---\n{out[-3000:]}")
+    shutil.rmtree(bindir, ignore_errors=True)
     print(f"{ran - failed} passed, {failed} failed")
     if ran == 0:
         print("no marked blocks found", file=sys.stderr)

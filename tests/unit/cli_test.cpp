@@ -232,6 +232,95 @@ TEST(Cli, ServeInMemoryNeedsAToken) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
+// A bad token source is named with its reason, never "the server needs a bearer token" when
+// one was given.
+TEST(Cli, ServeNamesWhatIsWrongWithTheToken) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const auto empty = dir.write("empty.token", "\n");
+  std::filesystem::permissions(empty, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const auto r = run("serve --db :memory: --port 0 --token-file " + empty);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(empty + ": the token file is empty; expected a bearer token of at least 16 characters"),
+            std::string::npos) << r.output;
+  const auto folder = run("serve --db :memory: --port 0 --token-file " + dir.path().string());
+  EXPECT_EQ(folder.status, 1) << folder.output;
+  EXPECT_NE(folder.output.find("the token file is not a regular file"), std::string::npos) << folder.output;
+  const auto missing = run("serve --db :memory: --port 0 --token-file " + (dir.path() / "nope").string());
+  EXPECT_EQ(missing.status, 1) << missing.output;
+  EXPECT_NE(missing.output.find("cannot read token file: No such file or directory"), std::string::npos)
+      << missing.output;
+  // With this environment variable (env(1) sets or unsets it for the one command).
+  auto run_env = [](const std::string& env_args, const std::string& args) {
+    const std::string cmd = "env " + env_args + " " + PERSEUS_BINARY + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    return testing::Result{WEXITSTATUS(::pclose(p)), out};
+  };
+  const auto no_folder = run_env("-u PERSEUS_TOKEN", "serve --port 0 --db " + (dir.path() / "nope" / "x.db").string());
+  EXPECT_EQ(no_folder.status, 1) << no_folder.output;
+  EXPECT_NE(no_folder.output.find("cannot create the token file: No such file or directory"), std::string::npos)
+      << no_folder.output;
+  const auto blank = run_env("PERSEUS_TOKEN='   '", "serve --db :memory: --port 0");
+  EXPECT_EQ(blank.status, 1) << blank.output;
+  EXPECT_NE(blank.output.find("PERSEUS_TOKEN holds only white space"), std::string::npos) << blank.output;
+}
+
+// serve's options have ranges like every command's (exit 2), and a port file that cannot be
+// written stops the start (exit 1) instead of a server nobody can find.
+TEST(Cli, ServeOptionRangesAndPortFile) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const auto token = dir.write("t.token", "0123456789abcdef0123\n");
+  std::filesystem::permissions(token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string base = "serve --db :memory: --port 0 --token-file " + token + " ";
+  const std::pair<std::string, std::string> usage[] = {
+      {"--max-body-mb -1", "--max-body-mb: expected a number in (0, 4096] MiB, got '-1'"},
+      {"--max-body-mb nan", "--max-body-mb: expected a number in (0, 4096] MiB, got 'nan'"},
+      {"--expiry-interval-s 0", "--expiry-interval-s: expected a number in [0.05, 86400] s, got '0'"},
+      {"--job-idle-ttl-s -1", "--job-idle-ttl-s: expected a number in [0, 3200000000] s, got '-1'"},
+      {"--rate-limit-rps -5", "--rate-limit-rps: expected a number in [0, 1000000000], got '-5'"},
+      {"--rate-limit-burst 0", "--rate-limit-burst: expected a number in [1, 1000000000], got '0'"},
+      {"--max-jobs 0", "--max-jobs: expected an integer in [1, 100000000], got '0'"},
+      {"--zeus-p2p-power-w nan", "--zeus-p2p-power-w: expected a number in [0, 100000] W, got 'nan'"},
+      {"--host ''", "--host: expected a bind address such as 127.0.0.1, got an empty one"},
+  };
+  for (const auto& [args, message] : usage) {
+    const auto r = run(base + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+  const auto missing = run(base + "--port-file " + (dir.path() / "nope" / "port").string());
+  EXPECT_EQ(missing.status, 1) << missing.output;
+  EXPECT_NE(missing.output.find("port: cannot write the file: No such file or directory"), std::string::npos)
+      << missing.output;
+  const auto folder = run(base + "--port-file " + dir.path().string());
+  EXPECT_EQ(folder.status, 1) << folder.output;
+  EXPECT_NE(folder.output.find("cannot move the file into place: Is a directory"), std::string::npos) << folder.output;
+  EXPECT_EQ(folder.output.find("internal error"), std::string::npos) << folder.output;
+}
+
+// A bad --zeus-plan / --zeus-profile stops the start naming the file (and line), instead of
+// a 500 at the first POST /register_job.
+TEST(Cli, ServeChecksZeusFilesAtStart) {
+  if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
+  testing::TempDir dir;
+  const auto token = dir.write("t.token", "0123456789abcdef0123\n");
+  std::filesystem::permissions(token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string base = "serve --db :memory: --port 0 --token-file " + token + " ";
+  const auto json_plan = dir.write("plan.py", "{\"job_id\": \"x\"}\n");
+  const auto r = run(base + "--zeus-plan " + json_plan);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(json_plan + ":"), std::string::npos) << r.output;
+  const auto bad_profile = dir.write("p.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,abc,1\n");
+  const auto p = run(base + "--zeus-plan " + dir.write("ok.py", "[[1410, 1410], [1200, 1200]]\n") +
+                     " --zeus-profile " + bad_profile);
+  EXPECT_EQ(p.status, 1) << p.output;
+  EXPECT_NE(p.output.find(bad_profile + ":2:"), std::string::npos) << p.output;
+}
+
 TEST(Cli, ServeThatFailsToStartLeavesNoGeneratedToken) {
   if (run("serve --help").status != 0) GTEST_SKIP() << "perseus built without the server";
   testing::TempDir dir;

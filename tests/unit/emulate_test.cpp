@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -185,6 +187,41 @@ TEST(EmulateCli, WritesCsvAndTable) {
   for (std::string l; std::getline(in, l);) methods.push_back(l.substr(0, l.find(',')));
   EXPECT_EQ(methods, (std::vector<std::string>{"perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max",
                                                "perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max"}));
+}
+
+// An --out that cannot become a folder is refused before the emulation runs (no table, exit 1),
+// naming the reason; nothing is created.
+TEST(EmulateCli, UnusableOutFolderIsRefusedBeforeWork) {
+  testing::TempDir tmp;
+  const std::string file = (tmp.path() / "a_file").string();
+  std::ofstream(file) << "mine\n";
+  const std::string args = "--profile " + testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+                           " --stages 8 --microbatches 12 --pipelines 4 --p2p-power 83.64 --unit-time 0.01 "
+                           "--slowdown 1.2 --out ";
+  const std::pair<std::string, std::string> cases[] = {
+      {file, "--out " + file + ": exists and is not a folder"},
+      {file + "/sub", "--out " + file + "/sub: cannot create the output folder: " + file + " is not a folder"},
+  };
+  for (const auto& [out, message] : cases) {
+    int rc = 0;
+    const std::string text = run_cli(args + out, &rc);
+    EXPECT_EQ(WEXITSTATUS(rc), 1) << text;
+    EXPECT_NE(text.find(message), std::string::npos) << text;
+    EXPECT_EQ(text.find("zeus_per_stage"), std::string::npos) << "emulated before checking --out: " << text;
+  }
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "mine\n");
+  if (::geteuid() != 0) {  // root may write anywhere
+    const auto ro = tmp.path() / "ro";
+    std::filesystem::create_directories(ro);
+    std::filesystem::permissions(ro, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    int rc = 0;
+    const std::string text = run_cli(args + (ro / "x").string(), &rc);
+    EXPECT_EQ(WEXITSTATUS(rc), 1) << text;
+    EXPECT_NE(text.find("cannot create the output folder in " + ro.string() + ": Permission denied"), std::string::npos)
+        << text;
+    std::filesystem::permissions(ro, std::filesystem::perms::owner_all);
+  }
 }
 
 // Range and option errors are usage errors (exit status 2, as in `perseus optimize`), naming

@@ -210,6 +210,49 @@ TEST(JobExport, UnwritablePageLeavesNothing) {
   EXPECT_FALSE(fs::exists(tmp.path() / "no-such-dir"));
 }
 
+TEST(JobExport, PageReplacesOnlyAnEarlierPageNeverAUsersFile) {
+  TempDir tmp;
+  const std::string path = write(tmp, sample_export());
+  const std::string page = (tmp.path() / "page.html").string();
+  ASSERT_EQ(write_job_report(path, page), page);
+  EXPECT_EQ(write_job_report(path, page), page);  // a rerun replaces its own page
+  const std::string notes = (tmp.path() / "notes.txt").string();
+  std::ofstream(notes) << "my notes\n";
+  try {
+    write_job_report(path, notes);
+    ADD_FAILURE() << "a user's file was replaced";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a page `perseus report --job` wrote"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(notes), "my notes\n");
+  // Another perseus page (e.g. optimize's report.html) is not this command's either.
+  const std::string other = (tmp.path() / "report.html").string();
+  std::ofstream(other) << "<!DOCTYPE html>\n<html><head><title>Perseus report: x</title></head></html>\n";
+  EXPECT_THROW(write_job_report(path, other), InputError);
+  try {
+    write_job_report(path, tmp.path().string());
+    ADD_FAILURE() << "a folder was accepted as the page";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("exists and is not a file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(JobExport, UnreadableExportSaysWhy) {
+  TempDir tmp;
+  try {
+    load_job_export(tmp.path().string());
+    ADD_FAILURE() << "a folder was read as an export";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read the job export: Is a directory"), std::string::npos) << e.what();
+  }
+  try {
+    write_job_report(write(tmp, sample_export()), (tmp.path() / "no-such-dir" / "x.html").string());
+    ADD_FAILURE() << "wrote into a missing folder";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+  }
+}
+
 TEST(JobReportCli, JobFlagWritesThePageAndMisuseIsAUsageError) {
   TempDir tmp;
   const std::string path = write(tmp, sample_export());

@@ -1,6 +1,8 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "perseus/error.hpp"
 #include "perseus/profile.hpp"
 #include "test_util.hpp"
@@ -181,6 +183,9 @@ TEST(ProfileErrors, WrongStageCount) {
   EXPECT_NE(error_of(kGood, 3).find("expected 3 stages"), std::string::npos);
   EXPECT_NE(error_of(kGood, 1).find("expected 1 stages"), std::string::npos);
   EXPECT_EQ(error_of(kGood, 2), "");
+  // A count below 1 is the caller's error, named as such (not "expected 0 stages (0..-1)").
+  EXPECT_EQ(error_of(kGood, 0), "expected_stages must be >= 1, got 0");
+  EXPECT_EQ(error_of(kGood, -3), "expected_stages must be >= 1, got -3");
 }
 
 TEST(ProfileErrors, EmptyAndMissingFile) {
@@ -239,6 +244,25 @@ TEST(Profile, WriteReadRoundTrip) {
   const Profile q = load_profile_csv(path);
   ASSERT_EQ(q.num_stages(), 2);
   EXPECT_DOUBLE_EQ(q.points(0, InstructionKind::kForward)[1].time_s, 0.12);
+}
+
+TEST(ProfileErrors, UnwritableOutputNamesTheReasonAndLeavesNothing) {
+  TempDir dir;
+  const Profile p = parse_profile_csv(kGood, "x");
+  try {
+    write_profile_csv(p, (dir.path() / "missing" / "out.csv").string());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("out.csv: cannot write the file: No such file or directory"), std::string::npos)
+        << e.what();
+  }
+  try {
+    write_profile_csv(p, dir.path().string());  // a folder: never replaced
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Is a directory"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // no temporary left behind
 }
 
 }  // namespace

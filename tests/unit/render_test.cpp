@@ -394,7 +394,15 @@ TEST(PlotPointsCsv, ErrorsNameFileLineAndField) {
     load_plot_points_csv((tmp.path() / "missing.csv").string());
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("missing.csv: cannot read"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("missing.csv: cannot open the file: No such file or directory"),
+              std::string::npos) << e.what();
+  }
+  try {  // a folder is named as one, not read as an empty file
+    load_plot_points_csv(tmp.path().string());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(": cannot open the file: it is a folder, not a file"), std::string::npos)
+        << e.what();
   }
   // Quoted names with commas; reference-style columns.
   const auto pts = load_plot_points_csv(tmp.write("q.csv", "method,time_s,energy_j\n\"Zeus, global\",1.5,20\n"));

@@ -1,6 +1,8 @@
 // Schedule CSV import/export: round trips and the error messages of bad files.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "perseus/error.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
@@ -147,13 +149,22 @@ TEST(ScheduleIo, FileErrors) {
   try {
     load_schedule_csv("/nonexistent/perseus/s.csv");
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/perseus/s.csv: cannot open schedule file");
+    EXPECT_STREQ(e.what(), "/nonexistent/perseus/s.csv: cannot open schedule file: No such file or directory");
+  }
+  // A folder opens as an empty stream on Linux: it must be named as a folder, not read as an
+  // empty file (the shared reader, also used by report --points/--reference and JSON inputs).
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  try {
+    load_schedule_csv(folder);
+    ADD_FAILURE() << "a folder was read as a schedule";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), folder + ": cannot open schedule file: it is a folder, not a file");
   }
   try {
     write_schedule_csv(make_1f1b(2, 2), "/nonexistent/perseus/out.csv");
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/perseus/out.csv: cannot open for writing");
+    EXPECT_STREQ(e.what(), "/nonexistent/perseus/out.csv: cannot write the file: No such file or directory");
   }
 }
 

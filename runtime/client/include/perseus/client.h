@@ -63,8 +63,10 @@ typedef struct perseus_client perseus_client;
 /** Client settings. Zero/NULL fields take the defaults set by perseus_client_config_init(). */
 typedef struct perseus_client_config {
   uint32_t struct_size;          /**< sizeof(perseus_client_config); set by config_init. */
-  const char* server_url;        /**< "http://host:port" of `perseus serve` (required). */
-  const char* token;             /**< Bearer token, or NULL. */
+  const char* server_url;        /**< "http://host:port" of `perseus serve` (required; a trailing '/' is
+                                      allowed, a path is not: INVALID_ARGUMENT, as a bad host or port). */
+  const char* token;             /**< Bearer token, or NULL; printable ASCII without spaces (else
+                                      INVALID_ARGUMENT: CR/LF would inject HTTP headers). */
   const char* job_id;            /**< Job id from POST /v1/jobs (required). */
   int32_t rank;                  /**< Global rank (>= 0). */
   int32_t dp_rank;               /**< Data-parallel rank = pipeline id (>= 0). */

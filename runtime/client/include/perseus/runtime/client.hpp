@@ -36,8 +36,8 @@ class ClientError : public std::runtime_error {
 
 /// Client configuration. Times in seconds.
 struct ClientOptions {
-  std::string server_url;   ///< "http://host:port" of `perseus serve`.
-  std::string token;        ///< Bearer token ("" = none).
+  std::string server_url;   ///< "http://host:port" of `perseus serve` (a trailing '/' is allowed; no path).
+  std::string token;        ///< Bearer token ("" = none); printable ASCII, no space.
   std::string job_id;       ///< Job created with POST /v1/jobs.
   RankInfo ranks;           ///< Global/dp/pp/tp rank of this process.
   double request_timeout_s = 5.0;     ///< Per HTTP request.

@@ -66,7 +66,8 @@ struct GpudConfig {
 /// GPU index out of 0..255, or a file without any allow rule.
 GpudConfig parse_gpud_config(std::string_view text, const std::string& source);
 
-/// Reads and parses the file at `path` (throws perseus::InputError when it cannot be read).
+/// Reads and parses the file at `path` (throws perseus::InputError naming the reason when it
+/// cannot be read: missing, no permission, or a folder).
 GpudConfig load_gpud_config(const std::string& path);
 
 }  // namespace perseus::gpud
