@@ -1,7 +1,9 @@
 // `perseus emulate`: energy savings of Perseus and the baselines with a straggler pipeline.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -13,6 +15,38 @@
 #include "perseus/error.hpp"
 
 namespace perseus::cli {
+
+namespace {
+
+/// The factors of every --slowdown value (comma-separated lists), in order. Throws
+/// CLI::ValidationError (exit 2) for an empty item, a value outside [1, 100] or one given twice.
+std::vector<double> parse_slowdowns(const std::vector<std::string>& lists) {
+  std::vector<double> out;
+  const CLI::Validator in_range = number_in(1, 100);
+  for (const std::string& list : lists) {
+    std::size_t begin = 0;
+    for (int item = 1;; ++item) {
+      const std::size_t end = std::min(list.find(',', begin), list.size());
+      std::string text = list.substr(begin, end - begin);
+      if (text.empty()) {
+        throw CLI::ValidationError("--slowdown", fmt::format("item {} of '{}' is empty; expected factors in [1, 100] "
+                                                             "separated by single commas, e.g. 1.05,1.1",
+                                                             item, list));
+      }
+      if (const std::string why = in_range(text); !why.empty()) throw CLI::ValidationError("--slowdown", why);
+      const double s = std::stod(text);
+      if (std::find(out.begin(), out.end(), s) != out.end()) {
+        throw CLI::ValidationError("--slowdown", fmt::format("{} is given twice (each factor is one row per method)", text));
+      }
+      out.push_back(s);
+      if (end == list.size()) break;
+      begin = end + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void register_emulate(CLI::App& app) {
   auto cfg = std::make_shared<EmulationConfig>();
@@ -43,11 +77,12 @@ void register_emulate(CLI::App& app) {
   cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
       ->capture_default_str()
       ->check(number_in(1e-7, 10, "s"));
-  cmd->add_option("--slowdown", cfg->slowdowns,
+  // Split here, not by CLI11's delimiter, which drops empty items: "1.05,,1.2" is a typo.
+  auto slowdown_lists = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--slowdown", *slowdown_lists,
                   "Straggler slowdown factors, comma separated (e.g. 1.05,1.1,1.2; 1 = no straggler)")
-      ->required()
-      ->delimiter(',')
-      ->check(number_in(1, 100));
+      ->type_name("FLOAT:NUMBER in [1, 100]")
+      ->required();
   auto out = std::make_shared<std::string>();
   cmd->add_option("--out", *out, "Output folder: emulation.csv and emulation.json are written there atomically")
       ->required()
@@ -55,7 +90,8 @@ void register_emulate(CLI::App& app) {
   auto report = std::make_shared<bool>(false);
   cmd->add_flag("--report", *report,
                 "Also write OUT/emulation.html: total and extrinsic saving vs slowdown per method (self-contained HTML)");
-  cmd->callback([cfg, out, pipes, batch, report] {
+  cmd->callback([cfg, out, pipes, batch, report, slowdown_lists] {
+    cfg->slowdowns = parse_slowdowns(*slowdown_lists);
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");
     }

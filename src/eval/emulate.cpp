@@ -80,10 +80,15 @@ void check_shape(const ClusterShape& shape) {
 
 void check_slowdowns(const std::vector<double>& slowdowns) {
   if (slowdowns.empty()) throw InputError("slowdowns", ": give at least one slowdown factor (e.g. 1.1,1.2)");
-  for (double s : slowdowns) {
+  for (std::size_t i = 0; i < slowdowns.size(); ++i) {
+    const double s = slowdowns[i];
     if (!(s >= 1.0 && s <= 100.0)) {
       throw InputError("slowdowns",
                        fmt::format(": every slowdown factor must be in [1, 100] (1 = no straggler), got {}", s));
+    }
+    if (std::find(slowdowns.begin(), slowdowns.begin() + static_cast<std::ptrdiff_t>(i), s) !=
+        slowdowns.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw InputError("slowdowns", fmt::format(": {} is given twice (each factor is one row per method)", s));
     }
   }
 }

@@ -91,6 +91,7 @@ TEST(Emulate, BadShapesAndSlowdowns) {
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {0.9}); },
                "every slowdown factor must be in [1, 100] (1 = no straggler), got 0.9");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {}); }, "give at least one slowdown factor");
+  expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, 1, 10}, {1.1, 1.2, 1.1}); }, "1.1 is given twice");
   expect_error([&] { emulate_stragglers(m, {1, 2, 1, 1, 1, 10}, {1.1}); },
                "pipelines must be >= 2, got 1 (one pipeline is the straggler");
   expect_error([&] { emulate_stragglers(m, {3, 2, 0, 1, 1, 10}, {1.1}); }, "tp_degree must be >= 1, got 0");
@@ -231,6 +232,11 @@ TEST(EmulateCli, BadInputs) {
                            " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 --out /tmp/perseus-emu-never";
   const std::pair<std::string, std::string> cases[] = {
       {" --pipelines 4 --slowdown 1.1,0.9", "--slowdown: expected a number in [1, 100], got '0.9'"},
+      {" --pipelines 4 --slowdown 1.05,,1.2", "--slowdown: item 2 of '1.05,,1.2' is empty"},
+      {" --pipelines 4 --slowdown 1.1,", "--slowdown: item 2 of '1.1,' is empty"},
+      {" --pipelines 4 --slowdown 1.05,1.05", "--slowdown: 1.05 is given twice"},
+      {" --pipelines 4 --slowdown 1.1 --slowdown 1.10", "--slowdown: 1.10 is given twice"},
+      {" --pipelines 4 --slowdown abc", "--slowdown: expected a number in [1, 100], got 'abc'"},
       {" --pipelines 0 --slowdown 1.1", "--pipelines: expected an integer in [2, 100000000], got '0'"},
       {" --pipelines 1 --slowdown 1.1", "got '1' (one pipeline is the straggler and the others adapt to it; for one "
                                         "pipeline use perseus optimize)"},
