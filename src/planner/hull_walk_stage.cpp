@@ -38,13 +38,7 @@ void FrontierBuilder::hull_walk_stage() {
     hull = std::make_unique<detail::CostModels>(dag, profile_, u, opt_.p_block_w, true, true);
   }
   detail::GraphCutWalk walk(csr_, *hull, MinCutEngine::kWarm);  // the warm engine keeps its flow
-  std::vector<std::vector<OperatingPoint>> eff(n);
-  for (int i = 0; i < n; ++i) {
-    for (OperatingPoint p : *op_raw_[i]) {
-      p.energy_j -= opt_.p_block_w * p.time_s;
-      eff[i].push_back(p);
-    }
-  }
+  const std::vector<std::vector<OperatingPoint>> eff = detail::effective_points(op_raw_, opt_.p_block_w);
   double t_lo = std::numeric_limits<double>::infinity();
   for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
   const double t_end = 2 * t_lo;  // the straggler regime, as the LP stage's
@@ -67,10 +61,10 @@ void FrontierBuilder::hull_walk_stage() {
       duration[i] = static_cast<double>(cpm.duration(i)) * u;
     }
     detail::round_lp_schedule(dag, f_.op_candidates_, start, duration, choice);
-    detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     FrontierPoint p;
     p.step = -1;
-    timeline_and_energy(choice, p.energy_before_reclaim_j, timeline);
+    timeline_and_energy(choice, p.energy_before_reclaim_j, timeline);  // as rounded, as the LP stage's
+    detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     p.time_s = timeline_and_energy(choice, p.energy_j, timeline);
     p.stored_plan = static_cast<std::int32_t>(stored_.size());
     stored_.push_back(choice);

@@ -65,6 +65,18 @@ struct HullLowerBound::Lp {
   double pipe_w = 0;                                 // P_block × R, W
 };
 
+std::vector<std::vector<OperatingPoint>> effective_points(const std::vector<const std::vector<OperatingPoint>*>& op_points,
+                                                          double p_block_w) {
+  std::vector<std::vector<OperatingPoint>> eff(op_points.size());
+  for (std::size_t i = 0; i < op_points.size(); ++i) {
+    for (OperatingPoint p : *op_points[i]) {
+      p.energy_j -= p_block_w * p.time_s;
+      eff[i].push_back(p);
+    }
+  }
+  return eff;
+}
+
 LagrangianBound lagrangian_bound(const std::vector<std::vector<OperatingPoint>>& eff_points,
                                  const std::vector<std::pair<int, int>>& arcs, const std::vector<double>& flow_w,
                                  double pipe_w, double deadline_s) {
@@ -135,13 +147,7 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   lp_->seg_first[n] = static_cast<int>(col_lo.size());
   flat_time_s_ = compute_timeline(dag, flat).time_s;
   lp_->pipe_w = p_block_w * dag.num_ranks();
-  lp_->points.resize(n);
-  for (int i = 0; i < n; ++i) {
-    for (OperatingPoint p : *op_points[i]) {
-      p.energy_j -= p_block_w * p.time_s;
-      lp_->points[i].push_back(p);
-    }
-  }
+  lp_->points = effective_points(op_points, p_block_w);
   std::vector<int> rows, cols;
   std::vector<double> vals, row_lo;
   int row = 0;

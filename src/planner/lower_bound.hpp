@@ -17,6 +17,11 @@ namespace perseus::detail {
 /// The returned OperatingPoint::energy_j holds the *effective* energy (J); freq_mhz is kept.
 std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoint>& points, double p_block_w);
 
+/// Per op, its profile points with effective energy: (time s, E − p_block_w × time J), as given
+/// (the input lagrangian_bound() takes). op_points[i] must not be null.
+std::vector<std::vector<OperatingPoint>> effective_points(const std::vector<const std::vector<OperatingPoint>*>& op_points,
+                                                          double p_block_w);
+
 /// A certified lower bound from any flow along the DAG (Lagrangian relaxation of the
 /// longest-path constraints; the dual of the time–cost LP, Fulkerson 1961).
 struct LagrangianBound {
