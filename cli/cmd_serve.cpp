@@ -61,11 +61,6 @@ void check_token_file(const std::string& path) {
                                  st.st_mode & 0777));
 }
 
-/// Token from --token-file, else $PERSEUS_TOKEN, else the file <db>.token (created with a
-/// random token, mode 0600, when missing). Never from argv. Existing token files must pass
-/// check_token_file(). An in-memory database (--db :memory:) has no <db>.token: it needs
-/// --token-file or $PERSEUS_TOKEN (a usage error otherwise; nothing is written).
-/// `*generated` receives the path of a token file this call created ("" otherwise).
 /// The token in the file at `path` (checked by check_token_file()), trimmed; an empty one is
 /// named as such, not reported later as "no token given".
 std::string token_from_file(const std::string& path) {
@@ -77,6 +72,11 @@ std::string token_from_file(const std::string& path) {
   return token;
 }
 
+/// Token from --token-file, else $PERSEUS_TOKEN, else the file <db>.token (created with a
+/// random token, mode 0600, when missing). Never from argv. Existing token files must pass
+/// check_token_file(). An in-memory database (--db :memory:) has no <db>.token: it needs
+/// --token-file or $PERSEUS_TOKEN (a usage error otherwise; nothing is written).
+/// `*generated` receives the path of a token file this call created ("" otherwise).
 std::string resolve_token(const std::string& token_file, const std::string& db_path, std::string* generated) {
   if (!token_file.empty()) return token_from_file(token_file);
   if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) {
