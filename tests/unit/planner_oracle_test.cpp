@@ -243,6 +243,18 @@ TEST(BoundMethods, HullWalkHonoursCancellation) {
   opt.cancelled = [&] { return ++calls > walk_calls + 2; };
   EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
   EXPECT_EQ(calls, walk_calls + 3);
+  // threads 2: the hull walk runs beside the graph-cut walk and never calls the hook itself
+  // (it may not be thread-safe); a cancellation mid-walk stops both (the solve returns).
+  opt.threads = 2;
+  calls = 0;
+  opt.cancelled = [&] { return ++calls < 0; };
+  const Frontier two = solve_frontier(dag, profile, opt);
+  EXPECT_EQ(calls, walk_calls + 1);  // the walk's steps, and once before the merge
+  EXPECT_EQ(two.num_hull_walk_steps, full.num_hull_walk_steps);
+  calls = 0;
+  opt.cancelled = [&] { return ++calls > walk_calls / 2; };
+  EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
+  EXPECT_EQ(calls, walk_calls / 2 + 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyPipelines, PlannerOracle,
