@@ -38,7 +38,7 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
     hull = std::make_unique<detail::CostModels>(dag, profile_, u, opt_.p_block_w, true, true);
   }
   detail::GraphCutWalk walk(csr_, *hull, MinCutEngine::kWarm);  // the warm engine keeps its flow
-  const std::vector<std::vector<OperatingPoint>> eff = detail::effective_points(op_raw_, opt_.p_block_w);
+  const detail::EffectiveHulls eff = detail::effective_points(op_raw_, opt_.p_block_w);
   const double pipe_w = opt_.p_block_w * dag.num_ranks();
   const std::int64_t stride =
       std::max<std::int64_t>(1, (walk.iteration_units() - walk.fastest_units()) / kHullWalkSamples);
