@@ -322,14 +322,12 @@ int run(int argc, char** argv) {
     const double budget = budget_env != nullptr && *budget_env ? number(budget_env, "PERSEUS_BENCH_BUDGET_S") : 0.0;
     if (budget < 0) throw Usage("PERSEUS_BENCH_BUDGET_S: expected seconds >= 0 (0 = no budget)");
     struct OverBudget {
-      double done;
-      std::int64_t range_units;  // T_max - T_min in units: an upper bound on the steps
+      double done;  // share of the stage done
+      perseus::SolveStage stage;
     };
     if (budget > 0) {
-      opt.progress = [&](std::int64_t t, std::int64_t t_max, std::int64_t t_min) {
-        if (cpu_s() - c0 > budget) {
-          throw OverBudget{static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min), t_max - t_min};
-        }
+      opt.progress = [&](perseus::SolveStage stage, double done) {
+        if (cpu_s() - c0 > budget) throw OverBudget{done, stage};
       };
     }
     std::optional<perseus::Frontier> solved;
@@ -338,8 +336,8 @@ int run(int argc, char** argv) {
     } catch (const OverBudget& b) {
       const double cpu = cpu_s() - c0;
       // No time estimate: later steps are slower (the critical network grows toward T_min).
-      fmt::print("| {} x {} | {} | ≤ {} | — | — | > {:.1f} (stopped with {:.1f} % of T_max → T_min done) | | {:.0f} | | |\n",
-                 stages, mbs, dag.num_ops(), b.range_units, cpu, 100 * b.done, peak_rss_mib());
+      fmt::print("| {} x {} | {} | — | — | — | > {:.1f} (stopped in the {} with {:.1f} % of it done) | | {:.0f} | | |\n",
+                 stages, mbs, dag.num_ops(), cpu, perseus::to_string(b.stage), 100 * b.done, peak_rss_mib());
       return 0;
     }
     const perseus::Frontier& f = *solved;

@@ -144,20 +144,20 @@ void register_optimize(CLI::App& app) {
       for (std::size_t i = 0; i < findings.size() && i < 5; ++i) fmt::print(stderr, "warning: {}\n", findings[i]);
       if (findings.size() > 5) fmt::print(stderr, "warning: ... and {} more rows\n", findings.size() - 5);
     }
-    std::function<void(double)> progress;
+    std::function<void(SolveStage, double)> progress;
     const bool show_progress = !*quiet && ::isatty(STDERR_FILENO) != 0;  // no \r floods in logs
     if (show_progress) {
-      progress = [last = -1](double f) mutable {
-        const int pct = static_cast<int>(f * 100);
+      progress = [last = -1](SolveStage stage, double f) mutable {
+        const int pct = static_cast<int>(f * 100) + 1000 * static_cast<int>(stage);
         if (pct != last) {
-          fmt::print(stderr, "\rsolving frontier: {:3d}%", pct);
+          fmt::print(stderr, "\rsolving frontier, {}: {:3d}%   ", to_string(stage), static_cast<int>(f * 100));
           std::fflush(stderr);
           last = pct;
         }
       };
     }
     const OptimizeSummary s = run_optimize(*cfg, progress);
-    if (show_progress) fmt::print(stderr, "\r                        \r");
+    if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
     fmt::print("Perseus frontier: {} plans from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut steps, {:.3f} s)\n",
                s.num_plans, s.t_max_s, s.t_min_s, s.num_steps, s.solve_time_s);

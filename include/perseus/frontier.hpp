@@ -63,6 +63,15 @@ std::optional<BoundMethod> parse_bound_method(std::string_view name);
 /// The method kAuto stands for on a DAG of `num_ops` computations (others: themselves).
 BoundMethod resolve_bound_method(BoundMethod method, int num_ops);
 
+/// The parts of a solve, in the order they run, for progress reports (PlannerOptions::progress).
+enum class SolveStage {
+  kGraphCutWalk,  ///< Phillips–Dessouky steps from T_max down to T_min (both planners)
+  kHullWalk,      ///< PlannerMode::kCertified with BoundMethod::kHullWalk: the bound's own walk
+  kLpSolves,      ///< PlannerMode::kCertified with BoundMethod::kLp: LP solves (sampling, refinement)
+};
+/// "graph-cut walk", "lower bound: hull walk", "lower bound: LP solves".
+const char* to_string(SolveStage stage);
+
 /// Planner settings.
 struct PlannerOptions {
   double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).
@@ -91,13 +100,18 @@ struct PlannerOptions {
   /// solve with more (LP-stage points) keeps this many spread evenly by index, both ends kept.
   /// Either way the frontier is marked Frontier::partial.
   std::int64_t max_points = 0;
-  /// Threads of the solve itself (1..1024): with >= 2 the LP stage's sampled solves
-  /// (PlannerMode::kCertified) run beside the graph-cut walk. The frontier does not depend on it.
+  /// Threads of the solve itself (1..1024): with >= 2, PlannerMode::kCertified runs the first
+  /// part of its bound stage (the LP stage's sampled solves, or the whole hull walk) beside the
+  /// graph-cut walk. The frontier does not depend on it.
   int threads = 1;
-  /// Optional progress callback: (current T in units, T_max in units, T_min in units).
-  std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
-  /// Optional cancellation check, called once per graph-cut step and once per LP solve (and per
-  /// simplex iteration inside one), always on the thread that called solve_frontier(): when it
+  /// Optional progress callback, always on the thread that called solve_frontier():
+  /// (stage, fraction of that stage done in [0, 1]). Called as a stage starts, about every 1 %
+  /// of it, and with 1 as it ends (unless the solve stops early); stages come in SolveStage
+  /// order. With threads >= 2 a stage running beside the graph-cut walk is reported (and
+  /// `cancelled` polled, about every 0.1 s) while the solve waits for it.
+  std::function<void(SolveStage stage, double fraction)> progress;
+  /// Optional cancellation check, called once per graph-cut step, hull-walk step and LP solve (and
+  /// per simplex iteration inside one), always on the thread that called solve_frontier(): when it
   /// returns true the solve stops and throws PlanningCancelled (the server: job deleted,
   /// shutdown, time budget).
   std::function<bool()> cancelled;

@@ -82,11 +82,12 @@ struct OptimizeResult {
 /// "threads", "unit_time_s" and those of load_problem()), assembles the problem
 /// (load_problem(): schedule by name or CSV file, the profile fitted to it, with the
 /// approximations listed in summary.approximations), solves the frontier and evaluates the
-/// all-max baseline. `progress(fraction)` is called from time to time during the solve.
+/// all-max baseline. `progress(stage, fraction)` is PlannerOptions::progress (on this thread).
 /// Throws InputError on bad inputs, a profile without a row at its maximum clock for some
 /// computation (require_max_frequency(), the rule `perseus emulate` applies too) or an
 /// empty frontier.
-OptimizeResult optimize(const OptimizeConfig& config, const std::function<void(double)>& progress = {});
+OptimizeResult optimize(const OptimizeConfig& config,
+                        const std::function<void(SolveStage, double)>& progress = {});
 
 /// Writes `config.out_dir` atomically (OutputFolder; it may replace only an earlier
 /// output, checked recursively with is_optimize_output()): frontier.csv, schedule.csv,
@@ -98,6 +99,7 @@ void write_optimize_folder(OptimizeResult& result, const OptimizeConfig& config)
 
 /// optimize() then write_optimize_folder(). The folder is checked before the (long) solve,
 /// so a folder that may not be replaced fails fast. Throws InputError.
-OptimizeSummary run_optimize(const OptimizeConfig& config, const std::function<void(double)>& progress = {});
+OptimizeSummary run_optimize(const OptimizeConfig& config,
+                             const std::function<void(SolveStage, double)>& progress = {});
 
 }  // namespace perseus

@@ -32,6 +32,7 @@ FrontierBuilder::LpStage::LpStage(const Dag& dag, const std::vector<const std::v
   // Solves cost grows faster than linearly with the DAG: fewer on large DAGs (deterministic,
   // so the output does not depend on the machine's load).
   budget = std::min(opt.max_lp_solves, std::max(kMinLpSolves, kLpSolveOps / std::max(1, dag.num_ops())));
+  budget_at_start = budget;
   // The straggler regime ends where no slower plan lowers the energy at any deadline (every
   // op at its hull minimum), or at 2 x T_min.
   t_end = std::max(t_lo, std::min(2 * t_lo, lp.flat_time_s()));
@@ -88,6 +89,9 @@ void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
   p.stored_plan = static_cast<std::int32_t>(st.stored.size());
   st.stored.push_back(choice);
   st.points.push_back({p, false});
+  report(SolveStage::kLpSolves,
+         static_cast<double>(st.budget_at_start - st.budget) / static_cast<double>(std::max(1, st.budget_at_start)),
+         st.stop, st.fraction, st.reported);
 }
 
 void FrontierBuilder::lp_sample(LpStage& st) const {
@@ -142,6 +146,7 @@ void FrontierBuilder::certify(Beside beside) {
       if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
     }
     hull_walk_merge(*hw, 2 * t_lo);
+    if (!f_.partial()) report(SolveStage::kHullWalk, 1, {}, nullptr, hw->reported);
     f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
   }
@@ -152,6 +157,7 @@ void FrontierBuilder::certify(Beside beside) {
   double beside_s = 0;  // LP-stage time spent beside the walk
   if (!st || st->t_lo != t_lo) {
     st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
+    report(SolveStage::kLpSolves, 0, {}, nullptr, st->reported);
     lp_sample(*st);
   } else {
     beside_s = st->seconds;
@@ -196,6 +202,7 @@ void FrontierBuilder::certify(Beside beside) {
     lp_merge(*st);
     if (st->budget == before) break;  // nothing new to solve
   }
+  if (!f_.partial()) report(SolveStage::kLpSolves, 1, {}, nullptr, st->reported);
   f_.num_lp_solves = st->lp.num_solves();
   f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -217,6 +217,15 @@ double Frontier::max_deadline_gap_pct() const {
   return gap;
 }
 
+const char* to_string(SolveStage stage) {
+  switch (stage) {
+    case SolveStage::kGraphCutWalk: return "graph-cut walk";
+    case SolveStage::kHullWalk: return "lower bound: hull walk";
+    case SolveStage::kLpSolves: return "lower bound: LP solves";
+  }
+  return "?";
+}
+
 const char* to_string(BoundMethod method) {
   switch (method) {
     case BoundMethod::kAuto: return "auto";

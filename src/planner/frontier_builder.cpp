@@ -8,6 +8,8 @@
 #include <exception>
 #include <stdexcept>
 #include <thread>
+#include <condition_variable>
+#include <mutex>
 
 #include <fmt/core.h>
 
@@ -102,6 +104,18 @@ void FrontierBuilder::keep_at_most_max_points(std::vector<FrontierPoint>& kept) 
   kept = std::move(spread);
 }
 
+void FrontierBuilder::report(SolveStage stage, double fraction, const std::stop_token& stop,
+                             std::atomic<double>* beside, double& last) const {
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  if (stop.stop_possible()) {  // beside the walk: the solve's thread reports it
+    if (beside != nullptr) beside->store(fraction, std::memory_order_relaxed);
+    return;
+  }
+  if (!opt_.progress || fraction == last || (fraction < 1 && last >= 0 && fraction - last < 0.01)) return;
+  last = fraction;
+  opt_.progress(stage, fraction);
+}
+
 Frontier FrontierBuilder::run() {
   start_ = std::chrono::steady_clock::now();
   const auto t0 = start_;
@@ -114,7 +128,8 @@ Frontier FrontierBuilder::run() {
   const std::int64_t t_max_units = walk_.iteration_units();
   record_point(0, walk_.choice());
   std::int64_t step = 0;
-  std::int64_t last_report = t_max_units;
+  double walk_reported = -1;
+  report(SolveStage::kGraphCutWalk, 0, {}, nullptr, walk_reported);
   // User bounds (PlannerOptions::time_budget_s, max_points): the walk stops early and the
   // frontier found so far is returned, marked partial.
   const double pipe_w = opt_.mode == PlannerMode::kCertified ? opt_.p_block_w * dag.num_ranks() : 0.0;
@@ -130,29 +145,40 @@ Frontier FrontierBuilder::run() {
   // stage's sampling, or the whole hull walk.
   Beside beside;
   std::exception_ptr beside_error;
+  std::atomic<double> beside_fraction{0};  // its progress (PlannerOptions::progress)
+  std::mutex beside_mutex;
+  std::condition_variable beside_cv;
+  bool beside_done = false;    // under beside_mutex
   std::jthread beside_thread;  // declared last: joined (after a stop request) before the rest goes
+  const bool beside_lp = resolve_bound_method(opt_.bound_method, n) == BoundMethod::kLp;
   if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget()) {
     FrontierPoint fastest;
     evaluator_.evaluate(std::vector<std::uint16_t>(n, 0), fastest.energy_before_reclaim_j, fastest.time_s,
                         fastest.energy_j);
-    const bool lp = resolve_bound_method(opt_.bound_method, n) == BoundMethod::kLp;
-    beside_thread = std::jthread([this, &beside, &beside_error, lp, t_lo = fastest.time_s](std::stop_token stop) {
+    beside_thread = std::jthread([&, t_lo = fastest.time_s](std::stop_token stop) {
       try {
         const auto s0 = std::chrono::steady_clock::now();
-        if (lp) {
+        if (beside_lp) {
           beside.lp = std::make_unique<LpStage>(*f_.dag_, op_raw_, opt_, t_lo);
           beside.lp->stop = std::move(stop);
+          beside.lp->fraction = &beside_fraction;
           lp_sample(*beside.lp);
           beside.lp->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
         } else {
           beside.hull = std::make_unique<HullWalkStage>();
           beside.hull->t_end = 2 * t_lo;
           beside.hull->stop = std::move(stop);
+          beside.hull->fraction = &beside_fraction;
           hull_walk(*beside.hull);
         }
       } catch (...) {
         beside_error = std::current_exception();
       }
+      {
+        const std::lock_guard lock(beside_mutex);
+        beside_done = true;
+      }
+      beside_cv.notify_all();
     });
   }
   auto stop_walk = [&] {
@@ -192,12 +218,13 @@ Frontier FrontierBuilder::run() {
         front.add(p.time_s, p.energy_j - pipe_w * p.time_s);
       }
     }
-    const std::int64_t T = walk_.iteration_units();
-    if (opt_.progress && last_report - T >= std::max<std::int64_t>(1, (t_max_units - t_min_units) / 100)) {
-      opt_.progress(T, t_max_units, t_min_units);
-      last_report = T;
-    }
+    report(SolveStage::kGraphCutWalk,
+           t_max_units > t_min_units ? static_cast<double>(t_max_units - walk_.iteration_units()) /
+                                           static_cast<double>(t_max_units - t_min_units)
+                                     : 1.0,
+           {}, nullptr, walk_reported);
   }
+  if (!f_.partial()) report(SolveStage::kGraphCutWalk, 1, {}, nullptr, walk_reported);
   f_.num_steps = step;
   // The all-max plan is a candidate too, so T_min is never slower than it; and the last
   // graph-cut plan tightened to the all-max time (quantization can leave it a little slower).
@@ -207,8 +234,20 @@ Frontier FrontierBuilder::run() {
     record_point(step, walk_.choice(), raw_points_.back().first.time_s);
   }
   if (beside_thread.joinable()) {
+    // Waiting for the stage beside the walk: report its progress and poll cancellation here,
+    // on the solve's thread (the stage never calls the user's hooks itself).
+    const SolveStage stage = beside_lp ? SolveStage::kLpSolves : SolveStage::kHullWalk;
+    double reported = -1;
+    std::unique_lock lock(beside_mutex);
+    while (!beside_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return beside_done; })) {
+      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+      report(stage, beside_fraction.load(std::memory_order_relaxed), {}, nullptr, reported);
+    }
+    lock.unlock();
     beside_thread.join();
     if (beside_error) std::rethrow_exception(beside_error);
+    if (beside.lp) beside.lp->reported = reported;
+    if (beside.hull) beside.hull->reported = reported;
   }
   std::vector<FrontierPoint> kept;
   if (opt_.mode == PlannerMode::kCertified && !f_.partial()) {

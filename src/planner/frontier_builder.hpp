@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -57,6 +58,7 @@ class FrontierBuilder {
     detail::HullLowerBound lp;
     double t_lo = 0, t_end = 0;  // sampled deadlines: T_min .. end of the straggler regime, s
     int budget = 0;              // LP solves left
+    int budget_at_start = 0;     // for progress: solves done / budget_at_start
     std::vector<double> solved;  // deadlines solved, s
     /// Whether deadline tau (s) was solved already (relative 1e-9).
     bool was_solved(double tau) const {
@@ -70,6 +72,8 @@ class FrontierBuilder {
     std::vector<Tangent> tangents;
     bool over_time_budget = false;
     std::stop_token stop;  // set when the sampling runs beside the graph-cut walk
+    std::atomic<double>* fraction = nullptr;  // beside the walk: progress published here
+    double reported = -1;                     // last fraction reported (report())
     double seconds = 0;    // wall time of the stage's construction and lp_sample() beside the walk
     std::vector<std::uint16_t> choice;
     std::vector<double> scratch, latest;
@@ -93,6 +97,8 @@ class FrontierBuilder {
     std::int64_t steps = 0;
     bool over_time_budget = false;
     std::stop_token stop;  // set when the walk runs beside the graph-cut walk
+    std::atomic<double>* fraction = nullptr;  // beside the walk: progress published here
+    double reported = -1;                     // last fraction reported (report())
     double seconds = 0;    // wall time of the walk
   };
   /// BoundMethod::kHullWalk (hull_walk_stage.cpp): bound lines and rounded plans from a second
@@ -111,6 +117,10 @@ class FrontierBuilder {
   /// did it from the right T_min), then refinement where the gap is large. kHullWalk: the hull
   /// walk (unless `beside.hull` already ran it far enough).
   void certify(Beside beside);
+  /// PlannerOptions::progress of a stage at `fraction` (0..1), published to `beside` instead when
+  /// the stage runs beside the walk (`stop` possible), else reported at most every 1 % (`last`).
+  void report(SolveStage stage, double fraction, const std::stop_token& stop, std::atomic<double>* beside,
+              double& last) const;
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&

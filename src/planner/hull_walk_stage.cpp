@@ -78,7 +78,13 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
   // PlannerOptions::cancelled is called on the walk's own thread only: beside the graph-cut
   // walk, that walk calls it and a cancellation reaches this one as a stop request.
   const bool may_cancel = !hw.stop.stop_possible() && opt_.cancelled;
+  const std::int64_t t_start = walk.iteration_units(), t_fastest = walk.fastest_units();
   for (;;) {
+    report(SolveStage::kHullWalk,
+           t_start > t_fastest ? static_cast<double>(t_start - walk.iteration_units()) /
+                                     static_cast<double>(t_start - t_fastest)
+                               : 1.0,
+           hw.stop, hw.fraction, hw.reported);
     if (may_cancel && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
     if (hw.stop.stop_requested()) break;  // the graph-cut walk failed: its exception is on its way
     if (over_time_budget()) {

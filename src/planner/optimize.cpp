@@ -127,7 +127,7 @@ std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) 
   return out;
 }
 
-OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
+OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(SolveStage, double)>& progress) {
   check_options(cfg);
   Problem problem = load_problem(cfg.problem, cfg.profile_path);
   // "all-max" means one clock for every computation, as in `perseus emulate` (docs/baselines.md).
@@ -143,11 +143,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(doub
   opt.time_budget_s = cfg.time_budget_s;
   opt.max_points = cfg.max_points;
   opt.threads = resolved_threads(cfg.threads);
-  if (progress) {
-    opt.progress = [&](std::int64_t t, std::int64_t t_max, std::int64_t t_min) {
-      progress(t_max > t_min ? static_cast<double>(t_max - t) / static_cast<double>(t_max - t_min) : 1.0);
-    };
-  }
+  opt.progress = progress;
   Frontier frontier = solve_frontier(problem.dag, problem.profile, opt);
   FrequencyPlan allmax = all_max_plan(problem.dag, problem.profile, problem.p_block_w);
 
@@ -204,7 +200,7 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   folder.commit();
 }
 
-OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(double)>& progress) {
+OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(SolveStage, double)>& progress) {
   check_options(cfg);
   { OutputFolder check(cfg.out_dir, is_optimize_output); }  // fail before the solve, not after
   OptimizeResult result = optimize(cfg, progress);

@@ -3,6 +3,10 @@
 // Count- and event-based: no test depends on how fast the machine is.
 #include <gtest/gtest.h>
 
+#include <fmt/core.h>
+
+#include <thread>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -144,6 +148,56 @@ TEST_P(PartialFrontier, ThreadsDoNotChangeTheFrontier) {
       EXPECT_EQ(one.plan(i).freq_mhz, two.plan(i).freq_mhz) << i;
     }
   }
+}
+
+TEST_P(PartialFrontier, ProgressReportsEveryStageInOrderOnTheCallingThread) {
+  const Case c;
+  for (const BoundMethod bound : {BoundMethod::kLp, BoundMethod::kHullWalk}) {
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE(fmt::format("{} threads {}", to_string(bound), threads));
+      PlannerOptions o = c.options(GetParam());
+      o.bound_method = bound;
+      o.threads = threads;
+      const auto caller = std::this_thread::get_id();
+      std::vector<std::pair<SolveStage, double>> seen;
+      o.progress = [&](SolveStage stage, double f) {
+        EXPECT_EQ(std::this_thread::get_id(), caller);
+        seen.emplace_back(stage, f);
+      };
+      solve_frontier(c.dag, c.profile, o);
+      ASSERT_FALSE(seen.empty());
+      EXPECT_EQ(seen.front(), std::make_pair(SolveStage::kGraphCutWalk, 0.0));
+      std::vector<SolveStage> ended;
+      for (std::size_t i = 0; i < seen.size(); ++i) {
+        EXPECT_GE(seen[i].second, 0.0);
+        EXPECT_LE(seen[i].second, 1.0);
+        if (i > 0) {
+          EXPECT_GE(static_cast<int>(seen[i].first), static_cast<int>(seen[i - 1].first)) << i;  // stage order
+          if (seen[i].first == seen[i - 1].first) EXPECT_GT(seen[i].second, seen[i - 1].second) << i;
+        }
+        if (seen[i].second == 1.0) ended.push_back(seen[i].first);
+      }
+      std::vector<SolveStage> expected{SolveStage::kGraphCutWalk};
+      if (GetParam() == PlannerMode::kCertified)
+        expected.push_back(bound == BoundMethod::kLp ? SolveStage::kLpSolves : SolveStage::kHullWalk);
+      EXPECT_EQ(ended, expected);
+      EXPECT_LE(seen.size(), 2 * 102u);  // about every 1 %, not every step
+    }
+  }
+}
+
+TEST(PartialFrontierThreads, CancellingWhileTheHullWalkRunsBesideStopsTheSolve) {
+  // Event-based: the hook cancels once the graph-cut walk has reported its end, i.e. while the
+  // solve waits for the hull walk beside it (or, if that already finished, right after).
+  const Case c;
+  PlannerOptions o = c.options(PlannerMode::kCertified);
+  o.bound_method = BoundMethod::kHullWalk;
+  o.threads = 2;
+  bool walk_done = false;
+  o.progress = [&](SolveStage stage, double f) { walk_done |= stage == SolveStage::kGraphCutWalk && f == 1.0; };
+  o.cancelled = [&] { return walk_done; };
+  EXPECT_THROW(solve_frontier(c.dag, c.profile, o), PlanningCancelled);
+  EXPECT_TRUE(walk_done);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PartialFrontier, ::testing::Values(PlannerMode::kGraphCut, PlannerMode::kCertified),

@@ -250,7 +250,9 @@ TEST(BoundMethods, HullWalkHonoursCancellation) {
   calls = 0;
   opt.cancelled = [&] { return ++calls < 0; };
   const Frontier two = solve_frontier(dag, profile, opt);
-  EXPECT_EQ(calls, walk_calls + 1);  // the walk's steps, and once before the merge
+  // The walk's steps, once before the merge, and (if the hull walk is still running then) a poll
+  // about every 0.1 s while the solve waits for it.
+  EXPECT_GE(calls, walk_calls + 1);
   EXPECT_EQ(two.num_hull_walk_steps, full.num_hull_walk_steps);
   calls = 0;
   opt.cancelled = [&] { return ++calls > walk_calls / 2; };
