@@ -36,9 +36,13 @@ enum class MinCutEngine : std::uint8_t {
   kDinic = 1,             ///< Dinic's algorithm on a network rebuilt every step (cold).
   kLemon = 2,             ///< LEMON's Preflow (Goldberg–Tarjan push-relabel), cold.
   kBoykovKolmogorov = 3,  ///< Boost.Graph's Boykov–Kolmogorov (2004), cold.
+  /// Our Boykov–Kolmogorov on the warm engine's network, search trees kept between steps and
+  /// lowered capacities absorbed by t-link reparametrization (Kohli & Torr 2007, dynamic graph
+  /// cuts): per-step work follows the change (docs/performance.md, "Session 7").
+  kDynamic = 4,
 };
 
-/// "warm", "dinic", "lemon" or "boost-bk".
+/// "warm", "dinic", "lemon", "boost-bk" or "dynamic".
 const char* to_string(MinCutEngine engine);
 /// Inverse of to_string(MinCutEngine); nullopt for any other name.
 std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name);
@@ -189,6 +193,9 @@ class Frontier {
     std::int64_t augmenting_paths = 0;  ///< augmenting paths in those phases
     std::int64_t augmenting_arcs = 0;   ///< their total length, arcs
     std::int64_t cancelled_paths = 0;   ///< flow paths cancelled after capacities were lowered
+    std::int64_t grown_nodes = 0;       ///< dynamic engine: active nodes scanned to grow a search tree
+    std::int64_t orphans = 0;           ///< dynamic engine: orphans adopted or freed
+    std::int64_t cut_searches = 0;      ///< dynamic engine: cuts searched afresh (tolerance band)
   } max_flow_work;
   double p_block_w = 0;              ///< P_block used, W.
   double unit_time_s = 0;            ///< u used, s.

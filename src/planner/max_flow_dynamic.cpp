@@ -1,0 +1,455 @@
+// Dynamic Boykov–Kolmogorov max-flow (see the header). The tree code follows Kolmogorov's
+// maxflow-v3 (maxflow_init, maxflow_reuse_trees_init, augment, process_*_orphan) with one
+// change: "residual > 0" is "residual > eps_augment" throughout.
+#include "max_flow_dynamic.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace perseus::detail {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kInfiniteDist = std::numeric_limits<int>::max() / 2;
+}  // namespace
+
+void DynamicMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink) {
+  n_ = num_nodes;
+  s_ = source;
+  t_ = sink;
+  const std::size_t m = arcs.size();
+  cap_.assign(m, 0.0);
+  res_.assign(2 * m, 0.0);
+  head_.assign(2 * m, -1);
+  term_node_.assign(m, -1);
+  from_source_.assign(m, 0);
+  first_.assign(static_cast<std::size_t>(n_) + 1, 0);
+  tfirst_.assign(static_cast<std::size_t>(n_) + 1, 0);
+  for (std::size_t k = 0; k < m; ++k) {
+    const auto [u, v] = arcs[k];
+    if (u == t_ || v == s_ || (u == s_ && v == t_)) throw std::invalid_argument("DynamicMaxFlow: arc into s or out of t");
+    if (u == s_ || v == t_) {
+      term_node_[k] = u == s_ ? v : u;
+      from_source_[k] = u == s_;
+      ++tfirst_[term_node_[k] + 1];
+    } else {
+      ++first_[u + 1];
+      ++first_[v + 1];
+    }
+  }
+  for (int v = 0; v < n_; ++v) first_[v + 1] += first_[v], tfirst_[v + 1] += tfirst_[v];
+  adj_.resize(first_[n_]);
+  tadj_.resize(tfirst_[n_]);
+  std::vector<int> pos(first_.begin(), first_.end() - 1), tpos(tfirst_.begin(), tfirst_.end() - 1);
+  for (std::size_t k = 0; k < m; ++k) {
+    const auto [u, v] = arcs[k];
+    if (term_node_[k] >= 0) {
+      tadj_[tpos[term_node_[k]]++] = static_cast<int>(k);
+      continue;
+    }
+    head_[2 * k] = v;
+    head_[2 * k + 1] = u;
+    adj_[pos[u]++] = static_cast<int>(2 * k);
+    adj_[pos[v]++] = static_cast<int>(2 * k + 1);
+  }
+  tr_.assign(n_, 0.0);
+  parent_.assign(n_, kNone);
+  ts_.assign(n_, 0);
+  dist_.assign(n_, 0);
+  is_sink_.assign(n_, 0);
+  in_queue_.assign(n_, 0);
+  marked_.assign(n_, 0);
+  seen_.assign(n_, 0);
+  queue_.clear();
+  queue_head_ = 0;
+  changed_.clear();
+  orphans_.clear();
+  time_ = 0;
+  first_solve_ = true;
+}
+
+void DynamicMaxFlow::mark(int x) {
+  if (!marked_[x]) {
+    marked_[x] = 1;
+    changed_.push_back(x);
+  }
+}
+
+void DynamicMaxFlow::set_capacity(int k, double capacity) {
+  cap_[k] = capacity;
+  if (const int x = term_node_[k]; x >= 0) {
+    mark(x);
+    return;
+  }
+  // n-link: a flow above the new capacity is lowered to it; the imbalance this leaves at
+  // both ends goes into their tr() when they are updated (reparametrization).
+  double& flow = res_[2 * k + 1];
+  if (flow > capacity) flow = capacity;
+  res_[2 * k] = capacity - flow;  // +inf stays +inf
+  mark(head_[2 * k + 1]);
+  mark(head_[2 * k]);
+}
+
+// tr(x) = cs − ct − (n-link flow out − in), recomputed from the arcs in a fixed order.
+void DynamicMaxFlow::update_terminal_caps(int x) {
+  double cs = 0, ct = 0;
+  for (int i = tfirst_[x]; i < tfirst_[x + 1]; ++i) {
+    const int k = tadj_[i];
+    (from_source_[k] ? cs : ct) += cap_[k];
+  }
+  double out = 0;
+  for (int i = first_[x]; i < first_[x + 1]; ++i) {
+    const int a = adj_[i];
+    out += (a & 1) ? -res_[a] : res_[a ^ 1];
+  }
+  tr_[x] = (cs - ct) - out;
+}
+
+void DynamicMaxFlow::set_active(int x) {
+  if (!in_queue_[x]) {
+    in_queue_[x] = 1;
+    queue_.push_back(x);
+  }
+}
+
+int DynamicMaxFlow::next_active() {
+  while (queue_head_ < queue_.size()) {
+    const int x = queue_[queue_head_++];
+    in_queue_[x] = 0;
+    if (parent_[x] != kNone) return x;  // a node in the queue is active iff it has a parent
+  }
+  queue_.clear();
+  queue_head_ = 0;
+  return -1;
+}
+
+void DynamicMaxFlow::set_orphan(int x) {
+  parent_[x] = kOrphan;
+  orphans_.push_back(x);
+}
+
+// Kolmogorov's maxflow_reuse_trees_init (maxflow_init on the first solve, where every node
+// with a t-link residual is marked): each changed node with a t-link residual becomes a
+// child of that terminal (switching trees orphans its children there); one without is
+// orphaned; all become active.
+void DynamicMaxFlow::reuse_trees() {
+  ++time_;
+  const double thr = thr_;
+  for (int i : changed_) {
+    marked_[i] = 0;
+    update_terminal_caps(i);
+  }
+  for (int i : changed_) {
+    set_active(i);
+    const double r = tr_[i];
+    if (!(std::abs(r) > thr)) {
+      if (parent_[i] != kNone && parent_[i] != kOrphan) set_orphan(i);
+      continue;
+    }
+    const bool to_source = r > 0;
+    // A free node, or one changing trees, orphans its children there and activates the
+    // neighbours of the other tree it has a residual to (an orphan queued by a neighbour
+    // processed before it keeps its tree and is a terminal child now: no orphan left).
+    if (parent_[i] == kNone || (is_sink_[i] != 0) == to_source) {
+      is_sink_[i] = !to_source;
+      for (int e = first_[i]; e < first_[i + 1]; ++e) {
+        const int a = adj_[e];
+        const int j = head_[a];
+        const int pj = parent_[j];
+        if (pj == (a ^ 1)) {
+          set_orphan(j);
+        } else if (pj != kNone && pj != kOrphan && (is_sink_[j] != 0) == to_source &&
+                   res_[to_source ? a : a ^ 1] > thr) {
+          set_active(j);
+        }
+      }
+    }
+    parent_[i] = kTerminal;
+    ts_[i] = time_;
+    dist_[i] = 1;
+  }
+  changed_.clear();
+  adopt_orphans();
+}
+
+bool DynamicMaxFlow::augment(int meet) {
+  // meet: residual arc from a source-tree node to a sink-tree node.
+  const double thr = thr_;
+  double* const res = res_.data();
+  const int* const head = head_.data();
+  const int* const parent = parent_.data();
+  double b = res[meet];
+  long long len = 1;
+  int i = head[meet ^ 1];
+  for (int a; (a = parent[i]) != kTerminal; i = head[a], ++len) b = std::min(b, res[a ^ 1]);
+  const int sroot = i;
+  b = std::min(b, tr_[sroot]);
+  i = head[meet];
+  for (int a; (a = parent[i]) != kTerminal; i = head[a], ++len) b = std::min(b, res[a]);
+  const int troot = i;
+  b = std::min(b, -tr_[troot]);
+  if (b == kInf) return false;
+  ++counters_.augmenting_paths;
+  counters_.augmenting_arcs += len;
+  res[meet ^ 1] += b;
+  res[meet] -= b;
+  for (i = head[meet ^ 1];;) {
+    const int a = parent[i];
+    if (a == kTerminal) break;
+    res[a] += b;
+    res[a ^ 1] -= b;
+    if (res[a ^ 1] <= thr) set_orphan(i);
+    i = head[a];
+  }
+  tr_[sroot] -= b;
+  if (tr_[sroot] <= thr) set_orphan(sroot);
+  for (i = head[meet];;) {
+    const int a = parent[i];
+    if (a == kTerminal) break;
+    res[a ^ 1] += b;
+    res[a] -= b;
+    if (res[a] <= thr) set_orphan(i);
+    i = head[a];
+  }
+  tr_[troot] += b;
+  if (tr_[troot] >= -thr) set_orphan(troot);
+  return true;
+}
+
+void DynamicMaxFlow::adopt_orphans() {
+  for (std::size_t h = 0; h < orphans_.size(); ++h) {
+    const int i = orphans_[h];
+    if (parent_[i] != kOrphan) continue;
+    ++counters_.orphans;
+    if (is_sink_[i]) {
+      process_sink_orphan(i);
+    } else {
+      process_source_orphan(i);
+    }
+  }
+  orphans_.clear();
+}
+
+// A new parent for source-tree orphan i: a source-tree neighbour j with residual j -> i
+// whose path to s does not pass an orphan, closest to s (TS/DIST marks cache the distances).
+void DynamicMaxFlow::process_source_orphan(int i) {
+  const double thr = thr_;
+  int best = -1, d_min = kInfiniteDist;
+  for (int e = first_[i]; e < first_[i + 1]; ++e) {
+    const int a0 = adj_[e];
+    if (!(res_[a0 ^ 1] > thr)) continue;
+    int j = head_[a0];
+    if (is_sink_[j] || parent_[j] == kNone) continue;
+    int d = 0;
+    while (true) {
+      if (ts_[j] == time_) {
+        d += dist_[j];
+        break;
+      }
+      const int a = parent_[j];
+      ++d;
+      if (a == kTerminal) {
+        ts_[j] = time_;
+        dist_[j] = 1;
+        break;
+      }
+      if (a == kOrphan) {
+        d = kInfiniteDist;
+        break;
+      }
+      j = head_[a];
+    }
+    if (d < kInfiniteDist) {
+      if (d < d_min) best = a0, d_min = d;
+      for (j = head_[a0]; ts_[j] != time_; j = head_[parent_[j]]) {
+        ts_[j] = time_;
+        dist_[j] = d--;
+      }
+    }
+  }
+  if (best >= 0) {
+    parent_[i] = best;
+    ts_[i] = time_;
+    dist_[i] = d_min + 1;
+    return;
+  }
+  parent_[i] = kNone;
+  for (int e = first_[i]; e < first_[i + 1]; ++e) {
+    const int a0 = adj_[e];
+    const int j = head_[a0];
+    const int a = parent_[j];
+    if (is_sink_[j] || a == kNone) continue;
+    if (res_[a0 ^ 1] > thr) set_active(j);
+    if (a != kTerminal && a != kOrphan && head_[a] == i) set_orphan(j);
+  }
+}
+
+void DynamicMaxFlow::process_sink_orphan(int i) {
+  const double thr = thr_;
+  int best = -1, d_min = kInfiniteDist;
+  for (int e = first_[i]; e < first_[i + 1]; ++e) {
+    const int a0 = adj_[e];
+    if (!(res_[a0] > thr)) continue;
+    int j = head_[a0];
+    if (!is_sink_[j] || parent_[j] == kNone) continue;
+    int d = 0;
+    while (true) {
+      if (ts_[j] == time_) {
+        d += dist_[j];
+        break;
+      }
+      const int a = parent_[j];
+      ++d;
+      if (a == kTerminal) {
+        ts_[j] = time_;
+        dist_[j] = 1;
+        break;
+      }
+      if (a == kOrphan) {
+        d = kInfiniteDist;
+        break;
+      }
+      j = head_[a];
+    }
+    if (d < kInfiniteDist) {
+      if (d < d_min) best = a0, d_min = d;
+      for (j = head_[a0]; ts_[j] != time_; j = head_[parent_[j]]) {
+        ts_[j] = time_;
+        dist_[j] = d--;
+      }
+    }
+  }
+  if (best >= 0) {
+    parent_[i] = best;
+    ts_[i] = time_;
+    dist_[i] = d_min + 1;
+    return;
+  }
+  parent_[i] = kNone;
+  for (int e = first_[i]; e < first_[i + 1]; ++e) {
+    const int a0 = adj_[e];
+    const int j = head_[a0];
+    const int a = parent_[j];
+    if (!is_sink_[j] || a == kNone) continue;
+    if (res_[a0] > thr) set_active(j);
+    if (a != kTerminal && a != kOrphan && head_[a] == i) set_orphan(j);
+  }
+}
+
+bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
+  ++counters_.searches;
+  thr_ = eps_augment;
+  if (first_solve_) {
+    // maxflow_init: every node starts free; those with a t-link residual join a tree below.
+    for (int x = 0; x < n_; ++x)
+      if (x != s_ && x != t_) mark(x);
+    first_solve_ = false;
+  }
+  reuse_trees();
+  double* const res = res_.data();
+  const int* const head = head_.data();
+  const double thr = thr_;
+  int current = -1;
+  while (true) {
+    int i = current;
+    if (i >= 0) {
+      in_queue_[i] = 0;
+      if (parent_[i] == kNone) i = -1;
+    }
+    if (i < 0 && (i = next_active()) < 0) break;
+    ++counters_.grown_nodes;
+    int meet = -1;  // residual arc source tree -> sink tree
+    if (!is_sink_[i]) {
+      for (int e = first_[i]; e < first_[i + 1]; ++e) {
+        const int a = adj_[e];
+        if (!(res[a] > thr)) continue;
+        const int j = head[a];
+        if (parent_[j] == kNone) {
+          is_sink_[j] = 0;
+          parent_[j] = a ^ 1;
+          ts_[j] = ts_[i];
+          dist_[j] = dist_[i] + 1;
+          set_active(j);
+        } else if (is_sink_[j]) {
+          meet = a;
+          break;
+        } else if (ts_[j] <= ts_[i] && dist_[j] > dist_[i]) {
+          parent_[j] = a ^ 1;
+          ts_[j] = ts_[i];
+          dist_[j] = dist_[i] + 1;
+        }
+      }
+    } else {
+      for (int e = first_[i]; e < first_[i + 1]; ++e) {
+        const int a = adj_[e];
+        if (!(res[a ^ 1] > thr)) continue;
+        const int j = head[a];
+        if (parent_[j] == kNone) {
+          is_sink_[j] = 1;
+          parent_[j] = a ^ 1;
+          ts_[j] = ts_[i];
+          dist_[j] = dist_[i] + 1;
+          set_active(j);
+        } else if (!is_sink_[j]) {
+          meet = a ^ 1;
+          break;
+        } else if (ts_[j] <= ts_[i] && dist_[j] > dist_[i]) {
+          parent_[j] = a ^ 1;
+          ts_[j] = ts_[i];
+          dist_[j] = dist_[i] + 1;
+        }
+      }
+    }
+    ++time_;
+    if (meet >= 0) {
+      in_queue_[i] = 1;  // keeps growing from i after the augmentation
+      current = i;
+      if (!augment(meet)) return false;
+      adopt_orphans();
+    } else {
+      current = -1;
+    }
+  }
+  // The source tree is the residual reachability with eps_augment; it is the one with eps
+  // unless some tree arc's residual is in (eps_augment, eps].
+  cut_searched_ = false;
+  if (eps > thr) {
+    for (int x = 0; x < n_ && !cut_searched_; ++x) {
+      const int p = parent_[x];
+      if (p == kNone || is_sink_[x]) continue;
+      const double r = p == kTerminal ? tr_[x] : res[p ^ 1];
+      if (r <= eps) search_cut(eps);
+    }
+  }
+  return true;
+}
+
+// The minimal source side with tolerance eps, searched afresh: from the nodes with a
+// t-link residual > eps from s, through n-link residuals > eps.
+void DynamicMaxFlow::search_cut(double eps) {
+  ++counters_.cut_searches;
+  cut_searched_ = true;
+  std::fill(seen_.begin(), seen_.end(), 0);
+  bfs_.clear();
+  for (int x = 0; x < n_; ++x) {
+    if (x != s_ && x != t_ && tr_[x] > eps) {
+      seen_[x] = 1;
+      bfs_.push_back(x);
+    }
+  }
+  for (std::size_t h = 0; h < bfs_.size(); ++h) {
+    const int v = bfs_[h];
+    for (int e = first_[v]; e < first_[v + 1]; ++e) {
+      const int a = adj_[e];
+      const int w = head_[a];
+      if (res_[a] > eps && !seen_[w]) {
+        seen_[w] = 1;
+        bfs_.push_back(w);
+      }
+    }
+  }
+}
+
+}  // namespace perseus::detail
