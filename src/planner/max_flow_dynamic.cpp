@@ -104,6 +104,11 @@ void DynamicMaxFlow::update_terminal_caps(int x) {
     const int a = adj_[i];
     out += (a & 1) ? -res_[a] : res_[a ^ 1];
   }
+  if (cs == kInf && ct == kInf) {
+    infinite_tlinks_ = true;  // s -> x -> t carries an infinite flow
+    tr_[x] = 0;
+    return;
+  }
   tr_[x] = (cs - ct) - out;
 }
 
@@ -157,13 +162,9 @@ void DynamicMaxFlow::reuse_trees() {
       for (int e = first_[i]; e < first_[i + 1]; ++e) {
         const int a = adj_[e];
         const int j = head_[a];
-        const int pj = parent_[j];
-        if (pj == (a ^ 1)) {
-          set_orphan(j);
-        } else if (pj != kNone && pj != kOrphan && (is_sink_[j] != 0) == to_source &&
-                   res_[to_source ? a : a ^ 1] > thr) {
-          set_active(j);
-        }
+        if (parent_[j] == (a ^ 1)) set_orphan(j);
+        // Also an orphan just made: if it is adopted in its tree, it must grow toward i.
+        if (parent_[j] != kNone && (is_sink_[j] != 0) == to_source && res_[to_source ? a : a ^ 1] > thr) set_active(j);
       }
     }
     parent_[i] = kTerminal;
@@ -347,7 +348,12 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
       if (x != s_ && x != t_) mark(x);
     first_solve_ = false;
   }
+  infinite_tlinks_ = false;
   reuse_trees();
+  if (infinite_tlinks_) {
+    drop_trees();
+    return false;
+  }
   double* const res = res_.data();
   const int* const head = head_.data();
   const double thr = thr_;
@@ -406,7 +412,10 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
     if (meet >= 0) {
       in_queue_[i] = 1;  // keeps growing from i after the augmentation
       current = i;
-      if (!augment(meet)) return false;
+      if (!augment(meet)) {
+        drop_trees();
+        return false;
+      }
       adopt_orphans();
     } else {
       current = -1;
@@ -426,12 +435,26 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
   return true;
 }
 
+// After an infinite path: the trees are dropped (the pseudo-flow is kept), so the next
+// solve starts like the first.
+void DynamicMaxFlow::drop_trees() {
+  std::fill(parent_.begin(), parent_.end(), kNone);
+  std::fill(in_queue_.begin(), in_queue_.end(), 0);
+  std::fill(marked_.begin(), marked_.end(), 0);
+  queue_.clear();
+  queue_head_ = 0;
+  changed_.clear();
+  orphans_.clear();
+  first_solve_ = true;
+}
+
 // The minimal source side with tolerance eps, searched afresh: from the nodes with a
 // t-link residual > eps from s, through n-link residuals > eps.
 void DynamicMaxFlow::search_cut(double eps) {
   ++counters_.cut_searches;
   cut_searched_ = true;
   std::fill(seen_.begin(), seen_.end(), 0);
+  seen_[s_] = 1;
   bfs_.clear();
   for (int x = 0; x < n_; ++x) {
     if (x != s_ && x != t_ && tr_[x] > eps) {

@@ -27,7 +27,7 @@ namespace perseus::detail {
 /// After maximize() the source tree is the set of nodes reachable from s through residuals
 /// > eps_augment; the minimal min cut with the cut tolerance eps is the same set unless a
 /// tree arc's residual lies in (eps_augment, eps], in which case it is searched afresh.
-/// Capacities may be +infinity (never on both t-links of one node). The flow itself is a
+/// Capacities may be +infinity (+inf on both t-links of one node is an infinite flow). The flow itself is a
 /// pseudo-flow, not an s-t flow of the network: this engine has no flow_along_dag().
 /// Sources: Boykov & Kolmogorov (2004), "An experimental comparison of min-cut/max-flow
 /// algorithms for energy minimization in vision"; Kohli & Torr (2007), "Dynamic graph cuts
@@ -35,20 +35,20 @@ namespace perseus::detail {
 class DynamicMaxFlow {
  public:
   /// Fixes the structure: num_nodes nodes, `arcs` (from, to) pairs, source and sink. No arc
-  /// may go from s to t, into s or out of t. All capacities start at 0.
+  /// may go from s to t, into s or out of t (std::invalid_argument). All capacities start at 0.
   void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink);
   /// Current capacity of arc k.
   double capacity(int k) const { return cap_[k]; }
   /// Sets arc k's capacity (>= 0, may be +inf). O(degree of its ends); no search.
   void set_capacity(int k, double capacity);
   /// Augments to a maximum flow. Returns false if it is infinite (an s-t path of infinite
-  /// arcs); the state is then unusable. Tree arcs need a residual > eps_augment (<= eps);
+  /// arcs); the search trees are then dropped and the next solve starts afresh. Tree arcs need a residual > eps_augment (<= eps);
   /// the cut (in_source_side) uses eps.
   bool maximize(double eps, double eps_augment);
   /// After maximize() returned true: whether node v is reachable from s through residual
   /// arcs > eps (the minimal source side).
   bool in_source_side(int v) const {
-    return cut_searched_ ? seen_[v] != 0 : parent_[v] != kNone && !is_sink_[v];
+    return cut_searched_ ? seen_[v] != 0 : v == s_ || (parent_[v] != kNone && !is_sink_[v]);
   }
 
   /// Work done so far (all solves): for benchmarks and docs/performance.md.
@@ -78,6 +78,7 @@ class DynamicMaxFlow {
   void process_source_orphan(int i);
   void process_sink_orphan(int i);
   void search_cut(double eps);
+  void drop_trees();
 
   int n_ = 0, s_ = 0, t_ = 0;
   double thr_ = 0;  // eps_augment of the current solve
@@ -97,6 +98,7 @@ class DynamicMaxFlow {
   std::size_t queue_head_ = 0;
   int time_ = 0;
   bool first_solve_ = true;
+  bool infinite_tlinks_ = false;  // some node has +inf t-links from s and to t
   // Fresh cut search (tolerance band).
   bool cut_searched_ = false;
   std::vector<char> seen_;
