@@ -354,9 +354,6 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
     drop_trees();
     return false;
   }
-  double* const res = res_.data();
-  const int* const head = head_.data();
-  const double thr = thr_;
   int current = -1;
   while (true) {
     int i = current;
@@ -366,48 +363,7 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
     }
     if (i < 0 && (i = next_active()) < 0) break;
     ++counters_.grown_nodes;
-    int meet = -1;  // residual arc source tree -> sink tree
-    if (!is_sink_[i]) {
-      for (int e = first_[i]; e < first_[i + 1]; ++e) {
-        const int a = adj_[e];
-        if (!(res[a] > thr)) continue;
-        const int j = head[a];
-        if (parent_[j] == kNone) {
-          is_sink_[j] = 0;
-          parent_[j] = a ^ 1;
-          ts_[j] = ts_[i];
-          dist_[j] = dist_[i] + 1;
-          set_active(j);
-        } else if (is_sink_[j]) {
-          meet = a;
-          break;
-        } else if (ts_[j] <= ts_[i] && dist_[j] > dist_[i]) {
-          parent_[j] = a ^ 1;
-          ts_[j] = ts_[i];
-          dist_[j] = dist_[i] + 1;
-        }
-      }
-    } else {
-      for (int e = first_[i]; e < first_[i + 1]; ++e) {
-        const int a = adj_[e];
-        if (!(res[a ^ 1] > thr)) continue;
-        const int j = head[a];
-        if (parent_[j] == kNone) {
-          is_sink_[j] = 1;
-          parent_[j] = a ^ 1;
-          ts_[j] = ts_[i];
-          dist_[j] = dist_[i] + 1;
-          set_active(j);
-        } else if (!is_sink_[j]) {
-          meet = a ^ 1;
-          break;
-        } else if (ts_[j] <= ts_[i] && dist_[j] > dist_[i]) {
-          parent_[j] = a ^ 1;
-          ts_[j] = ts_[i];
-          dist_[j] = dist_[i] + 1;
-        }
-      }
-    }
+    const int meet = grow(i);
     ++time_;
     if (meet >= 0) {
       in_queue_[i] = 1;  // keeps growing from i after the augmentation
@@ -416,6 +372,8 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
         drop_trees();
         return false;
       }
+      // As maxflow-v3 (front insertion): the orphans nearest the terminals first.
+      std::reverse(orphans_.begin(), orphans_.end());
       adopt_orphans();
     } else {
       current = -1;
@@ -424,15 +382,51 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
   // The source tree is the residual reachability with eps_augment; it is the one with eps
   // unless some tree arc's residual is in (eps_augment, eps].
   cut_searched_ = false;
-  if (eps > thr) {
+  if (eps > thr_) {
     for (int x = 0; x < n_ && !cut_searched_; ++x) {
       const int p = parent_[x];
       if (p == kNone || is_sink_[x]) continue;
-      const double r = p == kTerminal ? tr_[x] : res[p ^ 1];
+      const double r = p == kTerminal ? tr_[x] : res_[p ^ 1];
       if (r <= eps) search_cut(eps);
     }
   }
   return true;
+}
+
+// Grows active node i's tree into its free neighbours (maxflow-v3's growth step); returns
+// the residual arc from the source tree to the sink tree it met, or -1.
+int DynamicMaxFlow::grow(int i) {
+  // Raw pointers: stores into parent_/ts_/dist_ would otherwise reload every data pointer.
+  const double thr = thr_;
+  const double* const res = res_.data();
+  const int* const head = head_.data();
+  const int* const adj = adj_.data();
+  int* const parent = parent_.data();
+  char* const is_sink = is_sink_.data();
+  int* const ts = ts_.data();
+  int* const dist = dist_.data();
+  const char sink = is_sink[i];
+  const int flip = sink ? 1 : 0;  // the residual i -> j is arc a (source tree) or j -> i is a ^ 1 (sink tree)
+  const int ts_i = ts[i], dist_i = dist[i];
+  for (int e = first_[i], end = first_[i + 1]; e < end; ++e) {
+    const int a = adj[e];
+    if (!(res[a ^ flip] > thr)) continue;
+    const int j = head[a];
+    if (parent[j] == kNone) {
+      is_sink[j] = sink;
+      parent[j] = a ^ 1;
+      ts[j] = ts_i;
+      dist[j] = dist_i + 1;
+      set_active(j);
+    } else if (is_sink[j] != sink) {
+      return a ^ flip;
+    } else if (ts[j] <= ts_i && dist[j] > dist_i) {
+      parent[j] = a ^ 1;
+      ts[j] = ts_i;
+      dist[j] = dist_i + 1;
+    }
+  }
+  return -1;
 }
 
 // After an infinite path: the trees are dropped (the pseudo-flow is kept), so the next

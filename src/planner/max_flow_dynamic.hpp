@@ -73,6 +73,7 @@ class DynamicMaxFlow {
   int next_active();
   void set_orphan(int x);
   void reuse_trees();
+  int grow(int i);
   bool augment(int meet);
   void adopt_orphans();
   void process_source_orphan(int i);
