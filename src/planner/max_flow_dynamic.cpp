@@ -372,8 +372,6 @@ bool DynamicMaxFlow::maximize(double eps, double eps_augment) {
         drop_trees();
         return false;
       }
-      // As maxflow-v3 (front insertion): the orphans nearest the terminals first.
-      std::reverse(orphans_.begin(), orphans_.end());
       adopt_orphans();
     } else {
       current = -1;
