@@ -142,13 +142,13 @@ perseus::BoundMethod bench_bound_method() {
   throw Usage(fmt::format("PERSEUS_BENCH_BOUND: expected auto, lp or hull-walk, got '{}'", name));
 }
 
-/// Max-flow engine of the case, paper, synth and quality modes: PERSEUS_BENCH_MIN_CUT_ENGINE=warm (default),
-/// dinic, lemon, boost-bk or dynamic, like the bench's other PERSEUS_BENCH_* switches. It only sets
+/// Max-flow engine of the case, paper, synth and quality modes: PERSEUS_BENCH_MIN_CUT_ENGINE=dynamic (the
+/// planner's default), warm, dinic, lemon or boost-bk, like the bench's other PERSEUS_BENCH_* switches. It only sets
 /// PlannerOptions::min_cut_engine here; the planner itself reads no environment variable
 /// (perseus optimize has --min-cut-engine).
 perseus::MinCutEngine bench_min_cut_engine() {
   const char* env = std::getenv("PERSEUS_BENCH_MIN_CUT_ENGINE");
-  if (env == nullptr || *env == '\0') return perseus::MinCutEngine::kWarm;
+  if (env == nullptr || *env == '\0') return perseus::PlannerOptions{}.min_cut_engine;
   if (const auto e = perseus::parse_min_cut_engine(env)) return *e;
   throw Usage(fmt::format("PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon, boost-bk or dynamic, got '{}'", env));
 }

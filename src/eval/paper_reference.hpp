@@ -86,7 +86,7 @@ struct OurResult {
 /// `mode`: the planner (default: Planner 2.0, PlannerMode::kCertified); `engine`: its max-flow.
 inline OurResult run_case(const PaperCase& c, const std::string& data_dir, double unit_time_s,
                           const std::function<void(const Frontier&)>& inspect = {},
-                          PlannerMode mode = PlannerMode::kCertified, MinCutEngine engine = MinCutEngine::kWarm) {
+                          PlannerMode mode = PlannerMode::kCertified, MinCutEngine engine = PlannerOptions{}.min_cut_engine) {
   const Profile profile = load_profile_csv(data_dir + "/emulation/stage_profile_gpt3-175b_" + c.device + ".csv", 8);
   const Dag dag = Dag::build(make_1f1b(8, c.microbatches));
   PlannerOptions opt;

@@ -112,13 +112,6 @@ void DynamicMaxFlow::update_terminal_caps(int x) {
   tr_[x] = (cs - ct) - out;
 }
 
-void DynamicMaxFlow::set_active(int x) {
-  if (!in_queue_[x]) {
-    in_queue_[x] = 1;
-    queue_.push_back(x);
-  }
-}
-
 int DynamicMaxFlow::next_active() {
   while (queue_head_ < queue_.size()) {
     const int x = queue_[queue_head_++];
@@ -128,11 +121,6 @@ int DynamicMaxFlow::next_active() {
   queue_.clear();
   queue_head_ = 0;
   return -1;
-}
-
-void DynamicMaxFlow::set_orphan(int x) {
-  parent_[x] = kOrphan;
-  orphans_.push_back(x);
 }
 
 // Kolmogorov's maxflow_reuse_trees_init (maxflow_init on the first solve, where every node
@@ -224,118 +212,75 @@ void DynamicMaxFlow::adopt_orphans() {
     const int i = orphans_[h];
     if (parent_[i] != kOrphan) continue;
     ++counters_.orphans;
-    if (is_sink_[i]) {
-      process_sink_orphan(i);
-    } else {
-      process_source_orphan(i);
-    }
+    process_orphan(i);
   }
   orphans_.clear();
 }
 
-// A new parent for source-tree orphan i: a source-tree neighbour j with residual j -> i
-// whose path to s does not pass an orphan, closest to s (TS/DIST marks cache the distances).
-void DynamicMaxFlow::process_source_orphan(int i) {
+// A new parent for orphan i of the source tree (sink tree): a neighbour j of the same tree
+// with residual j -> i (i -> j) whose path to its terminal passes no orphan, the one closest
+// to the terminal (TS/DIST marks cache the distances, as in maxflow-v3). Without one, i is
+// freed: its children become orphans and the neighbours that could regrow it are activated.
+void DynamicMaxFlow::process_orphan(int i) {
+  // Raw pointers: set_orphan()/set_active() push into vectors, the rest are plain loads/stores.
   const double thr = thr_;
+  const double* const res = res_.data();
+  const int* const head = head_.data();
+  const int* const adj = adj_.data();
+  int* const parent = parent_.data();
+  const char* const is_sink = is_sink_.data();
+  int* const ts = ts_.data();
+  int* const dist = dist_.data();
+  const char sink = is_sink[i];
+  const int flip = sink ? 0 : 1;  // residual j -> i is a0 ^ 1 (source tree) or i -> j is a0 (sink tree)
+  const int first = first_[i], last = first_[i + 1];
   int best = -1, d_min = kInfiniteDist;
-  for (int e = first_[i]; e < first_[i + 1]; ++e) {
-    const int a0 = adj_[e];
-    if (!(res_[a0 ^ 1] > thr)) continue;
-    int j = head_[a0];
-    if (is_sink_[j] || parent_[j] == kNone) continue;
+  for (int e = first; e < last; ++e) {
+    const int a0 = adj[e];
+    if (!(res[a0 ^ flip] > thr)) continue;
+    int j = head[a0];
+    if (is_sink[j] != sink || parent[j] == kNone) continue;
     int d = 0;
     while (true) {
-      if (ts_[j] == time_) {
-        d += dist_[j];
+      if (ts[j] == time_) {
+        d += dist[j];
         break;
       }
-      const int a = parent_[j];
+      const int a = parent[j];
       ++d;
       if (a == kTerminal) {
-        ts_[j] = time_;
-        dist_[j] = 1;
+        ts[j] = time_;
+        dist[j] = 1;
         break;
       }
       if (a == kOrphan) {
         d = kInfiniteDist;
         break;
       }
-      j = head_[a];
+      j = head[a];
     }
     if (d < kInfiniteDist) {
       if (d < d_min) best = a0, d_min = d;
-      for (j = head_[a0]; ts_[j] != time_; j = head_[parent_[j]]) {
-        ts_[j] = time_;
-        dist_[j] = d--;
+      for (j = head[a0]; ts[j] != time_; j = head[parent[j]]) {
+        ts[j] = time_;
+        dist[j] = d--;
       }
     }
   }
   if (best >= 0) {
-    parent_[i] = best;
-    ts_[i] = time_;
-    dist_[i] = d_min + 1;
+    parent[i] = best;
+    ts[i] = time_;
+    dist[i] = d_min + 1;
     return;
   }
-  parent_[i] = kNone;
-  for (int e = first_[i]; e < first_[i + 1]; ++e) {
-    const int a0 = adj_[e];
-    const int j = head_[a0];
-    const int a = parent_[j];
-    if (is_sink_[j] || a == kNone) continue;
-    if (res_[a0 ^ 1] > thr) set_active(j);
-    if (a != kTerminal && a != kOrphan && head_[a] == i) set_orphan(j);
-  }
-}
-
-void DynamicMaxFlow::process_sink_orphan(int i) {
-  const double thr = thr_;
-  int best = -1, d_min = kInfiniteDist;
-  for (int e = first_[i]; e < first_[i + 1]; ++e) {
-    const int a0 = adj_[e];
-    if (!(res_[a0] > thr)) continue;
-    int j = head_[a0];
-    if (!is_sink_[j] || parent_[j] == kNone) continue;
-    int d = 0;
-    while (true) {
-      if (ts_[j] == time_) {
-        d += dist_[j];
-        break;
-      }
-      const int a = parent_[j];
-      ++d;
-      if (a == kTerminal) {
-        ts_[j] = time_;
-        dist_[j] = 1;
-        break;
-      }
-      if (a == kOrphan) {
-        d = kInfiniteDist;
-        break;
-      }
-      j = head_[a];
-    }
-    if (d < kInfiniteDist) {
-      if (d < d_min) best = a0, d_min = d;
-      for (j = head_[a0]; ts_[j] != time_; j = head_[parent_[j]]) {
-        ts_[j] = time_;
-        dist_[j] = d--;
-      }
-    }
-  }
-  if (best >= 0) {
-    parent_[i] = best;
-    ts_[i] = time_;
-    dist_[i] = d_min + 1;
-    return;
-  }
-  parent_[i] = kNone;
-  for (int e = first_[i]; e < first_[i + 1]; ++e) {
-    const int a0 = adj_[e];
-    const int j = head_[a0];
-    const int a = parent_[j];
-    if (!is_sink_[j] || a == kNone) continue;
-    if (res_[a0] > thr) set_active(j);
-    if (a != kTerminal && a != kOrphan && head_[a] == i) set_orphan(j);
+  parent[i] = kNone;
+  for (int e = first; e < last; ++e) {
+    const int a0 = adj[e];
+    const int j = head[a0];
+    const int a = parent[j];
+    if (is_sink[j] != sink || a == kNone) continue;
+    if (res[a0 ^ flip] > thr) set_active(j);
+    if (a != kTerminal && a != kOrphan && head[a] == i) set_orphan(j);
   }
 }
 

@@ -69,15 +69,22 @@ class DynamicMaxFlow {
 
   void mark(int x);
   void update_terminal_caps(int x);
-  void set_active(int x);
+  void set_active(int x) {
+    if (!in_queue_[x]) {
+      in_queue_[x] = 1;
+      queue_.push_back(x);
+    }
+  }
   int next_active();
-  void set_orphan(int x);
+  void set_orphan(int x) {
+    parent_[x] = kOrphan;
+    orphans_.push_back(x);
+  }
   void reuse_trees();
   int grow(int i);
   bool augment(int meet);
   void adopt_orphans();
-  void process_source_orphan(int i);
-  void process_sink_orphan(int i);
+  void process_orphan(int i);
   void search_cut(double eps);
   void drop_trees();
 

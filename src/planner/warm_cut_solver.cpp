@@ -1,7 +1,7 @@
 // The cut solvers that keep one network over all ops whose capacities change between steps:
-// MinCutEngine::kWarm (default; the max-flow warm-started from the previous step's flow,
-// max_flow_warm.hpp) and kDynamic (Boykov–Kolmogorov with its search trees kept between
-// steps, max_flow_dynamic.hpp). Both share the capacity sweep below.
+// MinCutEngine::kWarm (the max-flow warm-started from the previous step's flow,
+// max_flow_warm.hpp) and kDynamic (default; Boykov–Kolmogorov with its search trees kept
+// between steps, max_flow_dynamic.hpp). Both share the capacity sweep below.
 #include <cmath>
 #include <limits>
 #include <type_traits>
