@@ -46,7 +46,8 @@ class CutSolver {
   /// The current maximum flow, restricted to the DAG: its flow on each DAG edge (op i,
   /// successor j) and on each op's arc to the sink (op i, -1), in J per time unit, arcs
   /// without flow left out: a flow along the DAG, so lagrangian_bound() certifies it.
-  /// Returns false (outputs empty) when the engine does not keep its flow (the cold engines).
+  /// Returns false (outputs empty) when the engine does not keep a genuine flow (the cold
+  /// engines; the dynamic engine, whose flow is reparametrized).
   virtual bool flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
     arcs.clear();
     flow.clear();
