@@ -113,6 +113,12 @@ void DynamicMaxFlow::update_terminal_caps(int x) {
 }
 
 int DynamicMaxFlow::next_active() {
+  // FIFO: queue_[queue_head_..] are the active nodes; the consumed prefix is dropped once it
+  // is half the vector, so the queue holds O(active nodes), not every activation of a solve.
+  if (queue_head_ > 1024 && 2 * queue_head_ > queue_.size()) {
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
+    queue_head_ = 0;
+  }
   while (queue_head_ < queue_.size()) {
     const int x = queue_[queue_head_++];
     in_queue_[x] = 0;
