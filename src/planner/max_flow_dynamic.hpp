@@ -9,8 +9,9 @@
 
 namespace perseus::detail {
 
-/// Maximum s-t flow on a fixed set of arcs whose capacities are set before each solve,
-/// with the work of a solve proportional to what changed.
+/// Maximum s-t flow on a fixed set of arcs whose capacities are set before each solve; a
+/// solve starts from what changed (no search from s), though an augmentation can still orphan
+/// and regrow a large subtree (docs/performance.md, "Session 7").
 ///
 /// Arcs from the source (s -> x) and to the sink (x -> t) are *t-links*: per node x only
 /// their sums cs(x), ct(x) matter. The other arcs (*n-links*) carry a flow 0 <= f <= c. The
@@ -27,8 +28,9 @@ namespace perseus::detail {
 /// After maximize() the source tree is the set of nodes reachable from s through residuals
 /// > eps_augment; the minimal min cut with the cut tolerance eps is the same set unless a
 /// tree arc's residual lies in (eps_augment, eps], in which case it is searched afresh.
-/// Capacities may be +infinity (+inf on both t-links of one node is an infinite flow). The flow itself is a
-/// pseudo-flow, not an s-t flow of the network: this engine has no flow_along_dag().
+/// Capacities may be +infinity (+inf on both t-links of one node is an infinite flow). The
+/// flow itself is a pseudo-flow, not an s-t flow of the network: this engine has no
+/// flow_along_dag().
 /// Sources: Boykov & Kolmogorov (2004), "An experimental comparison of min-cut/max-flow
 /// algorithms for energy minimization in vision"; Kohli & Torr (2007), "Dynamic graph cuts
 /// for efficient inference in Markov random fields".
@@ -42,8 +44,8 @@ class DynamicMaxFlow {
   /// Sets arc k's capacity (>= 0, may be +inf). O(degree of its ends); no search.
   void set_capacity(int k, double capacity);
   /// Augments to a maximum flow. Returns false if it is infinite (an s-t path of infinite
-  /// arcs); the search trees are then dropped and the next solve starts afresh. Tree arcs need a residual > eps_augment (<= eps);
-  /// the cut (in_source_side) uses eps.
+  /// arcs); the search trees are then dropped and the next solve starts afresh. Tree arcs
+  /// need a residual > eps_augment (<= eps); the cut (in_source_side) uses eps.
   bool maximize(double eps, double eps_augment);
   /// After maximize() returned true: whether node v is reachable from s through residual
   /// arcs > eps (the minimal source side).
