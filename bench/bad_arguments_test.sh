@@ -21,7 +21,7 @@ expect 2 "UNIT_S: expected a number, got 'abc'" synth 4 8 abc
 expect 2 "unit time must be in [1e-7, 10] s" synth 4 8 0
 expect 2 "no paper case a40 mb96 in DATA_DIR /nonexistent" case /nonexistent a40 96 0.001
 PERSEUS_BENCH_BUDGET_S=x expect 2 "PERSEUS_BENCH_BUDGET_S: expected a number" synth 4 8
-PERSEUS_BENCH_MIN_CUT_ENGINE=bogus expect 2 "PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon or boost-bk" synth 4 8
+PERSEUS_BENCH_MIN_CUT_ENGINE=bogus expect 2 "PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon, boost-bk or dynamic" synth 4 8
 PERSEUS_BENCH_PLANNER=bogus expect 2 "PERSEUS_BENCH_PLANNER: expected graph-cut or certified" synth 4 8
 PERSEUS_BENCH_BOUND=bogus expect 2 "PERSEUS_BENCH_BOUND: expected auto, lp or hull-walk" synth 4 8
 PERSEUS_BENCH_DUMP=/nonexistent/dir/d.txt expect 1 "cannot open for writing" synth 4 8

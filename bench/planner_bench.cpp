@@ -60,6 +60,9 @@ void maybe_dump(const perseus::Frontier& f) {
                  w.augmenting_paths ? static_cast<double>(w.augmenting_arcs) / static_cast<double>(w.augmenting_paths)
                                     : 0.0,
                  w.cancelled_paths / mf);
+    if (w.grown_nodes > 0)
+      std::fprintf(stderr, "dynamic engine, per max-flow: %.1f grown nodes, %.1f orphans, %.3f fresh cut searches\n",
+                   w.grown_nodes / mf, w.orphans / mf, w.cut_searches / mf);
   }
   const char* path = std::getenv("PERSEUS_BENCH_DUMP");
   if (path == nullptr || *path == '\0') return;
@@ -139,15 +142,15 @@ perseus::BoundMethod bench_bound_method() {
   throw Usage(fmt::format("PERSEUS_BENCH_BOUND: expected auto, lp or hull-walk, got '{}'", name));
 }
 
-/// Max-flow engine of the synth and quality modes: PERSEUS_BENCH_MIN_CUT_ENGINE=warm (default),
-/// dinic, lemon or boost-bk, like the bench's other PERSEUS_BENCH_* switches. It only sets
+/// Max-flow engine of the case, paper, synth and quality modes: PERSEUS_BENCH_MIN_CUT_ENGINE=dynamic (the
+/// planner's default), warm, dinic, lemon or boost-bk, like the bench's other PERSEUS_BENCH_* switches. It only sets
 /// PlannerOptions::min_cut_engine here; the planner itself reads no environment variable
 /// (perseus optimize has --min-cut-engine).
 perseus::MinCutEngine bench_min_cut_engine() {
   const char* env = std::getenv("PERSEUS_BENCH_MIN_CUT_ENGINE");
-  if (env == nullptr || *env == '\0') return perseus::MinCutEngine::kWarm;
+  if (env == nullptr || *env == '\0') return perseus::PlannerOptions{}.min_cut_engine;
   if (const auto e = perseus::parse_min_cut_engine(env)) return *e;
-  throw Usage(fmt::format("PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon or boost-bk, got '{}'", env));
+  throw Usage(fmt::format("PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon, boost-bk or dynamic, got '{}'", env));
 }
 
 int run(int argc, char** argv) {
@@ -160,7 +163,7 @@ int run(int argc, char** argv) {
       if (mode == "case" && (c.device != argv[3] || c.microbatches != mbs)) continue;
       ++matched;
       const double c0 = cpu_s();
-      const auto r = perseus::reference::run_case(c, argv[2], unit, maybe_dump, bench_planner());
+      const auto r = perseus::reference::run_case(c, argv[2], unit, maybe_dump, bench_planner(), bench_min_cut_engine());
       const double cpu = cpu_s() - c0;
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.0f} |\n", c.device,
                  c.microbatches, unit, r.num_ops, r.steps, r.max_flows, r.num_plans, cpu, r.solve_time_s, r.saving_pct, c.paper_saving_pct,

@@ -80,9 +80,9 @@ void register_optimize(CLI::App& app) {
   cmd->add_option_function<std::string>(
          "--min-cut-engine",
          [cfg](const std::string& v) { cfg->min_cut_engine = *perseus::parse_min_cut_engine(v); },
-         "Max-flow engine of the graph-cut steps: warm (default), dinic, lemon or boost-bk; the frontier is the same "
+         "Max-flow engine of the graph-cut steps: dynamic (default), warm, dinic, lemon or boost-bk; the frontier is the same "
          "with each (docs/performance.md compares their speed)")
-      ->check(CLI::IsMember({"warm", "dinic", "lemon", "boost-bk"}));
+      ->check(CLI::IsMember({"warm", "dinic", "lemon", "boost-bk", "dynamic"}));
   cmd->add_option_function<std::string>(
          "--bound",
          [cfg](const std::string& v) { cfg->bound_method = *perseus::parse_bound_method(v); },

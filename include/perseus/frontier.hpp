@@ -32,13 +32,18 @@ enum class PlannerMode : std::uint8_t {
 /// environment variable). Every engine computes the same minimal source-side min cut, so the
 /// frontier does not depend on it (tests/golden/engines_agree.sh); they differ in speed only.
 enum class MinCutEngine : std::uint8_t {
-  kWarm = 0,              ///< Default: one network over all ops, warm-started Dinic between steps.
+  kWarm = 0,              ///< One network over all ops, warm-started Dinic between steps (default before session 7).
   kDinic = 1,             ///< Dinic's algorithm on a network rebuilt every step (cold).
   kLemon = 2,             ///< LEMON's Preflow (Goldberg–Tarjan push-relabel), cold.
   kBoykovKolmogorov = 3,  ///< Boost.Graph's Boykov–Kolmogorov (2004), cold.
+  /// Default: our Boykov–Kolmogorov on the warm engine's network, search trees kept between
+  /// steps and lowered capacities absorbed by t-link reparametrization (Kohli & Torr 2007,
+  /// dynamic graph cuts); same frontiers as kWarm, faster on deep pipelines
+  /// (docs/performance.md, "Session 7").
+  kDynamic = 4,
 };
 
-/// "warm", "dinic", "lemon" or "boost-bk".
+/// "warm", "dinic", "lemon", "boost-bk" or "dynamic".
 const char* to_string(MinCutEngine engine);
 /// Inverse of to_string(MinCutEngine); nullopt for any other name.
 std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name);
@@ -79,7 +84,7 @@ struct PlannerOptions {
                                ///< 1e6 quanta between an op's fastest and slowest time).
   bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
   PlannerMode mode = PlannerMode::kCertified;  ///< Algorithm (see PlannerMode).
-  MinCutEngine min_cut_engine = MinCutEngine::kWarm;  ///< Max-flow engine (see MinCutEngine).
+  MinCutEngine min_cut_engine = MinCutEngine::kDynamic;  ///< Max-flow engine (see MinCutEngine).
   BoundMethod bound_method = BoundMethod::kAuto;       ///< kCertified: bound and extra plans (see BoundMethod).
   /// kCertified: LP solves at most (sampling plus refinement where the gap exceeds
   /// refine_gap_pct); the planner also caps them at max(40, 80000 / computations). 1..100000.
@@ -203,6 +208,9 @@ class Frontier {
     std::int64_t augmenting_paths = 0;  ///< augmenting paths in those phases
     std::int64_t augmenting_arcs = 0;   ///< their total length, arcs
     std::int64_t cancelled_paths = 0;   ///< flow paths cancelled after capacities were lowered
+    std::int64_t grown_nodes = 0;       ///< dynamic engine: active nodes scanned to grow a search tree
+    std::int64_t orphans = 0;           ///< dynamic engine: orphans adopted or freed
+    std::int64_t cut_searches = 0;      ///< dynamic engine: cuts searched afresh (tolerance band)
   } max_flow_work;
   double p_block_w = 0;              ///< P_block used, W.
   double unit_time_s = 0;            ///< u used, s.

@@ -24,7 +24,7 @@ struct OptimizeConfig {
   bool reclaim_slack = true;   ///< Slack reclamation after each step.
   PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
   /// Max-flow engine (PlannerOptions::min_cut_engine); the frontier does not depend on it.
-  MinCutEngine min_cut_engine = MinCutEngine::kWarm;
+  MinCutEngine min_cut_engine = MinCutEngine::kDynamic;
   /// Certified planner's bound method (PlannerOptions::bound_method).
   BoundMethod bound_method = BoundMethod::kAuto;
   std::string out_dir;         ///< Output folder (replaced atomically).

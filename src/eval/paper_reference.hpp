@@ -83,16 +83,17 @@ struct OurResult {
 };
 
 /// Solves one paper case; `inspect` (optional) sees the whole frontier (benchmarks dump it).
-/// `mode`: the planner (default: Planner 2.0, PlannerMode::kCertified).
+/// `mode`: the planner (default: Planner 2.0, PlannerMode::kCertified); `engine`: its max-flow.
 inline OurResult run_case(const PaperCase& c, const std::string& data_dir, double unit_time_s,
                           const std::function<void(const Frontier&)>& inspect = {},
-                          PlannerMode mode = PlannerMode::kCertified) {
+                          PlannerMode mode = PlannerMode::kCertified, MinCutEngine engine = PlannerOptions{}.min_cut_engine) {
   const Profile profile = load_profile_csv(data_dir + "/emulation/stage_profile_gpt3-175b_" + c.device + ".csv", 8);
   const Dag dag = Dag::build(make_1f1b(8, c.microbatches));
   PlannerOptions opt;
   opt.p_block_w = c.p_block_w;
   opt.unit_time_s = unit_time_s;
   opt.mode = mode;
+  opt.min_cut_engine = engine;
   const Frontier frontier = solve_frontier(dag, profile, opt);
   if (inspect) inspect(frontier);
   const FrequencyPlan allmax = all_max_plan(dag, profile, c.p_block_w);

@@ -46,7 +46,8 @@ class CutSolver {
   /// The current maximum flow, restricted to the DAG: its flow on each DAG edge (op i,
   /// successor j) and on each op's arc to the sink (op i, -1), in J per time unit, arcs
   /// without flow left out: a flow along the DAG, so lagrangian_bound() certifies it.
-  /// Returns false (outputs empty) when the engine does not keep its flow (the cold engines).
+  /// Returns false (outputs empty) when the engine does not keep a genuine flow (the cold
+  /// engines; the dynamic engine, whose flow is reparametrized).
   virtual bool flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
     arcs.clear();
     flow.clear();
@@ -55,19 +56,24 @@ class CutSolver {
 };
 
 /// The solver of `engine`: kWarm keeps one network over all ops and warm-starts each
-/// max-flow from the previous one (max_flow_warm.hpp); kDinic, kLemon and kBoykovKolmogorov
+/// max-flow from the previous one (max_flow_warm.hpp); kDynamic keeps the same network and
+/// Boykov–Kolmogorov's search trees between steps (max_flow_dynamic.hpp); kDinic, kLemon and kBoykovKolmogorov
 /// build each step's critical network afresh and solve it with MinCut (min_cut.hpp).
 /// `cpm` and `costs` must outlive the solver.
 std::unique_ptr<CutSolver> make_cut_solver(MinCutEngine engine, const CriticalPath& cpm, const CostModels& costs);
 
 /// The kWarm solver (warm_cut_solver.cpp).
 std::unique_ptr<CutSolver> make_warm_cut_solver(const CriticalPath& cpm, const CostModels& costs);
+/// The kDynamic solver (warm_cut_solver.cpp): no flow_along_dag() (its flow is reparametrized).
+std::unique_ptr<CutSolver> make_dynamic_cut_solver(const CriticalPath& cpm, const CostModels& costs);
 /// A cold solver (cold_cut_solver.cpp): engine kDinic, kLemon or kBoykovKolmogorov.
 std::unique_ptr<CutSolver> make_cold_cut_solver(MinCutEngine engine, const CriticalPath& cpm, const CostModels& costs);
 
 inline std::unique_ptr<CutSolver> make_cut_solver(MinCutEngine engine, const CriticalPath& cpm,
                                                   const CostModels& costs) {
-  return engine == MinCutEngine::kWarm ? make_warm_cut_solver(cpm, costs) : make_cold_cut_solver(engine, cpm, costs);
+  if (engine == MinCutEngine::kWarm) return make_warm_cut_solver(cpm, costs);
+  if (engine == MinCutEngine::kDynamic) return make_dynamic_cut_solver(cpm, costs);
+  return make_cold_cut_solver(engine, cpm, costs);
 }
 
 }  // namespace perseus::detail

@@ -101,12 +101,14 @@ const char* to_string(MinCutEngine engine) {
     case MinCutEngine::kDinic: return "dinic";
     case MinCutEngine::kLemon: return "lemon";
     case MinCutEngine::kBoykovKolmogorov: return "boost-bk";
+    case MinCutEngine::kDynamic: return "dynamic";
   }
   return "unknown";
 }
 
 std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name) {
-  for (auto e : {MinCutEngine::kWarm, MinCutEngine::kDinic, MinCutEngine::kLemon, MinCutEngine::kBoykovKolmogorov})
+  for (auto e : {MinCutEngine::kWarm, MinCutEngine::kDinic, MinCutEngine::kLemon, MinCutEngine::kBoykovKolmogorov,
+                 MinCutEngine::kDynamic})
     if (name == to_string(e)) return e;
   return std::nullopt;
 }
@@ -118,6 +120,7 @@ const std::vector<char>& MinCut::solve(int num_nodes, const std::vector<FlowArc>
   double value = 0;
   switch (engine_) {
     case MinCutEngine::kWarm:
+    case MinCutEngine::kDynamic:
     case MinCutEngine::kDinic:
       dinic_.reset(num_nodes);
       for (const FlowArc& a : arcs) dinic_.add_arc(a.from, a.to, a.capacity);

@@ -29,8 +29,8 @@ struct FlowArc {
 /// Boykov–Kolmogorov (2004) on request.
 class MinCut {
  public:
-  /// Engine of the next solve() calls: kDinic (default; also for kWarm, whose warm network
-  /// lives in warm_cut_solver.cpp), kLemon or kBoykovKolmogorov.
+  /// Engine of the next solve() calls: kDinic (default; also for kWarm and kDynamic, whose
+  /// networks live in warm_cut_solver.cpp), kLemon or kBoykovKolmogorov.
   void set_engine(MinCutEngine engine) { engine_ = engine; }
   const std::vector<char>& solve(int num_nodes, const std::vector<FlowArc>& arcs, int source, int sink,
                                  double tolerance, double* cut_value = nullptr);

@@ -1,9 +1,13 @@
-// The default cut solver (MinCutEngine::kWarm): one network over all ops whose capacities
-// change between steps, with the max-flow warm-started from the previous step's flow.
+// The cut solvers that keep one network over all ops whose capacities change between steps:
+// MinCutEngine::kWarm (the max-flow warm-started from the previous step's flow,
+// max_flow_warm.hpp) and kDynamic (default; Boykov–Kolmogorov with its search trees kept
+// between steps, max_flow_dynamic.hpp). Both share the capacity sweep below.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "cut_solver.hpp"
+#include "max_flow_dynamic.hpp"
 #include "max_flow_warm.hpp"
 
 namespace perseus::detail {
@@ -16,10 +20,11 @@ namespace {
 /// 16 x 64 synthetic case in tie steps; 1e-6 matches the cold engines everywhere tested).
 constexpr double kWarmAugmentFactor = 1e-6;
 
-/// The full critical network (critical_network.hpp) as one WarmMaxFlow: every op's arcs and
-/// every DAG edge, capacity 0 off the critical ops and edges. A step writes only the
-/// capacities that changed; an op that stays critical with the same duration and signature
-/// keeps its capacities.
+/// The full critical network (critical_network.hpp) as one Flow (WarmMaxFlow or
+/// DynamicMaxFlow): every op's arcs and every DAG edge, capacity 0 off the critical ops and
+/// edges. A step writes only the capacities that changed; an op that stays critical with the
+/// same duration and signature keeps its capacities.
+template <class Flow>
 class WarmCutSolver final : public CutSolver {
  public:
   WarmCutSolver(const CriticalPath& cpm, const CostModels& costs)
@@ -36,14 +41,26 @@ class WarmCutSolver final : public CutSolver {
   void forget_cut() override { have_prev_cut_ = false; }
   Frontier::MaxFlowWork work() const override {
     const auto& c = flow_.counters();
-    return {c.dinic_phases, c.bfs_nodes, c.augmenting_paths, c.augmenting_arcs, c.cancelled_paths};
+    Frontier::MaxFlowWork w;
+    w.augmenting_paths = c.augmenting_paths;
+    w.augmenting_arcs = c.augmenting_arcs;
+    if constexpr (std::is_same_v<Flow, WarmMaxFlow>) {
+      w.dinic_phases = c.dinic_phases;
+      w.bfs_nodes = c.bfs_nodes;
+      w.cancelled_paths = c.cancelled_paths;
+    } else {
+      w.grown_nodes = c.grown_nodes;
+      w.orphans = c.orphans;
+      w.cut_searches = c.cut_searches;
+    }
+    return w;
   }
 
  private:
   const CriticalPath& cpm_;
   const CostModels& costs_;
   const CriticalNetwork network_;
-  WarmMaxFlow flow_;
+  Flow flow_;
   std::vector<CriticalOp> ops_;     // per op: its costs, when critical
   std::vector<int> critical_;       // critical ops, op order
   std::vector<char> was_critical_;  // per op: critical in the previous network
@@ -55,7 +72,8 @@ class WarmCutSolver final : public CutSolver {
   std::vector<int> faster_, slower_;
 };
 
-CutResult WarmCutSolver::find_cut() {
+template <class Flow>
+CutResult WarmCutSolver<Flow>::find_cut() {
   const CriticalPath& cpm = cpm_;
   const DagCsr& dag = cpm.dag();
   const int n = dag.num_ops;
@@ -136,9 +154,13 @@ CutResult WarmCutSolver::find_cut() {
   return {CutResult::Status::kSolved, &faster_, &slower_};
 }
 
-bool WarmCutSolver::flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
+template <class Flow>
+bool WarmCutSolver<Flow>::flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
   arcs.clear();
   flow.clear();
+  if constexpr (!std::is_same_v<Flow, WarmMaxFlow>) {
+    return false;  // a reparametrized pseudo-flow is not a flow along the DAG
+  } else {
   const DagCsr& dag = cpm_.dag();
   for (int v = 0; v < dag.num_ops; ++v) {
     int e = network_.edge_arcs_begin(v);
@@ -150,12 +172,17 @@ bool WarmCutSolver::flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::
     }
   }
   return true;
+  }
 }
 
 }  // namespace
 
 std::unique_ptr<CutSolver> make_warm_cut_solver(const CriticalPath& cpm, const CostModels& costs) {
-  return std::make_unique<WarmCutSolver>(cpm, costs);
+  return std::make_unique<WarmCutSolver<WarmMaxFlow>>(cpm, costs);
+}
+
+std::unique_ptr<CutSolver> make_dynamic_cut_solver(const CriticalPath& cpm, const CostModels& costs) {
+  return std::make_unique<WarmCutSolver<DynamicMaxFlow>>(cpm, costs);
 }
 
 }  // namespace perseus::detail

@@ -49,10 +49,12 @@ TEST(Cli, BadArgumentsExitTwoWithUsage) {
 }
 
 TEST(PlannerOptions, MinCutEngineNamesRoundTripAndUnknownIsRefused) {
-  for (auto e : {MinCutEngine::kWarm, MinCutEngine::kDinic, MinCutEngine::kLemon, MinCutEngine::kBoykovKolmogorov})
+  for (auto e : {MinCutEngine::kWarm, MinCutEngine::kDinic, MinCutEngine::kLemon, MinCutEngine::kBoykovKolmogorov,
+                 MinCutEngine::kDynamic})
     EXPECT_EQ(parse_min_cut_engine(to_string(e)), e);
   EXPECT_FALSE(parse_min_cut_engine("Warm").has_value());
   EXPECT_FALSE(parse_min_cut_engine("").has_value());
+  EXPECT_FALSE(parse_min_cut_engine("Dynamic").has_value());
   const Dag dag = Dag::build(make_1f1b(2, 2));
   Profile prof;
   for (int s = 0; s < 2; ++s)
