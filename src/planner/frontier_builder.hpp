@@ -89,6 +89,9 @@ class FrontierBuilder {
   /// graph-cut walk over the ops' whole effective-energy hulls, into f_.tangents_, raw_points_
   /// and stored_; a time budget reached inside it marks the frontier partial.
   void hull_walk_stage();
+  /// PlannerOptions::polish_time_s (window_polish.cpp): window search on the frontier's plans
+  /// furthest from the bound and at the all-max time; improved plans join raw_points_ / stored_.
+  void polish();
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&

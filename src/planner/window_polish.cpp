@@ -1,0 +1,122 @@
+// The certified planner's polish stage (PlannerOptions::polish_time_s): window search
+// (window_search.hpp) on the finished frontier's plans, worst gaps to the bound first.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "frontier_builder.hpp"
+#include "frontier_filter.hpp"
+#include "window_search.hpp"
+
+namespace perseus {
+
+namespace {
+
+/// Candidate index per op of a profile-evaluated plan (its clock and time in op i's table).
+std::vector<std::uint16_t> choice_of(const FrequencyPlan& plan, const std::vector<const Candidates*>& cands) {
+  std::vector<std::uint16_t> choice(cands.size());
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    const auto& pts = cands[i]->points;
+    const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) {
+      return p.freq_mhz == plan.freq_mhz[i] && p.time_s == plan.time_s[i];
+    });
+    if (it == pts.end()) throw std::logic_error(fmt::format("op {}: plan clock {} MHz is not a candidate", i, plan.freq_mhz[i]));
+    choice[i] = static_cast<std::uint16_t>(it - pts.begin());
+  }
+  return choice;
+}
+
+}  // namespace
+
+void FrontierBuilder::polish() {
+  if (opt_.polish_time_s <= 0 || f_.partial()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Dag& dag = *f_.dag_;
+  const int n = dag.num_ops();
+  const double pipe_w = opt_.p_block_w * dag.num_ranks();
+  // Targets: (priority, deadline, raw point). The plan at the all-max time first, then every
+  // frontier point by its gap to the bound at its own time, largest first.
+  const std::vector<FrontierPoint> kept = detail::pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
+  double t_allmax = 0;
+  for (const auto& rp : raw_points_)
+    if (rp.second) t_allmax = rp.first.time_s;
+  struct Target {
+    double priority, deadline_s;
+    FrontierPoint point;
+  };
+  std::vector<Target> targets;
+  const FrontierPoint* at_allmax = nullptr;
+  for (const auto& p : kept)
+    if (p.time_s <= t_allmax && (at_allmax == nullptr || p.energy_j < at_allmax->energy_j)) at_allmax = &p;
+  if (at_allmax != nullptr) targets.push_back({std::numeric_limits<double>::infinity(), t_allmax, *at_allmax});
+  for (const auto& p : kept) {
+    const double lb = f_.lower_bound_at(p.time_s);
+    if (lb > 0 && !(at_allmax == &p && p.time_s == t_allmax)) targets.push_back({(p.energy_j - lb) / lb, p.time_s, p});
+  }
+  std::stable_sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) { return a.priority > b.priority; });
+
+  detail::WindowSearchConfig config;
+  if (const char* e = std::getenv("PERSEUS_LNS_W")) config.window_ops = std::atoi(e);
+  if (const char* e = std::getenv("PERSEUS_LNS_R")) config.radius = std::atoi(e);
+  if (const char* e = std::getenv("PERSEUS_LNS_SEC")) config.window_time_s = std::atof(e);
+  detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w, config);
+  bool cancelled = false, over_budget = false;
+  const std::function<bool()> stop = [&] {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= opt_.polish_time_s) return true;
+    if (over_time_budget()) return over_budget = true;
+    if (opt_.cancelled && opt_.cancelled()) return cancelled = true;
+    return false;
+  };
+  detail::WindowSearchStats stats;
+  std::vector<std::uint16_t> choice(n);
+  TimelineScratch timeline;
+  for (const Target& t : targets) {
+    if (stop()) break;
+    const FrontierPoint& p = t.point;
+    if (p.stored_plan >= 0) {
+      choice = stored_[p.stored_plan];
+    } else {
+      // A graph-cut plan: replay the walk's changes up to its step, then as recorded.
+      choice = f_.start_choice_;
+      if (p.step < 0) {
+        std::fill(choice.begin(), choice.end(), 0);
+      } else {
+        for (std::size_t c = 0; c < f_.step_end_[p.step]; ++c) choice[f_.changes_[c].first] = f_.changes_[c].second;
+      }
+      choice = choice_of(f_.make_plan(choice, f_.reclaim_, p.tightened_to_s), f_.op_candidates_);
+    }
+    const double e0 = search.energy_at(choice, t.deadline_s);
+    const auto tt = std::chrono::steady_clock::now();
+    const bool better = search.improve(choice, t.deadline_s, stop, stats);
+    if (std::getenv("PERSEUS_LNS_DEBUG"))
+      std::fprintf(stderr, "target tau %.6f prio %.4f: %.3f -> %.3f J (%.3f %%) %.2f s, windows %d\n", t.deadline_s, t.priority, e0,
+                   search.energy_at(choice, t.deadline_s), 100 * (e0 - search.energy_at(choice, t.deadline_s)) / e0,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - tt).count(), stats.windows);
+    if (!better) continue;
+    FrontierPoint q;
+    q.step = -1;
+    q.time_s = timeline_and_energy(choice, q.energy_j, timeline);
+    q.energy_before_reclaim_j = q.energy_j;
+    q.stored_plan = static_cast<std::int32_t>(stored_.size());
+    stored_.push_back(choice);
+    raw_points_.push_back({q, false});
+    ++f_.num_polished_points;
+  }
+  if (cancelled) throw PlanningCancelled("planning cancelled");
+  if (over_budget && !f_.partial()) {
+    f_.stop_reason = Frontier::StopReason::kTimeBudget;
+    f_.partial_detail = fmt::format(
+        "time budget of {} s reached in the polish stage after {} window subproblems ({} plans improved)",
+        opt_.time_budget_s, stats.windows, f_.num_polished_points);
+  }
+  f_.num_polish_windows = stats.windows;
+  f_.polish_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace perseus
