@@ -2,8 +2,6 @@
 // (window_search.hpp) on the finished frontier's plans, worst gaps to the bound first.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -61,23 +59,31 @@ void FrontierBuilder::polish() {
   }
   std::stable_sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) { return a.priority > b.priority; });
 
-  detail::WindowSearchConfig config;
-  if (const char* e = std::getenv("PERSEUS_LNS_W")) config.window_ops = std::atoi(e);
-  if (const char* e = std::getenv("PERSEUS_LNS_R")) config.radius = std::atoi(e);
-  if (const char* e = std::getenv("PERSEUS_LNS_SEC")) config.window_time_s = std::atof(e);
-  detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w, config);
+  detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w);
   bool cancelled = false, over_budget = false;
+  // Each target after the first gets at most a tenth of the budget (at least kMinTargetS), so
+  // several of the worst points improve rather than one.
+  constexpr double kMinTargetS = 1.0;
+  const double target_cap_s = std::max(kMinTargetS, 0.1 * opt_.polish_time_s);
+  auto target_start = t0;
+  bool capped = false;  // the current target has a cap
   const std::function<bool()> stop = [&] {
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= opt_.polish_time_s) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - t0).count() >= opt_.polish_time_s) return true;
+    if (capped && std::chrono::duration<double>(now - target_start).count() >= target_cap_s) return true;
     if (over_time_budget()) return over_budget = true;
     if (opt_.cancelled && opt_.cancelled()) return cancelled = true;
     return false;
   };
   detail::WindowSearchStats stats;
   std::vector<std::uint16_t> choice(n);
+  std::vector<std::vector<std::uint16_t>> polished;  // plans improved so far
   TimelineScratch timeline;
   for (const Target& t : targets) {
+    capped = false;
     if (stop()) break;
+    capped = &t != &targets.front();
+    target_start = std::chrono::steady_clock::now();
     const FrontierPoint& p = t.point;
     if (p.stored_plan >= 0) {
       choice = stored_[p.stored_plan];
@@ -91,20 +97,26 @@ void FrontierBuilder::polish() {
       }
       choice = choice_of(f_.make_plan(choice, f_.reclaim_, p.tightened_to_s), f_.op_candidates_);
     }
-    const double e0 = search.energy_at(choice, t.deadline_s);
-    const auto tt = std::chrono::steady_clock::now();
-    const bool better = search.improve(choice, t.deadline_s, stop, stats);
-    if (std::getenv("PERSEUS_LNS_DEBUG"))
-      std::fprintf(stderr, "target tau %.6f prio %.4f: %.3f -> %.3f J (%.3f %%) %.2f s, windows %d\n", t.deadline_s, t.priority, e0,
-                   search.energy_at(choice, t.deadline_s), 100 * (e0 - search.energy_at(choice, t.deadline_s)) / e0,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - tt).count(), stats.windows);
-    if (!better) continue;
+    // A plan polished earlier meets this deadline too when it is not slower: start from the
+    // best of them and the point's own plan.
+    for (const auto& prev : polished) {
+      if (search.energy_at(prev, t.deadline_s) < search.energy_at(choice, t.deadline_s)) choice = prev;
+    }
+    double e_start = 0;
+    const double t_start = timeline_and_energy(choice, e_start, timeline);
+    if (!search.improve(choice, t.deadline_s, stop, stats)) continue;
+    // Kept only when the planner's own evaluator agrees: not slower than the deadline, and less
+    // energy at it than the plan it started from.
     FrontierPoint q;
     q.step = -1;
     q.time_s = timeline_and_energy(choice, q.energy_j, timeline);
+    if (!(q.time_s <= t.deadline_s &&
+          q.energy_j + pipe_w * (t.deadline_s - q.time_s) < e_start + pipe_w * (t.deadline_s - t_start)))
+      continue;
     q.energy_before_reclaim_j = q.energy_j;
     q.stored_plan = static_cast<std::int32_t>(stored_.size());
     stored_.push_back(choice);
+    polished.push_back(choice);
     raw_points_.push_back({q, false});
     ++f_.num_polished_points;
   }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -30,9 +29,9 @@ class StopHandler final : public CbcEventHandler {
  public:
   explicit StopHandler(const std::function<bool()>* stop) : stop_(stop) {}
   CbcAction event(CbcEvent which) override {
-    if ((which == node || which == treeStatus || which == solution || which == heuristicSolution) && stop_ &&
-        *stop_ && (*stop_)())
-      return CbcEventHandler::stop;
+    // Only between nodes: stopping CBC at its other events (a solution, the tree status) can
+    // leave its solver half-way (seen as an assertion in OsiClpSolverInterface::crunch()).
+    if (which == node && stop_ && *stop_ && (*stop_)()) return CbcEventHandler::stop;
     return noAction;
   }
   CbcEventHandler* clone() const override { return new StopHandler(*this); }
@@ -85,13 +84,12 @@ std::vector<std::vector<int>> WindowSearch::windows(const std::vector<std::uint1
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return tl.start_s[a] + tl.end_s[a] < tl.start_s[b] + tl.end_s[b];
   });
-  const int stride = std::max(1, w / 2);
-  for (int first = 0; first < n; first += stride) {
+  for (int first = 0; first < n; first += std::max(1, w / 2)) {
     add(std::vector<int>(order.begin() + first, order.begin() + std::min(n, first + w)));
     if (first + w >= n) break;
   }
-  // Blocks of consecutive microbatches across all stages, and of adjacent stage pairs.
   const int stages = std::max(1, dag_.num_stages()), mbs = std::max(1, dag_.num_microbatches());
+  // Blocks of consecutive microbatches across all stages, and of adjacent stage pairs.
   const int per_cell = std::max(1, n / (stages * mbs));  // ops per (stage, microbatch)
   for (const int span : {stages, std::min(stages, 2)}) {
     const int mb_span = std::clamp(w / (per_cell * span), 1, mbs);
@@ -113,82 +111,131 @@ std::vector<std::vector<int>> WindowSearch::windows(const std::vector<std::uint1
 bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<std::uint16_t>& choice,
                                 double deadline_s, const std::function<bool()>& stop) {
   const int n = dag_.num_ops();
-  // Columns: s_0..s_{n-1}, then x_ik for the free ops' allowed candidates.
-  std::vector<int> first_x(n, -1), lo_k(n, 0), hi_k(n, 0);
-  std::vector<double> col_lb(n, 0.0), col_ub(n, deadline_s), obj(n, 0.0);
+  const int nf = static_cast<int>(free_ops.size());
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  std::vector<int> pos(n, -1);  // index of op i in free_ops, -1 when held
+  for (int f = 0; f < nf; ++f) pos[free_ops[f]] = f;
+  std::vector<double> dur(n);  // held ops' durations (free ops: their fastest allowed)
+  std::vector<int> lo_k(nf), hi_k(nf);
+  for (int f = 0; f < nf; ++f) {
+    const int i = free_ops[f], m = static_cast<int>(cands_[i]->points.size());
+    lo_k[f] = config_.radius < 0 ? 0 : std::max(0, choice[i] - config_.radius);
+    hi_k[f] = config_.radius < 0 ? m - 1 : std::min(m - 1, choice[i] + config_.radius);
+  }
+  for (int i = 0; i < n; ++i) dur[i] = cands_[i]->points[pos[i] < 0 ? choice[i] : lo_k[pos[i]]].time_s;
+  // The held ops are condensed away: a path of the DAG is a chain of free ops joined by paths
+  // through held ops only, so the window's constraints are exactly
+  //   s_a >= head_a,   s_a + d_a + tail_a <= τ,   s_b >= s_a + d_a + L_ab,
+  // head/tail: the longest held-only path from a source to a / from a's end to a sink (0 when a
+  // is a source / sink), L_ab: the longest held-only path from a's end to b's start. The column
+  // bounds also use every op's earliest / latest start with the free ops at their fastest.
+  const auto& topo = dag_.topological_order();
+  std::vector<double> es(n, 0.0), ls(n, 0.0), head(n, kNone), tail(n, kNone);
+  for (int v : topo) {
+    if (dag_.predecessors(v).empty()) head[v] = 0;
+    for (int u : dag_.predecessors(v)) {
+      es[v] = std::max(es[v], es[u] + dur[u]);
+      if (pos[u] < 0 && head[u] > kNone) head[v] = std::max(head[v], head[u] + dur[u]);
+    }
+  }
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    const int v = *it;
+    double lf = deadline_s;
+    double after = dag_.successors(v).empty() ? 0.0 : kNone;  // held-only path from v's end to a sink
+    for (int w : dag_.successors(v)) {
+      lf = std::min(lf, ls[w]);
+      if (pos[w] < 0 && tail[w] > kNone) after = std::max(after, tail[w]);
+    }
+    ls[v] = lf - dur[v];
+    tail[v] = pos[v] < 0 ? (after > kNone ? after + dur[v] : kNone) : after;  // free ops: from their end
+  }
+  std::vector<double> link(static_cast<std::size_t>(nf) * nf, kNone);  // L_ab at [a * nf + b]
+  std::vector<double> dist(n);
+  for (int a = 0; a < nf; ++a) {
+    std::fill(dist.begin(), dist.end(), kNone);
+    dist[free_ops[a]] = 0;  // from a's end
+    for (int v : topo) {
+      if (dist[v] == kNone) continue;
+      const double end = v == free_ops[a] ? 0.0 : dist[v] + dur[v];
+      for (int w : dag_.successors(v)) {
+        if (pos[w] >= 0) {
+          link[a * nf + pos[w]] = std::max(link[a * nf + pos[w]], end);
+        } else {
+          dist[w] = std::max(dist[w], end);
+        }
+      }
+    }
+  }
+  // A link implied by a chain through another free op c (at c's fastest) is redundant.
+  for (int a = 0; a < nf; ++a)
+    for (int b = 0; b < nf; ++b) {
+      double& l = link[a * nf + b];
+      if (l == kNone) continue;
+      for (int c = 0; c < nf && l > kNone; ++c)
+        if (c != a && c != b && link[a * nf + c] > kNone && link[c * nf + b] > kNone &&
+            link[a * nf + c] + dur[free_ops[c]] + link[c * nf + b] >= l)
+          l = kNone;
+    }
+  // Columns: s_a per free op, then x_ak per free op and allowed candidate.
   auto eff = [&](int i, int k) {
     const OperatingPoint& p = cands_[i]->points[k];
     return p.energy_j - p_block_w_ * p.time_s;
   };
-  int cols = n;
-  for (int i : free_ops) {
-    const int m = static_cast<int>(cands_[i]->points.size());
-    lo_k[i] = config_.radius < 0 ? 0 : std::max(0, choice[i] - config_.radius);
-    hi_k[i] = config_.radius < 0 ? m - 1 : std::min(m - 1, choice[i] + config_.radius);
-    first_x[i] = cols;
-    for (int k = lo_k[i]; k <= hi_k[i]; ++k) {
+  const double slack = 1e-9 * deadline_s;  // rounding: ES = LS on a path exactly as long as the deadline
+  std::vector<double> col_lb, col_ub, obj;
+  std::vector<int> first_x(nf);
+  for (int f = 0; f < nf; ++f) {
+    const int i = free_ops[f];
+    col_lb.push_back(std::max(0.0, std::max(es[i], head[i]) - slack));
+    col_ub.push_back(std::max(es[i], ls[i]) + slack);
+    obj.push_back(0);
+  }
+  int cols = nf;
+  for (int f = 0; f < nf; ++f) {
+    const int i = free_ops[f];
+    first_x[f] = cols;
+    for (int k = lo_k[f]; k <= hi_k[f]; ++k) {
       col_lb.push_back(0);
       col_ub.push_back(1);
       obj.push_back(eff(i, k) - eff(i, choice[i]));  // gain over the incumbent: its value is 0
       ++cols;
     }
   }
-  // Start-time bounds: earliest start and latest start with every free op at its fastest
-  // allowed candidate (valid for every feasible plan; they help CBC's presolve).
-  std::vector<double> fast(n);
-  for (int i = 0; i < n; ++i) fast[i] = cands_[i]->points[first_x[i] >= 0 ? lo_k[i] : choice[i]].time_s;
-  std::vector<double> es(n, 0.0), ls(n, 0.0);
-  const auto& topo = dag_.topological_order();
-  for (int v : topo)
-    for (int u : dag_.predecessors(v)) es[v] = std::max(es[v], es[u] + fast[u]);
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    const int v = *it;
-    double lf = deadline_s;
-    for (int w : dag_.successors(v)) lf = std::min(lf, ls[w]);
-    ls[v] = lf - fast[v];
-  }
-  const double slack = 1e-9 * deadline_s;  // rounding: ES = LS on a path exactly as long as the deadline
-  for (int i = 0; i < n; ++i) {
-    col_lb[i] = std::max(0.0, es[i] - slack);
-    col_ub[i] = std::max(es[i], ls[i]) + slack;
-  }
-  // Rows.
   std::vector<int> row_idx, col_idx;
   std::vector<double> elem, row_lb, row_ub;
   int rows = 0;
-  auto duration_terms = [&](int i, double sign) {  // sign × d_i into the current row; returns the constant part
-    if (first_x[i] < 0) return sign * cands_[i]->points[choice[i]].time_s;
-    for (int k = lo_k[i]; k <= hi_k[i]; ++k) {
+  auto add_duration = [&](int f, double sign) {  // sign × d_a into the current row
+    for (int k = lo_k[f]; k <= hi_k[f]; ++k) {
       row_idx.push_back(rows);
-      col_idx.push_back(first_x[i] + k - lo_k[i]);
-      elem.push_back(sign * cands_[i]->points[k].time_s);
+      col_idx.push_back(first_x[f] + k - lo_k[f]);
+      elem.push_back(sign * cands_[free_ops[f]]->points[k].time_s);
     }
-    return 0.0;
   };
-  for (int i = 0; i < n; ++i) {
-    for (int j : dag_.successors(i)) {  // s_j − s_i − d_i ≥ 0
+  for (int a = 0; a < nf; ++a) {
+    for (int b = 0; b < nf; ++b) {  // s_b − s_a − d_a >= L_ab
+      if (link[a * nf + b] == kNone) continue;
       row_idx.insert(row_idx.end(), {rows, rows});
-      col_idx.insert(col_idx.end(), {j, i});
+      col_idx.insert(col_idx.end(), {b, a});
       elem.insert(elem.end(), {1.0, -1.0});
-      const double c = duration_terms(i, -1.0);
-      row_lb.push_back(-c);
+      add_duration(a, -1.0);
+      row_lb.push_back(link[a * nf + b]);
       row_ub.push_back(COIN_DBL_MAX);
       ++rows;
     }
-    if (dag_.successors(i).empty()) {  // s_i + d_i ≤ τ
+    if (tail[free_ops[a]] > kNone) {  // s_a + d_a <= τ − tail_a
       row_idx.push_back(rows);
-      col_idx.push_back(i);
+      col_idx.push_back(a);
       elem.push_back(1.0);
-      const double c = duration_terms(i, 1.0);
+      add_duration(a, 1.0);
       row_lb.push_back(-COIN_DBL_MAX);
-      row_ub.push_back(deadline_s - c);
+      row_ub.push_back(deadline_s - tail[free_ops[a]]);
       ++rows;
     }
   }
-  for (int i : free_ops) {  // Σ_k x_ik = 1
-    for (int k = lo_k[i]; k <= hi_k[i]; ++k) {
+  for (int f = 0; f < nf; ++f) {  // Σ_k x_ak = 1
+    for (int k = lo_k[f]; k <= hi_k[f]; ++k) {
       row_idx.push_back(rows);
-      col_idx.push_back(first_x[i] + k - lo_k[i]);
+      col_idx.push_back(first_x[f] + k - lo_k[f]);
       elem.push_back(1.0);
     }
     row_lb.push_back(1.0);
@@ -200,9 +247,8 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
   solver.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(), row_ub.data());
-  for (int c = n; c < cols; ++c) solver.setInteger(c);
+  for (int c = nf; c < cols; ++c) solver.setInteger(c);
   const double before = energy_at(choice, deadline_s);
-  if (const char* w = std::getenv("PERSEUS_LNS_WRITE")) solver.writeLp(w);
   CbcModel model(solver);
   StopHandler handler(&stop);
   model.passInEventHandler(&handler);
@@ -214,24 +260,22 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   // Only plans better than the incumbent (objective 0) by a relative 1e-9 are of interest.
   const std::string cutoff = fmt::format("{:.17g}", -1e-9 * std::abs(before));
   const std::string seconds = fmt::format("{:.6g}", config_.window_time_s);
-  const char* argv[] = {"perseus", "-log", "0", "-cutoff", cutoff.c_str(), "-sec", seconds.c_str(), "-solve", "-quit"};
+  // The feasibility pump and RINS heuristics are off: their sub-branch-and-bound can abort the
+  // process (an assertion in OsiClpSolverInterface::crunch() under CglPreProcess, CBC 2.10.8,
+  // seen on the llama profile), and with the incumbent as cutoff they rarely matter.
+  const char* argv[] = {"perseus", "-log", "0", "-cutoff", cutoff.c_str(), "-sec", seconds.c_str(),
+                        "-feas", "off", "-rins", "off", "-solve", "-quit"};
   CbcMain1(static_cast<int>(std::size(argv)), argv, model, no_callback, data);
   const double* x = model.bestSolution();
-  if (std::getenv("PERSEUS_LNS_DEBUG3") && !x) std::fprintf(stderr, "no solution: status %d secondary %d infeasible %d\n", model.status(), model.secondaryStatus(), model.isProvenInfeasible());
-  if (std::getenv("PERSEUS_LNS_DEBUG2")) {
-    std::fprintf(stderr, "window %zu ops, %d cols, %d rows: status %d, sols %d, obj %.4f, nodes %d, %.3f s\n", free_ops.size(), cols, rows,
-                 model.status(), model.getSolutionCount(), x ? model.getObjValue() : 0.0, model.getNodeCount(), model.getCurrentSeconds());
-  }
-  if (std::getenv("PERSEUS_LNS_DEBUG3")) std::fprintf(stderr, "x %p count %d status %d sec %d inf %d\n", (const void*)x, model.getSolutionCount(), model.status(), model.secondaryStatus(), model.isProvenInfeasible());
   // CBC may leave the solution of a problem its preprocessing solved without counting it:
   // any x it returns is rounded and judged by the profile below.
   if (x == nullptr) return false;
   std::vector<std::uint16_t> next = choice;
-  for (int i : free_ops) {
-    int best = lo_k[i];
-    for (int k = lo_k[i]; k <= hi_k[i]; ++k)
-      if (x[first_x[i] + k - lo_k[i]] > x[first_x[i] + best - lo_k[i]]) best = k;
-    next[i] = static_cast<std::uint16_t>(best);
+  for (int f = 0; f < nf; ++f) {
+    int best = lo_k[f];
+    for (int k = lo_k[f]; k <= hi_k[f]; ++k)
+      if (x[first_x[f] + k - lo_k[f]] > x[first_x[f] + best - lo_k[f]]) best = k;
+    next[free_ops[f]] = static_cast<std::uint16_t>(best);
   }
   // Slack left by the held ops is filled up to the deadline (never raises energy), unless
   // that would cross it (fill_slack's relative 1e-12 tolerance).
@@ -240,11 +284,6 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   fill_slack(dag_, cands_, filled, scratch, latest, deadline_s);
   const double e_filled = energy_at(filled, deadline_s), e_next = energy_at(next, deadline_s);
   const double after = std::min(e_filled, e_next);
-  if (std::getenv("PERSEUS_LNS_DEBUG3")) {
-    std::vector<double> tt(n);
-    for (int i = 0; i < n; ++i) tt[i] = cands_[i]->points[next[i]].time_s;
-    std::fprintf(stderr, "before %.9g after %.9g  T-tau %.3g obj %.6g\n", before, after, compute_timeline(dag_, tt).time_s - deadline_s, model.getObjValue());
-  }
   if (!(after < before)) return false;
   choice = e_filled <= e_next ? std::move(filled) : std::move(next);
   return true;
@@ -264,7 +303,7 @@ bool WindowSearch::improve(std::vector<std::uint16_t>& choice, double deadline_s
   for (;;) {
     const auto round = windows(choice);  // the time slices follow the incumbent
     for (const auto& window : round) {
-      if (unimproved >= round.size()) return any;
+      if (unimproved >= round.size()) return any;  // every window is optimal with the rest held
       if (stop && stop()) {
         stats.stopped = true;
         return any;

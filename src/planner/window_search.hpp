@@ -18,7 +18,7 @@ struct WindowSearchConfig {
   /// Computations per window (>= 1; capped at the DAG's size).
   int window_ops = 24;
   /// Candidates a freed op may take: its incumbent's index ± radius in its table (< 0: all).
-  int radius = 8;
+  int radius = -1;
   /// CBC wall-clock limit per window, s (> 0): a window not solved by then keeps the best
   /// improvement CBC found, if any.
   double window_time_s = 0.5;
