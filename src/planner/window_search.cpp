@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -41,6 +41,13 @@ class StopHandler final : public CbcEventHandler {
 };
 
 int no_callback(CbcModel*, int) { return 0; }
+
+/// CbcMain0/CbcMain1 parse their arguments through globals (CbcOrClpRead_mode and friends):
+/// one solve at a time in the process.
+std::mutex& cbc_mutex() {
+  static std::mutex m;
+  return m;
+}
 
 }  // namespace
 
@@ -249,14 +256,6 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   solver.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(), row_ub.data());
   for (int c = nf; c < cols; ++c) solver.setInteger(c);
   const double before = energy_at(choice, deadline_s);
-  CbcModel model(solver);
-  StopHandler handler(&stop);
-  model.passInEventHandler(&handler);
-  model.messageHandler()->setLogLevel(0);
-  CbcSolverUsefulData data;
-  data.noPrinting_ = true;
-  data.useSignalHandler_ = false;
-  CbcMain0(model, data);
   // Only plans better than the incumbent (objective 0) by a relative 1e-9 are of interest.
   const std::string cutoff = fmt::format("{:.17g}", -1e-9 * std::abs(before));
   const std::string seconds = fmt::format("{:.6g}", config_.window_time_s);
@@ -265,11 +264,24 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   // seen on the llama profile), and with the incumbent as cutoff they rarely matter.
   const char* argv[] = {"perseus", "-log", "0", "-cutoff", cutoff.c_str(), "-sec", seconds.c_str(),
                         "-feas", "off", "-rins", "off", "-solve", "-quit"};
-  CbcMain1(static_cast<int>(std::size(argv)), argv, model, no_callback, data);
-  const double* x = model.bestSolution();
-  // CBC may leave the solution of a problem its preprocessing solved without counting it:
-  // any x it returns is rounded and judged by the profile below.
-  if (x == nullptr) return false;
+  std::vector<double> x;
+  {
+    const std::lock_guard<std::mutex> lock(cbc_mutex());
+    CbcModel model(solver);
+    StopHandler handler(&stop);
+    model.passInEventHandler(&handler);
+    model.messageHandler()->setLogLevel(0);
+    CbcSolverUsefulData data;
+    data.noPrinting_ = true;
+    data.useSignalHandler_ = false;
+    CbcMain0(model, data);
+    CbcMain1(static_cast<int>(std::size(argv)), argv, model, no_callback, data);
+    // CBC may leave the solution of a problem its preprocessing solved without counting it
+    // (getSolutionCount() 0): any x it returns is rounded and judged by the profile below.
+    if (const double* best = model.bestSolution(); best != nullptr && model.getNumCols() == cols)
+      x.assign(best, best + cols);
+  }
+  if (x.empty()) return false;
   std::vector<std::uint16_t> next = choice;
   for (int f = 0; f < nf; ++f) {
     int best = lo_k[f];

@@ -45,7 +45,9 @@ struct WindowSearchStats {
 /// candidates' profile times and energies (longest path, Σ energies); it replaces the incumbent
 /// only when its time is ≤ τ and its energy at τ is lower. Stops when as many windows in a row as
 /// a round has improved nothing (each is then optimal with the others held, up to CBC's time
-/// limit), or when `stop` returns true.
+/// limit), or when `stop` returns true. CBC's solver driver keeps global state, so window solves
+/// are serialized process-wide (a mutex): searches on several threads are safe but do not run
+/// their CBC solves in parallel.
 class WindowSearch {
  public:
   /// `dag` and `cands` (per op: candidates time ascending with effective energy descending, as
