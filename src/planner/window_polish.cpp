@@ -24,7 +24,8 @@ std::vector<std::uint16_t> choice_of(const FrequencyPlan& plan, const std::vecto
     const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) {
       return p.freq_mhz == plan.freq_mhz[i] && p.time_s == plan.time_s[i];
     });
-    if (it == pts.end()) throw std::logic_error(fmt::format("op {}: plan clock {} MHz is not a candidate", i, plan.freq_mhz[i]));
+    if (it == pts.end())
+      throw std::logic_error(fmt::format("op {}: plan clock {} MHz is not a candidate", i, plan.freq_mhz[i]));
     choice[i] = static_cast<std::uint16_t>(it - pts.begin());
   }
   return choice;
@@ -57,7 +58,8 @@ void FrontierBuilder::polish() {
     const double lb = f_.lower_bound_at(p.time_s);
     if (lb > 0 && !(at_allmax == &p && p.time_s == t_allmax)) targets.push_back({(p.energy_j - lb) / lb, p.time_s, p});
   }
-  std::stable_sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) { return a.priority > b.priority; });
+  std::stable_sort(targets.begin(), targets.end(),
+                   [](const Target& a, const Target& b) { return a.priority > b.priority; });
 
   detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w);
   bool cancelled = false, over_budget = false;
@@ -123,9 +125,9 @@ void FrontierBuilder::polish() {
   if (cancelled) throw PlanningCancelled("planning cancelled");
   if (over_budget && !f_.partial()) {
     f_.stop_reason = Frontier::StopReason::kTimeBudget;
-    f_.partial_detail = fmt::format(
-        "time budget of {} s reached in the polish stage after {} window subproblems ({} plans improved)",
-        opt_.time_budget_s, stats.windows, f_.num_polished_points);
+    f_.partial_detail =
+        fmt::format("time budget of {} s reached in the polish stage after {} window subproblems ({} plans improved)",
+                    opt_.time_budget_s, stats.windows, f_.num_polished_points);
   }
   f_.num_polish_windows = stats.windows;
   f_.polish_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

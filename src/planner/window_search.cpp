@@ -11,12 +11,12 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/core.h>
 #include <CbcEventHandler.hpp>
 #include <CbcModel.hpp>
 #include <CbcSolver.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <OsiClpSolverInterface.hpp>
-#include <fmt/core.h>
 
 #include "plan_improve.hpp"
 
@@ -29,8 +29,8 @@ class StopHandler final : public CbcEventHandler {
  public:
   explicit StopHandler(const std::function<bool()>* stop) : stop_(stop) {}
   CbcAction event(CbcEvent which) override {
-    // Only between nodes: stopping CBC at its other events (a solution, the tree status) can
-    // leave its solver half-way (seen as an assertion in OsiClpSolverInterface::crunch()).
+    // Only between nodes (CbcEventHandler's documented stopping point), not inside a node's
+    // cuts or heuristics.
     if (which == node && stop_ && *stop_ && (*stop_)()) return CbcEventHandler::stop;
     return noAction;
   }
@@ -88,9 +88,8 @@ std::vector<std::vector<int>> WindowSearch::windows(const std::vector<std::uint1
   const Timeline tl = compute_timeline(dag_, time);
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return tl.start_s[a] + tl.end_s[a] < tl.start_s[b] + tl.end_s[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return tl.start_s[a] + tl.end_s[a] < tl.start_s[b] + tl.end_s[b]; });
   for (int first = 0; first < n; first += std::max(1, w / 2)) {
     add(std::vector<int>(order.begin() + first, order.begin() + std::min(n, first + w)));
     if (first + w >= n) break;
@@ -105,7 +104,8 @@ std::vector<std::vector<int>> WindowSearch::windows(const std::vector<std::uint1
         std::vector<int> ops;
         for (int i = 0; i < n; ++i) {
           const Computation& c = dag_.op(i);
-          if (c.stage >= s0 && c.stage < s0 + span && c.microbatch >= m0 && c.microbatch < m0 + mb_span) ops.push_back(i);
+          if (c.stage >= s0 && c.stage < s0 + span && c.microbatch >= m0 && c.microbatch < m0 + mb_span)
+            ops.push_back(i);
         }
         add(std::move(ops));
         if (m0 + mb_span >= mbs) break;
@@ -115,8 +115,8 @@ std::vector<std::vector<int>> WindowSearch::windows(const std::vector<std::uint1
   return out;
 }
 
-bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<std::uint16_t>& choice,
-                                double deadline_s, const std::function<bool()>& stop) {
+bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<std::uint16_t>& choice, double deadline_s,
+                                const std::function<bool()>& stop) {
   const int n = dag_.num_ops();
   const int nf = static_cast<int>(free_ops.size());
   constexpr double kNone = -std::numeric_limits<double>::infinity();
@@ -262,8 +262,8 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   // The feasibility pump and RINS heuristics are off: their sub-branch-and-bound can abort the
   // process (an assertion in OsiClpSolverInterface::crunch() under CglPreProcess, CBC 2.10.8,
   // seen on the llama profile), and with the incumbent as cutoff they rarely matter.
-  const char* argv[] = {"perseus", "-log", "0", "-cutoff", cutoff.c_str(), "-sec", seconds.c_str(),
-                        "-feas", "off", "-rins", "off", "-solve", "-quit"};
+  const char* argv[] = {"perseus", "-log", "0",     "-cutoff", cutoff.c_str(), "-sec", seconds.c_str(),
+                        "-feas",   "off",  "-rins", "off",     "-solve",       "-quit"};
   std::vector<double> x;
   {
     const std::lock_guard<std::mutex> lock(cbc_mutex());

@@ -26,9 +26,9 @@ struct WindowSearchConfig {
 
 /// What a search did.
 struct WindowSearchStats {
-  int windows = 0;           ///< Window subproblems handed to CBC.
-  int improved = 0;          ///< Windows whose result was kept (profile-evaluated, better).
-  bool stopped = false;      ///< `stop` returned true before the search converged.
+  int windows = 0;       ///< Window subproblems handed to CBC.
+  int improved = 0;      ///< Windows whose result was kept (profile-evaluated, better).
+  bool stopped = false;  ///< `stop` returned true before the search converged.
 };
 
 /// The search on one DAG. Each window subproblem at deadline τ (s):
@@ -37,10 +37,12 @@ struct WindowSearchStats {
 ///              s_j ≥ s_i + d_i  (every DAG edge),  s_i + d_i ≤ τ  (every op without successors),
 ///              d_i = Σ_k t_ik x_ik (free),  d_i = the incumbent's time (held ops),  s ≥ 0,
 /// the exact discrete problem restricted to the window (the MILP of `perseus_planner_bench milp`,
-/// with the held ops' x fixed). Energy at τ = Σ_i ê_i + P_block × R × τ (Perseus §3.1's
+/// with the held ops' x fixed), solved in condensed form: the held ops fold into longest
+/// held-only paths between freed ops (head, tail and link rows), so its size does not grow with
+/// the DAG. Energy at τ = Σ_i ê_i + P_block × R × τ (Perseus §3.1's
 /// accounting, GPUs blocking at P_block until τ), so a lower objective is a lower energy at τ.
-/// Windows, in turn: slices of the incumbent's schedule by start time (consecutive work across all
-/// ranks), blocks of consecutive microbatches across all stages, and pairs of adjacent stages.
+/// Windows, in turn: slices of the incumbent's schedule by the middle of each op's run (consecutive
+/// work across all ranks), blocks of consecutive microbatches across all stages, and pairs of adjacent stages.
 /// Every result is rounded to one candidate per op, slack-filled up to τ and re-evaluated from the
 /// candidates' profile times and energies (longest path, Σ energies); it replaces the incumbent
 /// only when its time is ≤ τ and its energy at τ is lower. Stops when as many windows in a row as

@@ -68,7 +68,7 @@ inline Oracle enumerate(const Dag& dag, const Profile& profile, double p_block) 
       busy += p.time_s;
     }
     const double T = compute_timeline(dag, time).time_s;
-    all.emplace_back(T, energy - p_block * busy);  // E − pipe_w T
+    all.emplace_back(T, energy - p_block * busy);                          // E − pipe_w T
     for (int i = 0; i < n && ++idx[i] == pts[i]->size(); ++i) idx[i] = 0;  // odometer
   }
   std::sort(all.begin(), all.end());

@@ -10,13 +10,13 @@
 
 #include <fmt/core.h>
 
+#include "../../src/planner/window_search.hpp"
 #include "perseus/dag.hpp"
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/schedule.hpp"
-#include "../../src/planner/window_search.hpp"
 #include "planner_oracle.hpp"
 #include "test_util.hpp"
 
@@ -38,8 +38,8 @@ struct Tiny {
   Profile profile;
   double p_block = 0;
   Dag dag;
-  std::vector<Candidates> tables;          // per op (owned)
-  std::vector<const Candidates*> cands;    // per op
+  std::vector<Candidates> tables;        // per op (owned)
+  std::vector<const Candidates*> cands;  // per op
   Oracle oracle;
   std::string name;
 };
@@ -48,10 +48,12 @@ Tiny make_tiny(const Shape& s, int trial, std::mt19937& rng) {
   t.p_block = std::uniform_real_distribution<double>(0.0, 110.0)(rng);
   const int n = t.dag.num_ops();
   t.tables.resize(n);
-  for (int i = 0; i < n; ++i) t.tables[i].points = pareto_points(t.profile.points(t.dag.op(i).stage, t.dag.op(i).kind), t.p_block);
+  for (int i = 0; i < n; ++i)
+    t.tables[i].points = pareto_points(t.profile.points(t.dag.op(i).stage, t.dag.op(i).kind), t.p_block);
   for (int i = 0; i < n; ++i) t.cands.push_back(&t.tables[i]);
   t.oracle = enumerate(t.dag, t.profile, t.p_block);
-  t.name = fmt::format("{} x {} x {} clocks, trial {}, P_block {:.1f} W", s.stages, s.microbatches, s.clocks, trial, t.p_block);
+  t.name = fmt::format("{} x {} x {} clocks, trial {}, P_block {:.1f} W", s.stages, s.microbatches, s.clocks, trial,
+                       t.p_block);
   return t;
 }
 
@@ -132,14 +134,16 @@ TEST(WindowSearch, StopEndsTheSearchWithAValidPlan) {
   const double before = search.energy_at(choice, d);
   detail::WindowSearchStats stats;
   int polls = 0;
-  EXPECT_FALSE(search.improve(choice, d, [&] { return ++polls > 0; }, stats));
+  EXPECT_FALSE(search.improve(
+      choice, d, [&] { return ++polls > 0; }, stats));
   EXPECT_TRUE(stats.stopped);
   EXPECT_EQ(stats.windows, 0);
   EXPECT_EQ(search.energy_at(choice, d), before);
   // Stopped after a few polls (between windows or inside CBC): still a plan meeting d.
   polls = 0;
   stats = {};
-  search.improve(choice, d, [&] { return ++polls > 3; }, stats);
+  search.improve(
+      choice, d, [&] { return ++polls > 3; }, stats);
   EXPECT_TRUE(stats.stopped);
   EXPECT_LE(search.energy_at(choice, d), before);
   // A plan slower than the deadline or of the wrong size is refused.
@@ -210,7 +214,8 @@ TEST(WindowSearch, ImprovesThePlannersPlanOnGpt3A40) {
     tables[i].points = pareto_points(profile.points(dag.op(i).stage, dag.op(i).kind), p_block);
     cands.push_back(&tables[i]);
     const auto& pts = tables[i].points;
-    const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) { return p.freq_mhz == plan.freq_mhz[i]; });
+    const auto it =
+        std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) { return p.freq_mhz == plan.freq_mhz[i]; });
     ASSERT_NE(it, pts.end());
     choice[i] = static_cast<std::uint16_t>(it - pts.begin());
   }
@@ -297,7 +302,8 @@ TEST(WindowPolish, BadBudgetsAreInputErrorsNamingTheOption) {
 TEST(WindowPolish, CliPolishOptionIsValidated) {
   const testing::TempDir dir;
   const std::string base = "optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
-                           " --stages 8 --microbatches 2 --p2p-power 83.64 --quiet --out " + (dir.path() / "o").string();
+                           " --stages 8 --microbatches 2 --p2p-power 83.64 --quiet --out " +
+                           (dir.path() / "o").string();
   for (const char* bad : {"-1", "nan", "1e9", "x"}) {
     const auto r = testing::run(base + " --polish " + bad);
     EXPECT_EQ(r.status, 2) << r.output;
