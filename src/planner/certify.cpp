@@ -122,19 +122,33 @@ void FrontierBuilder::lp_merge(LpStage& st) {
   }
 }
 
-void FrontierBuilder::certify(std::unique_ptr<LpStage> st) {
+void FrontierBuilder::certify(Beside beside) {
   const Dag& dag = *f_.dag_;
   f_.bound_method = resolve_bound_method(opt_.bound_method, dag.num_ops());
-  if (f_.bound_method == BoundMethod::kHullWalk) {
-    hull_walk_stage();
-    return;
-  }
   double t_lo = std::numeric_limits<double>::infinity();
   for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (f_.bound_method == BoundMethod::kHullWalk) {
+    // Beside the walk it recorded up to 2 x the all-max plan's time (>= 2 x T_min, the
+    // straggler regime's end): the merge drops the rest, so the result is the same.
+    std::unique_ptr<HullWalkStage> hw = std::move(beside.hull);
+    double beside_s = 0;
+    if (!hw || hw->t_end < 2 * t_lo) {
+      hw = std::make_unique<HullWalkStage>();
+      hw->t_end = 2 * t_lo;
+      hull_walk(*hw);
+    } else {
+      beside_s = hw->seconds;
+      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+    }
+    hull_walk_merge(*hw, 2 * t_lo);
+    f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
+  std::unique_ptr<LpStage> st = std::move(beside.lp);
   // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is
   // used only if that is T_min exactly (otherwise it is redone), so the result never
   // depends on PlannerOptions::threads.
-  const auto t0 = std::chrono::steady_clock::now();
   double beside_s = 0;  // LP-stage time spent beside the walk
   if (!st || st->t_lo != t_lo) {
     st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);

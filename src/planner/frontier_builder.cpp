@@ -128,23 +128,31 @@ Frontier FrontierBuilder::run() {
                         all_max.energy_j);
     front.add(raw_points_.back().first.time_s, raw_points_.back().first.energy_j - pipe_w * raw_points_.back().first.time_s);
   }
-  // threads >= 2 (kCertified): the LP stage's sampling runs beside the walk, from the
-  // all-max plan's time (T_min unless a graph-cut plan is faster; certify() checks).
-  std::unique_ptr<LpStage> beside;
+  // threads >= 2 (kCertified): the bound stage's first part runs beside the walk, from the
+  // all-max plan's time (T_min unless a graph-cut plan is faster; certify() checks): the LP
+  // stage's sampling, or the whole hull walk.
+  Beside beside;
   std::exception_ptr beside_error;
   std::jthread beside_thread;  // declared last: joined (after a stop request) before the rest goes
-  if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget() &&
-      resolve_bound_method(opt_.bound_method, n) == BoundMethod::kLp) {
+  if (opt_.mode == PlannerMode::kCertified && opt_.threads >= 2 && opt_.max_points == 0 && !over_time_budget()) {
     FrontierPoint fastest;
     evaluator_.evaluate(std::vector<std::uint16_t>(n, 0), fastest.energy_before_reclaim_j, fastest.time_s,
                         fastest.energy_j);
-    beside_thread = std::jthread([this, &beside, &beside_error, t_lo = fastest.time_s](std::stop_token stop) {
+    const bool lp = resolve_bound_method(opt_.bound_method, n) == BoundMethod::kLp;
+    beside_thread = std::jthread([this, &beside, &beside_error, lp, t_lo = fastest.time_s](std::stop_token stop) {
       try {
         const auto s0 = std::chrono::steady_clock::now();
-        beside = std::make_unique<LpStage>(*f_.dag_, op_raw_, opt_, t_lo);
-        beside->stop = std::move(stop);
-        lp_sample(*beside);
-        beside->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+        if (lp) {
+          beside.lp = std::make_unique<LpStage>(*f_.dag_, op_raw_, opt_, t_lo);
+          beside.lp->stop = std::move(stop);
+          lp_sample(*beside.lp);
+          beside.lp->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+        } else {
+          beside.hull = std::make_unique<HullWalkStage>();
+          beside.hull->t_end = 2 * t_lo;
+          beside.hull->stop = std::move(stop);
+          hull_walk(*beside.hull);
+        }
       } catch (...) {
         beside_error = std::current_exception();
       }

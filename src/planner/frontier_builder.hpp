@@ -82,13 +82,35 @@ class FrontierBuilder {
   void lp_sample(LpStage& st) const;
   /// Moves st's solves into raw_points_, stored_ and f_.tangents_ (sorted).
   void lp_merge(LpStage& st);
-  /// The LP stage (bound, rounded plans) on raw_points_: sampling (unless `sampled` already
-  /// did it from the right T_min), then refinement where the gap is large.
-  void certify(std::unique_ptr<LpStage> sampled);
+  /// BoundMethod::kHullWalk: what the hull walk produced since it was merged into the builder
+  /// (hull_walk_merge()). Owned by one thread at a time.
+  struct HullWalkStage {
+    double t_end = 0;  // deadlines recorded up to here, s (>= 2 x T_min: merge drops the rest)
+    std::vector<std::pair<FrontierPoint, bool>> points;  // rounded plans (stored_plan: into `stored`)
+    std::vector<double> point_deadline_s;                // the walk's iteration time at each point
+    std::vector<std::vector<std::uint16_t>> stored;
+    std::vector<LpStage::Tangent> tangents;
+    std::int64_t steps = 0;
+    bool over_time_budget = false;
+    std::stop_token stop;  // set when the walk runs beside the graph-cut walk
+    double seconds = 0;    // wall time of the walk
+  };
   /// BoundMethod::kHullWalk (hull_walk_stage.cpp): bound lines and rounded plans from a second
-  /// graph-cut walk over the ops' whole effective-energy hulls, into f_.tangents_, raw_points_
-  /// and stored_; a time budget reached inside it marks the frontier partial.
-  void hull_walk_stage();
+  /// graph-cut walk over the ops' whole effective-energy hulls, into `hw`. Touches no builder
+  /// state but reads (const): safe beside the graph-cut walk.
+  void hull_walk(HullWalkStage& hw) const;
+  /// Moves hw's points and bound lines with deadlines up to t_end_s (s) into raw_points_,
+  /// stored_ and f_.tangents_; a time budget reached inside the walk marks the frontier partial.
+  void hull_walk_merge(HullWalkStage& hw, double t_end_s);
+  /// Whatever ran beside the graph-cut walk (PlannerOptions::threads >= 2): at most one is set.
+  struct Beside {
+    std::unique_ptr<LpStage> lp;
+    std::unique_ptr<HullWalkStage> hull;
+  };
+  /// The bound stage on raw_points_. BoundMethod::kLp: sampling (unless `beside.lp` already
+  /// did it from the right T_min), then refinement where the gap is large. kHullWalk: the hull
+  /// walk (unless `beside.hull` already ran it far enough).
+  void certify(Beside beside);
   /// PlannerOptions::polish_time_s (window_polish.cpp): window search on the frontier's plans
   /// furthest from the bound and at the all-max time; improved plans join raw_points_ / stored_.
   void polish();

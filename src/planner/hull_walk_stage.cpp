@@ -23,7 +23,7 @@ constexpr double kHullWalkUnitDivisor = 2;
 /// About this many evenly spaced steps of the hull walk give a bound line and a plan.
 constexpr std::int64_t kHullWalkSamples = 800;
 
-void FrontierBuilder::hull_walk_stage() {
+void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
   const auto t0 = std::chrono::steady_clock::now();
   const Dag& dag = *f_.dag_;
   const int n = dag.num_ops();
@@ -38,10 +38,7 @@ void FrontierBuilder::hull_walk_stage() {
     hull = std::make_unique<detail::CostModels>(dag, profile_, u, opt_.p_block_w, true, true);
   }
   detail::GraphCutWalk walk(csr_, *hull, MinCutEngine::kWarm);  // the warm engine keeps its flow
-  const std::vector<std::vector<OperatingPoint>> eff = detail::effective_points(op_raw_, opt_.p_block_w);
-  double t_lo = std::numeric_limits<double>::infinity();
-  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
-  const double t_end = 2 * t_lo;  // the straggler regime, as the LP stage's
+  const detail::EffectiveHulls eff = detail::effective_points(op_raw_, opt_.p_block_w);
   const double pipe_w = opt_.p_block_w * dag.num_ranks();
   const std::int64_t stride =
       std::max<std::int64_t>(1, (walk.iteration_units() - walk.fastest_units()) / kHullWalkSamples);
@@ -54,7 +51,7 @@ void FrontierBuilder::hull_walk_stage() {
   auto record = [&] {
     recorded_at = steps;
     const double tau = static_cast<double>(walk.iteration_units()) * u;
-    if (tau > t_end * (1 + 1e-9)) return;
+    if (tau > hw.t_end * (1 + 1e-9)) return;
     const detail::CriticalPath& cpm = walk.critical_path();
     for (int i = 0; i < n; ++i) {
       start[i] = static_cast<double>(cpm.earliest_start(i)) * u;
@@ -66,25 +63,26 @@ void FrontierBuilder::hull_walk_stage() {
     timeline_and_energy(choice, p.energy_before_reclaim_j, timeline);  // as rounded, as the LP stage's
     detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     p.time_s = timeline_and_energy(choice, p.energy_j, timeline);
-    p.stored_plan = static_cast<std::int32_t>(stored_.size());
-    stored_.push_back(choice);
-    raw_points_.push_back({p, false});
+    p.stored_plan = static_cast<std::int32_t>(hw.stored.size());
+    hw.stored.push_back(choice);
+    hw.points.push_back({p, false});
+    hw.point_deadline_s.push_back(tau);
     // Before the first step the flow is 0: the trivial bound Σ_i min ê_i + P_block R τ, still
     // valid (and exact when no op has a time-energy tradeoff, so the walk takes no step).
     if (walk.flow_along_dag(arcs, flow)) {
       for (double& y : flow) y /= u;  // J per unit -> W
       const detail::LagrangianBound lb = detail::lagrangian_bound(eff, arcs, flow, pipe_w, tau);
-      f_.tangents_.push_back({tau, lb.bound_j, lb.slope_j_per_s});
+      hw.tangents.push_back({tau, lb.bound_j, lb.slope_j_per_s});
     }
   };
+  // PlannerOptions::cancelled is called on the walk's own thread only: beside the graph-cut
+  // walk, that walk calls it and a cancellation reaches this one as a stop request.
+  const bool may_cancel = !hw.stop.stop_possible() && opt_.cancelled;
   for (;;) {
-    if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+    if (may_cancel && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+    if (hw.stop.stop_requested()) break;  // the graph-cut walk failed: its exception is on its way
     if (over_time_budget()) {
-      f_.stop_reason = Frontier::StopReason::kTimeBudget;
-      f_.partial_detail = fmt::format(
-          "time budget of {} s reached in the hull walk after {} steps: the lower bound and the hull-walk plans are "
-          "from those steps only (the graph-cut frontier is complete)",
-          opt_.time_budget_s, steps);
+      hw.over_time_budget = true;
       break;
     }
     if (steps % stride == 0) record();
@@ -93,11 +91,37 @@ void FrontierBuilder::hull_walk_stage() {
     changes.clear();
     walk.update_choice(changes);
   }
-  if (recorded_at != steps) record();  // the hull's fastest state: near T_min matters most
+  if (!hw.stop.stop_requested() && recorded_at != steps) record();  // the hull's fastest state: near T_min matters most
+  hw.steps = steps;
+  hw.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void FrontierBuilder::hull_walk_merge(HullWalkStage& hw, double t_end_s) {
+  // In the order the walk recorded them, so the result does not depend on where it ran.
+  const auto offset = static_cast<std::int32_t>(stored_.size());
+  for (std::size_t k = 0; k < hw.points.size(); ++k) {
+    if (hw.point_deadline_s[k] > t_end_s * (1 + 1e-9)) continue;
+    auto pt = hw.points[k];
+    pt.first.stored_plan = offset + static_cast<std::int32_t>(stored_.size() - offset);
+    stored_.push_back(std::move(hw.stored[hw.points[k].first.stored_plan]));
+    raw_points_.push_back(pt);
+  }
+  for (const auto& t : hw.tangents)
+    if (t.deadline_s <= t_end_s * (1 + 1e-9)) f_.tangents_.push_back({t.deadline_s, t.bound_j, t.slope_j_per_s});
   std::sort(f_.tangents_.begin(), f_.tangents_.end(),
             [](const auto& a, const auto& b) { return a.deadline_s < b.deadline_s; });
-  f_.num_hull_walk_steps = steps;
-  f_.bound_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f_.num_hull_walk_steps = hw.steps;
+  if (hw.over_time_budget && !f_.partial()) {
+    f_.stop_reason = Frontier::StopReason::kTimeBudget;
+    f_.partial_detail = fmt::format(
+        "time budget of {} s reached in the hull walk after {} steps: the lower bound and the hull-walk plans are "
+        "from those steps only (the graph-cut frontier is complete)",
+        opt_.time_budget_s, hw.steps);
+  }
+  hw.points.clear();
+  hw.stored.clear();
+  hw.tangents.clear();
+  hw.point_deadline_s.clear();
 }
 
 }  // namespace perseus

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <ClpEventHandler.hpp>
 #include <ClpSimplex.hpp>
@@ -61,26 +62,44 @@ struct HullLowerBound::Lp {
   std::vector<int> seg_first;  // first δ column of op i (n + 1 entries)
   std::vector<double> t_min;   // fastest time of op i, ms
   std::vector<std::pair<int, int>> row_arc;  // row r: (op i, successor j or -1 for the sink)
-  std::vector<std::vector<OperatingPoint>> points;  // op i's profile points, (time s, effective energy J)
+  EffectiveHulls points;  // op i's effective-energy hull
   double pipe_w = 0;                                 // P_block × R, W
 };
 
-std::vector<std::vector<OperatingPoint>> effective_points(const std::vector<const std::vector<OperatingPoint>*>& op_points,
-                                                          double p_block_w) {
-  std::vector<std::vector<OperatingPoint>> eff(op_points.size());
-  for (std::size_t i = 0; i < op_points.size(); ++i) {
-    for (OperatingPoint p : *op_points[i]) {
-      p.energy_j -= p_block_w * p.time_s;
-      eff[i].push_back(p);
-    }
+EffectiveHulls effective_points(const std::vector<const std::vector<OperatingPoint>*>& op_points, double p_block_w) {
+  EffectiveHulls eff;
+  std::unordered_map<const std::vector<OperatingPoint>*, std::int32_t> seen;  // list -> its hull
+  for (const auto* pts : op_points) {
+    auto [it, fresh] = seen.try_emplace(pts, static_cast<std::int32_t>(eff.hulls.size()));
+    if (fresh) eff.hulls.push_back(lower_hull_effective(*pts, p_block_w));
+    eff.of_op.push_back(it->second);
   }
   return eff;
 }
 
-LagrangianBound lagrangian_bound(const std::vector<std::vector<OperatingPoint>>& eff_points,
+namespace {
+/// min_k (ê_k + h t_k) over a lower convex hull (time ascending): the sequence is convex in k,
+/// so a binary search finds where it stops falling; the neighbours are checked too, so a
+/// rounding-level wobble between nearly collinear vertices cannot hide the minimum.
+long double hull_min(const std::vector<OperatingPoint>& hull, long double h) {
+  auto at = [&](std::size_t k) { return static_cast<long double>(hull[k].energy_j) + h * hull[k].time_s; };
+  if (hull.empty()) return std::numeric_limits<long double>::infinity();
+  std::size_t lo = 0, hi = hull.size() - 1;  // the minimum is in [lo, hi]
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (at(mid + 1) < at(mid)) lo = mid + 1; else hi = mid;
+  }
+  long double best = at(lo);
+  if (lo > 0) best = std::min(best, at(lo - 1));
+  if (lo + 1 < hull.size()) best = std::min(best, at(lo + 1));
+  return best;
+}
+}  // namespace
+
+LagrangianBound lagrangian_bound(const EffectiveHulls& eff,
                                  const std::vector<std::pair<int, int>>& arcs, const std::vector<double>& flow_w,
                                  double pipe_w, double deadline_s) {
-  const std::size_t n = eff_points.size();
+  const std::size_t n = eff.num_ops();
   if (arcs.size() != flow_w.size()) throw std::invalid_argument("lagrangian_bound: one flow per arc expected");
   std::vector<long double> in(n, 0.0L), out(n, 0.0L);
   for (std::size_t r = 0; r < arcs.size(); ++r) {
@@ -95,9 +114,7 @@ LagrangianBound lagrangian_bound(const std::vector<std::vector<OperatingPoint>>&
   for (std::size_t i = 0; i < n; ++i) {
     const long double h = std::max(in[i], out[i]);
     value += h - in[i];
-    long double best = std::numeric_limits<long double>::infinity();
-    for (const auto& p : eff_points[i]) best = std::min(best, static_cast<long double>(p.energy_j) + h * p.time_s);
-    constant += best;
+    constant += hull_min(eff[i], h);
   }
   LagrangianBound lb;
   lb.slope_j_per_s = static_cast<double>(static_cast<long double>(pipe_w) - value);

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <cstdint>
 #include <vector>
 
 #include "perseus/dag.hpp"
@@ -17,10 +18,19 @@ namespace perseus::detail {
 /// The returned OperatingPoint::energy_j holds the *effective* energy (J); freq_mhz is kept.
 std::vector<OperatingPoint> lower_hull_effective(const std::vector<OperatingPoint>& points, double p_block_w);
 
-/// Per op, its profile points with effective energy: (time s, E − p_block_w × time J), as given
-/// (the input lagrangian_bound() takes). op_points[i] must not be null.
-std::vector<std::vector<OperatingPoint>> effective_points(const std::vector<const std::vector<OperatingPoint>*>& op_points,
-                                                          double p_block_w);
+/// Per op, the lower convex hull of its profile points with effective energy (time s,
+/// E − p_block_w × time J; lower_hull_effective()): the only points that can minimise
+/// ê + h × t for some h, i.e. the input lagrangian_bound() takes. Ops that share a point list
+/// (same stage and kind) share one hull, so a bound over thousands of ops stays in cache.
+struct EffectiveHulls {
+  std::vector<std::vector<OperatingPoint>> hulls;  ///< distinct hulls, vertices time ascending
+  std::vector<std::int32_t> of_op;                 ///< op i's hull: hulls[of_op[i]]
+  std::size_t num_ops() const { return of_op.size(); }
+  const std::vector<OperatingPoint>& operator[](std::size_t i) const { return hulls[static_cast<std::size_t>(of_op[i])]; }
+};
+
+/// EffectiveHulls of op_points (one list per op; none may be null).
+EffectiveHulls effective_points(const std::vector<const std::vector<OperatingPoint>*>& op_points, double p_block_w);
 
 /// A certified lower bound from any flow along the DAG (Lagrangian relaxation of the
 /// longest-path constraints; the dual of the time–cost LP, Fulkerson 1961).
@@ -34,11 +44,12 @@ struct LagrangianBound {
 /// has value F: every plan meeting deadline τ (s) has energy at τ (one pipeline, GPUs blocking
 /// at P_block until τ) of at least
 ///   Σ_i min_k (ê_ik + h_i t_ik) − F τ + pipe_w τ
-/// over op i's points k (eff_points[i]: time s, effective energy ê = E − P_block t, J) — summing
+/// over op i's points k (eff[i]: time s, effective energy ê = E − P_block t, J; a lower
+/// convex hull, time ascending: the minimum is found by binary search, O(log k) per op) — summing
 /// y × (s_j − s_i − t_i) >= 0 over the arcs. Holds for any y >= 0 (negative entries count as 0),
 /// so it certifies an LP solver's approximate duals without trusting its tolerances; tight when
 /// y is an optimal dual. pipe_w = P_block × R (W). Throws std::invalid_argument on a size mismatch.
-LagrangianBound lagrangian_bound(const std::vector<std::vector<OperatingPoint>>& eff_points,
+LagrangianBound lagrangian_bound(const EffectiveHulls& eff,
                                  const std::vector<std::pair<int, int>>& arcs, const std::vector<double>& flow_w,
                                  double pipe_w, double deadline_s);
 

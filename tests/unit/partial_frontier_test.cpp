@@ -124,17 +124,25 @@ TEST_P(PartialFrontier, BoundsThatAreNotReachedChangeNothing) {
 
 TEST_P(PartialFrontier, ThreadsDoNotChangeTheFrontier) {
   const Case c;
-  const Frontier one = solve_frontier(c.dag, c.profile, c.options(GetParam()));
-  PlannerOptions o = c.options(GetParam());
-  o.threads = 2;
-  const Frontier two = solve_frontier(c.dag, c.profile, o);
-  ASSERT_EQ(one.size(), two.size());
-  EXPECT_EQ(one.num_lp_solves, two.num_lp_solves);
-  for (std::size_t i = 0; i < one.size(); ++i) {
-    EXPECT_EQ(one.points()[i].time_s, two.points()[i].time_s) << i;
-    EXPECT_EQ(one.points()[i].energy_j, two.points()[i].energy_j) << i;
-    EXPECT_EQ(one.points()[i].lower_bound_j, two.points()[i].lower_bound_j) << i;
-    EXPECT_EQ(one.plan(i).freq_mhz, two.plan(i).freq_mhz) << i;
+  // Certified: with 2 threads the bound stage's first part (LP sampling, or the whole hull
+  // walk) runs beside the graph-cut walk; the frontier must be bit-identical either way.
+  for (const BoundMethod bound : {BoundMethod::kLp, BoundMethod::kHullWalk}) {
+    SCOPED_TRACE(to_string(bound));
+    PlannerOptions o = c.options(GetParam());
+    o.bound_method = bound;
+    const Frontier one = solve_frontier(c.dag, c.profile, o);
+    o.threads = 2;
+    const Frontier two = solve_frontier(c.dag, c.profile, o);
+    ASSERT_EQ(one.size(), two.size());
+    EXPECT_EQ(one.num_lp_solves, two.num_lp_solves);
+    EXPECT_EQ(one.num_hull_walk_steps, two.num_hull_walk_steps);
+    if (GetParam() == PlannerMode::kCertified && bound == BoundMethod::kHullWalk) EXPECT_GT(two.num_hull_walk_steps, 0);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(one.points()[i].time_s, two.points()[i].time_s) << i;
+      EXPECT_EQ(one.points()[i].energy_j, two.points()[i].energy_j) << i;
+      EXPECT_EQ(one.points()[i].lower_bound_j, two.points()[i].lower_bound_j) << i;
+      EXPECT_EQ(one.plan(i).freq_mhz, two.plan(i).freq_mhz) << i;
+    }
   }
 }
 

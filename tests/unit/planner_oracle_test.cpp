@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -180,6 +181,18 @@ TEST(BoundMethods, HullWalkHonoursCancellation) {
   opt.cancelled = [&] { return ++calls > walk_calls + 2; };
   EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
   EXPECT_EQ(calls, walk_calls + 3);
+  // threads 2: the hull walk runs beside the graph-cut walk and never calls the hook itself
+  // (it may not be thread-safe); a cancellation mid-walk stops both (the solve returns).
+  opt.threads = 2;
+  calls = 0;
+  opt.cancelled = [&] { return ++calls < 0; };
+  const Frontier two = solve_frontier(dag, profile, opt);
+  EXPECT_EQ(calls, walk_calls + 1);  // the walk's steps, and once before the merge
+  EXPECT_EQ(two.num_hull_walk_steps, full.num_hull_walk_steps);
+  calls = 0;
+  opt.cancelled = [&] { return ++calls > walk_calls / 2; };
+  EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
+  EXPECT_EQ(calls, walk_calls / 2 + 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyPipelines, PlannerOracle,
@@ -264,16 +277,14 @@ TEST(LagrangianBound, AnyFlowBoundsTheOptimum) {
   const double p_block = 70;
   const Dag dag = Dag::build(make_1f1b(2, 3));
   const Oracle oracle = enumerate(dag, profile, p_block);
-  std::vector<std::vector<OperatingPoint>> eff(dag.num_ops());
+  std::vector<const std::vector<OperatingPoint>*> raw;
   std::vector<std::pair<int, int>> arcs;
   for (int i = 0; i < dag.num_ops(); ++i) {
-    for (OperatingPoint p : profile.points(dag.op(i).stage, dag.op(i).kind)) {
-      p.energy_j -= p_block * p.time_s;
-      eff[i].push_back(p);
-    }
+    raw.push_back(&profile.points(dag.op(i).stage, dag.op(i).kind));
     arcs.emplace_back(i, -1);
     for (int j : dag.successors(i)) arcs.emplace_back(i, j);
   }
+  const auto eff = detail::effective_points(raw, p_block);
   std::exponential_distribution<double> flow(1 / 200.0);
   const double t0 = oracle.time.front(), t1 = oracle.time.back();
   int tight = 0;
@@ -290,6 +301,37 @@ TEST(LagrangianBound, AnyFlowBoundsTheOptimum) {
   }
   EXPECT_GT(tight, 0);  // not only trivially low bounds
   EXPECT_THROW(detail::lagrangian_bound(eff, arcs, {1.0}, 1, t0), std::invalid_argument);
+}
+
+TEST(LagrangianBound, HullSearchFindsTheMinimumOverEveryPoint) {
+  // One op, one arc to the sink carrying y: the bound is min_k (ê_k + y t_k) + (pipe_w − y) τ,
+  // so its constant must equal the brute-force minimum over *all* profile points, whichever
+  // points the hull dropped (dominated, same time, collinear) and whatever y.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u01(0, 1);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<OperatingPoint> pts;
+    const int k = 1 + static_cast<int>(rng() % 12);
+    for (int c = 0; c < k; ++c) {
+      OperatingPoint p;
+      p.freq_mhz = 900 + 15 * c;
+      p.time_s = trial % 4 == 0 ? 0.01 * (1 + c % 3) : 0.01 + 0.02 * u01(rng);  // repeated times too
+      p.energy_j = trial % 5 == 0 ? 10 - 100 * p.time_s : 2 + 8 * u01(rng);      // collinear too
+      pts.push_back(p);
+    }
+    const double p_block = 60 * u01(rng), tau = 0.05, pipe_w = 3 * p_block;
+    const auto eff = detail::effective_points({&pts}, p_block);
+    for (double y : {0.0, 1.0, 50.0, 500.0 * u01(rng), 1e4}) {
+      long double brute = std::numeric_limits<long double>::infinity();
+      for (const auto& p : pts)
+        brute = std::min(brute, static_cast<long double>(p.energy_j - p_block * p.time_s) + y * p.time_s);
+      const auto lb = detail::lagrangian_bound(eff, {{0, -1}}, {y}, pipe_w, tau);
+      const double constant = lb.bound_j - (pipe_w - y) * tau;
+      EXPECT_NEAR(constant, static_cast<double>(brute), 1e-9 * (1 + std::abs(static_cast<double>(brute))))
+          << "trial " << trial << " y " << y;
+      EXPECT_LE(lb.bound_j, static_cast<double>(brute) + (pipe_w - y) * tau + 1e-12) << "trial " << trial;
+    }
+  }
 }
 
 TEST(LagrangianBound, LpDualsGiveTheLpOptimum) {
