@@ -197,6 +197,9 @@ int run(int argc, char** argv) {
       opt.mode = mode2;
       opt.min_cut_engine = bench_min_cut_engine();
       opt.bound_method = bench_bound_method();
+      // PERSEUS_BENCH_POLISH_S=S: PlannerOptions::polish_time_s of the certified planner (window search).
+      if (const char* s = std::getenv("PERSEUS_BENCH_POLISH_S"); s != nullptr && *s && mode2 == perseus::PlannerMode::kCertified)
+        opt.polish_time_s = number(s, "PERSEUS_BENCH_POLISH_S");
       const double c0 = cpu_s();
       const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
       const double cpu = cpu_s() - c0;
@@ -224,6 +227,8 @@ int run(int argc, char** argv) {
                                   f.max_deadline_gap_pct())
                     : " — | — | — |";
       row += fmt::format(" {} | {:.3f} |", f.num_lp_solves, cpu);
+      if (opt.polish_time_s > 0)
+        row += fmt::format(" polished {} plans, {} windows, {:.2f} s |", f.num_polished_points, f.num_polish_windows, f.polish_time_s);
       fmt::print("{}\n", row);
     }
     return 0;

@@ -110,6 +110,11 @@ void register_optimize(CLI::App& app) {
                   "Stop the solve once the frontier has K plans (a finished solve with more keeps K, spread evenly); "
                   "marked \"partial\" in summary.json (default: no limit)")
       ->check(integer_in(1, 1'000'000'000));
+  cmd->add_option("--polish", cfg->polish_s,
+                  "Certified planner: spend up to S more seconds improving the plans furthest from the lower bound "
+                  "(and the plan at the all-max time) by window search with COIN-OR CBC (default 0: none; "
+                  "docs/planner2.md)")
+      ->check(number_in(0, 86400, "s"));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")
       ->required()
       ->check(non_empty_path("an output folder"));

@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libfccp-dev liblemon-dev libboost-graph-dev
   libcpp-httplib-dev libmicrohttpd-dev libsqlite3-dev libssl-dev
-  coinor-libclp-dev libutfcpp-dev
+  coinor-libclp-dev coinor-libcbc-dev libutfcpp-dev
   librocm-smi-dev
 )
 case "$WHAT" in

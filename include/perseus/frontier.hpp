@@ -73,8 +73,9 @@ enum class SolveStage {
   kGraphCutWalk,  ///< Phillips–Dessouky steps from T_max down to T_min (both planners)
   kHullWalk,      ///< PlannerMode::kCertified with BoundMethod::kHullWalk: the bound's own walk
   kLpSolves,      ///< PlannerMode::kCertified with BoundMethod::kLp: LP solves (sampling, refinement)
+  kPolish,        ///< PlannerOptions::polish_time_s > 0: window search (fraction of its seconds)
 };
-/// "graph-cut walk", "lower bound: hull walk", "lower bound: LP solves".
+/// "graph-cut walk", "lower bound: hull walk", "lower bound: LP solves", "window search".
 const char* to_string(SolveStage stage);
 
 /// Planner settings.
@@ -105,6 +106,13 @@ struct PlannerOptions {
   /// solve with more (LP-stage points) keeps this many spread evenly by index, both ends kept.
   /// Either way the frontier is marked Frontier::partial.
   std::int64_t max_points = 0;
+  /// kCertified: seconds of window search (large-neighbourhood search, src/planner/window_search.hpp)
+  /// on the finished frontier's plans, 0..86400 (0, the default: none). Windows of computations
+  /// are re-solved exactly with COIN-OR CBC, every other op's clock held; the points furthest
+  /// from the lower bound (and the plan at the all-max time) first. A better plan is kept only
+  /// when the profile evaluates it better at its deadline and not slower. Wall clock, within
+  /// time_budget_s; cancellation (`cancelled`) is polled per CBC node.
+  double polish_time_s = 0;
   /// Threads of the solve itself (1..1024): with >= 2, PlannerMode::kCertified runs the first
   /// part of its bound stage (the LP stage's sampled solves, or the whole hull walk) beside the
   /// graph-cut walk. The frontier does not depend on it.
@@ -200,6 +208,9 @@ class Frontier {
   /// kCertified: the bound method used (kAuto resolved); kAuto for kGraphCut.
   BoundMethod bound_method = BoundMethod::kAuto;
   double bound_time_s = 0;           ///< Wall-clock seconds of the bound stage, within solve_time_s.
+  int num_polished_points = 0;       ///< Plans the polish stage improved (PlannerOptions::polish_time_s).
+  int num_polish_windows = 0;        ///< Window subproblems the polish stage solved.
+  double polish_time_s = 0;          ///< Wall-clock seconds of the polish stage, within solve_time_s.
   /// Work of the default (warm) max-flow engine, all 0 with the cold engines. For
   /// benchmarks: `PERSEUS_BENCH_STATS=1 perseus_planner_bench ...` prints them.
   struct MaxFlowWork {

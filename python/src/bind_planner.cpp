@@ -226,7 +226,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
          const py::object& schedule_arg, std::optional<int> chunks, std::optional<double> p2p_power_arg,
          double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
          int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points,
-         double op_overhead_s, double p2p_latency_s) {
+         double op_overhead_s, double p2p_latency_s, double polish_s) {
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
@@ -251,6 +251,9 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           throw InputError("max_points", fmt::format("must be in [1, 1e9] or None, got {}", *max_points));
         }
         if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
+        if (!(polish_s >= 0 && polish_s <= 86400)) {
+          throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", polish_s));
+        }
         // The one problem assembly (perseus/problem.hpp): the same schedules (names or a CSV
         // file) and profile fitting as `perseus optimize` and the server.
         ProblemSpec spec;
@@ -291,6 +294,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.threads = threads;
           opt.time_budget_s = time_budget_s.value_or(-1.0);
           opt.max_points = max_points.value_or(0);
+          opt.polish_time_s = polish_s;
           res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
           res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
@@ -344,6 +348,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["partial_detail"] = res.frontier->partial_detail;
         summary["op_overhead_s"] = op_overhead_s;
         summary["p2p_latency_s"] = p2p_latency_s;
+        summary["polish_s"] = polish_s;
+        summary["num_polished_points"] = res.frontier->num_polished_points;
         py::dict out;
         out["frontier"] = std::move(frontier);
         out["plans"] = std::move(plan_list);
@@ -360,7 +366,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
-      py::arg("p2p_latency_s") = 0.0, R"doc(
+      py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
 profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x chunks), or
@@ -391,6 +397,11 @@ time, s, added to every computation that sends to another GPU. Both finite, in [
 exactly `perseus optimize --op-overhead/--p2p-latency` (TimelineOverheads, docs/validation.md:
 calibrate op_overhead_s with `perseus validate` on all-max runs). summary['op_overhead_s'] and
 summary['p2p_latency_s'] echo them.
+polish_s: seconds of window search on the frontier's plans furthest from the lower bound and at
+the all-max time (each window of computations re-solved exactly with COIN-OR CBC, the other
+clocks held; a plan is replaced only when it is better at its deadline and not slower); 0..86400,
+default 0 (none), as `perseus optimize --polish` (InputError otherwise). summary['polish_s']
+echoes it, summary['num_polished_points'] counts the plans it improved.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest

@@ -222,6 +222,7 @@ const char* to_string(SolveStage stage) {
     case SolveStage::kGraphCutWalk: return "graph-cut walk";
     case SolveStage::kHullWalk: return "lower bound: hull walk";
     case SolveStage::kLpSolves: return "lower bound: LP solves";
+    case SolveStage::kPolish: return "window search";
   }
   return "?";
 }

@@ -50,6 +50,9 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   if (std::isnan(opt.time_budget_s) || opt.time_budget_s > 1e9) {
     throw InputError(fmt::format("time budget must be in [0, 1e9] s (< 0: none), got {}", opt.time_budget_s));
   }
+  if (!(opt.polish_time_s >= 0 && opt.polish_time_s <= 86400)) {
+    throw InputError(fmt::format("polish time must be in [0, 86400] s, got {}", opt.polish_time_s));
+  }
   if (opt.max_points < 0 || opt.max_points > 1'000'000'000) {
     throw InputError(fmt::format("max points must be in [1, 1e9] (0: none), got {}", opt.max_points));
   }
@@ -252,6 +255,7 @@ Frontier FrontierBuilder::run() {
   std::vector<FrontierPoint> kept;
   if (opt_.mode == PlannerMode::kCertified && !f_.partial()) {
     certify(std::move(beside));
+    polish();  // PlannerOptions::polish_time_s (window_polish.cpp)
     kept = pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
     keep_at_most_max_points(kept);
     // Keep only the stored plans that survived, renumbered.

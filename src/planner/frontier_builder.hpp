@@ -121,6 +121,9 @@ class FrontierBuilder {
   /// the stage runs beside the walk (`stop` possible), else reported at most every 1 % (`last`).
   void report(SolveStage stage, double fraction, const std::stop_token& stop, std::atomic<double>* beside,
               double& last) const;
+  /// PlannerOptions::polish_time_s (window_polish.cpp): window search on the frontier's plans
+  /// furthest from the bound and at the all-max time; improved plans join raw_points_ / stored_.
+  void polish();
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&

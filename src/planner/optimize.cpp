@@ -34,6 +34,9 @@ void check_options(const OptimizeConfig& cfg) {
   if (cfg.max_points < 0 || cfg.max_points > 1'000'000'000) {
     throw InputError("max_points", fmt::format("must be in [1, 1e9] (0: none), got {}", cfg.max_points));
   }
+  if (!(cfg.polish_s >= 0 && cfg.polish_s <= 86400)) {
+    throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", cfg.polish_s));
+  }
 }
 
 /// OptimizeConfig::threads with 0 resolved to one per hardware thread.
@@ -113,6 +116,12 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
     j["inputs"]["p2p_latency_s"] = cfg.problem.overheads.p2p_latency_s;
     j["inputs"]["op_overhead_s"] = cfg.problem.overheads.op_overhead_s;
   }
+  if (cfg.polish_s > 0) {  // window search (PlannerOptions::polish_time_s)
+    j["inputs"]["polish_s"] = cfg.polish_s;
+    j["num_polished_points"] = r.frontier.num_polished_points;
+    j["num_polish_windows"] = r.frontier.num_polish_windows;
+    j["polish_time_s"] = r.frontier.polish_time_s;
+  }
   return j;
 }
 
@@ -142,6 +151,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
   opt.bound_method = cfg.bound_method;
   opt.time_budget_s = cfg.time_budget_s;
   opt.max_points = cfg.max_points;
+  opt.polish_time_s = cfg.polish_s;
   opt.threads = resolved_threads(cfg.threads);
   opt.progress = progress;
   Frontier frontier = solve_frontier(problem.dag, problem.profile, opt);

@@ -150,6 +150,19 @@ class OptimizeTest(unittest.TestCase):
             with self.assertRaises(perseus.InputError):
                 perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, **bad)
 
+    def test_polish(self):
+        # Issue 17: polish_s seconds of window search on the frontier's plans; never a worse frontier.
+        res = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                               plans="none", polish_s=0.5)
+        self.assertEqual(res["summary"]["polish_s"], 0.5)
+        self.assertGreaterEqual(res["summary"]["num_polished_points"], 0)
+        self.assertEqual(self.res["summary"]["polish_s"], 0.0)
+        self.assertEqual(self.res["summary"]["num_polished_points"], 0)
+        self.assertLessEqual(res["frontier"][-1]["time_s"], self.res["frontier"][-1]["time_s"])
+        for bad in (-1.0, float("nan"), 1e6):
+            with self.assertRaisesRegex(perseus.InputError, "polish_s"):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, polish_s=bad)
+
     def test_timeline_overheads(self):
         # Issue 19: op_overhead_s / p2p_latency_s are folded into every computation's duration
         # (TimelineOverheads), exactly as `perseus optimize --op-overhead/--p2p-latency`.
