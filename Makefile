@@ -37,7 +37,8 @@ asan: deps
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DPERSEUS_SANITIZE=ON \
 	  -DPERSEUS_BUILD_PYTHON=OFF -DPERSEUS_BUILD_BENCH=OFF -DPERSEUS_BUILD_RUNTIME=OFF >/dev/null
 	@cmake --build $(BUILD)-asan -j$(JOBS) --target perseus_unit_tests perseus
-	cd $(BUILD)-asan && ctest --output-on-failure -L unit -j$(JOBS)
+	cd $(BUILD)-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	  ctest --output-on-failure -L unit -j$(JOBS)
 
 # Rewrite the data-driven golden expectations (tests/golden/cases/*) after an intended change;
 # review `git diff tests/golden/cases` before committing.
