@@ -104,11 +104,10 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
 
 void FrontierBuilder::hull_walk_merge(HullWalkStage& hw, double t_end_s) {
   // In the order the walk recorded them, so the result does not depend on where it ran.
-  const auto offset = static_cast<std::int32_t>(stored_.size());
   for (std::size_t k = 0; k < hw.points.size(); ++k) {
     if (hw.point_deadline_s[k] > t_end_s * (1 + 1e-9)) continue;
     auto pt = hw.points[k];
-    pt.first.stored_plan = offset + static_cast<std::int32_t>(stored_.size() - offset);
+    pt.first.stored_plan = static_cast<std::int32_t>(stored_.size());
     stored_.push_back(std::move(hw.stored[hw.points[k].first.stored_plan]));
     raw_points_.push_back(pt);
   }
