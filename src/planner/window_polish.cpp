@@ -104,8 +104,13 @@ void FrontierBuilder::polish() {
     }
     // A plan polished earlier meets this deadline too when it is not slower: start from the
     // best of them and the point's own plan.
+    double e_best = search.energy_at(choice, t.deadline_s);
     for (const auto& prev : polished) {
-      if (search.energy_at(prev, t.deadline_s) < search.energy_at(choice, t.deadline_s)) choice = prev;
+      const double e = search.energy_at(prev, t.deadline_s);
+      if (e < e_best) {
+        choice = prev;
+        e_best = e;
+      }
     }
     double e_start = 0;
     const double t_start = timeline_and_energy(choice, e_start, timeline);
