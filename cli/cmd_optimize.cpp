@@ -115,6 +115,11 @@ void register_optimize(CLI::App& app) {
                   "(and the plan at the all-max time) by window search with COIN-OR CBC (default 0: none; "
                   "docs/planner2.md)")
       ->check(number_in(0, 86400, "s"));
+  cmd->add_option("--max-lp-solves", cfg->max_lp_solves,
+                  "Certified planner with the LP bound (below 1,024 computations by default): LP solves at most; "
+                  "fewer is faster, the frontier and bound a little looser (docs/planner2.md)")
+      ->capture_default_str()
+      ->check(integer_in(1, 100000));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")
       ->required()
       ->check(non_empty_path("an output folder"));

@@ -39,6 +39,10 @@ struct OptimizeConfig {
   /// 0..86400, 0: none). summary.json then has inputs.polish_s, num_polished_points,
   /// num_polish_windows and polish_time_s.
   double polish_s = 0;
+  /// Certified planner, LP bound: LP solves at most (PlannerOptions::max_lp_solves; 1..100000,
+  /// the planner also caps them at max(40, 80000 / computations)). Fewer is faster with a looser
+  /// frontier (docs/planner2.md). summary.json has inputs.max_lp_solves when it is not the default.
+  int max_lp_solves = PlannerOptions{}.max_lp_solves;
 };
 
 /// Headline results of an optimize job (also written to summary.json).

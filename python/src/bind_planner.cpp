@@ -226,7 +226,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
          const py::object& schedule_arg, std::optional<int> chunks, std::optional<double> p2p_power_arg,
          double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
          int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points,
-         double op_overhead_s, double p2p_latency_s, double polish_s) {
+         double op_overhead_s, double p2p_latency_s, double polish_s, int max_lp_solves) {
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
@@ -251,6 +251,9 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           throw InputError("max_points", fmt::format("must be in [1, 1e9] or None, got {}", *max_points));
         }
         if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
+        if (max_lp_solves < 1 || max_lp_solves > 100000) {
+          throw InputError("max_lp_solves", fmt::format("must be in [1, 100000], got {}", max_lp_solves));
+        }
         if (!(polish_s >= 0 && polish_s <= 86400)) {
           throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", polish_s));
         }
@@ -295,6 +298,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.time_budget_s = time_budget_s.value_or(-1.0);
           opt.max_points = max_points.value_or(0);
           opt.polish_time_s = polish_s;
+          opt.max_lp_solves = max_lp_solves;
           res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
           res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
@@ -350,6 +354,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["p2p_latency_s"] = p2p_latency_s;
         summary["polish_s"] = polish_s;
         summary["num_polished_points"] = res.frontier->num_polished_points;
+        summary["max_lp_solves"] = max_lp_solves;
         py::dict out;
         out["frontier"] = std::move(frontier);
         out["plans"] = std::move(plan_list);
@@ -366,7 +371,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
-      py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, R"doc(
+      py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
+      R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
 profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x chunks), or
@@ -402,6 +408,10 @@ the all-max time (each window of computations re-solved exactly with COIN-OR CBC
 clocks held; a plan is replaced only when it is better at its deadline and not slower); 0..86400,
 default 0 (none), as `perseus optimize --polish` (InputError otherwise). summary['polish_s']
 echoes it, summary['num_polished_points'] counts the plans it improved.
+max_lp_solves: certified planner with the LP bound (below 1,024 computations by default): LP solves at
+most, 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 80000 /
+computations)); fewer is faster with a slightly looser frontier and bound, as `perseus optimize
+--max-lp-solves` (docs/planner2.md). summary['max_lp_solves'] echoes it, summary['num_lp_solves'] counts them.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest

@@ -59,6 +59,11 @@ struct HullLowerBound::Lp {
   ClpSimplex model;
   int col_T = 0;
   bool solved_once = false;
+  /// Deadline (ms) whose optimal basis the model holds now (+inf: none usable).
+  double basis_deadline_ms = std::numeric_limits<double>::infinity();
+  /// Optimal bases of the solves so far (deadline ms, CLP status array): a solve restarts from
+  /// the nearest one, so a deadline between two solved ones needs few dual simplex iterations.
+  std::vector<std::pair<double, std::vector<unsigned char>>> bases;
   std::vector<int> seg_first;  // first δ column of op i (n + 1 entries)
   std::vector<double> t_min;   // fastest time of op i, ms
   std::vector<std::pair<int, int>> row_arc;  // row r: (op i, successor j or -1 for the sink)
@@ -193,20 +198,32 @@ HullLowerBound::~HullLowerBound() = default;
 HullLowerBound::Solution HullLowerBound::solve(double deadline_s, const std::function<bool()>& stop) {
   Solution out;
   ClpSimplex& m = lp_->model;
-  m.setColumnLower(lp_->col_T, deadline_s * kMs);
-  m.setColumnUpper(lp_->col_T, deadline_s * kMs);
+  const double tau_ms = deadline_s * kMs;
+  // Warm start from the optimal basis of the nearest deadline solved so far (any optimal
+  // basis stays dual feasible when only T's bounds move), if nearer than the model's own.
+  const std::pair<double, std::vector<unsigned char>>* nearest = nullptr;
+  for (const auto& b : lp_->bases)
+    if (nearest == nullptr || std::abs(b.first - tau_ms) < std::abs(nearest->first - tau_ms)) nearest = &b;
+  const bool restore = nearest != nullptr && !(std::abs(lp_->basis_deadline_ms - tau_ms) <= std::abs(nearest->first - tau_ms));
+  if (restore) m.copyinStatus(nearest->second.data());
+  m.setColumnLower(lp_->col_T, tau_ms);
+  m.setColumnUpper(lp_->col_T, tau_ms);
   ++solves_;
-  // A bound change keeps the previous basis dual feasible: the dual simplex warm-starts.
   if (stop) {
     const StopHandler handler(&stop);
     m.passInEventHandler(&handler);  // CLP keeps a clone, pointing at `stop`
   }
-  m.dual(0, lp_->solved_once ? 1 : 0);
+  // startFinishOptions (ClpSimplex::dual): 1 keeps the work areas and the factorization for the
+  // next solve; 2 reuses the factorization and 4 the work areas, valid only when the basis is
+  // the optimal one the last solve ended with (not restored, not after a failed solve).
+  const bool reuse = lp_->solved_once && !restore && std::isfinite(lp_->basis_deadline_ms);
+  m.dual(0, !lp_->solved_once ? 0 : reuse ? 1 | 2 | 4 : 1);
   if (stop) {
     const ClpEventHandler none;
     m.passInEventHandler(&none);  // the clone must not outlive `stop`
   }
   lp_->solved_once = true;
+  lp_->basis_deadline_ms = std::numeric_limits<double>::infinity();  // until known optimal
   if (m.status() == 5) {
     out.interrupted = true;
     return out;
@@ -219,6 +236,9 @@ HullLowerBound::Solution HullLowerBound::solve(double deadline_s, const std::fun
     }
     if (m.status() != 0) return out;
   }
+  lp_->basis_deadline_ms = tau_ms;
+  const unsigned char* status = m.statusArray();
+  lp_->bases.emplace_back(tau_ms, std::vector<unsigned char>(status, status + m.numberColumns() + m.numberRows()));
   const double* x = m.primalColumnSolution();
   // The row duals (J/ms) are a flow along the DAG: certify with its Lagrangian bound, which
   // holds for any flow >= 0, so no solver tolerance enters the bound.

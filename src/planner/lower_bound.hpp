@@ -84,7 +84,8 @@ class HullLowerBound {
     double slope_j_per_s = 0;  ///< Slope of the certified line through bound_j at τ, J/s.
     std::vector<double> start_s, duration_s;  ///< LP optimum per op, s.
   };
-  /// Solves at deadline τ (s), warm-started from the previous solve. `stop` (optional) is
+  /// Solves at deadline τ (s), warm-started from the optimal basis of the nearest deadline solved
+  /// so far (the dual simplex: only T's bounds differ). `stop` (optional) is
   /// polled at every simplex iteration; when it returns true the solve ends at once with
   /// feasible = false and interrupted = true (the LP's warm start is then unusable: solve no more).
   Solution solve(double deadline_s, const std::function<bool()>& stop = {});

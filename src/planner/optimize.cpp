@@ -34,6 +34,9 @@ void check_options(const OptimizeConfig& cfg) {
   if (cfg.max_points < 0 || cfg.max_points > 1'000'000'000) {
     throw InputError("max_points", fmt::format("must be in [1, 1e9] (0: none), got {}", cfg.max_points));
   }
+  if (cfg.max_lp_solves < 1 || cfg.max_lp_solves > 100000) {
+    throw InputError("max_lp_solves", fmt::format("must be in [1, 100000], got {}", cfg.max_lp_solves));
+  }
   if (!(cfg.polish_s >= 0 && cfg.polish_s <= 86400)) {
     throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", cfg.polish_s));
   }
@@ -116,6 +119,7 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
     j["inputs"]["p2p_latency_s"] = cfg.problem.overheads.p2p_latency_s;
     j["inputs"]["op_overhead_s"] = cfg.problem.overheads.op_overhead_s;
   }
+  if (cfg.max_lp_solves != PlannerOptions{}.max_lp_solves) j["inputs"]["max_lp_solves"] = cfg.max_lp_solves;
   if (cfg.polish_s > 0) {  // window search (PlannerOptions::polish_time_s)
     j["inputs"]["polish_s"] = cfg.polish_s;
     j["num_polished_points"] = r.frontier.num_polished_points;
@@ -152,6 +156,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
   opt.time_budget_s = cfg.time_budget_s;
   opt.max_points = cfg.max_points;
   opt.polish_time_s = cfg.polish_s;
+  opt.max_lp_solves = cfg.max_lp_solves;
   opt.threads = resolved_threads(cfg.threads);
   opt.progress = progress;
   Frontier frontier = solve_frontier(problem.dag, problem.profile, opt);

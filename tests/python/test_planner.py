@@ -163,6 +163,23 @@ class OptimizeTest(unittest.TestCase):
             with self.assertRaisesRegex(perseus.InputError, "polish_s"):
                 perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, polish_s=bad)
 
+    def test_max_lp_solves(self):
+        # Issue 17: fewer LP solves (the certified planner's LP bound) are faster; the bound and
+        # every plan stay honest, and the count is respected.
+        res = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                               plans="none", max_lp_solves=3)
+        self.assertEqual(res["summary"]["max_lp_solves"], 3)
+        self.assertEqual(self.res["summary"]["max_lp_solves"], 400)
+        self.assertEqual(res["summary"]["bound_method"], "lp")
+        self.assertGreaterEqual(res["summary"]["num_lp_solves"], 1)
+        self.assertLessEqual(res["summary"]["num_lp_solves"], 3)
+        self.assertLessEqual(res["summary"]["num_lp_solves"], self.res["summary"]["num_lp_solves"])
+        for p in res["frontier"]:
+            self.assertLessEqual(p["lower_bound_j"], p["energy_j"] * (1 + 1e-12))
+        for bad in (0, -1, 100001):
+            with self.assertRaisesRegex(perseus.InputError, "max_lp_solves"):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, max_lp_solves=bad)
+
     def test_timeline_overheads(self):
         # Issue 19: op_overhead_s / p2p_latency_s are folded into every computation's duration
         # (TimelineOverheads), exactly as `perseus optimize --op-overhead/--p2p-latency`.

@@ -12,6 +12,7 @@
 
 #include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
+#include "perseus/optimize.hpp"
 #include "perseus/schedule.hpp"
 #include "test_util.hpp"
 
@@ -357,6 +358,35 @@ TEST(Cli, OptimizeSaysWhenTMinIsBelowAllMaxTime) {
   EXPECT_EQ(clean.status, 0) << clean.output;
   EXPECT_EQ(clean.output.find("below the all-max time"), std::string::npos) << clean.output;
   EXPECT_NE(clean.output.find("E includes waiting at P_block until T)"), std::string::npos) << clean.output;
+}
+
+TEST(OptimizeOptions, MaxLpSolvesIsValidatedAndHonoured) {
+  for (int bad : {0, -3, 100001}) {
+    OptimizeConfig cfg;
+    cfg.max_lp_solves = bad;
+    cfg.profile_path = "/nonexistent.csv";  // the option is checked first
+    try {
+      optimize(cfg);
+      ADD_FAILURE() << "max_lp_solves " << bad << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("max_lp_solves"), std::string::npos) << e.what();
+    }
+  }
+  const testing::TempDir dir;
+  const std::string base = "optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                           " --stages 8 --microbatches 2 --p2p-power 83.64 --quiet --out " +
+                           (dir.path() / "o").string();
+  for (const char* bad : {"0", "-1", "100001", "x", "2.5"}) {
+    const auto r = testing::run(base + " --max-lp-solves " + bad);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("--max-lp-solves"), std::string::npos) << r.output;
+  }
+  const auto ok = testing::run(base + " --max-lp-solves 5");
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  const auto summary = nlohmann::json::parse(testing::slurp(dir.path() / "o" / "summary.json"));
+  EXPECT_EQ(summary["inputs"]["max_lp_solves"], 5);
+  EXPECT_GE(summary["num_lp_solves"].get<int>(), 1);
+  EXPECT_LE(summary["num_lp_solves"].get<int>(), 5);
 }
 
 }  // namespace

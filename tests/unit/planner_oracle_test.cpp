@@ -360,6 +360,36 @@ TEST(LagrangianBound, LpDualsGiveTheLpOptimum) {
   EXPECT_FALSE(lp.solve(0.9 * t_max).feasible);  // below T_min
 }
 
+TEST(HullLowerBound, WarmStartsInAnyOrderGiveTheColdOptimum) {
+  // Each solve restarts from the optimal basis of the nearest deadline solved before (or keeps
+  // the model's own): whatever the order, and after an infeasible deadline, every bound equals
+  // the optimum of a fresh LP solved at that deadline alone.
+  std::mt19937 rng(11);
+  const Profile profile = random_profile(4, 5, rng);
+  const double p_block = 70;
+  const Dag dag = Dag::build(make_1f1b(4, 6));
+  std::vector<const std::vector<OperatingPoint>*> pts;
+  for (int i = 0; i < dag.num_ops(); ++i) pts.push_back(&profile.points(dag.op(i).stage, dag.op(i).kind));
+  const double t_max = all_max_plan(dag, profile, p_block).timeline.time_s;
+  detail::HullLowerBound warm(dag, pts, p_block);
+  int feasible = 0;
+  for (double rel : {1.6, 1.0, 1.3, 1.02, 0.8, 1.31, 1.01, 1.6, 1.15, 1.0}) {
+    const auto sol = warm.solve(rel * t_max);
+    detail::HullLowerBound cold(dag, pts, p_block);
+    const auto ref = cold.solve(rel * t_max);
+    ASSERT_EQ(sol.feasible, ref.feasible) << rel;
+    if (!ref.feasible) continue;
+    ++feasible;
+    EXPECT_NEAR(sol.bound_j, ref.bound_j, 1e-7 * ref.bound_j) << rel;
+    // The LP schedule meets the deadline.
+    double end = 0;
+    for (int i = 0; i < dag.num_ops(); ++i) end = std::max(end, sol.start_s[i] + sol.duration_s[i]);
+    EXPECT_LE(end, rel * t_max * (1 + 1e-9)) << rel;
+  }
+  EXPECT_EQ(feasible, 9);
+  EXPECT_EQ(warm.num_solves(), 10);
+}
+
 TEST(PlannerOptionsCheck, BadModeAndBudgetsAreInputErrors) {
   std::mt19937 rng(1);
   const Profile profile = random_profile(2, 3, rng);
