@@ -88,7 +88,7 @@ struct PlannerOptions {
   MinCutEngine min_cut_engine = MinCutEngine::kDynamic;  ///< Max-flow engine (see MinCutEngine).
   BoundMethod bound_method = BoundMethod::kAuto;       ///< kCertified: bound and extra plans (see BoundMethod).
   /// kCertified: LP solves at most (sampling plus refinement where the gap exceeds
-  /// refine_gap_pct); the planner also caps them at max(40, 80000 / computations). 1..100000.
+  /// refine_gap_pct); the planner also caps them at max(40, 320000 / computations). 1..100000.
   int max_lp_solves = 400;
   /// kCertified: a frontier point whose energy is more than this % above the bound at its
   /// time gets an exact LP solve (a tighter bound and a rounded plan at that time). >= 0.

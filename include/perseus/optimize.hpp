@@ -40,7 +40,7 @@ struct OptimizeConfig {
   /// num_polish_windows and polish_time_s.
   double polish_s = 0;
   /// Certified planner, LP bound: LP solves at most (PlannerOptions::max_lp_solves; 1..100000,
-  /// the planner also caps them at max(40, 80000 / computations)). Fewer is faster with a looser
+  /// the planner also caps them at max(40, 320000 / computations)). Fewer is faster with a looser
   /// frontier (docs/planner2.md). summary.json has inputs.max_lp_solves when it is not the default.
   int max_lp_solves = PlannerOptions{}.max_lp_solves;
 };

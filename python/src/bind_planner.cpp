@@ -409,7 +409,7 @@ clocks held; a plan is replaced only when it is better at its deadline and not s
 default 0 (none), as `perseus optimize --polish` (InputError otherwise). summary['polish_s']
 echoes it, summary['num_polished_points'] counts the plans it improved.
 max_lp_solves: certified planner with the LP bound (below 1,024 computations by default): LP solves at
-most, 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 80000 /
+most, 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 320000 /
 computations)); fewer is faster with a slightly looser frontier and bound, as `perseus optimize
 --max-lp-solves` (docs/planner2.md). summary['max_lp_solves'] echoes it, summary['num_lp_solves'] counts them.
 

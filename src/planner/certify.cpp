@@ -21,7 +21,7 @@ using detail::pareto_filter;
 
 /// LP solve budget of the LP stage: at most kLpSolveOps / ops solves, at least kMinLpSolves
 /// (and at most PlannerOptions::max_lp_solves).
-constexpr int kLpSolveOps = 80000;
+constexpr int kLpSolveOps = 320000;
 constexpr int kMinLpSolves = 40;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
 constexpr int kPairMovesMaxOps = 16;
