@@ -1,8 +1,9 @@
 // `perseus monitor -- CMD [ARGS...]`: runs CMD and prints its wall time and the GPUs' energy
 // (NVML total-energy counter, or integrated power where the counter is missing).
 // Exit status: CMD's own status (128+N if killed by signal N); 4 when no GPU can be measured
-// (NVML missing or failing; CMD is NOT run unless --allow-no-gpu); 127 when CMD cannot be
-// started; 1/2 for bad arguments.
+// (NVML missing or failing; CMD is NOT run unless --allow-no-gpu); 5 when CMD exited 0 but the
+// --json file could not be written afterwards (the result is printed to stderr instead; a
+// non-zero CMD status wins over 5); 127 when CMD cannot be started; 1/2 for bad arguments.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -40,6 +41,7 @@ namespace perseus::cli {
 namespace {
 
 constexpr int kExitNoGpu = 4;
+constexpr int kExitJsonNotWritten = 5;
 constexpr int kExitCannotRun = 127;
 
 struct MonitorArgs {
@@ -115,6 +117,25 @@ void check_json_writable(const std::string& path) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+// Writes the result to `path` atomically (a temporary file renamed into place: never a
+// half-written file). CMD has run by now, so a failure (the folder removed or made read-only
+// meanwhile, disk full) must not lose its numbers or its status: the error names the file and
+// why, the JSON goes to stderr, and the exit status is CMD's when non-zero, else
+// kExitJsonNotWritten. Returns the exit status.
+int write_json_or_report(const std::string& path, const nlohmann::json& out, int status) {
+  const std::string text = out.dump(2) + "\n";
+  try {
+    write_file_atomically(path, text);
+    return status;
+  } catch (const InputError& e) {  // "PATH: cannot write the file: REASON"
+    const int exit_status = status != 0 ? status : kExitJsonNotWritten;
+    fmt::print(stderr, "perseus monitor: --json {}; the result follows as JSON:\n{}", e.what(), text);
+    fmt::print(stderr, "perseus monitor: exit status {} ({}; --json {} was not written)\n", exit_status,
+               status != 0 ? "the command's" : "the command exited 0", path);
+    return exit_status;
+  }
 }
 
 int monitor(const MonitorArgs& args) {
@@ -246,7 +267,7 @@ int monitor(const MonitorArgs& args) {
                  "unknown", "unknown", total_j);
     }
   }
-  if (!args.json_path.empty()) write_file_atomically(args.json_path, out.dump(2) + "\n");  // names the reason
+  if (!args.json_path.empty()) return write_json_or_report(args.json_path, out, status);
   return status;
 }
 
@@ -257,7 +278,8 @@ void register_monitor(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "monitor",
       "Run a command and print its wall time and GPU energy (NVML or ROCm SMI). Exit status: the command's; 4 if no GPU "
-      "can be measured (command not run); 127 if the command cannot be started");
+      "can be measured (command not run); 5 if the command exited 0 but --json could not be written after it (the "
+      "result is printed to stderr); 127 if the command cannot be started");
   cmd->add_option("-d,--device", args->devices, "GPU index to measure (repeatable; default: all GPUs)")
       ->allow_extra_args(false)
       ->check(integer_in(0, 255));

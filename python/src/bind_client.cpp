@@ -87,7 +87,29 @@ class PyClient {
     long long first_iteration = 0;
   };
 
+  /// Refuses a string option holding a NUL (ValueError naming the keyword) before anything is
+  /// sent or opened: the C config takes C strings, which would end at the NUL.
+  static void check_strings(const Options& o) {
+    c_string_arg(o.server_url, "server_url");
+    c_string_arg(o.job_id, "job_id");
+    c_string_arg(o.backend, "backend");
+    const std::pair<const std::optional<std::string>*, const char*> optional[] = {
+        {&o.token, "token"},
+        {&o.nvml_library_path, "nvml_library_path"},
+        {&o.profile_path, "profile_path"},
+        {&o.dry_run_log_path, "dry_run_log_path"},
+        {&o.freq_log_path, "freq_log_path"},
+        {&o.watchdog_path, "watchdog_path"},
+        {&o.device_uuid, "device_uuid"},
+        {&o.device_pci_bus_id, "device_pci_bus_id"},
+        {&o.gpud_socket_path, "gpud_socket_path"},
+        {&o.rocm_smi_library_path, "rocm_smi_library_path"}};
+    for (const auto& [value, name] : optional)
+      if (*value) c_string_arg(**value, name);
+  }
+
   explicit PyClient(const Options& o) : backend_(o.backend) {
+    check_strings(o);
     perseus_client_config cfg;
     perseus_client_config_init(&cfg);
     cfg.server_url = o.server_url.c_str();
@@ -284,6 +306,7 @@ clock request in order (exact logs, for tests).)doc")
       .def(
           "on_instruction_begin",
           [](PyClient& c, const std::string& name) {
+            c_string_arg(name, "name");
             c.call([&](perseus_client* h) { return perseus_client_instruction_begin(h, name.c_str()); });
           },
           py::arg("name"),
@@ -292,6 +315,7 @@ clock request in order (exact logs, for tests).)doc")
       .def(
           "on_instruction_end",
           [](PyClient& c, const std::string& name) {
+            c_string_arg(name, "name");
             c.call([&](perseus_client* h) { return perseus_client_instruction_end(h, name.c_str()); });
           },
           py::arg("name"), "The computation ended: records its time (s) and energy (J). Raises HookOrderError.")
@@ -337,6 +361,7 @@ clock request in order (exact logs, for tests).)doc")
       .def(
           "write_freq_log",
           [](PyClient& c, const std::string& path) {
+            c_string_arg(path, "path");
             c.call([&](perseus_client* h) { return perseus_client_write_freq_log(h, path.c_str()); });
           },
           py::arg("path"),

@@ -30,10 +30,6 @@ namespace perseus::python {
 
 namespace {
 
-[[maybe_unused]] std::string fspath(const py::object& obj) {
-  return py::str(py::module_::import("os").attr("fspath")(obj)).cast<std::string>();
-}
-
 #ifdef PERSEUS_PY_HAVE_RENDER
 /// Rebuilds (DAG, evaluated plan) from a plan dict as optimize() returns it, through the
 /// one plan JSON reader (plan_frequencies_from_json()) and the one problem assembly.
@@ -81,7 +77,7 @@ void bind_extras(py::module_& m) {
       [](const py::object& profile, int stages, int microbatches, std::vector<double> slowdowns, int pipelines,
          int global_batch, double p2p_power_w, int tp_degree, double time_scale, double unit_time_s) {
         EmulationConfig cfg;
-        cfg.profile_path = fspath(profile);
+        cfg.profile_path = path_arg(profile, "profile");
         cfg.num_ranks = stages;
         cfg.microbatches = microbatches;
         cfg.slowdowns = std::move(slowdowns);
@@ -143,8 +139,9 @@ then method). Raises perseus.InputError on bad inputs.)doc");
   m.attr("HAVE_RENDER") = true;
   m.def(
       "render_timeline_svg",
-      [](const std::shared_ptr<Profile>& profile, const py::dict& plan, int microbatches, const std::string& schedule,
+      [](const std::shared_ptr<Profile>& profile, const py::dict& plan, int microbatches, const py::object& schedule_arg,
          int chunks, double p2p_power_w, const std::string& color_by, const std::string& title) {
+        const std::string schedule = path_arg(schedule_arg, "schedule");  // a name or a schedule CSV path
         TimelineOptions opt;
         if (color_by == "power") opt.color_by = TimelineColor::kPower;
         else if (color_by == "frequency") opt.color_by = TimelineColor::kFrequency;
@@ -188,7 +185,7 @@ baseline plan dict. Raises perseus.InputError when no point is finite.)doc");
   m.def(
       "write_report",
       [](const py::object& dir) {
-        const std::string d = fspath(dir);
+        const std::string d = path_arg(dir, "dir");
         py::gil_scoped_release release;
         return write_report(d);
       },

@@ -35,13 +35,6 @@ InstructionKind kind_arg(const std::string& name) {
       name));
 }
 
-/// Path-like or str -> str (os.fspath), else a TypeError.
-std::string fspath(const py::object& obj) {
-  py::object p = py::module_::import("os").attr("fspath")(obj);
-  if (py::isinstance<py::bytes>(p)) return p.cast<std::string>();
-  return py::str(p).cast<std::string>();
-}
-
 /// A plan as the dict of plan_NNNNN.json, through the one plan JSON writer (plan_json()).
 py::dict plan_dict(const Dag& dag, const FrequencyPlan& plan, std::optional<std::size_t> index) {
   return py::module_::import("json").attr("loads")(plan_json(dag, plan, index).dump());
@@ -175,7 +168,7 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
           },
           "All points as dicts {'stage', 'instruction', 'freq_mhz', 'time_s', 'energy_j'}.")
       .def(
-          "write_csv", [](const Profile& p, const py::object& path) { write_profile_csv(p, fspath(path)); },
+          "write_csv", [](const Profile& p, const py::object& path) { write_profile_csv(p, path_arg(path, "path")); },
           py::arg("path"),
           "Writes the profile CSV (stage,instruction,frequency,time,energy). Raises InputError when the "
           "file cannot be written.")
@@ -186,7 +179,7 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
   m.def(
       "load_profile",
       [](const py::object& path, std::optional<int> expected_stages) {
-        const std::string p = fspath(path);
+        const std::string p = path_arg(path, "path");
         py::gil_scoped_release release;
         return std::make_shared<Profile>(load_profile_csv(p, expected_stages));
       },
@@ -260,7 +253,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         // The one problem assembly (perseus/problem.hpp): the same schedules (names or a CSV
         // file) and profile fitting as `perseus optimize` and the server.
         ProblemSpec spec;
-        spec.schedule = fspath(schedule_arg);
+        spec.schedule = path_arg(schedule_arg, "schedule");  // a name or a schedule CSV path
         spec.num_ranks = stages.value_or(0);
         spec.microbatches = microbatches.value_or(0);
         spec.chunks = chunks.value_or(1);
@@ -275,7 +268,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           py::gil_scoped_release release;
           problem.emplace(make_problem(spec, *profile));
         } else {
-          const std::string path = fspath(profile_arg);
+          const std::string path = path_arg(profile_arg, "profile");
           py::gil_scoped_release release;
           problem.emplace(load_problem(spec, path));
         }

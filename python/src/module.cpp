@@ -2,6 +2,8 @@
 // The public API is the `perseus` package (python/perseus/__init__.py), which re-exports it.
 #include "bindings.hpp"
 
+#include <fmt/core.h>
+
 #include "perseus/error.hpp"
 
 #ifndef PERSEUS_VERSION
@@ -15,6 +17,32 @@ std::string keyword_for_field(const std::string& field) {
   if (field == "p_block_w") return "p2p_power_w";
   if (field == "profile_path") return "profile";
   return field;
+}
+
+namespace {
+/// "must not contain a NUL character (found at byte AT of SIZE): ..." (the value is never shown).
+std::string nul_detail(std::size_t at, std::size_t size) {
+  return fmt::format("must not contain a NUL character (found at byte {} of {}): it becomes a C string or a file "
+                     "path, which would silently end there",
+                     at, size);
+}
+}  // namespace
+
+std::string nul_message(const char* name, std::size_t at, std::size_t size) {
+  return std::string(name) + " " + nul_detail(at, size);
+}
+
+const std::string& c_string_arg(const std::string& value, const char* name) {
+  if (const auto at = value.find('\0'); at != std::string::npos) throw py::value_error(nul_message(name, at, value.size()));
+  return value;
+}
+
+std::string path_arg(const py::object& obj, const char* name) {
+  py::object p = py::module_::import("os").attr("fspath")(obj);  // TypeError for a non-path
+  std::string s = py::isinstance<py::bytes>(p) ? p.cast<std::string>() : py::str(p).cast<std::string>();
+  // perseus.InputError "NAME must not contain ...", .field = NAME, as the planner's other errors.
+  if (const auto at = s.find('\0'); at != std::string::npos) throw perseus::InputError(name, nul_detail(at, s.size()));
+  return s;
 }
 
 void bind_errors(py::module_& m) {

@@ -78,6 +78,59 @@ TEST(Monitor, UnwritableJsonIsRefusedBeforeTheCommandRuns) {
   EXPECT_EQ(entries, 2);
 }
 
+// The JSON printed to stderr after "the result follows as JSON:" (null when there is none).
+nlohmann::json json_in_output(const std::string& out) {
+  const auto marker = out.find("the result follows as JSON:\n");
+  if (marker == std::string::npos) return nullptr;
+  const auto begin = out.find('{', marker);
+  const auto end = out.find("\n}\n", begin);
+  if (begin == std::string::npos || end == std::string::npos) return nullptr;
+  return nlohmann::json::parse(out.substr(begin, end + 2 - begin), nullptr, false);
+}
+
+// The --json folder vanishes (or turns into a file) while CMD runs: CMD itself does it, so the
+// write fails deterministically after CMD ran. The status and the numbers must not be lost.
+TEST(Monitor, JsonWriteFailingAfterTheCommandKeepsItsStatusAndNumbers) {
+  TempDir dir;
+  const std::string sub = dir.file("sub");
+  const std::string json_path = sub + "/m.json";
+  struct Case {
+    std::string script;  // run by sh -c
+    int want_exit;
+    std::string why;     // strerror of the failed write
+  };
+  const std::vector<Case> cases = {
+      {"rm -r '" + sub + "'", 5, "No such file or directory"},              // CMD succeeded: the distinct status 5
+      {"rm -r '" + sub + "' && touch '" + sub + "'; exit 3", 3, "Not a directory"},  // CMD failed: its own status
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    std::filesystem::remove_all(sub);
+    std::filesystem::create_directory(sub);
+    const std::string log = dir.file("out" + std::to_string(n++) + ".txt");
+    const pid_t pid = spawn({PERSEUS_BINARY, "monitor", "--nvml-library", FAKE_NVML_PATH, "--json", json_path, "--",
+                             "sh", "-c", c.script},
+                            {{"FAKE_NVML_DEVICES", "2"}}, log);
+    EXPECT_EQ(exit_code(wait_exit(pid)), c.want_exit) << c.script << ": " << read_file(log);
+    const std::string out = read_file(log);
+    EXPECT_NE(out.find("perseus monitor: --json " + json_path + ": cannot write the file: " + c.why), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("exit status " + std::to_string(c.want_exit)), std::string::npos) << out;
+    EXPECT_NE(out.find("total"), std::string::npos) << "the summary table is printed: " << out;
+    const nlohmann::json j = json_in_output(out);
+    ASSERT_TRUE(j.is_object()) << "the JSON that could not be written is on stderr: " << out;
+    EXPECT_EQ(j["exit_status"], c.want_exit == 5 ? 0 : c.want_exit);
+    ASSERT_EQ(j["gpus"].size(), 2u);
+    EXPECT_GT(j["energy_j"].get<double>(), 0.0);
+    EXPECT_FALSE(std::filesystem::exists(json_path));
+  }
+  // No half-written or temporary file anywhere: only the logs and what CMD left ("sub", a file).
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name.rfind("out", 0) == 0 || name == "sub") << name;
+  }
+}
+
 TEST(Monitor, OptionValuesOutOfRangeAreUsageErrors) {
   TempDir dir;
   int n = 0;

@@ -147,6 +147,61 @@ class ClientTest(unittest.TestCase):
             perseus.Client(self.server.url, self.job_id, rank="0")
         self.assertIn("rank must be an int", str(cm.exception))
 
+    def test_nul_in_a_string_option_is_refused_before_anything_is_sent(self):
+        """A str that becomes a C string (or a file path) must not hold a NUL: C would silently
+        cut it there ("tok\\0junk" became the valid token "tok" before this was checked)."""
+        import socket
+        d = temp_dir(self)
+        # A listener nobody answers: a client that got as far as connecting would leave a
+        # connection in its backlog.
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.setblocking(False)
+        quiet_url = "http://127.0.0.1:%d" % listener.getsockname()[1]
+        cut = os.path.join(d, "cut")  # what a path "cut\0.x" would have opened or written
+        good = dict(rank=0, pp_rank=0, token=self.server.token, backend="dry-run", enable_watchdog=False,
+                    startup_timeout_s=0.5, request_timeout_s=0.5)
+        cases = [("token", dict(token=self.server.token + "\x00junk"))]
+        for kw in ("profile_path", "nvml_library_path", "dry_run_log_path", "freq_log_path", "watchdog_path",
+                   "gpud_socket_path", "rocm_smi_library_path"):
+            cases.append((kw, {kw: cut + "\x00.x"}))
+        cases += [("device_uuid", dict(device_uuid="GPU-1\x00")), ("device_pci_bus_id", dict(device_pci_bus_id="0\x00")),
+                  ("backend", dict(backend="dry-run\x00nvml"))]
+        for kw, override in cases:
+            with self.subTest(kw=kw):
+                args = dict(good)
+                args.update(override)
+                with self.assertRaises(ValueError) as cm:
+                    perseus.Client(quiet_url, self.job_id, **args)
+                self.assertNotIsInstance(cm.exception, perseus.ClientError)
+                self.assertIn(kw + " must not contain a NUL character", str(cm.exception))
+                self.assertNotIn("junk", str(cm.exception), "the value (a token) is never echoed")
+        for args, kw in (((quiet_url + "\x00x", self.job_id), "server_url"), ((quiet_url, self.job_id + "\x00"), "job_id")):
+            with self.assertRaises(ValueError) as cm:
+                perseus.Client(*args, **good)
+            self.assertIn(kw + " must not contain a NUL character", str(cm.exception))
+        with self.assertRaises(BlockingIOError):
+            listener.accept()  # nothing was sent
+        self.assertFalse(os.path.exists(cut), "no file was opened or written at the cut path")
+        # The real server with the truncated token would have accepted it: refused there too.
+        with self.assertRaises(ValueError):
+            perseus.Client(self.server.url, self.job_id, rank=0, token=self.server.token + "\x00junk",
+                           backend="simulated", profile_path=self.profile)
+        # Hooks and the clock log.
+        c = self.client(1, backend="dry-run", profile_path=None, enable_watchdog=False,
+                        dry_run_log_path=os.path.join(d, "dry.log"))
+        c.on_step_begin()
+        for hook in (c.on_instruction_begin, c.on_instruction_end):
+            with self.assertRaises(ValueError) as cm:
+                hook("forward\x00backward")
+            self.assertIn("name must not contain a NUL character", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            c.write_freq_log(cut + "\x00.json")
+        self.assertIn("path must not contain a NUL character", str(cm.exception))
+        self.assertFalse(os.path.exists(cut))
+
     def test_gpud_backend(self):
         # No helper: a GpuError that says what is missing.
         with self.assertRaises(perseus.GpuError) as cm:

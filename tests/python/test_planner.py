@@ -57,6 +57,38 @@ class ProfileTest(unittest.TestCase):
         self.assertIn("3", msg)  # line 3
         self.assertIn("time", msg)
 
+    def test_nul_in_a_path_is_refused(self):
+        """A path with a NUL would be cut there by the OS ("p.csv\0.bak" opened p.csv): refused
+        with InputError (a ValueError) naming the keyword, before any file is opened or written."""
+        d = temp_dir(self)
+        real = os.path.join(d, "p.csv")
+        prof = perseus.parse_profile(first_stages_csv(2))
+        prof.write_csv(real)
+        cut = os.path.join(d, "cut.csv")
+        cases = [
+            (lambda: perseus.load_profile(real + "\x00.bak"), "path"),
+            (lambda: perseus.load_profile(os.fsencode(real) + b"\x00.bak"), "path"),
+            (lambda: prof.write_csv(cut + "\x00.bak"), "path"),
+            (lambda: perseus.optimize(real + "\x00.bak", 2, 3, p2p_power_w=80.0), "profile"),
+            (lambda: perseus.optimize(real, 2, 3, p2p_power_w=80.0, schedule="1f1b\x00"), "schedule"),
+        ]
+        if perseus.HAVE_EMULATE:
+            cases.append((lambda: perseus.emulate(real + "\x00.bak", 2, 3, slowdowns=[1.0]), "profile"))
+        if perseus.HAVE_RENDER:
+            cases.append((lambda: perseus.write_report(d + "\x00x"), "dir"))
+            plan = perseus.optimize(prof, 2, 3, p2p_power_w=80.0, unit_time_s=0.01, plans="fastest")["plans"][0]
+            self.assertIn("<svg", perseus.render_timeline_svg(prof, plan, 3, schedule="1f1b"))
+            cases.append((lambda: perseus.render_timeline_svg(prof, plan, 3, schedule="1f1b\x00"), "schedule"))
+        for call, kw in cases:
+            with self.subTest(kw=kw):
+                with self.assertRaises(perseus.InputError) as cm:
+                    call()
+                self.assertIsInstance(cm.exception, ValueError)
+                self.assertEqual(cm.exception.field, kw)
+                self.assertIn(kw + " must not contain a NUL character", str(cm.exception))
+        self.assertFalse(os.path.exists(cut))
+        self.assertEqual(perseus.load_profile(os.fsencode(real)).rows(), prof.rows())  # bytes paths work
+
     def test_wrong_stage_count(self):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.parse_profile(first_stages_csv(2), "two.csv", expected_stages=3)

@@ -180,7 +180,7 @@ TEST_F(Negative, UnknownJobEverywhere) {
   expect_error(api.get("/schedule/nope?rank=0"), 404, "zeus schedule");
   expect_error(api.post("/result/nope", {{"rank", 0}, {"iter_time", {1.0}}, {"iter_energy", {1.0}}}), 404, "zeus result");
   expect_error(api.get("/no/such/route"), 404, "route");
-  expect_error(api.get("/v1/jobs/" + std::string(300, 'a')), 404, "long id");
+  expect_error(api.get("/v1/jobs/" + std::string(300, 'a')), 400, "long id");  // beyond the id rule (128)
   expect_error(api.post("/v1/health", json::object()), 405, "method");
   expect_error(api.del("/v1/jobs"), 405, "method");
 }

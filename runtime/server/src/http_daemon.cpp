@@ -64,6 +64,20 @@ struct ConnState {
   std::atomic<double> request_start_s{0};  // when the current request's clock started (connect or last answer)
 };
 
+/// libmicrohttpd's unescape callback: keeps the text as sent. By default it decodes %HH in the
+/// whole path before the application sees it, so "/v1/jobs/a%2Fb" arrived as "/v1/jobs/a/b" (a
+/// different route) and "%00" cut the path short. The router decodes each path segment itself
+/// after splitting at '/' (http_server.cpp); query arguments are decoded by unescape() below.
+std::size_t keep_escaped(void*, MHD_Connection*, char* s) { return std::strlen(s); }
+
+/// %HH escapes of a query argument decoded as libmicrohttpd decodes them (a malformed escape is
+/// kept as it is). The result may hold any byte, NUL included.
+std::string unescape(const char* s) {
+  std::string v = s ? s : "";
+  v.resize(MHD_http_unescape(v.data()));
+  return v;
+}
+
 }  // namespace
 
 const std::string* HttpRequest::param(const std::string& key) const {
@@ -148,7 +162,7 @@ struct HttpDaemon::Impl {
           c, MHD_GET_ARGUMENT_KIND,
           [](void* cls, MHD_ValueKind, const char* k, const char* v) -> MHD_Result {
             auto* query = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
-            if (query->size() < 64) query->emplace_back(k ? k : "", v ? v : "");
+            if (query->size() < 64) query->emplace_back(unescape(k), unescape(v));
             return MHD_YES;
           },
           &q.query);
@@ -268,6 +282,7 @@ void HttpDaemon::start(int listen_fd) {
       MHD_OPTION_NOTIFY_COMPLETED, static_cast<MHD_RequestCompletedCallback>(completed), i,    //
       MHD_OPTION_NOTIFY_CONNECTION, static_cast<MHD_NotifyConnectionCallback>(notify), i,      //
       MHD_OPTION_STRICT_FOR_CLIENT, 1,                                                        //
+      MHD_OPTION_UNESCAPE_CALLBACK, &keep_escaped, nullptr,                                   //
       MHD_OPTION_END);
   if (!i->daemon) {
     ::close(listen_fd);

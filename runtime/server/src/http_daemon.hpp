@@ -26,7 +26,11 @@ struct HttpLimits {
 
 /// One request as the routes see it. `body` is complete (at most max_body_bytes).
 struct HttpRequest {
-  std::string method, path, remote_addr;
+  std::string method, remote_addr;
+  /// The path as sent, percent-escapes kept (never decoded as a whole: an encoded '/' must not
+  /// split a segment, an encoded NUL must not end the path). The router splits it at '/' and
+  /// decodes each segment.
+  std::string path;
   std::vector<std::pair<std::string, std::string>> query;    ///< Decoded query arguments.
   std::string authorization, content_type, content_encoding;  ///< Header values ("" if absent).
   std::optional<std::size_t> content_length;  ///< Declared length; nullopt if chunked or absent.

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <string_view>
 #include <thread>
 
 #include <fmt/core.h>
@@ -35,7 +37,9 @@ enum class Access {
   kZeusJob,     ///< Zeus routes of one job: as kJob; anyone under --zeus-no-auth.
 };
 
-/// One route: method, path pattern ("{}" = parameter segment), who may call it, handler.
+/// One route: method, path pattern ("{name}" = a parameter segment: {job_id} follows the id
+/// rule, {rank} and {pipeline} are non-negative integers; see check_param), who may call it,
+/// handler.
 struct Route {
   std::string method;
   std::vector<std::string> segments;
@@ -56,18 +60,128 @@ std::vector<std::string> split_path(const std::string& path) {
   return out;
 }
 
+bool is_param(const std::string& pattern_segment) { return !pattern_segment.empty() && pattern_segment[0] == '{'; }
+
+/// Matches decoded path segments against a route; a parameter segment matches any text (its
+/// rule is checked afterwards, so that a bad id is a 400 naming it, not a 404).
 bool match(const Route& r, const std::vector<std::string>& segs, std::vector<std::string>& params) {
   if (r.segments.size() != segs.size()) return false;
   params.clear();
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    if (r.segments[i] == "{}") {
-      if (segs[i].empty() || segs[i].size() > 128) return false;
+    if (is_param(r.segments[i])) {
       params.push_back(segs[i]);
     } else if (r.segments[i] != segs[i]) {
       return false;
     }
   }
   return true;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// `text` as a message shows it: printable ASCII as is (a quote or backslash escaped), any
+/// other byte as \xHH; at most 64 bytes of it ("..." after).
+std::string shown(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') out += '\\';
+    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  if (text.size() > 64) out += "...";
+  return out;
+}
+
+/// One byte as a message names it: '/', NUL (\x00), '\', \x0a, ...
+std::string describe_byte(unsigned char c) {
+  if (c == 0) return "NUL (\\x00)";
+  if (c >= 0x20 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
+  return fmt::format("\\x{:02x}", c);
+}
+
+/// `path segment NAME "RAW"`, plus ` (decoded: "DECODED")` when escapes changed it.
+std::string segment_intro(std::string_view name, std::string_view raw, std::string_view decoded) {
+  std::string s = fmt::format("path segment {} \"{}\"", name, shown(raw));
+  if (raw != decoded) s += fmt::format(" (decoded: \"{}\")", shown(decoded));
+  return s;
+}
+
+/// A raw path segment with its %HH escapes decoded; an ApiError 400 "invalid_path" naming the
+/// segment (by position, 1-based) when an escape is malformed ('%' not followed by two hex digits).
+std::string percent_decode(const std::string& raw, std::size_t position) {
+  std::string out;
+  out.reserve(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '%') {
+      out += raw[i];
+      continue;
+    }
+    const int hi = i + 1 < raw.size() ? hex_digit(raw[i + 1]) : -1;
+    const int lo = i + 2 < raw.size() ? hex_digit(raw[i + 2]) : -1;
+    if (hi < 0 || lo < 0)
+      throw ApiError(400, "invalid_path",
+                     fmt::format("path segment {} \"{}\": malformed percent-escape at byte {} (expected %HH: '%' and "
+                                 "two hex digits)",
+                                 position, shown(raw), i));
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+/// The first byte of a decoded segment that no path segment may hold ('/' from an encoded %2F,
+/// '\', NUL and the other control bytes), or npos.
+std::size_t forbidden_byte(std::string_view decoded) {
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    const auto c = static_cast<unsigned char>(decoded[i]);
+    if (c == '/' || c == '\\' || c < 0x20 || c == 0x7f) return i;
+  }
+  return std::string_view::npos;
+}
+
+/// The id rule of path parameter {job_id}: 1 to kMaxIdLength bytes from A-Z a-z 0-9 '-' '_'.
+constexpr std::size_t kMaxIdLength = 128;
+constexpr const char* kIdRule =
+    "a job id is 1 to 128 characters from A-Z a-z 0-9 '-' '_' (the server's ids are \"job-\" + 24 hex digits, "
+    "as POST /v1/jobs and POST /register_job answer them)";
+
+bool id_char(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/// Checks one decoded path parameter against the rule of its pattern segment ("{job_id}",
+/// "{rank}", "{pipeline}"). Throws ApiError 400 "invalid_path" naming the segment, what it
+/// holds (the offending byte and where) and what was expected.
+void check_param(std::string_view pattern, const std::string& raw, const std::string& decoded) {
+  const std::string_view name = pattern.substr(1, pattern.size() - 2);
+  if (name == "job_id") {
+    if (decoded.size() > kMaxIdLength)
+      throw ApiError(400, "invalid_path", fmt::format("{} is {} bytes long; {}", segment_intro(pattern, raw, decoded),
+                                                      decoded.size(), kIdRule));
+    for (std::size_t i = 0; i < decoded.size(); ++i) {
+      const auto c = static_cast<unsigned char>(decoded[i]);
+      if (!id_char(c))
+        throw ApiError(400, "invalid_path",
+                       fmt::format("{} holds {} at byte {}; {}", segment_intro(pattern, raw, decoded), describe_byte(c),
+                                   i, kIdRule));
+    }
+    return;
+  }
+  // {rank}, {pipeline}: a non-negative integer (parse_index says so, with the range).
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    const auto c = static_cast<unsigned char>(decoded[i]);
+    if (c < '0' || c > '9')
+      throw ApiError(400, "invalid_path",
+                     fmt::format("{} holds {} at byte {}; a {} is a non-negative integer (at most {})",
+                                 segment_intro(pattern, raw, decoded), describe_byte(c), i, name, INT64_MAX));
+  }
+  parse_index(decoded, name);  // beyond 64 bits: "rank must be a non-negative integer (at most ...), got ..."
 }
 
 /// The bearer token of an Authorization header ("" when there is none).
@@ -193,30 +307,30 @@ struct Server::Impl {
     add("GET", "/v1/jobs", Access::kAdmin, [this](const R&, const P&) { return manager.list_jobs(); });
     add("POST", "/v1/jobs", Access::kAdmin,
         [this](const R& r, const P&) { return manager.create_job(parse_json_body(r.body)); });
-    add("GET", "/v1/jobs/{}", Access::kJob, [this](const R&, const P& p) { return manager.get_job(p[0]); });
-    add("DELETE", "/v1/jobs/{}", Access::kAdmin, [this](const R&, const P& p) { return manager.delete_job(p[0]); });
-    add("POST", "/v1/jobs/{}/ranks", Access::kJob,
+    add("GET", "/v1/jobs/{job_id}", Access::kJob, [this](const R&, const P& p) { return manager.get_job(p[0]); });
+    add("DELETE", "/v1/jobs/{job_id}", Access::kAdmin, [this](const R&, const P& p) { return manager.delete_job(p[0]); });
+    add("POST", "/v1/jobs/{job_id}/ranks", Access::kJob,
         [this](const R& r, const P& p) { return manager.register_rank(p[0], parse_json_body(r.body)); });
-    add("GET", "/v1/jobs/{}/ranks/{}/plan", Access::kJob, [this](const R& r, const P& p) {
+    add("GET", "/v1/jobs/{job_id}/ranks/{rank}/plan", Access::kJob, [this](const R& r, const P& p) {
       return manager.get_plan(p[0], parse_index(p[1], "rank"), query_index(r, "since_version", false));
     });
-    add("POST", "/v1/jobs/{}/ranks/{}/measurements", Access::kJob, [this](const R& r, const P& p) {
+    add("POST", "/v1/jobs/{job_id}/ranks/{rank}/measurements", Access::kJob, [this](const R& r, const P& p) {
       return manager.post_measurements(p[0], parse_index(p[1], "rank"), parse_json_body(r.body));
     });
-    add("POST", "/v1/jobs/{}/stragglers", Access::kJob,
+    add("POST", "/v1/jobs/{job_id}/stragglers", Access::kJob,
         [this](const R& r, const P& p) { return manager.post_straggler(p[0], parse_json_body(r.body)); });
-    add("DELETE", "/v1/jobs/{}/stragglers/{}", Access::kJob,
+    add("DELETE", "/v1/jobs/{job_id}/stragglers/{pipeline}", Access::kJob,
         [this](const R&, const P& p) { return manager.clear_straggler(p[0], parse_index(p[1], "pipeline")); });
     // Zeus PFO compatibility.
     add("POST", "/register_job", Access::kZeusCreate, [this](const R& r, const P&) {
       return manager.zeus_register_job(parse_json_body(r.body), /*anonymous=*/!r.admin);
     });
-    add("POST", "/register_rank/{}", Access::kZeusJob,
+    add("POST", "/register_rank/{job_id}", Access::kZeusJob,
         [this](const R& r, const P& p) { return manager.zeus_register_rank(p[0], parse_json_body(r.body)); });
-    add("GET", "/schedule/{}", Access::kZeusJob, [this](const R& r, const P& p) {
+    add("GET", "/schedule/{job_id}", Access::kZeusJob, [this](const R& r, const P& p) {
       return manager.zeus_schedule(p[0], *query_index(r, "rank", true));
     });
-    add("POST", "/result/{}", Access::kZeusJob,
+    add("POST", "/result/{job_id}", Access::kZeusJob,
         [this](const R& r, const P& p) { return manager.zeus_result(p[0], parse_json_body(r.body)); });
   }
 
@@ -255,11 +369,26 @@ struct Server::Impl {
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
-    const auto segs = split_path(req.path);
+    // The path arrives as sent (http_daemon.cpp): split at '/', then each segment decoded, so an
+    // encoded '/' or NUL can never change the route. Syntax only, before auth: it reveals nothing.
+    const std::vector<std::string> raw = split_path(req.path);
+    std::vector<std::string> segs;
+    segs.reserve(raw.size());
+    try {
+      for (std::size_t i = 0; i < raw.size(); ++i) segs.push_back(percent_decode(raw[i], i + 1));
+    } catch (const ApiError& e) {
+      return error_response(e.status(), e.code(), e.what());
+    }
     std::string allowed;
     for (std::size_t i = 0; i < routes.size(); ++i) {
       const Route& r = routes[i];
       if (!match(r, segs, req.params)) continue;
+      try {  // a bad parameter is named by the route's pattern, whatever the method
+        for (std::size_t k = 0; k < segs.size(); ++k)
+          if (is_param(r.segments[k])) check_param(r.segments[k], raw[k], segs[k]);
+      } catch (const ApiError& e) {
+        return error_response(e.status(), e.code(), e.what());
+      }
       if (r.method != req.method) {
         allowed += (allowed.empty() ? "" : ", ") + r.method;
         continue;
@@ -272,6 +401,16 @@ struct Server::Impl {
                                           req.content_type.substr(0, 64)));
       req.route = static_cast<int>(i);
       return std::nullopt;
+    }
+    // No route: a segment holding '/' (encoded), '\', NUL or a control byte is named as such.
+    for (std::size_t k = 0; k < segs.size(); ++k) {
+      if (const std::size_t at = forbidden_byte(segs[k]); at != std::string::npos)
+        return error_response(
+            400, "invalid_path",
+            fmt::format("{} holds {} at byte {}; no path segment may hold '/', "
+                        "'\\', NUL or a control character",
+                        segment_intro(std::to_string(k + 1), raw[k], segs[k]),
+                        describe_byte(static_cast<unsigned char>(segs[k][at])), at));
     }
     if (!allowed.empty()) {
       auto e = error_response(405, "method_not_allowed",

@@ -1,0 +1,163 @@
+// Percent-encoded path segments: an encoded '/' (or NUL, '\', a control character) must never
+// change the route or reach the store as part of an id. Raw requests, so that nothing between
+// the test and the server normalizes the path. Each test waits on the server's answer.
+#include <gtest/gtest.h>
+
+#include "raw_socket.hpp"
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+/// One raw request on a fresh connection; returns the status and the parsed JSON body.
+Resp raw_request(int port, const std::string& method, const std::string& path, const std::string& body = "",
+                 bool auth = true) {
+  RawConn c(port);
+  std::string head = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  if (auth) head += "Authorization: Bearer " + kToken + "\r\n";
+  if (!body.empty() || method == "POST")
+    head += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  EXPECT_TRUE(c.send(head + "\r\n" + body)) << method << " " << path;
+  const std::string resp = c.read_response();
+  Resp out;
+  out.status = raw_status(resp);
+  out.body = raw_body(resp);
+  out.j = json::parse(out.body, nullptr, false);
+  if (out.j.is_discarded()) out.j = nullptr;
+  return out;
+}
+
+/// Expects 400 invalid_path whose message contains every string of `needles`.
+void expect_invalid_path(const Resp& r, const std::vector<std::string>& needles, const std::string& what) {
+  EXPECT_EQ(r.status, 400) << what << ": " << r.body;
+  ASSERT_TRUE(r.j.is_object()) << what << ": body is not JSON: " << r.body;
+  const json err = r.j.contains("error") && r.j["error"].is_object() ? r.j["error"] : json::object();
+  EXPECT_EQ(err.value("code", ""), "invalid_path") << what << ": " << r.body;
+  const std::string msg = err.value("message", "");
+  for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << what << ": no \"" << n << "\" in: " << msg;
+}
+
+const json kRank0 = {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}};
+
+class PathSegments : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir = new TempDir();
+    ServerOptions opt;
+    opt.max_body_bytes = 1 << 20;
+    opt.zeus_plan_texts = {"[[1410, 1410], [1200, 1200]]"};  // pp 2, 1 microbatch
+    srv = new LocalServer(dir->file("p.db"), opt);
+    Api api(srv->port());
+    auto r = api.post("/v1/jobs", profile_job(1, 8));
+    ASSERT_EQ(r.status, 201) << r.body;
+    job = r.j["job_id"];
+    r = api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1}, {"world_size", 2}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    zjob = r.j.get<std::string>();
+  }
+  static void TearDownTestSuite() {
+    delete srv;
+    delete dir;
+  }
+  static int ranks_registered(const std::string& id) {
+    Api api(srv->port());
+    return api.get("/v1/jobs/" + id).j.value("ranks_registered", -1);
+  }
+  static inline TempDir* dir = nullptr;
+  static inline LocalServer* srv = nullptr;
+  static inline std::string job, zjob;
+};
+
+// Before the fix, libmicrohttpd decoded the whole path before routing: "J%2Franks" became
+// "J/ranks" and this POST registered rank 0 of job J (201).
+TEST_F(PathSegments, EncodedSlashInJobIdIsRefusedAndRegistersNothing) {
+  for (const char* slash : {"%2F", "%2f"}) {
+    const Resp r = raw_request(srv->port(), "POST", "/v1/jobs/" + job + slash + "ranks", kRank0.dump());
+    expect_invalid_path(r, {"job_id", "'/'", "job-", "24 hex digits"}, slash);
+  }
+  EXPECT_EQ(ranks_registered(job), 0) << "a refused request registers nothing";
+  // A Zeus route the same way.
+  const Resp z = raw_request(srv->port(), "POST", "/register_rank" "%2F" + zjob, kRank0.dump());
+  expect_invalid_path(z, {"'/'"}, "zeus literal segment");
+  expect_invalid_path(raw_request(srv->port(), "POST", "/register_rank/" + zjob + "%2Fx", kRank0.dump()),
+                      {"job_id", "'/'"}, "zeus job id");
+}
+
+// Before the fix, "%00" cut the path at the NUL: "DELETE /v1/jobs/J%00/stragglers/0" (clear a
+// straggler) became "DELETE /v1/jobs/J" and deleted the job.
+TEST_F(PathSegments, EncodedNulIsRefusedAndDeletesNothing) {
+  const Resp r = raw_request(srv->port(), "DELETE", "/v1/jobs/" + job + "%00/stragglers/0");
+  expect_invalid_path(r, {"job_id", "NUL", "\\x00"}, "nul");
+  Api api(srv->port());
+  EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200) << "the job is still there";
+}
+
+TEST_F(PathSegments, OtherCharactersOutsideTheIdRuleAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"job%5Cx", "'\\'"},            // backslash
+      {"job%0Ax", "\\x0a"},           // newline (would also have split the access log line)
+      {"job%7Fx", "\\x7f"},           // DEL
+      {"%2E%2E", "\"..\""},           // dot segments are not ids
+      {"job%20x", "\"job x\""},       // space
+      {"j%C3%A9", "\\xc3\\xa9"},      // non-ASCII
+      {"job.x", "\"job.x\""},         // literally outside the rule, no encoding at all
+      {std::string(300, 'a'), "1 to 128 characters"},
+  };
+  for (const auto& [seg, shown] : cases) {
+    const Resp r = raw_request(srv->port(), "GET", "/v1/jobs/" + seg);
+    expect_invalid_path(r, {"job_id", shown, "A-Z a-z 0-9 '-' '_'"}, seg.substr(0, 20));
+  }
+}
+
+TEST_F(PathSegments, MalformedEscapesAreRefused) {
+  for (const std::string& path : std::vector<std::string>{"/v1/jobs/job%zz", "/v1/jobs/job%4", "/v1/jobs/job%", "/v1%2", "/v1/jobs/" + job + "/ranks/%G0/plan"}) {
+    const Resp r = raw_request(srv->port(), "GET", path);
+    expect_invalid_path(r, {"percent", "%HH"}, path);
+  }
+}
+
+// The check is on the decoded value: an id whose allowed characters are percent-encoded is the id.
+TEST_F(PathSegments, EncodedAllowedCharactersAreDecoded) {
+  std::string encoded = job;
+  encoded.replace(encoded.find('-'), 1, "%2D");
+  encoded.replace(0, 1, "%6A");  // 'j'
+  const Resp r = raw_request(srv->port(), "GET", "/v1/jobs/" + encoded);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j.value("job_id", ""), job);
+  // A well-formed id that is no job is still 404 unknown_job.
+  const Resp u = raw_request(srv->port(), "GET", "/v1/jobs/job-000000000000000000000000");
+  EXPECT_EQ(u.status, 404) << u.body;
+  EXPECT_NE(u.body.find("unknown_job"), std::string::npos) << u.body;
+  // Query arguments are decoded as before: %31 is 1, %30 is 0.
+  Api api(srv->port());
+  ASSERT_EQ(api.post("/register_rank/" + zjob, kRank0).status, 200);
+  const Resp s = raw_request(srv->port(), "GET", "/schedule/" + zjob + "?rank=%30");
+  EXPECT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(s.j.value("rank", -1), 0);
+}
+
+// Integer segments (rank, pipeline) are checked with the route, before the body is read: a
+// declared 1 MiB body is never read.
+TEST_F(PathSegments, BadIntegerSegmentRefusedBeforeTheBody) {
+  RawConn c(srv->port());
+  ASSERT_TRUE(c.send("POST /v1/jobs/" + job + "/ranks/0%2F1/measurements HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                     kToken + "\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"));
+  const std::string resp = c.read_response();
+  EXPECT_EQ(raw_status(resp), 400) << resp;
+  EXPECT_NE(raw_body(resp).find("rank"), std::string::npos) << resp;
+  EXPECT_NE(raw_body(resp).find("'/'"), std::string::npos) << resp;
+  EXPECT_TRUE(c.wait_closed()) << "the unread body is never read: the connection closes";
+  expect_invalid_path(raw_request(srv->port(), "DELETE", "/v1/jobs/" + job + "/stragglers/x"),
+                      {"pipeline", "non-negative integer"}, "pipeline");
+}
+
+// The path check is syntax: it answers before authentication (a client without a token learns
+// nothing about jobs from it).
+TEST_F(PathSegments, CheckedBeforeAuthentication) {
+  const Resp r = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "%2Franks", "", /*auth=*/false);
+  expect_invalid_path(r, {"job_id"}, "no token");
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job, "", /*auth=*/false).status, 401);
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
