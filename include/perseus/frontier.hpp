@@ -191,11 +191,15 @@ class Frontier {
   /// 0 when no bound was computed (PlannerMode::kGraphCut). Source: LP duality (see
   /// lower_bound.hpp); LB is convex and non-increasing in the deadline.
   double lower_bound_at(double deadline_s) const;
-  /// Largest 100 × (E − LB) / LB over the frontier points (their own time), %.
+  /// Whether a lower bound was computed (PlannerMode::kCertified and the bound stage ran; a
+  /// graph-cut planner or a solve stopped before that stage has none).
+  bool has_lower_bound() const { return !tangents_.empty(); }
+  /// Largest 100 × (E − LB) / LB over the frontier points (their own time), %; 0 without a
+  /// bound (has_lower_bound()).
   double max_optimality_gap_pct() const;
   /// Largest gap a deadline can see: for any T' in [T_min, time of the slowest point), the
   /// chosen point (lowest_energy_within(T')) against LB(T'), %; bounded by comparing each
-  /// point with the bound just below the next slower point's time.
+  /// point with the bound just below the next slower point's time. 0 without a bound.
   double max_deadline_gap_pct() const;
 
   std::int64_t num_steps = 0;        ///< Graph-cut steps taken.

@@ -58,6 +58,7 @@ struct OptimizeSummary {
   /// 100 × (allmax_energy − E) / allmax_energy with E the lowest-energy plan whose iteration
   /// time is <= the all-max plan's (equals intrinsic_saving_pct unless T_min < all-max time).
   double saving_at_allmax_time_pct = 0;
+  bool has_lower_bound = false;        ///< Frontier::has_lower_bound(): the three below are set.
   double lower_bound_at_t_min_j = 0;   ///< Certified LB at T_min, J (0: not computed).
   double max_optimality_gap_pct = 0;   ///< Largest 100 × (E − LB) / LB over the frontier, %.
   double max_deadline_gap_pct = 0;     ///< Frontier::max_deadline_gap_pct(), %.

@@ -75,7 +75,11 @@ void bind_extras(py::module_& m) {
   m.def(
       "emulate",
       [](const py::object& profile, int stages, int microbatches, std::vector<double> slowdowns, int pipelines,
-         int global_batch, double p2p_power_w, int tp_degree, double time_scale, double unit_time_s) {
+         int global_batch, std::optional<double> p2p_power_w, int tp_degree, double time_scale, double unit_time_s) {
+        if (!p2p_power_w) {  // as perseus.optimize and `perseus emulate --p2p-power` (required there)
+          throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
+                                          "as `perseus emulate --p2p-power`); a silent 0 W changes every plan");
+        }
         EmulationConfig cfg;
         cfg.profile_path = path_arg(profile, "profile");
         cfg.num_ranks = stages;
@@ -83,7 +87,7 @@ void bind_extras(py::module_& m) {
         cfg.slowdowns = std::move(slowdowns);
         cfg.pipelines = pipelines;
         cfg.global_batch = global_batch;
-        cfg.p_block_w = p2p_power_w;
+        cfg.p_block_w = *p2p_power_w;
         cfg.tp_degree = tp_degree;
         cfg.time_scale = time_scale;
         cfg.unit_time_s = unit_time_s;
@@ -119,13 +123,13 @@ void bind_extras(py::module_& m) {
         return out;
       },
       py::arg("profile"), py::arg("stages"), py::arg("microbatches"), py::kw_only(), py::arg("slowdowns"),
-      py::arg("pipelines") = 0, py::arg("global_batch") = 0, py::arg("p2p_power_w") = 0.0, py::arg("tp_degree") = 1,
+      py::arg("pipelines") = 0, py::arg("global_batch") = 0, py::arg("p2p_power_w") = py::none(), py::arg("tp_degree") = 1,
       py::arg("time_scale") = 1.0, py::arg("unit_time_s") = 1e-3, R"doc(
 Straggler emulation (Perseus SOSP'24 §3.2, §6.3): data-parallel pipelines, one of them
 `slowdown` times slower, for Perseus and the baselines (envpipe, zeus_global, zeus_per_stage,
 all_max). profile: CSV path; stages: GPUs per pipeline (1F1B); microbatches per iteration;
 slowdowns: factors >= 1; pipelines, or global_batch (microbatches; pipelines = global_batch /
-microbatches); p2p_power_w W; tp_degree and time_scale scale the profile (times s, energy J).
+microbatches); p2p_power_w: P_block, W (required, as the CLI's --p2p-power); tp_degree and time_scale scale the profile (times s, energy J).
 Returns {'num_pipelines', 't_min_s', 'frontier_size', 'solve_time_s', 'envpipe_message',
 'rows': [{'method', 'slowdown', 'straggler_time_s', 'iteration_time_s', 'chosen_time_s',
 'pipeline_energy_j', 'straggler_energy_j', 'cluster_energy_j', 'pipeline_saving_pct',

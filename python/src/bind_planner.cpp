@@ -219,7 +219,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
          const py::object& schedule_arg, std::optional<int> chunks, std::optional<double> p2p_power_arg,
          double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
          int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points,
-         double op_overhead_s, double p2p_latency_s, double polish_s, int max_lp_solves) {
+         double op_overhead_s, double p2p_latency_s, double polish_s, int max_lp_solves, const std::string& planner,
+         const std::string& bound) {
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
@@ -244,6 +245,13 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           throw InputError("max_points", fmt::format("must be in [1, 1e9] or None, got {}", *max_points));
         }
         if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
+        if (planner != "certified" && planner != "graph-cut") {
+          throw InputError("planner", fmt::format("must be 'certified' or 'graph-cut', got '{}'", planner));
+        }
+        const std::optional<BoundMethod> bound_method = parse_bound_method(bound);
+        if (!bound_method) {
+          throw InputError("bound", fmt::format("must be 'auto', 'lp' or 'hull-walk', got '{}'", bound));
+        }
         if (max_lp_solves < 1 || max_lp_solves > 100000) {
           throw InputError("max_lp_solves", fmt::format("must be in [1, 100000], got {}", max_lp_solves));
         }
@@ -292,6 +300,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.max_points = max_points.value_or(0);
           opt.polish_time_s = polish_s;
           opt.max_lp_solves = max_lp_solves;
+          opt.mode = planner == "graph-cut" ? PlannerMode::kGraphCut : PlannerMode::kCertified;
+          opt.bound_method = *bound_method;
           res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
           res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
@@ -330,13 +340,20 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["allmax_time_s"] = res.allmax->timeline.time_s;
         summary["allmax_energy_j"] = allmax_e;
         summary["intrinsic_saving_pct"] = allmax_e > 0 ? 100.0 * (allmax_e - pts.back().energy_j) / allmax_e : 0.0;
+        // As summary.json: the lowest-energy plan no slower than the all-max plan.
+        const double at_allmax =
+            pts[res.frontier->lowest_energy_within(res.allmax->timeline.time_s * (1 + 1e-12))].energy_j;
+        summary["saving_at_allmax_time_pct"] = allmax_e > 0 ? 100.0 * (allmax_e - at_allmax) / allmax_e : 0.0;
         summary["reclaimed_energy_j"] = res.frontier->reclaimed_energy_j;
         summary["num_plans"] = pts.size();
         summary["num_steps"] = res.frontier->num_steps;
         summary["solve_time_s"] = res.frontier->solve_time_s;
         summary["num_ops"] = res.dag->num_ops();
-        summary["lower_bound_at_t_min_j"] = pts.back().lower_bound_j;
-        summary["max_optimality_gap_pct"] = res.frontier->max_optimality_gap_pct();
+        // None without a bound (graph-cut planner, or stopped before the bound stage).
+        const bool has_bound = res.frontier->has_lower_bound();
+        summary["lower_bound_at_t_min_j"] = has_bound ? py::object(py::float_(pts.back().lower_bound_j)) : py::object(py::none());
+        summary["max_optimality_gap_pct"] = has_bound ? py::object(py::float_(res.frontier->max_optimality_gap_pct())) : py::object(py::none());
+        summary["max_deadline_gap_pct"] = has_bound ? py::object(py::float_(res.frontier->max_deadline_gap_pct())) : py::object(py::none());
         summary["num_lp_solves"] = res.frontier->num_lp_solves;
         summary["num_hull_walk_steps"] = res.frontier->num_hull_walk_steps;
         summary["bound_method"] = to_string(res.frontier->bound_method);
@@ -365,6 +382,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
       py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
+      py::arg("planner") = "certified", py::arg("bound") = "auto",
       R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
@@ -405,20 +423,28 @@ max_lp_solves: certified planner with the LP bound (below 1,024 computations by 
 most, 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 320000 /
 computations)); fewer is faster with a slightly looser frontier and bound, as `perseus optimize
 --max-lp-solves` (docs/planner2.md). summary['max_lp_solves'] echoes it, summary['num_lp_solves'] counts them.
+planner: 'certified' (default: graph cut, certified lower bound, LP-rounded plans into the straggler
+regime) or 'graph-cut' (the paper's algorithm only: no bound), as `perseus optimize --planner`.
+bound: 'auto' (default), 'lp' or 'hull-walk', how the certified planner gets its bound, as `perseus
+optimize --bound`; summary['bound_method'] says which ran. Other names: InputError.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest
-              first (time strictly decreasing, energy strictly increasing);
+              first (time strictly decreasing; energy at the point's own time rises toward T_min except in
+              the straggler regime, where a slower plan may draw more in total yet less at any deadline
+              it meets: the frontier is Pareto in (T, E - P_block x GPUs x T), docs/planner2.md);
   'plans':    [{'plan', 'time_s', 'energy_j', 'compute_energy_j', 'blocking_energy_j',
                'ranks': [{'rank', 'instructions': [{'instruction', 'stage', 'microbatch',
                'frequency_mhz', 'start_s', 'end_s'}]}]}] (the plan_NNNNN.json format);
   'all_max':  the all-max-frequency baseline plan (same format, 'plan': None);
   'summary':  {'t_min_s', 'energy_at_t_min_j', 't_max_s', 'energy_at_t_max_j', 'allmax_time_s',
-               'allmax_energy_j', 'intrinsic_saving_pct', 'reclaimed_energy_j', 'num_plans',
-               'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j', 'max_optimality_gap_pct',
-               'num_lp_solves', 'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size,
-               docs/planner2.md), 'partial', 'partial_reason', 'partial_detail', 'op_overhead_s',
-               'p2p_latency_s', 'approximations'};
+               'allmax_energy_j', 'intrinsic_saving_pct', 'saving_at_allmax_time_pct', 'reclaimed_energy_j',
+               'num_plans', 'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j',
+               'max_optimality_gap_pct', 'max_deadline_gap_pct' (these three None without a bound:
+               planner='graph-cut' or a solve stopped before the bound stage), 'num_lp_solves',
+               'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size, docs/planner2.md),
+               'partial', 'partial_reason', 'partial_detail', 'op_overhead_s', 'p2p_latency_s', 'polish_s',
+               'num_polished_points', 'max_lp_solves', 'approximations'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes (0 included), schedule name or option value,

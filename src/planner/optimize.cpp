@@ -68,9 +68,11 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
       {"intrinsic_saving_pct", sum.intrinsic_saving_pct},
       {"reclaimed_energy_j", sum.reclaimed_energy_j},
       {"saving_at_allmax_time_pct", sum.saving_at_allmax_time_pct},
-      {"lower_bound_at_t_min_j", sum.lower_bound_at_t_min_j},
-      {"max_optimality_gap_pct", sum.max_optimality_gap_pct},
-      {"max_deadline_gap_pct", sum.max_deadline_gap_pct},
+      // null without a bound (graph-cut planner, or a solve stopped before the bound stage):
+      // a 0 % gap would read as "proven optimal".
+      {"lower_bound_at_t_min_j", sum.has_lower_bound ? json(sum.lower_bound_at_t_min_j) : json(nullptr)},
+      {"max_optimality_gap_pct", sum.has_lower_bound ? json(sum.max_optimality_gap_pct) : json(nullptr)},
+      {"max_deadline_gap_pct", sum.has_lower_bound ? json(sum.max_deadline_gap_pct) : json(nullptr)},
       {"num_lp_solves", r.frontier.num_lp_solves},
       {"num_hull_walk_steps", r.frontier.num_hull_walk_steps},
       // The bound method used (inputs.bound "auto" resolved); null for the graph-cut planner.
@@ -176,6 +178,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
   sum.saving_at_allmax_time_pct =
       100.0 * (sum.allmax_energy_j - pts[frontier.lowest_energy_within(sum.allmax_time_s * (1 + 1e-12))].energy_j) /
       sum.allmax_energy_j;
+  sum.has_lower_bound = frontier.has_lower_bound();
   sum.lower_bound_at_t_min_j = pts.back().lower_bound_j;
   sum.max_optimality_gap_pct = frontier.max_optimality_gap_pct();
   sum.max_deadline_gap_pct = frontier.max_deadline_gap_pct();

@@ -463,9 +463,13 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Iteration time–energy frontier</h2>\n";
   h += "<p class=\"note\">Every point of the line is a frequency plan; dots are the plans written to plans/ (hover "
        "for values). Lower and further left is better; the all-max square is what training runs at without "
-       "Perseus. The dotted line is the certified lower bound: no plan of this profile and schedule with that "
-       "iteration time uses less energy. Triangles and diamonds are the baselines' plans (docs/baselines.md), "
-       "evaluated exactly like Perseus's.</p>\n";
+       "Perseus. " +
+       std::string(fd.lower_bound.empty()
+                       ? "No lower bound was computed for this frontier (graph-cut planner, or a solve stopped before "
+                         "the bound stage). "
+                       : "The dotted line is the certified lower bound: no plan of this profile and schedule with "
+                         "that iteration time uses less energy. ") +
+       "Triangles and diamonds are the baselines' plans (docs/baselines.md), evaluated exactly like Perseus's.</p>\n";
   if (!baselines_note.empty()) h += "<p class=\"note\">" + xml_escape(baselines_note) + "</p>\n";
   FrontierPlotOptions fo;
   const std::string frontier_svg = render_frontier_svg(fd, fo);

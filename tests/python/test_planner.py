@@ -73,7 +73,7 @@ class ProfileTest(unittest.TestCase):
             (lambda: perseus.optimize(real, 2, 3, p2p_power_w=80.0, schedule="1f1b\x00"), "schedule"),
         ]
         if perseus.HAVE_EMULATE:
-            cases.append((lambda: perseus.emulate(real + "\x00.bak", 2, 3, slowdowns=[1.0]), "profile"))
+            cases.append((lambda: perseus.emulate(real + "\x00.bak", 2, 3, slowdowns=[1.0], p2p_power_w=80.0), "profile"))
         if perseus.HAVE_RENDER:
             cases.append((lambda: perseus.write_report(d + "\x00x"), "dir"))
             plan = perseus.optimize(prof, 2, 3, p2p_power_w=80.0, unit_time_s=0.01, plans="fastest")["plans"][0]
@@ -169,6 +169,9 @@ class OptimizeTest(unittest.TestCase):
         self.assertEqual(zero["summary"]["partial_reason"], "time_budget")
         self.assertEqual(zero["summary"]["num_steps"], 0)
         self.assertGreaterEqual(len(zero["frontier"]), 2)
+        # Stopped before the bound stage: no bound, so no gap (None, not a "proven optimal" 0).
+        for key in ("lower_bound_at_t_min_j", "max_optimality_gap_pct", "max_deadline_gap_pct"):
+            self.assertIsNone(zero["summary"][key], key)
         capped = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
                                   plans="all", max_points=4, threads=2)
         self.assertEqual(len(capped["frontier"]), 4)
@@ -194,6 +197,31 @@ class OptimizeTest(unittest.TestCase):
         for bad in (-1.0, float("nan"), 1e6):
             with self.assertRaisesRegex(perseus.InputError, "polish_s"):
                 perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, polish_s=bad)
+
+    def test_planner_and_bound_keywords(self):
+        # As `perseus optimize --planner/--bound`: the paper's planner has no bound (None gaps);
+        # the certified planner's bound method is selectable; bad names are InputErrors.
+        today = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                 plans="none", planner="graph-cut")
+        self.assertEqual(today["summary"]["num_lp_solves"], 0)
+        for key in ("lower_bound_at_t_min_j", "max_optimality_gap_pct", "max_deadline_gap_pct"):
+            self.assertIsNone(today["summary"][key], key)
+        self.assertTrue(all(p["lower_bound_j"] == 0 for p in today["frontier"]))
+        walk = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                plans="none", bound="hull-walk")
+        self.assertEqual(walk["summary"]["bound_method"], "hull-walk")
+        self.assertEqual(walk["summary"]["num_lp_solves"], 0)
+        self.assertGreater(walk["summary"]["max_optimality_gap_pct"], 0)
+        s = self.res["summary"]
+        self.assertEqual(s["bound_method"], "lp")
+        self.assertGreaterEqual(s["max_deadline_gap_pct"], 0)
+        # saving_at_allmax_time_pct: the lowest-energy plan no slower than the all-max plan.
+        best = min(p["energy_j"] for p in self.res["frontier"] if p["time_s"] <= s["allmax_time_s"] * (1 + 1e-12))
+        self.assertAlmostEqual(s["saving_at_allmax_time_pct"], 100 * (s["allmax_energy_j"] - best) / s["allmax_energy_j"])
+        self.assertGreaterEqual(s["saving_at_allmax_time_pct"], s["intrinsic_saving_pct"] - 1e-9)
+        for kw, bad in (("planner", "fast"), ("bound", "simplex"), ("planner", "")):
+            with self.assertRaisesRegex(perseus.InputError, kw):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, **{kw: bad})
 
     def test_max_lp_solves(self):
         # Issue 17: fewer LP solves (the certified planner's LP bound) are faster; the bound and
@@ -486,18 +514,23 @@ class EmulateTest(unittest.TestCase):
         self.assertGreater(per[1]["total_saving_pct"], 0)
         self.assertGreaterEqual(per[1]["chosen_time_s"], per[0]["chosen_time_s"])
         with self.assertRaises(perseus.InputError):
-            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[0.5], pipelines=4)
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[0.5], pipelines=4, p2p_power_w=P_BLOCK)
+        # P_block is required, as `perseus emulate --p2p-power` and perseus.optimize: a silent 0 W
+        # would change every plan.
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], pipelines=4)
+        self.assertEqual(cm.exception.field, "p2p_power_w")
         # Errors name the keyword argument, never a CLI flag.
         with self.assertRaises(perseus.InputError) as cm:
-            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], pipelines=4, tp_degree=0)
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], pipelines=4, tp_degree=0, p2p_power_w=P_BLOCK)
         self.assertEqual(str(cm.exception), "tp_degree must be >= 1, got 0")
         self.assertEqual(cm.exception.field, "tp_degree")
         with self.assertRaises(perseus.InputError) as cm:
-            perseus.emulate(path, 0, MICROBATCHES, slowdowns=[1.1], pipelines=4)
+            perseus.emulate(path, 0, MICROBATCHES, slowdowns=[1.1], pipelines=4, p2p_power_w=P_BLOCK)
         self.assertEqual(str(cm.exception), "stages must be >= 1, got 0")
         self.assertEqual(cm.exception.field, "stages")
         with self.assertRaises(perseus.InputError) as cm:
-            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], global_batch=7)
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], global_batch=7, p2p_power_w=P_BLOCK)
         self.assertIn("global_batch 7 is not a multiple of microbatches 6", str(cm.exception))
 
 

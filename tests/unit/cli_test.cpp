@@ -89,6 +89,13 @@ TEST(Cli, OptimizeBundledProfile) {
                      (dir.path() / "g").string());
   EXPECT_EQ(g.status, 0) << g.output;
   EXPECT_EQ(g.output.find("lower bound:"), std::string::npos) << g.output;
+  // No bound, no gap: null in summary.json (a 0 would read as "proven optimal"), numbers with one.
+  const auto gs = nlohmann::json::parse(testing::slurp(dir.path() / "g" / "summary.json"));
+  const auto cs = nlohmann::json::parse(testing::slurp(dir.path() / "o" / "summary.json"));
+  for (const char* key : {"lower_bound_at_t_min_j", "max_optimality_gap_pct", "max_deadline_gap_pct"}) {
+    EXPECT_TRUE(gs.at(key).is_null()) << key << ": " << gs.at(key);
+    EXPECT_TRUE(cs.at(key).is_number()) << key << ": " << cs.at(key);
+  }
   // --bound: a validated name; summary.json records the request and the method used.
   const auto h = run("optimize --quiet --bound hull-walk --profile " +
                      testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +

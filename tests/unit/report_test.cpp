@@ -144,6 +144,8 @@ TEST(Report, FrontierPlotShowsTheBoundAndTheBaselinesPlans) {
   std::string html = slurp(write_report(job.out));
   EXPECT_EQ(count(html, "<polyline class=\"lower-bound\""), 1u);
   EXPECT_NE(html.find("certified lower bound (no plan below)"), std::string::npos);
+  EXPECT_NE(html.find("The dotted line is the certified lower bound"), std::string::npos);
+  EXPECT_EQ(html.find("No lower bound was computed"), std::string::npos);
   // ZeusGlobal's all-1410 MHz candidate is the all-max plan; EnvPipe is a named diamond.
   EXPECT_NE(html.find("ZeusGlobal candidates (one clock for all GPUs): candidate 0 (1410 MHz on stage 0)"),
             std::string::npos);
@@ -161,6 +163,9 @@ TEST(Report, FrontierPlotShowsTheBoundAndTheBaselinesPlans) {
   std::ofstream(fs::path(job.out) / "frontier.csv") << csv;
   html = slurp(write_report(job.out));
   EXPECT_EQ(count(html, "class=\"lower-bound\""), 0u);
+  // ... and the text says so instead of describing a dotted line.
+  EXPECT_EQ(html.find("The dotted line is the certified lower bound"), std::string::npos);
+  EXPECT_NE(html.find("No lower bound was computed for this frontier"), std::string::npos);
 }
 
 // The folder stores the profile as planned (profile.csv): the report keeps power colours when
