@@ -107,8 +107,9 @@ void register_optimize(CLI::App& app) {
                   "summary.json (default: no budget)")
       ->check(number_in(0, 1e9, "s"));
   cmd->add_option("--max-points", cfg->max_points,
-                  "Stop the solve once the frontier has K plans (a finished solve with more keeps K, spread evenly); "
-                  "marked \"partial\" in summary.json (default: no limit)")
+                  "Stop the solve once the frontier has K plans: the walk runs from the slowest plan down, so these "
+                  "are the K slowest plans found, then the all-max plan (a finished solve with more keeps K, spread "
+                  "evenly); marked \"partial\" in summary.json (default: no limit)")
       ->check(integer_in(1, 1'000'000'000));
   cmd->add_option("--polish", cfg->polish_s,
                   "Certified planner: spend up to S more seconds improving the plans furthest from the lower bound "
@@ -154,6 +155,14 @@ void register_optimize(CLI::App& app) {
       for (std::size_t i = 0; i < findings.size() && i < 5; ++i) fmt::print(stderr, "warning: {}\n", findings[i]);
       if (findings.size() > 5) fmt::print(stderr, "warning: ... and {} more rows\n", findings.size() - 5);
     }
+    // Options that cannot act on this solve are accepted (scripts share flags) but said so.
+    const bool lp_solves_set = cfg->max_lp_solves != PlannerOptions{}.max_lp_solves;
+    if (cfg->planner_mode == PlannerMode::kGraphCut) {
+      for (const auto& [set, flag] : {std::pair{lp_solves_set, "--max-lp-solves"}, {cfg->polish_s > 0, "--polish"},
+                                      {cfg->bound_method != BoundMethod::kAuto, "--bound"}}) {
+        if (set) fmt::print(stderr, "warning: {} has no effect with --planner graph-cut (it computes no bound)\n", flag);
+      }
+    }
     std::function<void(SolveStage, double)> progress;
     const bool show_progress = !*quiet && ::isatty(STDERR_FILENO) != 0;  // no \r floods in logs
     if (show_progress) {
@@ -169,6 +178,10 @@ void register_optimize(CLI::App& app) {
     const OptimizeSummary s = run_optimize(*cfg, progress);
     if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
+    if (lp_solves_set && s.bound_method == BoundMethod::kHullWalk) {
+      fmt::print(stderr, "note: --max-lp-solves had no effect: the bound came from the hull walk, not LP solves "
+                         "(--bound lp to use them)\n");
+    }
     fmt::print("Perseus frontier: {} plans from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut steps, {:.3f} s)\n",
                s.num_plans, s.t_max_s, s.t_min_s, s.num_steps, s.solve_time_s);
     fmt::print("  all-max baseline:  T = {:.4f} s, E = {:.1f} J\n", s.allmax_time_s, s.allmax_energy_j);

@@ -59,6 +59,8 @@ struct OptimizeSummary {
   /// time is <= the all-max plan's (equals intrinsic_saving_pct unless T_min < all-max time).
   double saving_at_allmax_time_pct = 0;
   bool has_lower_bound = false;        ///< Frontier::has_lower_bound(): the three below are set.
+  /// The certified planner's bound method that ran (Frontier::bound_method; kAuto: none ran).
+  BoundMethod bound_method = BoundMethod::kAuto;
   double lower_bound_at_t_min_j = 0;   ///< Certified LB at T_min, J (0: not computed).
   double max_optimality_gap_pct = 0;   ///< Largest 100 × (E − LB) / LB over the frontier, %.
   double max_deadline_gap_pct = 0;     ///< Frontier::max_deadline_gap_pct(), %.

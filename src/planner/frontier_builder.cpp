@@ -202,7 +202,7 @@ Frontier FrontierBuilder::run() {
         "to the all-max plan{}",
         f_.stop_reason == Frontier::StopReason::kTimeBudget
             ? fmt::format("time budget of {} s", opt_.time_budget_s)
-            : fmt::format("{} frontier points (max points)", opt_.max_points),
+            : fmt::format("{} frontier point{} (max points)", opt_.max_points, opt_.max_points == 1 ? "" : "s"),
         step, 100 * done, raw_points_.back().first.time_s,
         opt_.mode == PlannerMode::kCertified ? "; the LP stage (lower bound, LP-rounded plans) was skipped" : "");
     return true;

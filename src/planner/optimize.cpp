@@ -179,6 +179,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
       100.0 * (sum.allmax_energy_j - pts[frontier.lowest_energy_within(sum.allmax_time_s * (1 + 1e-12))].energy_j) /
       sum.allmax_energy_j;
   sum.has_lower_bound = frontier.has_lower_bound();
+  sum.bound_method = frontier.bound_method;
   sum.lower_bound_at_t_min_j = pts.back().lower_bound_j;
   sum.max_optimality_gap_pct = frontier.max_optimality_gap_pct();
   sum.max_deadline_gap_pct = frontier.max_deadline_gap_pct();

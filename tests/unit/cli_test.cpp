@@ -394,6 +394,17 @@ TEST(OptimizeOptions, MaxLpSolvesIsValidatedAndHonoured) {
   EXPECT_EQ(summary["inputs"]["max_lp_solves"], 5);
   EXPECT_GE(summary["num_lp_solves"].get<int>(), 1);
   EXPECT_LE(summary["num_lp_solves"].get<int>(), 5);
+  EXPECT_EQ(ok.output.find("no effect"), std::string::npos) << ok.output;
+  // Options that cannot act on the solve are said so on stderr (the run still succeeds).
+  const auto g = testing::run(base + "g --planner graph-cut --max-lp-solves 5 --polish 1");
+  ASSERT_EQ(g.status, 0) << g.output;
+  EXPECT_NE(g.output.find("warning: --max-lp-solves has no effect with --planner graph-cut"), std::string::npos)
+      << g.output;
+  EXPECT_NE(g.output.find("warning: --polish has no effect with --planner graph-cut"), std::string::npos) << g.output;
+  const auto h = testing::run(base + "h --bound hull-walk --max-lp-solves 5");
+  ASSERT_EQ(h.status, 0) << h.output;
+  EXPECT_NE(h.output.find("note: --max-lp-solves had no effect: the bound came from the hull walk"), std::string::npos)
+      << h.output;
 }
 
 }  // namespace
