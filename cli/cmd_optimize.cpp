@@ -178,7 +178,7 @@ void register_optimize(CLI::App& app) {
     const OptimizeSummary s = run_optimize(*cfg, progress);
     if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
-    if (lp_solves_set && s.bound_method == BoundMethod::kHullWalk) {
+    if (lp_solves_set && s.bound_method == BoundMethod::kHullWalk && s.num_lp_solves == 0) {
       fmt::print(stderr, "note: --max-lp-solves had no effect: the bound came from the hull walk, not LP solves "
                          "(--bound lp to use them)\n");
     }

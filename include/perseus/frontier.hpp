@@ -56,8 +56,9 @@ enum class BoundMethod : std::uint8_t {
   kLp = 1,        ///< CLP solves of the LP relaxation at sampled and refined deadlines, LP-rounded plans.
   kHullWalk = 2,  ///< A second Phillips–Dessouky walk over every op's whole (time, effective energy)
                   ///< hull at half the time unit: its max-flows are the LP's dual flows (Fulkerson
-                  ///< 1961), its schedules are rounded like LP schedules; no LP solver, so it scales
-                  ///< like the graph cut (docs/performance.md).
+                  ///< 1961), its schedules are rounded like LP schedules; it scales like the graph cut
+                  ///< (docs/performance.md). On DAGs of up to 2,048 computations, up to 4 LP solves
+                  ///< then refine where its plans are furthest from the bound (session 8).
 };
 /// kAuto's switch from kLp to kHullWalk, computations (the LP's solves grow ~3-4x per doubling).
 inline constexpr int kHullWalkMinOps = 1024;

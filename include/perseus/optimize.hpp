@@ -61,6 +61,7 @@ struct OptimizeSummary {
   bool has_lower_bound = false;        ///< Frontier::has_lower_bound(): the three below are set.
   /// The certified planner's bound method that ran (Frontier::bound_method; kAuto: none ran).
   BoundMethod bound_method = BoundMethod::kAuto;
+  int num_lp_solves = 0;  ///< LP solves of the certified planner (Frontier::num_lp_solves).
   double lower_bound_at_t_min_j = 0;   ///< Certified LB at T_min, J (0: not computed).
   double max_optimality_gap_pct = 0;   ///< Largest 100 × (E − LB) / LB over the frontier, %.
   double max_deadline_gap_pct = 0;     ///< Frontier::max_deadline_gap_pct(), %.

@@ -23,6 +23,12 @@ using detail::pareto_filter;
 /// (and at most PlannerOptions::max_lp_solves).
 constexpr int kLpSolveOps = 320000;
 constexpr int kMinLpSolves = 40;
+/// BoundMethod::kHullWalk: LP refinement solves after the walk (at most; also at most
+/// PlannerOptions::max_lp_solves), on DAGs of up to kHullWalkLpMaxOps computations: A100 8 x 96's
+/// deadline gap 0.935 -> 0.628 %, synthetic 16 x 64 0.500 -> 0.430 % for +35 % time; on 4,096
+/// computations the same four solves doubled the time (docs/planner2.md, session 8).
+constexpr int kHullWalkLpSolves = 4;
+constexpr int kHullWalkLpMaxOps = 2048;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
 constexpr int kPairMovesMaxOps = 16;
 
@@ -126,49 +132,13 @@ void FrontierBuilder::lp_merge(LpStage& st) {
   }
 }
 
-void FrontierBuilder::certify(Beside beside) {
+void FrontierBuilder::lp_refine(LpStage& st) {
   const Dag& dag = *f_.dag_;
-  f_.bound_method = resolve_bound_method(opt_.bound_method, dag.num_ops());
-  double t_lo = std::numeric_limits<double>::infinity();
-  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (f_.bound_method == BoundMethod::kHullWalk) {
-    // Beside the walk it recorded up to 2 x the all-max plan's time (>= 2 x T_min, the
-    // straggler regime's end): the merge drops the rest, so the result is the same.
-    std::unique_ptr<HullWalkStage> hw = std::move(beside.hull);
-    double beside_s = 0;
-    if (!hw || hw->t_end < 2 * t_lo) {
-      hw = std::make_unique<HullWalkStage>();
-      hw->t_end = 2 * t_lo;
-      hull_walk(*hw);
-    } else {
-      beside_s = hw->seconds;
-      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
-    }
-    hull_walk_merge(*hw, 2 * t_lo);
-    if (!f_.partial()) report(SolveStage::kHullWalk, 1, {}, nullptr, hw->reported);
-    f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return;
-  }
-  std::unique_ptr<LpStage> st = std::move(beside.lp);
-  // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is
-  // used only if that is T_min exactly (otherwise it is redone), so the result never
-  // depends on PlannerOptions::threads.
-  double beside_s = 0;  // LP-stage time spent beside the walk
-  if (!st || st->t_lo != t_lo) {
-    st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
-    report(SolveStage::kLpSolves, 0, {}, nullptr, st->reported);
-    lp_sample(*st);
-  } else {
-    beside_s = st->seconds;
-    st->stop = std::stop_token{};  // on this thread from now on: PlannerOptions::cancelled applies
-  }
-  lp_merge(*st);
   const double pipe_w = opt_.p_block_w * dag.num_ranks();
-  const double t_end = st->t_end;
+  const double t_end = st.t_end;
   // Refinement: exact solves where a point, or a deadline just below the next slower point,
   // is further than refine_gap_pct above the bound.
-  for (int round = 0; round < 8 && st->budget > 0; ++round) {
+  for (int round = 0; round < 8 && st.budget > 0; ++round) {
     const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
     std::vector<std::pair<double, double>> worst;                       // (gap, deadline)
     for (std::size_t i = 0; i < kept.size(); ++i) {
@@ -190,18 +160,68 @@ void FrontierBuilder::certify(Beside beside) {
     }
     if (worst.empty()) break;
     std::sort(worst.begin(), worst.end(), std::greater<>());
-    const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st->budget / 4));
-    const int before = st->budget;
+    const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st.budget / 4));
+    const int before = st.budget;
     // The worst holes first (while the budget lasts), solved in deadline order: each solve is
     // warm-started from the last, and nearby deadlines need few dual simplex iterations.
     std::vector<double> batch;
-    for (std::size_t i = 0; i < take && batch.size() < static_cast<std::size_t>(st->budget); ++i)
-      if (!st->was_solved(worst[i].second)) batch.push_back(worst[i].second);
+    for (std::size_t i = 0; i < take && batch.size() < static_cast<std::size_t>(st.budget); ++i)
+      if (!st.was_solved(worst[i].second)) batch.push_back(worst[i].second);
     std::sort(batch.begin(), batch.end());
-    for (double tau : batch) lp_solve_at(*st, tau);
-    lp_merge(*st);
-    if (st->budget == before) break;  // nothing new to solve
+    for (double tau : batch) lp_solve_at(st, tau);
+    lp_merge(st);
+    if (st.budget == before) break;  // nothing new to solve
   }
+}
+
+void FrontierBuilder::certify(Beside beside) {
+  const Dag& dag = *f_.dag_;
+  f_.bound_method = resolve_bound_method(opt_.bound_method, dag.num_ops());
+  double t_lo = std::numeric_limits<double>::infinity();
+  for (const auto& rp : raw_points_) t_lo = std::min(t_lo, rp.first.time_s);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (f_.bound_method == BoundMethod::kHullWalk) {
+    // Beside the walk it recorded up to 2 x the all-max plan's time (>= 2 x T_min, the
+    // straggler regime's end): the merge drops the rest, so the result is the same.
+    std::unique_ptr<HullWalkStage> hw = std::move(beside.hull);
+    double beside_s = 0;
+    if (!hw || hw->t_end < 2 * t_lo) {
+      hw = std::make_unique<HullWalkStage>();
+      hw->t_end = 2 * t_lo;
+      hull_walk(*hw);
+    } else {
+      beside_s = hw->seconds;
+      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+    }
+    hull_walk_merge(*hw, 2 * t_lo);
+    if (!f_.partial()) report(SolveStage::kHullWalk, 1, {}, nullptr, hw->reported);
+    // A few exact LP solves where the walk's plans are furthest from the bound (above all the
+    // hole just above T_min, where its rounded schedules lose most), while they are cheap.
+    if (dag.num_ops() <= kHullWalkLpMaxOps && !f_.partial()) {
+      auto st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
+      st->budget = st->budget_at_start = std::min(st->budget, kHullWalkLpSolves);
+      lp_refine(*st);
+      if (!f_.partial()) report(SolveStage::kLpSolves, 1, {}, nullptr, st->reported);
+      f_.num_lp_solves = st->lp.num_solves();
+    }
+    f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
+  std::unique_ptr<LpStage> st = std::move(beside.lp);
+  // The sampling may have run beside the graph-cut walk from the all-max plan's time; it is
+  // used only if that is T_min exactly (otherwise it is redone), so the result never
+  // depends on PlannerOptions::threads.
+  double beside_s = 0;  // LP-stage time spent beside the walk
+  if (!st || st->t_lo != t_lo) {
+    st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
+    report(SolveStage::kLpSolves, 0, {}, nullptr, st->reported);
+    lp_sample(*st);
+  } else {
+    beside_s = st->seconds;
+    st->stop = std::stop_token{};  // on this thread from now on: PlannerOptions::cancelled applies
+  }
+  lp_merge(*st);
+  lp_refine(*st);
   if (!f_.partial()) report(SolveStage::kLpSolves, 1, {}, nullptr, st->reported);
   f_.num_lp_solves = st->lp.num_solves();
   f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -86,6 +86,10 @@ class FrontierBuilder {
   void lp_sample(LpStage& st) const;
   /// Moves st's solves into raw_points_, stored_ and f_.tangents_ (sorted).
   void lp_merge(LpStage& st);
+  /// Refinement rounds on raw_points_: LP solves where a point, or a deadline just below the
+  /// next slower point, is more than refine_gap_pct above the bound, worst first, while
+  /// st.budget lasts (at most 8 rounds); merged after each round.
+  void lp_refine(LpStage& st);
   /// BoundMethod::kHullWalk: what the hull walk produced since it was merged into the builder
   /// (hull_walk_merge()). Owned by one thread at a time.
   struct HullWalkStage {
@@ -115,7 +119,8 @@ class FrontierBuilder {
   };
   /// The bound stage on raw_points_. BoundMethod::kLp: sampling (unless `beside.lp` already
   /// did it from the right T_min), then refinement where the gap is large. kHullWalk: the hull
-  /// walk (unless `beside.hull` already ran it far enough).
+  /// walk (unless `beside.hull` already ran it far enough), then on small DAGs a few LP
+  /// refinement solves (kHullWalkLpSolves, certify.cpp).
   void certify(Beside beside);
   /// PlannerOptions::progress of a stage at `fraction` (0..1), published to `beside` instead when
   /// the stage runs beside the walk (`stop` possible), else reported at most every 1 % (`last`).

@@ -180,6 +180,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
       sum.allmax_energy_j;
   sum.has_lower_bound = frontier.has_lower_bound();
   sum.bound_method = frontier.bound_method;
+  sum.num_lp_solves = frontier.num_lp_solves;
   sum.lower_bound_at_t_min_j = pts.back().lower_bound_j;
   sum.max_optimality_gap_pct = frontier.max_optimality_gap_pct();
   sum.max_deadline_gap_pct = frontier.max_deadline_gap_pct();

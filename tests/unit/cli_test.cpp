@@ -401,10 +401,18 @@ TEST(OptimizeOptions, MaxLpSolvesIsValidatedAndHonoured) {
   EXPECT_NE(g.output.find("warning: --max-lp-solves has no effect with --planner graph-cut"), std::string::npos)
       << g.output;
   EXPECT_NE(g.output.find("warning: --polish has no effect with --planner graph-cut"), std::string::npos) << g.output;
-  const auto h = testing::run(base + "h --bound hull-walk --max-lp-solves 5");
+  // Above 2,048 computations (8 x 130 x 2) the hull walk gives the bound with no LP solve at all.
+  const auto h = testing::run("optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                              " --stages 8 --microbatches 130 --p2p-power 83.64 --unit-time 0.5 --max-lp-solves 5 --out " +
+                              (dir.path() / "h").string());
   ASSERT_EQ(h.status, 0) << h.output;
   EXPECT_NE(h.output.find("note: --max-lp-solves had no effect: the bound came from the hull walk"), std::string::npos)
       << h.output;
+  // Up to 2,048 computations a few LP solves refine the hull walk's frontier: no note.
+  const auto s = testing::run(base + "s --bound hull-walk --max-lp-solves 5");
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_EQ(s.output.find("no effect"), std::string::npos) << s.output;
+  EXPECT_GE(nlohmann::json::parse(testing::slurp(dir.path() / "os" / "summary.json"))["num_lp_solves"].get<int>(), 1);
 }
 
 }  // namespace

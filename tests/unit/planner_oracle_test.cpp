@@ -116,7 +116,7 @@ TEST_P(PlannerOracle, HullWalkBoundBelowOptimumAndPlansHonest) {
     SCOPED_TRACE(t.name);
     ASSERT_GT(f.size(), 0u);
     EXPECT_EQ(f.bound_method, BoundMethod::kHullWalk);
-    EXPECT_EQ(f.num_lp_solves, 0);
+    EXPECT_LE(f.num_lp_solves, 4);  // a few LP refinement solves on small DAGs
     for (std::size_t i = 0; i < f.size(); ++i) {
       const FrontierPoint& p = f.points()[i];
       const double best = oracle.opt(p.time_s);
@@ -174,9 +174,10 @@ TEST(BoundMethods, HullWalkHonoursCancellation) {
   opt.cancelled = [&] { return ++calls < 0; };  // counts, never cancels
   const Frontier full = solve_frontier(dag, profile, opt);
   ASSERT_GT(full.num_hull_walk_steps, 3);
-  const int total = calls;
-  const int walk_calls = total - static_cast<int>(full.num_hull_walk_steps) - 1;
-  ASSERT_EQ(walk_calls, full.num_steps);
+  // Once per graph-cut step, once per hull-walk step (and its end), then per simplex iteration
+  // of the LP refinement solves that follow on small DAGs.
+  const int walk_calls = static_cast<int>(full.num_steps);
+  ASSERT_GE(calls, walk_calls + static_cast<int>(full.num_hull_walk_steps) + 1);
   calls = 0;
   opt.cancelled = [&] { return ++calls > walk_calls + 2; };
   EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
