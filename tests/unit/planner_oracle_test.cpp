@@ -337,6 +337,13 @@ TEST(LagrangianBound, HullSearchFindsTheMinimumOverEveryPoint) {
   }
 }
 
+/// Each op's profile points (HullLowerBound's input).
+std::vector<const std::vector<OperatingPoint>*> op_point_lists(const Dag& dag, const Profile& profile) {
+  std::vector<const std::vector<OperatingPoint>*> pts;
+  for (int i = 0; i < dag.num_ops(); ++i) pts.push_back(&profile.points(dag.op(i).stage, dag.op(i).kind));
+  return pts;
+}
+
 TEST(LagrangianBound, LpDualsGiveTheLpOptimum) {
   // The LP's row duals, certified through lagrangian_bound(), reproduce the LP relaxation's
   // optimum (CBC on the relaxed MILP) at a tight and a loose deadline: certifying costs nothing.
@@ -345,8 +352,7 @@ TEST(LagrangianBound, LpDualsGiveTheLpOptimum) {
   const Profile profile = random_profile(3, 4, rng);
   const double p_block = 75;
   const Dag dag = Dag::build(make_1f1b(3, 4));
-  std::vector<const std::vector<OperatingPoint>*> pts;
-  for (int i = 0; i < dag.num_ops(); ++i) pts.push_back(&profile.points(dag.op(i).stage, dag.op(i).kind));
+  const auto pts = op_point_lists(dag, profile);
   detail::HullLowerBound lp(dag, pts, p_block);
   const double t_max = all_max_plan(dag, profile, p_block).timeline.time_s;
   const testing::TempDir dir;
@@ -369,8 +375,7 @@ TEST(HullLowerBound, WarmStartsInAnyOrderGiveTheColdOptimum) {
   const Profile profile = random_profile(4, 5, rng);
   const double p_block = 70;
   const Dag dag = Dag::build(make_1f1b(4, 6));
-  std::vector<const std::vector<OperatingPoint>*> pts;
-  for (int i = 0; i < dag.num_ops(); ++i) pts.push_back(&profile.points(dag.op(i).stage, dag.op(i).kind));
+  const auto pts = op_point_lists(dag, profile);
   const double t_max = all_max_plan(dag, profile, p_block).timeline.time_s;
   detail::HullLowerBound warm(dag, pts, p_block);
   int feasible = 0;
