@@ -14,6 +14,7 @@
 #include "perseus/output_folder.hpp"
 #include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 
 namespace perseus::cli {
 
@@ -106,6 +107,7 @@ void register_emulate(CLI::App& app) {
     } catch (const InputError& e) {
       throw CLI::ValidationError(e.phrased(flag_for_field));
     }
+    keep_stream_input(cfg->profile_path, "profile");  // a pipe or /dev/stdin: read once, its text kept
     // The output folder is checked before the emulation runs (minutes on large inputs).
     check_emulation_folder(*out);
     const EmulationResult res = run_emulation(*cfg);

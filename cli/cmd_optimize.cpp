@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 #include "perseus/profile.hpp"
 #include "profile_plausibility.hpp"
 #include "perseus/optimize.hpp"
@@ -143,6 +144,9 @@ void register_optimize(CLI::App& app) {
     }
     cfg->problem.chunks_given = chunks->count() > 0;  // --chunks 1 with a 2-chunk schedule CSV is refused
     cfg->zeus_format = *zeus == "zeus";
+    // The profile is read three times (here, for its units, to plan): a pipe or /dev/stdin is
+    // read once, now, and its text kept for the other reads.
+    keep_stream_input(cfg->profile_path, "profile");
     // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
     const Profile profile = load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first
     const auto findings = profile_plausibility(cfg->profile_path, cfg->problem.p_block_w);

@@ -2,13 +2,9 @@
 #include "perseus/profile.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -236,13 +232,7 @@ void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) 
 }
 
 Profile load_profile_csv(const std::string& path, std::optional<int> expected_stages) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: cannot read profile: is a folder", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read profile: {}", path, std::strerror(errno)));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read profile: read error", path));
-  return parse_profile_csv(text, path, expected_stages);
+  return parse_profile_csv(csv::read_file(path, "profile"), path, expected_stages);  // names why it cannot be read
 }
 
 Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {
