@@ -42,7 +42,7 @@ void register_optimize(CLI::App& app) {
                   "For zb-h1 on a profile without backward_input/backward_weight rows: share of the backward's "
                   "time/energy given to I (approximation)")
       ->capture_default_str()
-      ->check(number_in(0, 1));
+      ->check(number_strictly_between(0, 1));  // 0 or 1 would leave I or W with nothing
   auto* chunks = cmd->add_option("--chunks", cfg->problem.chunks,
                                  "Stages (model chunks) per GPU for interleaved schedules (with a schedule CSV: "
                                  "must match the file's, default the file's)")

@@ -12,6 +12,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "perseus/error.hpp"
+
 namespace perseus::cli {
 
 /// A finite decimal number in [lo, hi]; `unit` (e.g. "W", "s") is shown in messages.
@@ -37,6 +39,22 @@ inline CLI::Validator positive_number_up_to(double hi, const std::string& unit =
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0 || v > hi) {
+          return fmt::format("expected a number in {}, got '{}'", range, text);
+        }
+        return {};
+      },
+      "NUMBER in " + range);
+}
+
+/// A finite decimal number in the open interval (lo, hi): both ends excluded (e.g. a share
+/// that must leave something on both sides).
+inline CLI::Validator number_strictly_between(double lo, double hi, const std::string& unit = "") {
+  const std::string range = fmt::format("({}, {}){}", lo, hi, unit.empty() ? "" : " " + unit);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= lo || v >= hi) {
           return fmt::format("expected a number in {}, got '{}'", range, text);
         }
         return {};
@@ -87,6 +105,23 @@ inline std::string flag_for_field(const std::string& field) {
   for (char& c : flag)
     if (c == '_') c = '-';
   return flag;
+}
+
+/// How the CLI words a library InputError: its fields named as flags (flag_for_field()); a
+/// free-text error about a quantity an option sets (the planner's "unit time 1e-07 s is too
+/// small for computations of up to 1 s") is prefixed with that option ("--unit-time: unit
+/// time ..."), so every error names the option to change.
+inline std::string phrase_input_error(const InputError& e) {
+  static const std::pair<const char*, const char*> kQuantities[] = {
+      {"unit time ", "--unit-time"},
+      {"backward input fraction ", "--backward-input-fraction"},
+  };
+  const std::string text = e.phrased(flag_for_field);
+  if (e.field().empty() && e.source().empty()) {
+    for (const auto& [quantity, flag] : kQuantities)
+      if (text.starts_with(quantity)) return std::string(flag) + ": " + text;
+  }
+  return text;
 }
 
 }  // namespace perseus::cli

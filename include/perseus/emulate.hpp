@@ -112,7 +112,7 @@ int emulation_pipelines(const EmulationConfig& config);
 /// baselines once (all-max, EnvPipe, ZeusGlobal and ZeusPerStage candidates) and runs
 /// emulate_stragglers(). Throws InputError on bad inputs (emulation_pipelines(), slowdowns,
 /// missing max-frequency rows, a zero-bubble profile without backward rows: emulate plans
-/// 1F1B only, ...) and when EnvPipe hits its iteration cap.
+/// 1F1B only, ...) and when EnvPipe hits its iteration cap (field "unit_time_s": a coarser unit time is the fix).
 EmulationResult run_emulation(const EmulationConfig& config);
 
 /// The emulation CSV (one writer): the header below and one line per row.
