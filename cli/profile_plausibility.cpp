@@ -51,7 +51,7 @@ std::vector<std::string> profile_plausibility(const std::string& path, double p_
     if (p < kMinComputePowerW || p > kMaxComputePowerW) {
       out.push_back(fmt::format("{}:{}: energy {} J over time {} s implies {:.4g} W per GPU, outside the plausible "
                                 "{}..{} W (time in ms? energy in kJ? power in the energy column?)",
-                                path, n, cells[energy_col], cells[time_col], p, kMinComputePowerW, kMaxComputePowerW));
+                                path, n, e, t, p, kMinComputePowerW, kMaxComputePowerW));  // numbers, never the raw text
     }
     if (p < min_power) {
       min_power = p;

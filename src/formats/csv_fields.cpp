@@ -88,9 +88,9 @@ double to_double(const std::string& source, long line, std::string_view field, s
   double value = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    fail(source, line, field, fmt::format("expected a number, got '{}'", s));
+    fail(source, line, field, fmt::format("expected a number, got {}", quote_input(s)));
   }
-  if (!std::isfinite(value)) fail(source, line, field, fmt::format("expected a finite number, got '{}'", s));
+  if (!std::isfinite(value)) fail(source, line, field, fmt::format("expected a finite number, got {}", quote_input(s)));
   return value;
 }
 
@@ -105,7 +105,7 @@ long to_int(const std::string& source, long line, std::string_view field, std::s
       std::abs(d) < 1e9) {
     return static_cast<long>(d);
   }
-  fail(source, line, field, fmt::format("expected an integer, got '{}'", s));
+  fail(source, line, field, fmt::format("expected an integer, got {}", quote_input(s)));
 }
 
 }  // namespace perseus::csv

@@ -59,8 +59,8 @@ long parse_frequency(const RowContext& ctx, const char* text) {
   const double d = std::strtod(text, &end);
   if (end != text && *end == '\0' && std::isfinite(d) && d != std::floor(d)) {
     fail(ctx, "frequency",
-         fmt::format("expected a clock in MHz (an integer 1..{}), got '{}'{}", limits::kMaxFrequencyMhz, text,
-                     d > 0 && d < 10 ? fmt::format(" (GHz? {} GHz is {} MHz)", text, std::lround(d * 1000)) : ""));
+         fmt::format("expected a clock in MHz (an integer 1..{}), got {}{}", limits::kMaxFrequencyMhz, quote_input(text),
+                     d > 0 && d < 10 ? fmt::format(" (GHz? {} GHz is {} MHz)", d, std::lround(d * 1000)) : ""));
   }
   return parse_int(ctx, "frequency", text);
 }
@@ -114,7 +114,7 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     const auto kind = parse_instruction_kind(instr_s);
     if (!kind) {
       fail(ctx, "instruction",
-           fmt::format("expected forward, backward, backward_input or backward_weight, got '{}'", instr_s));
+           fmt::format("expected forward, backward, backward_input or backward_weight, got {}", quote_input(instr_s)));
     }
     const long freq = parse_frequency(ctx, freq_s);
     if (freq <= 0 || freq > limits::kMaxFrequencyMhz) {
