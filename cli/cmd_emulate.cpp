@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "perseus/output_folder.hpp"
 #include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 
 namespace perseus::cli {
 
@@ -84,7 +86,10 @@ void register_emulate(CLI::App& app) {
       ->type_name("FLOAT:NUMBER in [1, 100]")
       ->required();
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--out", *out, "Output folder: emulation.csv and emulation.json are written there atomically")
+  cmd->add_option("--out", *out,
+                  "Output folder: emulation.csv, emulation.json (and emulation.html) replace an earlier emulate "
+                  "output atomically; a folder with other files is refused, except perseus optimize's output "
+                  "folder, where they are added for perseus report")
       ->required()
       ->check(non_empty_path("an output folder"));
   auto report = std::make_shared<bool>(false);
@@ -102,8 +107,9 @@ void register_emulate(CLI::App& app) {
     } catch (const InputError& e) {
       throw CLI::ValidationError(e.phrased(flag_for_field));
     }
+    keep_stream_input(cfg->profile_path, "profile");  // a pipe or /dev/stdin: read once, its text kept
     // The output folder is checked before the emulation runs (minutes on large inputs).
-    check_output_folder_writable(*out);
+    check_emulation_folder(*out);
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
     fmt::print("{} pipelines x {} GPUs ({} stages x TP {}), time scale {} (times and energies below are scaled), "
@@ -122,13 +128,15 @@ void register_emulate(CLI::App& app) {
                  r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j, r.pipeline_saving_pct,
                  r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct, slows);
     }
-    write_emulation_outputs(res, *cfg, *out);
-    fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", *out);
+    std::optional<std::string> html;
     if (*report) {
       const EmulationReportInputs in{cfg->profile_path, cfg->num_ranks, cfg->microbatches, cfg->tp_degree,
                                      cfg->time_scale, cfg->p_block_w};
-      fmt::print("wrote {}\n", write_emulation_report(res, in, *out));
+      html = emulation_report_html(res, in);
     }
+    write_emulation_outputs(res, *cfg, *out, html);  // an earlier run's files do not survive
+    fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", *out);
+    if (html) fmt::print("wrote {}/emulation.html\n", *out);
   });
 }
 

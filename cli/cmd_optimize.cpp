@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 #include "perseus/profile.hpp"
 #include "profile_plausibility.hpp"
 #include "perseus/optimize.hpp"
@@ -41,7 +42,7 @@ void register_optimize(CLI::App& app) {
                   "For zb-h1 on a profile without backward_input/backward_weight rows: share of the backward's "
                   "time/energy given to I (approximation)")
       ->capture_default_str()
-      ->check(number_in(0, 1));
+      ->check(number_strictly_between(0, 1));  // 0 or 1 would leave I or W with nothing
   auto* chunks = cmd->add_option("--chunks", cfg->problem.chunks,
                                  "Stages (model chunks) per GPU for interleaved schedules (with a schedule CSV: "
                                  "must match the file's, default the file's)")
@@ -144,6 +145,9 @@ void register_optimize(CLI::App& app) {
     }
     cfg->problem.chunks_given = chunks->count() > 0;  // --chunks 1 with a 2-chunk schedule CSV is refused
     cfg->zeus_format = *zeus == "zeus";
+    // The profile is read three times (here, for its units, to plan): a pipe or /dev/stdin is
+    // read once, now, and its text kept for the other reads.
+    keep_stream_input(cfg->profile_path, "profile");
     // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
     const Profile profile = load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first
     const auto findings = profile_plausibility(cfg->profile_path, cfg->problem.p_block_w);

@@ -205,7 +205,7 @@ void register_serve(CLI::App& app) {
             return text.empty() ? "expected a bind address such as 127.0.0.1, got an empty one" : "";
           },
           "ADDRESS"));
-  cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(integer_in(0, 65535));
   cmd->add_option("--port-file", args->port_file, "Write the bound port to this file (atomically, once listening)")
       ->check(non_empty_path("a file for the port"));
   cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
@@ -214,29 +214,30 @@ void register_serve(CLI::App& app) {
                   "--db :memory: needs one of the first two); each job also gets its own");
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_in(1, 256));
   cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body, MiB, any transfer encoding (bigger: 413)")
       ->check(positive_number_up_to(4096, "MiB"));
   cmd->add_option("--max-header-kb", args->max_header_kb, "Request line + headers per connection, KiB (bigger: 431)")
-      ->check(CLI::Range(4, 1024));
+      ->check(integer_in(4, 1024));
   cmd->add_option("--request-deadline-s", o.request_deadline_s,
                   "A request must be complete within this, s (counted from connect or the previous answer)")
-      ->check(CLI::Range(0.01, 3600.0));
-  cmd->add_option("--max-connections", o.max_connections, "Open connections in total")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip, "Open connections per client address (0: unlimited)");
+      ->check(number_in(0.01, 3600, "s"));
+  cmd->add_option("--max-connections", o.max_connections, "Open connections in total")->check(integer_in(1, 1000000));
+  cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip, "Open connections per client address (0: unlimited)")
+      ->check(integer_in(0, 1000000));
   cmd->add_option("--listen-backlog", o.listen_backlog, "listen() backlog (capped by net.core.somaxconn)")
-      ->check(CLI::Range(16, 1 << 20));
+      ->check(integer_in(16, 1 << 20));
   cmd->add_option("--rate-limit-rps", o.rate_limit_rps, "Requests/s per client address (0: off)")
       ->check(number_in(0, 1e9));
   cmd->add_option("--rate-limit-burst", o.rate_limit_burst, "Burst size per client address, requests")
       ->check(number_in(1, 1e9));
   cmd->add_option("--keep-alive-s", o.keep_alive_s, "Close connections silent for this long, s (idle keep-alive)")
-      ->check(CLI::Range(1, 3600));
+      ->check(integer_in(1, 3600));
   cmd->add_option("--job-idle-ttl-s", o.job_idle_ttl_s, "Delete jobs idle for longer, s (0: never; default 7 days)")
       ->check(number_in(0, 3.2e9, "s"));
   cmd->add_option("--expiry-interval-s", o.expiry_interval_s, "How often to look for idle jobs, s")
       ->check(number_in(0.05, 86400, "s"));
-  cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(CLI::Range(1, 256));
+  cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(integer_in(1, 256));
   cmd->add_option("--max-jobs", o.max_jobs, "Live job limit")->check(integer_in(1, 100000000));
   cmd->add_option("--zeus-plan", args->zeus_plan,
                   "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job");
@@ -247,13 +248,13 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--zeus-no-auth", args->zeus_no_auth,
                 "Let Zeus routes work without a token (unchanged Zeus clients); they reach only Zeus jobs");
   cmd->add_option("--zeus-no-auth-max-jobs", o.zeus_anonymous_max_jobs, "Live jobs made without a token (quota)")
-      ->check(CLI::Range(0, 1000000));
+      ->check(integer_in(0, 1000000));
   cmd->add_option("--zeus-no-auth-max-ranks", o.zeus_anonymous_max_ranks,
                   "Ranks (sum of world sizes) of the jobs made without a token (quota)")
-      ->check(CLI::Range(0, 1 << 30));
+      ->check(integer_in(0, 1 << 30));
   cmd->add_option("--zeus-no-auth-max-mb", args->zeus_anonymous_max_mb,
                   "Measurements the jobs made without a token may store in total, MiB (quota)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(number_in(0, 1e6, "MiB"));
   cmd->add_flag("--log-requests", o.log_requests, "Access log on stderr (never bodies or tokens)");
   cmd->callback([args] { run_serve(*args); });
 }

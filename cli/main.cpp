@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     }
     return 2;  // usage errors: exit status 2
   } catch (const perseus::InputError& e) {
-    fmt::print(stderr, "perseus: error: {}\n", e.phrased(perseus::cli::flag_for_field));
+    fmt::print(stderr, "perseus: error: {}\n", perseus::cli::phrase_input_error(e));
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "perseus: internal error: {}\n", e.what());

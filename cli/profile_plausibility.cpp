@@ -3,11 +3,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include <fmt/core.h>
+
+#include "perseus/input_file.hpp"
 
 namespace perseus::cli {
 namespace {
@@ -28,7 +29,7 @@ std::vector<std::string> split(const std::string& line) {
 
 std::vector<std::string> profile_plausibility(const std::string& path, double p_block_w) {
   std::vector<std::string> out;
-  std::ifstream in(path);
+  std::istringstream in(read_input_file(path, "profile"));  // the text load_profile_csv() read (streams too)
   std::string line;
   if (!std::getline(in, line)) return out;
   const auto header = split(line);
@@ -50,7 +51,7 @@ std::vector<std::string> profile_plausibility(const std::string& path, double p_
     if (p < kMinComputePowerW || p > kMaxComputePowerW) {
       out.push_back(fmt::format("{}:{}: energy {} J over time {} s implies {:.4g} W per GPU, outside the plausible "
                                 "{}..{} W (time in ms? energy in kJ? power in the energy column?)",
-                                path, n, cells[energy_col], cells[time_col], p, kMinComputePowerW, kMaxComputePowerW));
+                                path, n, e, t, p, kMinComputePowerW, kMaxComputePowerW));  // numbers, never the raw text
     }
     if (p < min_power) {
       min_power = p;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,7 +112,7 @@ int emulation_pipelines(const EmulationConfig& config);
 /// baselines once (all-max, EnvPipe, ZeusGlobal and ZeusPerStage candidates) and runs
 /// emulate_stragglers(). Throws InputError on bad inputs (emulation_pipelines(), slowdowns,
 /// missing max-frequency rows, a zero-bubble profile without backward rows: emulate plans
-/// 1F1B only, ...) and when EnvPipe hits its iteration cap.
+/// 1F1B only, ...) and when EnvPipe hits its iteration cap (field "unit_time_s": a coarser unit time is the fix).
 EmulationResult run_emulation(const EmulationConfig& config);
 
 /// The emulation CSV (one writer): the header below and one line per row.
@@ -123,9 +124,25 @@ std::string emulation_csv_text(const std::vector<EmulationRow>& rows);
 /// "profile"}.
 std::string emulation_json_text(const EmulationResult& result, const EmulationConfig& config);
 
-/// Writes `<out_dir>/emulation.csv` (write_emulation_csv()) and `<out_dir>/emulation.json`
-/// (emulation_json_text()), each atomically. Throws InputError when they cannot be written.
-void write_emulation_outputs(const EmulationResult& result, const EmulationConfig& config, const std::string& out_dir);
+/// Checks, before the (long) emulation runs, that write_emulation_outputs() may write
+/// `out_dir`: check_output_folder_writable(), then that the folder holds nothing but
+/// emulate's files (is_emulation_output()), or, in an optimize output folder (it has
+/// summary.json), nothing but optimize's and emulate's files. Throws InputError (field
+/// "out_dir") naming the path and the reason (a user's file inside, not a folder, no
+/// permission). Changes nothing.
+void check_emulation_folder(const std::string& out_dir);
+
+/// Writes the emulation's files: `emulation.json` (emulation_json_text()), `emulation.csv`
+/// (emulation_csv_text()) and, when `report_html` is given, `emulation.html` (the page of
+/// emulation_report_html()). A new or emulate-only `out_dir` is replaced atomically
+/// (OutputFolder): no file of an earlier run survives (e.g. the emulation.html of a run with
+/// --report). In an optimize output folder (it has summary.json; `perseus report` then shows
+/// the emulation table) optimize's files stay, emulate's are written each atomically and an
+/// earlier emulation.html is removed when `report_html` is not given. Any other file inside
+/// `out_dir` makes it throw InputError (field "out_dir") without touching anything, like
+/// `perseus optimize`; also when the files cannot be written.
+void write_emulation_outputs(const EmulationResult& result, const EmulationConfig& config, const std::string& out_dir,
+                             const std::optional<std::string>& report_html = std::nullopt);
 
 /// Writes `<out_dir>/emulation.csv` with the header
 /// method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct

@@ -43,6 +43,12 @@ struct EmulationReportInputs {
   double p_block_w = 0;  ///< W.
 };
 
+/// The emulation page (what write_emulation_report() writes): a self-contained HTML5 page with
+/// the total saving (cluster vs all-max with the same straggler, %) and the extrinsic saving
+/// (vs the same method not adapting, %) against the straggler slowdown, one line per method,
+/// and the table of every row. Throws InputError when there are no rows.
+std::string emulation_report_html(const EmulationResult& result, const EmulationReportInputs& inputs);
+
 /// Writes out_dir/emulation.html (atomically): a self-contained HTML5 page with the total
 /// saving (cluster vs all-max with the same straggler, %) and the extrinsic saving (vs the same
 /// method not adapting, %) against the straggler slowdown, one line per method, and the

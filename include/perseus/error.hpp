@@ -1,9 +1,11 @@
 // Error types shared by the Perseus library.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace perseus {
 
@@ -52,5 +54,19 @@ class InputError : public std::runtime_error {
 
 /// `{field:NAME}`: a reference to another input field inside an InputError message.
 std::string field_ref(const std::string& name);
+
+/// Longest part of an input value an error message quotes, bytes (quote_input()).
+inline constexpr std::size_t kMaxQuotedBytes = 80;
+
+/// `text` (an input value: a CSV field, a JSON string) made safe to print in one line of an
+/// error message: a backslash becomes `\\`, tab, CR and LF `\t`, `\r`, `\n`, other control
+/// characters (C0, DEL, C1 such as the 8-bit CSI) and bytes that are not UTF-8 `\xNN` or
+/// `\u00NN`, so a value cannot forge terminal output; at most its first `max_bytes` bytes
+/// (never half a character), then "…" when cut.
+std::string escape_input(std::string_view text, std::size_t max_bytes = kMaxQuotedBytes);
+
+/// escape_input() in single quotes, plus " (N bytes)" when cut: "'abc'", or "'0.1000…' (1048576
+/// bytes)" for a 1 MB field. What every reader quotes a bad value with.
+std::string quote_input(std::string_view text, std::size_t max_bytes = kMaxQuotedBytes);
 
 }  // namespace perseus

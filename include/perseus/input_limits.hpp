@@ -3,6 +3,8 @@
 // make Perseus allocate without bound or compute with absurd numbers.
 #pragma once
 
+#include <cstddef>
+
 namespace perseus::limits {
 
 inline constexpr long kMaxProfileStages = 1 << 16;   ///< Profile stage ids 0..kMaxProfileStages-1.
@@ -12,5 +14,8 @@ inline constexpr long kMaxFrequencyMhz = 100000;     ///< SM clocks 1..this MHz.
 inline constexpr double kMaxOpTimeS = 1e5;           ///< One computation: time in (0, this] s.
 inline constexpr double kMaxOpEnergyJ = 1e12;        ///< One computation: energy in [0, this] J.
 inline constexpr double kMaxPBlockW = 1e5;           ///< P_block in [0, this] W.
+/// An input file (profile, schedule, plan, validation CSVs, JSON) read whole: at most this
+/// many bytes, 256 MiB (files and streams alike; see read_input_file()).
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{256} << 20;
 
 }  // namespace perseus::limits

@@ -56,9 +56,20 @@ class OutputFolder {
   bool committed_ = false;
 };
 
+/// Throws InputError for `field` when `path` exists and is not a folder ("PATH: exists and is not
+/// a folder"), or is a folder holding, anywhere inside (sub-folders included), a path `ours`
+/// rejects ("PATH: folder holds 'REL', which this command does not write ...; refusing to
+/// replace it"), or cannot be listed. Does nothing when `path` does not exist. Changes nothing.
+/// (OutputFolder's constructor applies it; commands call it to fail before long work.)
+void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& ours, const std::string& field = "out_dir");
+
 /// The files `perseus optimize` and `perseus report` write into an output folder
 /// (summary.json, frontier.csv, schedule.csv, profile.csv, report.html, its .svg files, plans/ with
 /// plan_NNNNN.json and freqs_pipeline_NNNNN.py): the OutputFolder::Ours of optimize.
 bool is_optimize_output(const std::filesystem::path& relative, bool is_directory);
+
+/// The files `perseus emulate` writes into its output folder: emulation.csv, emulation.json and
+/// (with --report) emulation.html, at the top level: the OutputFolder::Ours of emulate.
+bool is_emulation_output(const std::filesystem::path& relative, bool is_directory);
 
 }  // namespace perseus

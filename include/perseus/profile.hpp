@@ -64,7 +64,9 @@ class Profile {
 /// (one clock per stage across its TP GPUs and DP replicas; docs/validation.md "3D runs") and
 /// the mean energy (still one GPU's).
 /// expected_stages: when set, the profile must have exactly that many stages.
-/// Throws InputError naming file, line and field on: unreadable file, missing column,
+/// The file is read with read_input_file() (perseus/input_file.hpp): a pipe or /dev/stdin is
+/// read to its end, at most limits::kMaxInputFileBytes.
+/// Throws InputError naming file, line and field on: unreadable or too large file, missing column,
 /// non-numeric/NaN/inf value, time <= 0, energy < 0, frequency <= 0, unknown instruction,
 /// negative dp_rank/tp_rank, duplicate (stage, instruction, frequency[, dp_rank, tp_rank]),
 /// a stage without forward or backward rows

@@ -223,7 +223,9 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p_block_w);
   EmulationResult result;
   result.envpipe = envpipe_plan(dag, profile, cfg.p_block_w, EnvPipeOptions{cfg.unit_time_s, 10000});
-  if (result.envpipe.status == EnvPipeStatus::kIterationCap) throw InputError(result.envpipe.message);
+  if (result.envpipe.status == EnvPipeStatus::kIterationCap) {
+    throw InputError("unit_time_s", ": " + result.envpipe.message);  // the fix is a coarser unit time
+  }
   const std::vector<FrequencyPlan> zg = zeus_global_candidates(dag, profile, cfg.p_block_w);
   const std::vector<FrequencyPlan> zs = zeus_per_stage_candidates(dag, profile, cfg.p_block_w);
 
@@ -298,10 +300,48 @@ std::string emulation_json_text(const EmulationResult& res, const EmulationConfi
   return j.dump(2) + "\n";
 }
 
-void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir) {
-  const fs::path dir = emulation_folder(out_dir);
-  write_file_atomically(dir / "emulation.json", emulation_json_text(res, cfg));
-  write_file_atomically(dir / "emulation.csv", emulation_csv_text(res.rows));  // last: the reader's cue
+namespace {
+
+/// `perseus optimize`'s output folder (it has summary.json): emulate may add its files there,
+/// next to the frontier, for `perseus report` to show.
+bool is_optimize_folder(const std::string& out_dir) {
+  std::error_code ec;
+  return !out_dir.empty() && fs::is_regular_file(fs::path(out_dir) / "summary.json", ec);
+}
+
+bool is_optimize_or_emulation_output(const fs::path& relative, bool is_directory) {
+  return is_optimize_output(relative, is_directory) || is_emulation_output(relative, is_directory);
+}
+
+}  // namespace
+
+void check_emulation_folder(const std::string& out_dir) {
+  check_output_folder_writable(out_dir);
+  check_folder_is_ours(out_dir, is_optimize_folder(out_dir) ? is_optimize_or_emulation_output : is_emulation_output);
+}
+
+void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir,
+                             const std::optional<std::string>& report_html) {
+  const std::string json = emulation_json_text(res, cfg), csv = emulation_csv_text(res.rows);
+  if (is_optimize_folder(out_dir)) {
+    // An optimize folder keeps its files; emulate's are replaced one by one (each atomically),
+    // and an emulation.html of an earlier run with --report goes first.
+    check_folder_is_ours(out_dir, is_optimize_or_emulation_output);
+    const fs::path dir(out_dir);
+    std::error_code ec;
+    if (!report_html && !fs::remove(dir / "emulation.html", ec) && ec) {
+      throw InputError("out_dir", fmt::format("{}: cannot remove the earlier emulation.html: {}", out_dir, ec.message()));
+    }
+    write_file_atomically(dir / "emulation.json", json);
+    write_file_atomically(dir / "emulation.csv", csv);
+    if (report_html) write_file_atomically(dir / "emulation.html", *report_html);
+    return;
+  }
+  OutputFolder folder(out_dir, is_emulation_output);  // refuses a folder with anything else inside
+  write_file(folder.dir() / "emulation.json", json);
+  write_file(folder.dir() / "emulation.csv", csv);
+  if (report_html) write_file(folder.dir() / "emulation.html", *report_html);
+  folder.commit();  // replaces an earlier run's folder whole: none of its files survive
 }
 
 }  // namespace perseus

@@ -46,13 +46,13 @@ int to_int(const Where& w, std::string_view field, const char* text) {
   const std::string_view s(text);
   int v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) fail(w, field, fmt::format("expected an integer, got '{}'", s));
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) fail(w, field, fmt::format("expected an integer, got {}", quote_input(s)));
   return v;
 }
 
 InstructionKind to_kind(const Where& w, const char* text) {
   const auto k = parse_instruction_kind(text);
-  if (!k) fail(w, "instruction", fmt::format("expected forward or backward, got '{}'", text));
+  if (!k) fail(w, "instruction", fmt::format("expected forward or backward, got {}", quote_input(text)));
   return *k;
 }
 

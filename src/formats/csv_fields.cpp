@@ -3,37 +3,18 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/core.h>
 #include <utf8cpp/utf8.h>
 
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 
 namespace perseus::csv {
 
 std::string read_file(const std::string& path, std::string_view what) {
-  // A folder opens as a stream on Linux and reads as empty: say what it is instead of
-  // letting a parser report "empty file".
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(fmt::format("{}: cannot open {}: it is a folder, not a file", path, what));
-  }
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    throw InputError(fmt::format("{}: cannot open {}{}", path, what, err != 0 ? std::string(": ") + std::strerror(err) : ""));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
-  return std::move(buf).str();
+  return read_input_file(path, what);  // streams too, with the input size limit
 }
 
 std::string_view strip_bom(std::string_view text) {
@@ -107,9 +88,9 @@ double to_double(const std::string& source, long line, std::string_view field, s
   double value = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    fail(source, line, field, fmt::format("expected a number, got '{}'", s));
+    fail(source, line, field, fmt::format("expected a number, got {}", quote_input(s)));
   }
-  if (!std::isfinite(value)) fail(source, line, field, fmt::format("expected a finite number, got '{}'", s));
+  if (!std::isfinite(value)) fail(source, line, field, fmt::format("expected a finite number, got {}", quote_input(s)));
   return value;
 }
 
@@ -124,7 +105,7 @@ long to_int(const std::string& source, long line, std::string_view field, std::s
       std::abs(d) < 1e9) {
     return static_cast<long>(d);
   }
-  fail(source, line, field, fmt::format("expected an integer, got '{}'", s));
+  fail(source, line, field, fmt::format("expected an integer, got {}", quote_input(s)));
 }
 
 }  // namespace perseus::csv

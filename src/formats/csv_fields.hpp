@@ -9,8 +9,9 @@
 
 namespace perseus::csv {
 
-/// The whole file as text. Throws InputError "PATH: cannot open WHAT: REASON" (the system's
-/// reason, or "it is a folder, not a file") / "PATH: read error".
+/// The whole file as text: read_input_file() (a stream too, at most limits::kMaxInputFileBytes).
+/// Throws InputError "PATH: cannot open WHAT: REASON" (the system's reason, or "it is a folder,
+/// not a file") / "PATH: cannot read WHAT: REASON" (a read error, or larger than the limit).
 std::string read_file(const std::string& path, std::string_view what = "the file");
 
 /// `text` without a leading UTF-8 byte order mark (spreadsheets add one; it is invisible

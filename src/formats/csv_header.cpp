@@ -24,9 +24,9 @@ void throw_header_error(const io::error::base& e, const std::string& source, std
   }
   if (const auto* col = dynamic_cast<const io::error::with_column_name*>(&e); col != nullptr) {
     if (dynamic_cast<const io::error::missing_column_in_header*>(&e) != nullptr) {
-      what = fmt::format("the header has no column '{}'", col->column_name);
+      what = fmt::format("the header has no column {}", quote_input(col->column_name));
     } else if (dynamic_cast<const io::error::duplicated_column_in_header*>(&e) != nullptr) {
-      what = fmt::format("the header has column '{}' twice", col->column_name);
+      what = fmt::format("the header has column {} twice", quote_input(col->column_name));
     }
   }
   const std::size_t nl = text.rfind('\n', start);
@@ -42,8 +42,8 @@ void throw_header_error(const io::error::base& e, const std::string& source, std
   } else if (!commas && first.find('\t') != std::string_view::npos) {
     hint = "; the file is separated by tabs: save it comma-separated";
   }
-  throw InputError(fmt::format("{}:{}: {} (expected columns {}, in any order, extra columns ignored; got '{}'){}",
-                               source, line, what, columns, first.substr(0, 120), hint));
+  throw InputError(fmt::format("{}:{}: {} (expected columns {}, in any order, extra columns ignored; got {}){}",
+                               source, line, what, columns, quote_input(first, 120), hint));
 }
 
 void throw_missing_column(const char* column, const std::string& source, std::string_view text,

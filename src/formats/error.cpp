@@ -1,6 +1,7 @@
 // InputError: structured bad-input errors and their default phrasing.
 #include "perseus/error.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace perseus {
@@ -43,6 +44,71 @@ std::string render(const std::string& field, const std::string& source, long lin
 }  // namespace
 
 std::string field_ref(const std::string& name) { return "{field:" + name + "}"; }
+
+namespace {
+
+/// Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at most
+/// U+10FFFF) that starts text[i], or 0 when text[i] does not start one.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) n = 3;
+  else if (c == 0xED) n = 3, hi = 0x9F;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return n;
+}
+
+constexpr char kHex[] = "0123456789ABCDEF";
+
+}  // namespace
+
+std::string escape_input(std::string_view text, std::size_t max_bytes) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t n = utf8_length(text, i);
+    if (i + std::max<std::size_t>(n, 1) > max_bytes) break;
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (n == 0) {  // not UTF-8
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    } else if (n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {  // C1: U+0080..U+009F
+      const auto d = static_cast<unsigned char>(text[i + 1]);
+      out += {'\\', 'u', '0', '0', kHex[d >> 4], kHex[d & 15]};
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += std::max<std::size_t>(n, 1);
+  }
+  if (i < text.size()) out += "\u2026";  // …
+  return out;
+}
+
+std::string quote_input(std::string_view text, std::size_t max_bytes) {
+  std::string out = "'" + escape_input(text, max_bytes) + "'";
+  if (text.size() > max_bytes) out += " (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
 
 InputError::InputError(const std::string& message)
     : std::runtime_error(render_refs(message, identity)), message_(message) {}

@@ -74,7 +74,7 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
     std::string out;
     for (const Frame& f : frames_) {
       if (f.array) out += fmt::format("[{}]", f.index);
-      else if (!f.key.empty()) out += (out.empty() ? "" : ".") + f.key.substr(0, 64);
+      else if (!f.key.empty()) out += (out.empty() ? "" : ".") + escape_input(f.key, 64);
     }
     return out;
   }
@@ -92,14 +92,17 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
 };
 
 /// nlohmann's description without its "[json.exception...] parse error at line L, column C: "
-/// prefix (we give the position ourselves).
-std::string description(const std::string& what) {
+/// prefix (we give the position ourselves), and with the token it read ("last read: '...'",
+/// as long as a whole string value) cut and escaped by quote_input().
+std::string description(const std::string& what, const std::string& token) {
   std::string out = what;
   if (const auto col = out.find("column "); col != std::string::npos) {
-    if (const auto colon = out.find(": ", col); colon != std::string::npos) return out.substr(colon + 2);
-  }
-  if (out.starts_with("[json.exception.")) {
+    if (const auto colon = out.find(": ", col); colon != std::string::npos) out = out.substr(colon + 2);
+  } else if (out.starts_with("[json.exception.")) {
     if (const auto end = out.find("] "); end != std::string::npos) out = out.substr(end + 2);
+  }
+  if (const auto last = out.find("; last read: "); last != std::string::npos) {
+    out = out.substr(0, last) + "; last read: " + quote_input(token);
   }
   return out;
 }
@@ -131,12 +134,12 @@ json parse_json_text(std::string_view text, const std::string& source) {
         InputError::in_file(source, line, field,
                             fmt::format("number {} is outside the range of a double (±1.8e308); expected a finite "
                                         "number",
-                                        error->token.substr(0, 64))),
+                                        escape_input(error->token, 64))),
         true, column);
   }
   throw JsonTextError(
       InputError::in_file(source, line, field,
-                          fmt::format("malformed JSON at column {}: {}", column, description(error->what))),
+                          fmt::format("malformed JSON at column {}: {}", column, description(error->what, error->token))),
       false, column);
 }
 

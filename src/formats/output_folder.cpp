@@ -116,25 +116,35 @@ bool is_optimize_output(const fs::path& relative, bool is_directory) {
          name == "frontier.svg" || name == "timeline_fastest.svg" || name == "timeline_lowest_energy.svg";
 }
 
+void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& ours, const std::string& field) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  if (!fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: exists and is not a folder", path));
+  // Never replace a folder that holds anything Perseus did not write (the user's files).
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const fs::path rel = it->path().lexically_relative(path);
+    const bool is_dir = it->is_directory(ec) && !it->is_symlink(ec);
+    if (!ours(rel, is_dir)) {
+      throw InputError(field, fmt::format("{}: folder holds '{}', which this command does not write (a user's file, or "
+                                          "another perseus command's output); refusing to replace it (choose another "
+                                          "output folder, or move that file)",
+                                          path, rel.generic_string()));
+    }
+  }
+  if (ec) throw InputError(field, fmt::format("{}: cannot list the folder: {}", path, ec.message()));
+}
+
+bool is_emulation_output(const fs::path& relative, bool is_directory) {
+  const std::string name = relative.filename().string();
+  return !is_directory && !relative.has_parent_path() &&
+         (name == "emulation.csv" || name == "emulation.json" || name == "emulation.html");
+}
+
 OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string& field) {
   if (path.empty()) throw InputError(field, "is required: give an output folder");
+  check_folder_is_ours(path, ours, field);
   std::error_code ec;
-  if (fs::exists(path, ec)) {
-    if (!fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: exists and is not a folder", path));
-    // Never replace a folder that holds anything Perseus did not write (the user's files).
-    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
-      const fs::path rel = it->path().lexically_relative(path);
-      const bool is_dir = it->is_directory(ec) && !it->is_symlink(ec);
-      if (!ours(rel, is_dir)) {
-        throw InputError(field, fmt::format("{}: folder holds '{}', which this command does not write (a user's file, or "
-                                            "another perseus command's output, e.g. emulate's); refusing to replace it "
-                                            "(choose another output folder, or move that file)",
-                                            path, rel.generic_string()));
-      }
-    }
-    if (ec) throw InputError(field, fmt::format("{}: cannot list the folder: {}", path, ec.message()));
-  }
   out_ = fs::absolute(path).lexically_normal();
   if (out_.filename().empty()) out_ = out_.parent_path();
   const fs::path parent = out_.parent_path();

@@ -79,7 +79,7 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       if (ins != e.end() || mb != e.end()) {
         if (ins == e.end() || !ins->is_string()) throw bad("\"instruction\" must be a string");
         auto kind = parse_instruction_kind(ins->get<std::string>());
-        if (!kind) throw bad(fmt::format("unknown instruction \"{}\"", ins->get<std::string>()));
+        if (!kind) throw bad(fmt::format("unknown instruction {}", quote_input(ins->get<std::string>())));
         if (mb == e.end() || !mb->is_number_integer()) throw bad("\"microbatch\" must be an integer");
         int stage = dag.op(op).stage;
         if (auto st = e.find("stage"); st != e.end()) {

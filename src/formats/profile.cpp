@@ -2,13 +2,9 @@
 #include "perseus/profile.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -63,8 +59,8 @@ long parse_frequency(const RowContext& ctx, const char* text) {
   const double d = std::strtod(text, &end);
   if (end != text && *end == '\0' && std::isfinite(d) && d != std::floor(d)) {
     fail(ctx, "frequency",
-         fmt::format("expected a clock in MHz (an integer 1..{}), got '{}'{}", limits::kMaxFrequencyMhz, text,
-                     d > 0 && d < 10 ? fmt::format(" (GHz? {} GHz is {} MHz)", text, std::lround(d * 1000)) : ""));
+         fmt::format("expected a clock in MHz (an integer 1..{}), got {}{}", limits::kMaxFrequencyMhz, quote_input(text),
+                     d > 0 && d < 10 ? fmt::format(" (GHz? {} GHz is {} MHz)", d, std::lround(d * 1000)) : ""));
   }
   return parse_int(ctx, "frequency", text);
 }
@@ -118,7 +114,7 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     const auto kind = parse_instruction_kind(instr_s);
     if (!kind) {
       fail(ctx, "instruction",
-           fmt::format("expected forward, backward, backward_input or backward_weight, got '{}'", instr_s));
+           fmt::format("expected forward, backward, backward_input or backward_weight, got {}", quote_input(instr_s)));
     }
     const long freq = parse_frequency(ctx, freq_s);
     if (freq <= 0 || freq > limits::kMaxFrequencyMhz) {
@@ -236,13 +232,7 @@ void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) 
 }
 
 Profile load_profile_csv(const std::string& path, std::optional<int> expected_stages) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: cannot read profile: is a folder", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read profile: {}", path, std::strerror(errno)));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read profile: read error", path));
-  return parse_profile_csv(text, path, expected_stages);
+  return parse_profile_csv(csv::read_file(path, "profile"), path, expected_stages);  // names why it cannot be read
 }
 
 Profile parse_profile_csv(std::string_view text, const std::string& source_name, std::optional<int> expected_stages) {

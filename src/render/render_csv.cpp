@@ -59,7 +59,8 @@ double csv_number(const CsvTable& t, std::size_t row, int col) {
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
     throw InputError(
-        fmt::format("{}:{}: field '{}': expected a finite number, got '{}'", t.source, t.lines[row], t.header[col], s));
+        fmt::format("{}:{}: field {}: expected a finite number, got {}", t.source, t.lines[row], quote_input(t.header[col]),
+                    quote_input(s)));
   }
   return v;
 }

@@ -29,8 +29,7 @@ std::vector<LineSeries> per_method(const std::vector<EmulationRow>& rows, double
 
 }  // namespace
 
-std::string write_emulation_report(const EmulationResult& res, const EmulationReportInputs& in,
-                                   const std::string& out_dir) {
+std::string emulation_report_html(const EmulationResult& res, const EmulationReportInputs& in) {
   if (res.rows.empty()) throw InputError("emulation report: no rows to draw");
   const std::string name = fs::path(in.profile).filename().string();
   std::string h = render_detail::html_page_open("Perseus emulation: " + name);
@@ -65,8 +64,13 @@ std::string write_emulation_report(const EmulationResult& res, const EmulationRe
         r.pipeline_saving_pct, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
   }
   h += "</tbody></table>\n<p class=\"note\">Written by perseus emulate --report.</p>\n</body>\n</html>\n";
+  return h;
+}
+
+std::string write_emulation_report(const EmulationResult& res, const EmulationReportInputs& in,
+                                   const std::string& out_dir) {
   const fs::path out = fs::path(out_dir) / "emulation.html";
-  write_file_atomically(out, h);
+  write_file_atomically(out, emulation_report_html(res, in));
   return out.string();
 }
 

@@ -120,9 +120,9 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
     spec.schedule = (dir / "schedule.csv").string();
   else
     throw InputError(
-        fmt::format("{}: field 'inputs.schedule': '{}' is neither a schedule name nor a readable schedule "
+        fmt::format("{}: field 'inputs.schedule': {} is neither a schedule name nor a readable schedule "
                     "CSV file",
-                    ss, name));
+                    ss, quote_input(name)));
   return resolve_schedule(spec);
 }
 

@@ -78,7 +78,8 @@ Schedule make_schedule(std::string_view name, int ranks, int microbatches, int c
   if (name == "1f1b") return make_1f1b(ranks, microbatches);
   if (name == "gpipe") return make_gpipe(ranks, microbatches);
   if (name == "zb-h1") return make_zb_h1(ranks, microbatches);
-  throw InputError(fmt::format("unknown schedule '{}' (expected one of: {})", name, fmt::join(schedule_names(), ", ")));
+  throw InputError(
+      fmt::format("unknown schedule {} (expected one of: {})", quote_input(name), fmt::join(schedule_names(), ", ")));
 }
 
 }  // namespace perseus

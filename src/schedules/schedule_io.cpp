@@ -62,11 +62,12 @@ bool parse_action(std::string_view field, const std::string& source, const Where
   while (i < field.size() && field[i] >= '0' && field[i] <= '9') ++i;
   if (i == 0) {
     throw InputError(
-        fmt::format("{}: '{}' is not an action; expected {{stage}}{{F|B|I|W}}{{microbatch}}, e.g. 2F0", where, field));
+        fmt::format("{}: {} is not an action; expected {{stage}}{{F|B|I|W}}{{microbatch}}, e.g. 2F0", where,
+                    quote_input(field)));
   }
   int stage = 0;
   if (!parse_id(field.substr(0, i), kMaxStageId, stage)) {
-    throw InputError(fmt::format("{}: '{}': stage id must be 0..{}", where, field, kMaxStageId));
+    throw InputError(fmt::format("{}: {}: stage id must be 0..{}", where, quote_input(field), kMaxStageId));
   }
   std::size_t j = i;
   while (j < field.size() && !(field[j] >= '0' && field[j] <= '9')) ++j;
@@ -85,15 +86,16 @@ bool parse_action(std::string_view field, const std::string& source, const Where
     k = InstructionKind::kBackwardWeight;
   } else {
     throw InputError(fmt::format(
-        "{}: '{}' has unknown kind '{}'; expected F (forward), B (full backward), I (backward input) or W (backward "
+        "{}: {} has unknown kind {}; expected F (forward), B (full backward), I (backward input) or W (backward "
         "weight)",
-        where, field, kind));
+        where, quote_input(field), quote_input(kind)));
   }
   int microbatch = 0;
   if (mb.empty())
-    throw InputError(fmt::format("{}: '{}' has no microbatch id (e.g. {}{}0)", where, field, stage, kind));
+    throw InputError(fmt::format("{}: {} has no microbatch id (e.g. {}{}0)", where, quote_input(field), stage, kind));
   if (!parse_id(mb, kMaxMicrobatchId, microbatch)) {
-    throw InputError(fmt::format("{}: '{}': microbatch id must be an integer 0..{}", where, field, kMaxMicrobatchId));
+    throw InputError(
+        fmt::format("{}: {}: microbatch id must be an integer 0..{}", where, quote_input(field), kMaxMicrobatchId));
   }
   out = {stage, microbatch, k};
   return true;

@@ -161,6 +161,40 @@ TEST(Cli, OptimizeWithTimelineOverheads) {
   EXPECT_EQ(run(base + (dir.path() / "x").string() + " --op-overhead nan").status, 2);
 }
 
+// --backward-input-fraction is a share in the open interval (0, 1) (0 or 1 leaves I or W with
+// nothing): --help says so and 0 or 1 are usage errors (exit status 2) naming the option, refused
+// before any work; the planner's "unit time too small" error names --unit-time.
+TEST(Cli, BackwardInputFractionAndUnitTimeErrorsNameTheOption) {
+  testing::TempDir dir;
+  const std::string base = "optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                           " --stages 8 --microbatches 4 --p2p-power 83.64 --schedule zb-h1 --out " +
+                           (dir.path() / "o").string() + " --backward-input-fraction ";
+  for (const char* f : {"0", "1", "0.0", "1.0", "-0.5", "1.5"}) {
+    const auto r = run(base + f);
+    EXPECT_EQ(r.status, 2) << f << ": " << r.output;
+    EXPECT_NE(r.output.find(std::string("--backward-input-fraction: expected a number in (0, 1), got '") + f + "'"),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "o"));
+  }
+  const auto near_ends = run(base + "0.001 --unit-time 0.01");
+  EXPECT_EQ(near_ends.status, 0) << near_ends.output;
+  const auto help = run("optimize --help");
+  EXPECT_NE(help.output.find("--backward-input-fraction FLOAT:NUMBER in (0, 1)"), std::string::npos) << help.output;
+  // Two computations 0.5 s apart are 5e6 units of 1e-7 s: more than the planner's cost tables hold.
+  const auto slow = dir.write("slow.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,0.5,100\n"
+                                          "0,forward,1000,1.0,60\n0,backward,1410,1,200\n");
+  for (const std::string cmd : {"optimize", "emulate --pipelines 2 --slowdown 1.1"}) {
+    const auto r = run(cmd + " --profile " + slow + " --stages 1 --microbatches 2 --p2p-power 10 --unit-time 1e-7 "
+                       "--out " + (dir.path() / "u").string());
+    EXPECT_EQ(r.status, 1) << cmd << ": " << r.output;
+    EXPECT_NE(r.output.find("perseus: error: --unit-time: unit time 1e-07 s is too small for computations of up to 1 s"),
+              std::string::npos)
+        << cmd << ": " << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "u"));
+  }
+}
+
 // Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,
 // power in the energy column) or a P_block above the computations' power: a warning naming
 // file and line; an error with --strict (nothing written).

@@ -1,13 +1,17 @@
-// `perseus emulate --report`: the line plot, the page, its errors and the CLI flag.
+// `perseus emulate --report`: the line plot, the page, its errors and the CLI flag; emulate's output folder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "perseus/emulation_report.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "test_util.hpp"
 #include "xml_check.hpp"
 
@@ -89,6 +93,146 @@ TEST(EmulateCli, ReportFlagWritesThePage) {
   // perseus, envpipe, zeus_global, zeus_per_stage in both plots, one point per slowdown each.
   EXPECT_EQ(count(html, "<g class=\"series\">"), 8u);
   EXPECT_EQ(count(html, "<circle class=\"point\""), 8u * 3);
+}
+
+
+std::string emulate_args(const std::string& slowdowns, const std::string& out) {
+  return "emulate --profile " + testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+         " --stages 8 --microbatches 12 --pipelines 4 --p2p-power 83.64 --unit-time 0.01 --slowdown " + slowdowns +
+         " --out " + out;
+}
+
+/// The slowdown column of an emulation.csv, each factor once, in order.
+std::vector<std::string> slowdowns_in(const std::string& csv_path) {
+  std::istringstream in(slurp(csv_path));
+  std::vector<std::string> out;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    const auto a = line.find(','), b = line.find(',', a + 1);
+    const std::string s = line.substr(a + 1, b - a - 1);
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+// A rerun replaces the whole folder: the emulation.html of an earlier run with --report does not
+// survive a run without it (it would show slowdowns the new emulation.csv lacks).
+TEST(EmulateCli, RerunWithoutReportLeavesNoStalePage) {
+  testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "emu").string();
+  const auto first = testing::run(emulate_args("1.05,1.1,1.2", dir) + " --report");
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_TRUE(fs::exists(dir + "/emulation.html"));
+  const auto second = testing::run(emulate_args("1.05", dir));
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_EQ(second.output.find("emulation.html"), std::string::npos) << second.output;
+  EXPECT_FALSE(fs::exists(dir + "/emulation.html"));
+  EXPECT_EQ(slowdowns_in(dir + "/emulation.csv"), std::vector<std::string>{"1.05"});
+  EXPECT_NE(slurp(dir + "/emulation.json").find("\"pipelines\": 4"), std::string::npos);
+  // Nothing else is left beside the folder or in it (no temporary folder or file).
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.path())) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"emu"});
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 2u);
+  // With --report again the page is back, for the new slowdowns only.
+  const auto third = testing::run(emulate_args("1.3", dir) + " --report");
+  ASSERT_EQ(third.status, 0) << third.output;
+  const std::string html = slurp(dir + "/emulation.html");
+  EXPECT_NE(html.find("<td>1.300</td>"), std::string::npos);
+  EXPECT_EQ(html.find("<td>1.050</td>"), std::string::npos);
+}
+
+// Like perseus optimize, emulate never replaces a folder holding a file it does not write:
+// refused before the emulation runs (exit 1, naming the file), and nothing is touched.
+TEST(EmulateCli, FolderWithAUsersFileIsRefusedAndKept) {
+  testing::TempDir tmp;
+  const fs::path dir = tmp.path() / "emu";
+  ASSERT_EQ(testing::run(emulate_args("1.1", dir.string()) + " --report").status, 0);
+  for (const fs::path& mine : {dir / "notes.txt", dir / "sub" / "emulation.csv"}) {
+    fs::create_directories(mine.parent_path());
+    std::ofstream(mine) << "keep me\n";
+    const auto r = testing::run(emulate_args("1.2", dir.string()));
+    EXPECT_EQ(r.status, 1) << r.output;
+    const std::string rel = mine.lexically_relative(dir).generic_string();
+    EXPECT_NE(r.output.find("--out " + dir.string() + ": folder holds '" + (rel == "notes.txt" ? rel : "sub") +
+                            "', which this command does not write"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("zeus_per_stage"), std::string::npos) << "emulated before checking --out: " << r.output;
+    EXPECT_EQ(slurp(mine), "keep me\n");
+    EXPECT_TRUE(fs::exists(dir / "emulation.html"));  // the earlier run's files are untouched too
+    EXPECT_EQ(slowdowns_in((dir / "emulation.csv").string()), std::vector<std::string>{"1.1"});
+    fs::remove_all(mine.parent_path() == dir ? mine : mine.parent_path());
+  }
+}
+
+// In perseus optimize's output folder (for perseus report's Emulation table) emulate adds its
+// files and keeps optimize's; a rerun without --report removes its earlier page there too. A
+// user's file in that folder is refused as anywhere else.
+TEST(EmulateCli, AddsToAnOptimizeFolderWithoutStalePage) {
+  testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "opt").string();
+  const auto opt = testing::run("optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                                " --stages 4 --microbatches 4 --p2p-power 75 --unit-time 0.01 --out " + dir);
+  ASSERT_EQ(opt.status, 0) << opt.output;
+  ASSERT_EQ(testing::run(emulate_args("1.05,1.2", dir) + " --report").status, 0);
+  EXPECT_TRUE(fs::exists(dir + "/emulation.html"));
+  const auto again = testing::run(emulate_args("1.05", dir));
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_FALSE(fs::exists(dir + "/emulation.html"));
+  EXPECT_EQ(slowdowns_in(dir + "/emulation.csv"), std::vector<std::string>{"1.05"});
+  for (const char* f : {"summary.json", "frontier.csv", "profile.csv", "schedule.csv", "plans"})
+    EXPECT_TRUE(fs::exists(fs::path(dir) / f)) << f;
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  std::ofstream(dir + "/plans/notes.txt") << "mine\n";
+  const auto refused = testing::run(emulate_args("1.2", dir));
+  EXPECT_EQ(refused.status, 1) << refused.output;
+  EXPECT_NE(refused.output.find("folder holds 'plans/notes.txt'"), std::string::npos) << refused.output;
+  EXPECT_EQ(slowdowns_in(dir + "/emulation.csv"), std::vector<std::string>{"1.05"});
+}
+
+TEST(EmulationFolder, NamesAndChecks) {
+  EXPECT_TRUE(is_emulation_output("emulation.csv", false));
+  EXPECT_TRUE(is_emulation_output("emulation.json", false));
+  EXPECT_TRUE(is_emulation_output("emulation.html", false));
+  EXPECT_FALSE(is_emulation_output("emulation.html", true));
+  EXPECT_FALSE(is_emulation_output("sub/emulation.csv", false));
+  EXPECT_FALSE(is_emulation_output("summary.json", false));
+  testing::TempDir tmp;
+  EXPECT_NO_THROW(check_emulation_folder((tmp.path() / "new" / "emu").string()));
+  EXPECT_FALSE(fs::exists(tmp.path() / "new"));  // checking creates nothing
+  const std::string file = tmp.write("f", "x");
+  try {
+    check_emulation_folder(file);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "out_dir");
+    EXPECT_NE(std::string(e.what()).find("exists and is not a folder"), std::string::npos) << e.what();
+  }
+  // A folder with only emulate's files, or optimize's and emulate's (summary.json), is accepted.
+  const fs::path emu = tmp.path() / "emu";
+  fs::create_directories(emu);
+  std::ofstream(emu / "emulation.csv") << "x";
+  EXPECT_NO_THROW(check_emulation_folder(emu.string()));
+  std::ofstream(emu / "frontier.csv") << "x";  // optimize's file without summary.json: not an optimize folder
+  EXPECT_THROW(check_emulation_folder(emu.string()), InputError);
+  std::ofstream(emu / "summary.json") << "{}";
+  EXPECT_NO_THROW(check_emulation_folder(emu.string()));
+  // The library writer: an emulate-only folder is replaced whole.
+  std::ofstream(emu / "emulation.html") << "old";
+  fs::remove(emu / "frontier.csv");
+  fs::remove(emu / "summary.json");
+  EmulationConfig cfg;
+  cfg.time_scale = 1;
+  write_emulation_outputs(small_result(), cfg, emu.string());
+  EXPECT_FALSE(fs::exists(emu / "emulation.html"));
+  write_emulation_outputs(small_result(), cfg, emu.string(), std::string("<html>page</html>"));
+  EXPECT_EQ(slurp(emu / "emulation.html"), "<html>page</html>");
+  EXPECT_THROW(write_emulation_outputs(small_result(), cfg, file), InputError);
 }
 
 }  // namespace

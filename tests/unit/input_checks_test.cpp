@@ -119,6 +119,85 @@ TEST(CliInputChecks, EmptyOutPathIsAUsageError) {
   }
 }
 
+// `perseus report ''` is an empty path (exit 2, naming the argument), not a missing DIR; so are
+// its other path options, which '' would otherwise silently leave unset.
+TEST(CliInputChecks, EmptyReportPathsAreUsageErrors) {
+  const std::pair<const char*, std::string> cases[] = {
+      {"report ''", "DIR: expected the output folder of perseus optimize, got an empty path ''"},
+      {"report --job ''", "--job: expected a job export file, got an empty path ''"},
+      {"report out --profile ''", "--profile: expected a profile CSV file, got an empty path ''"},
+      {"report out --reference ''", "--reference: expected a reference frontier CSV file, got an empty path ''"},
+      {"report out --points ' '", "--points: expected a points CSV file, got an empty path ' '"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, message)) << args << "\n" << r.output;
+  }
+  const auto none = run("report");  // nothing given: still "DIR or --job is required"
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_TRUE(has(none.output, "DIR or --job is required")) << none.output;
+}
+
+// Every number option takes decimal numbers only (strtod also read "0x1p3" as 8, "inf",
+// " 5"); every integer option decimal digits without a leading zero (CLI11 reads "010" as
+// octal 8 and "0x10" as 16). Refused as usage errors (exit 2) naming the option.
+TEST(CliInputChecks, NumberOptionsAreDecimalOnly) {
+  TempDir dir;
+  const std::string prof = testing::test_data("cases/llama_a100_4st.csv");
+  const std::string optimize = "optimize --profile " + prof + " --stages 4 --microbatches 8 --p2p-power 75 --out " +
+                               (dir.path() / "o").string();
+  const std::string emulate = "emulate --profile " + prof + " --stages 4 --microbatches 8 --pipelines 2 "
+                              "--p2p-power 75 --out " + (dir.path() / "e").string();
+  const std::pair<std::string, std::string> cases[] = {
+      {optimize + " --polish 0x1p3", "--polish: expected a number in [0, 86400] s, got '0x1p3'"},
+      {optimize + " --polish inf", "--polish: expected a number in [0, 86400] s, got 'inf'"},
+      {optimize + " --polish infinity", "--polish: expected a number in [0, 86400] s, got 'infinity'"},
+      {optimize + " --unit-time NaN", "--unit-time: expected a number in [1e-07, 10] s, got 'NaN'"},
+      {optimize + " --time-budget ' 5'", "--time-budget: expected a number in [0, 1000000000] s, got ' 5'"},
+      {optimize + " --op-overhead '0.1 '", "--op-overhead: expected a number in [0, 3600] s, got '0.1 '"},
+      {optimize + " --p2p-latency 1e999", "--p2p-latency: expected a number in [0, 3600] s, got '1e999'"},
+      {optimize + " --p2p-latency 1e", "--p2p-latency: expected a number in [0, 3600] s, got '1e'"},
+      {optimize + " --p2p-latency .", "--p2p-latency: expected a number in [0, 3600] s, got '.'"},
+      {optimize + " --p2p-latency 1_0", "--p2p-latency: expected a number in [0, 3600] s, got '1_0'"},
+      {optimize + " --backward-input-fraction 0x0.8p0", "--backward-input-fraction: expected a number in (0, 1), got"},
+      {emulate + " --slowdown 0x1.2p0", "--slowdown: expected a number in [1, 100], got '0x1.2p0'"},
+      {emulate + " --slowdown 1.1 --time-scale inf", "--time-scale: expected a number in (0, 1000000], got 'inf'"},
+      {"validate --real-gpu " + dir.path().string() + " --p2p-latency 0x1p-4",
+       "--p2p-latency: expected a number in [0, 3600] s, got '0x1p-4'"},
+      {optimize + " --threads 010", "--threads: expected an integer in [0, 1024], got '010' (without leading zeros)"},
+      {optimize + " --sample 0x10", "--sample: expected an integer in [0, 1000000000], got '0x10'"},
+      {"schedule --schedule 1f1b --stages 010 --microbatches 2 --out -",
+       "--stages: expected an integer in [1, 1048576], got '010' (without leading zeros)"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, message)) << args << "\n" << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "o"));
+  // Decimal forms are all accepted (the run then stops at --out, a file: exit 1, not 2).
+  const std::string file = dir.write("a_file", "x");
+  for (const char* v : {"75", "+75", "75.", ".75e2", "7.5E+1", "750e-1", "-0"}) {
+    const auto r = run("optimize --profile " + prof + " --stages 4 --microbatches 8 --p2p-power " + v + " --out " + file);
+    EXPECT_EQ(r.status, 1) << v << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "exists and is not a folder")) << v << "\n" << r.output;
+  }
+  if (run("serve --help").status == 0) {  // built with the server
+    for (const auto& [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+             {"serve --port 0x10", "--port: expected an integer in [0, 65535], got '0x10'"},
+             {"serve --threads 08", "--threads: expected an integer in [1, 256], got '08'"},
+             {"serve --request-deadline-s inf", "--request-deadline-s: expected a number in [0.01, 3600] s, got 'inf'"},
+             {"serve --zeus-no-auth-max-mb 0x10", "--zeus-no-auth-max-mb: expected a number in [0, 1000000] MiB"},
+             {"serve --max-connections-per-ip -1", "--max-connections-per-ip: expected an integer in [0, 1000000]"},
+         }) {
+      const auto r = run(args);
+      EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, message)) << args << "\n" << r.output;
+    }
+  }
+}
+
 // 9. A binary file given as a profile: "not a text CSV file" with the file and a real line number.
 TEST(CliInputChecks, BinaryProfileIsNotATextCsvFile) {
   auto error_of = [](const std::string& text) {

@@ -257,7 +257,7 @@ TEST(ReportErrors, PlanFileProblems) {
   std::ofstream(plan) << std::regex_replace(good, std::regex("\"instruction\": \"forward\""),
                                             "\"instruction\": \"sideways\"", std::regex_constants::format_first_only);
   e = report_error(job.out);
-  EXPECT_NE(e.find(plan.filename().string() + ": ranks[0][0]: unknown instruction \"sideways\""), std::string::npos) << e;
+  EXPECT_NE(e.find(plan.filename().string() + ": ranks[0][0]: unknown instruction 'sideways'"), std::string::npos) << e;
   {
     auto j = nlohmann::json::parse(good);
     j["ranks"][1]["instructions"][2].erase("end_s");
