@@ -247,7 +247,11 @@ TEST_F(Guards, ADrippingServerIsCutOffAndCloseIsBounded) {
   EXPECT_GE(drip.connections(), 1);
   run_step(*c, {});
   c->close();
-  EXPECT_NE(c->stats().last_server_error.find("deadline"), std::string::npos) << c->stats().last_server_error;
+  // Cut off by the whole-request deadline, or, when the drip's next byte is late (a loaded
+  // machine), by the socket read timeout (the same request_timeout_s) first: both end the request.
+  const std::string& err = c->stats().last_server_error;
+  EXPECT_TRUE(err.find("request deadline") != std::string::npos || err.find("no response (Read)") != std::string::npos)
+      << err;
   ASSERT_TRUE(wait_for([&] { return drip.hung_up() == drip.connections(); }, 30));
   EXPECT_EQ(drip.completed(), 0);
 }
