@@ -90,6 +90,12 @@ struct OptimizeResult {
   OptimizeSummary summary;  ///< plans_written is 0 until write_optimize_folder().
 };
 
+/// Saving at the all-max iteration time, %: the lowest-energy frontier plan with T <= the
+/// all-max plan's time (J) against the all-max plan's energy (J); 0 when that energy is 0.
+/// summary.json's saving_at_allmax_time_pct (issue 17; Perseus §6.2's intrinsic saving when
+/// T_min equals the all-max time).
+double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& allmax);
+
 /// Computes without writing anything: checks the options (InputError fields "sample",
 /// "threads", "unit_time_s" and those of load_problem()), assembles the problem
 /// (load_problem(): schedule by name or CSV file, the profile fitted to it, with the

@@ -340,10 +340,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         summary["allmax_time_s"] = res.allmax->timeline.time_s;
         summary["allmax_energy_j"] = allmax_e;
         summary["intrinsic_saving_pct"] = allmax_e > 0 ? 100.0 * (allmax_e - pts.back().energy_j) / allmax_e : 0.0;
-        // As summary.json: the lowest-energy plan no slower than the all-max plan.
-        const double at_allmax =
-            pts[res.frontier->lowest_energy_within(res.allmax->timeline.time_s * (1 + 1e-12))].energy_j;
-        summary["saving_at_allmax_time_pct"] = allmax_e > 0 ? 100.0 * (allmax_e - at_allmax) / allmax_e : 0.0;
+        summary["saving_at_allmax_time_pct"] = saving_at_allmax_time_pct(*res.frontier, *res.allmax);
         summary["reclaimed_energy_j"] = res.frontier->reclaimed_energy_j;
         summary["num_plans"] = pts.size();
         summary["num_steps"] = res.frontier->num_steps;

@@ -163,7 +163,7 @@ void FrontierBuilder::lp_refine(LpStage& st) {
     const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st.budget / 4));
     const int before = st.budget;
     // The worst holes first (while the budget lasts), solved in deadline order: each solve is
-    // warm-started from the last, and nearby deadlines need few dual simplex iterations.
+    // warm-started from the nearest deadline solved so far (HullLowerBound::solve).
     std::vector<double> batch;
     for (std::size_t i = 0; i < take && batch.size() < static_cast<std::size_t>(st.budget); ++i)
       if (!st.was_solved(worst[i].second)) batch.push_back(worst[i].second);

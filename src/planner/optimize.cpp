@@ -21,6 +21,13 @@ namespace perseus {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& allmax) {
+  const double e = allmax.total_energy_j();
+  if (e == 0 || frontier.points().empty()) return 0;
+  const double best = frontier.points()[frontier.lowest_energy_within(allmax.timeline.time_s * (1 + 1e-12))].energy_j;
+  return 100.0 * (e - best) / e;
+}
+
 namespace {
 
 void check_options(const OptimizeConfig& cfg) {
@@ -175,9 +182,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
   sum.allmax_energy_j = allmax.total_energy_j();
   sum.intrinsic_saving_pct = 100.0 * (sum.allmax_energy_j - sum.energy_at_t_min_j) / sum.allmax_energy_j;
   sum.reclaimed_energy_j = frontier.reclaimed_energy_j;
-  sum.saving_at_allmax_time_pct =
-      100.0 * (sum.allmax_energy_j - pts[frontier.lowest_energy_within(sum.allmax_time_s * (1 + 1e-12))].energy_j) /
-      sum.allmax_energy_j;
+  sum.saving_at_allmax_time_pct = saving_at_allmax_time_pct(frontier, allmax);
   sum.has_lower_bound = frontier.has_lower_bound();
   sum.bound_method = frontier.bound_method;
   sum.num_lp_solves = frontier.num_lp_solves;
