@@ -95,6 +95,20 @@ void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
   p.stored_plan = static_cast<std::int32_t>(st.stored.size());
   st.stored.push_back(choice);
   st.points.push_back({p, false});
+  // The same schedule rounded to hull vertices: a second plan, kept beside the first (the
+  // final Pareto filter keeps whichever is better at each time).
+  if (!st.hull) st.hull = std::make_unique<detail::HullVertices>(f_.op_candidates_, opt_.p_block_w);
+  detail::round_to_hull_vertices(dag, f_.op_candidates_, *st.hull, sol.start_s, sol.duration_s, tau, choice,
+                                 st.scratch, st.latest);
+  if (choice != st.stored.back()) {
+    FrontierPoint q;
+    q.step = -1;
+    q.time_s = timeline_and_energy(choice, q.energy_j, st.timeline);
+    q.energy_before_reclaim_j = q.energy_j;  // its slack filling is part of the vertex rounding
+    q.stored_plan = static_cast<std::int32_t>(st.stored.size());
+    st.stored.push_back(choice);
+    st.points.push_back({q, false});
+  }
   report(SolveStage::kLpSolves,
          static_cast<double>(st.budget_at_start - st.budget) / static_cast<double>(std::max(1, st.budget_at_start)),
          st.stop, st.fraction, st.reported);

@@ -20,6 +20,7 @@
 #include "lower_bound.hpp"
 #include "perseus/frontier.hpp"
 #include "plan_evaluator.hpp"
+#include "plan_improve.hpp"
 
 namespace perseus {
 
@@ -78,6 +79,7 @@ class FrontierBuilder {
     std::vector<std::uint16_t> choice;
     std::vector<double> scratch, latest;
     TimelineScratch timeline;
+    std::unique_ptr<detail::HullVertices> hull;  // built at the first solve
   };
   /// One LP solve at deadline tau (s): a tangent of LB and a rounded, slack-filled plan, into `st`.
   /// Touches no builder state but reads (const): safe beside the graph-cut walk.

@@ -51,7 +51,8 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
   const std::int64_t near_stride = std::max<std::int64_t>(1, near_range / kHullWalkNearSamples);
   std::vector<double> start(n), duration(n), scratch, latest, flow;
   std::vector<std::pair<int, int>> arcs;
-  std::vector<std::uint16_t> choice;
+  std::vector<std::uint16_t> choice, vertex_choice;
+  const detail::HullVertices hull_vertices(f_.op_candidates_, opt_.p_block_w);
   std::vector<std::pair<std::int32_t, std::uint16_t>> changes;
   TimelineScratch timeline;
   std::int64_t steps = 0, recorded_at = -1;
@@ -70,6 +71,17 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
     timeline_and_energy(choice, p.energy_before_reclaim_j, timeline);  // as rounded, as the LP stage's
     detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, tau);
     p.time_s = timeline_and_energy(choice, p.energy_j, timeline);
+    // The same schedule rounded to hull vertices (plan_improve.hpp): kept instead when it is
+    // lower at the deadline (one plan per record bounds the stored plans' memory).
+    detail::round_to_hull_vertices(dag, f_.op_candidates_, hull_vertices, start, duration, tau, vertex_choice, scratch,
+                                   latest);
+    double vertex_energy = 0;
+    const double vertex_time = timeline_and_energy(vertex_choice, vertex_energy, timeline);
+    if (vertex_energy + pipe_w * (tau - vertex_time) < p.energy_j + pipe_w * (tau - p.time_s)) {
+      choice.swap(vertex_choice);
+      p.time_s = vertex_time;
+      p.energy_j = p.energy_before_reclaim_j = vertex_energy;
+    }
     p.stored_plan = static_cast<std::int32_t>(hw.stored.size());
     hw.stored.push_back(choice);
     hw.points.push_back({p, false});

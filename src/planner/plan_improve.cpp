@@ -2,11 +2,13 @@
 #include "plan_improve.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace perseus::detail {
 
 void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& cands, const std::vector<double>& start_s,
-                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice) {
+                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice,
+                       const std::vector<const std::vector<std::uint16_t>*>* allowed) {
   const int n = dag.num_ops();
   choice.assign(n, 0);
   std::vector<double> end(n, 0.0);
@@ -17,14 +19,61 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
     const double room = (lp_end - start) + 1e-9 * std::max(1e-3, lp_end);  // LP tolerance
     const auto& pts = cands[v]->points;
     std::size_t c = 0;
-    while (c + 1 < pts.size() && pts[c + 1].time_s <= room) ++c;
+    if (allowed != nullptr) {
+      for (std::uint16_t k : *(*allowed)[v]) {
+        if (pts[k].time_s > room) break;
+        c = k;
+      }
+    } else {
+      while (c + 1 < pts.size() && pts[c + 1].time_s <= room) ++c;
+    }
     choice[v] = static_cast<std::uint16_t>(c);
     end[v] = start + pts[c].time_s;
   }
 }
 
+std::vector<std::uint16_t> hull_vertex_indices(const Candidates& c, double p_block_w) {
+  std::vector<std::uint16_t> hull;
+  auto eff = [&](std::size_t k) { return c.points[k].energy_j - p_block_w * c.points[k].time_s; };
+  for (std::size_t k = 0; k < c.points.size(); ++k) {
+    while (hull.size() >= 2) {
+      const std::size_t a = hull[hull.size() - 2], b = hull.back();
+      // Drop b when it lies on or above the segment a-k.
+      if ((eff(b) - eff(a)) * (c.points[k].time_s - c.points[a].time_s) >=
+          (eff(k) - eff(a)) * (c.points[b].time_s - c.points[a].time_s))
+        hull.pop_back();
+      else
+        break;
+    }
+    hull.push_back(static_cast<std::uint16_t>(k));
+  }
+  return hull;
+}
+
+HullVertices::HullVertices(const std::vector<const Candidates*>& cands, double p_block_w) {
+  std::unordered_map<const Candidates*, std::size_t> seen;
+  std::vector<std::size_t> index(cands.size());
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    auto [it, fresh] = seen.try_emplace(cands[i], lists.size());
+    if (fresh) lists.push_back(hull_vertex_indices(*cands[i], p_block_w));
+    index[i] = it->second;
+  }
+  of_op.reserve(cands.size());
+  for (std::size_t i = 0; i < cands.size(); ++i) of_op.push_back(&lists[index[i]]);  // `lists` no longer grows
+}
+
+void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
+                            const std::vector<double>& start_s, const std::vector<double>& duration_s,
+                            double horizon_s, std::vector<std::uint16_t>& choice, std::vector<double>& scratch_time,
+                            std::vector<double>& latest_start) {
+  round_lp_schedule(dag, cands, start_s, duration_s, choice, &hull.of_op);
+  fill_slack(dag, cands, choice, scratch_time, latest_start, horizon_s, &hull.of_op);
+  fill_slack(dag, cands, choice, scratch_time, latest_start, horizon_s);
+}
+
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s) {
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s,
+                const std::vector<const std::vector<std::uint16_t>*>* allowed) {
   const int n = dag.num_ops();
   scratch_time.resize(n);
   latest_start.resize(n);
@@ -38,7 +87,14 @@ void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std
     const double window = lf - tl.start_s[v];
     const auto& pts = cands[v]->points;
     std::size_t c = choice[v];
-    while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
+    if (allowed != nullptr) {
+      for (std::uint16_t k : *(*allowed)[v]) {
+        if (pts[k].time_s > window * (1 + 1e-12)) break;
+        c = std::max<std::size_t>(c, k);
+      }
+    } else {
+      while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
+    }
     choice[v] = static_cast<std::uint16_t>(c);
     latest_start[v] = lf - pts[c].time_s;
   }

@@ -15,18 +15,44 @@ namespace perseus::detail {
 /// slowest candidate that still ends by its LP finish time start_s + duration_s, so the
 /// rounded plan is never slower than the LP schedule. cands[i]: op i's candidates, time
 /// ascending with effective energy descending (pareto_points(points, P_block)).
-/// Writes candidate indices into `choice` (resized to dag.num_ops()).
+/// Writes candidate indices into `choice` (resized to dag.num_ops()). allowed (optional):
+/// per op, the candidate indices it may take (ascending, containing 0).
 void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& cands, const std::vector<double>& start_s,
-                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice);
+                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice,
+                       const std::vector<const std::vector<std::uint16_t>*>* allowed = nullptr);
 
 /// Slack filling: lowers the clock of every op whose slack allows it without lengthening
 /// the iteration (one reverse-topological pass: each op takes the slowest candidate that fits
 /// between its earliest start and the latest start of its successors). With candidates
 /// sorted by time ascending and effective energy descending this never raises the energy.
 /// horizon_s > 0: the iteration may end as late as horizon_s (s) instead of at its current T
-/// (a deadline). scratch vectors are resized as needed.
+/// (a deadline). scratch vectors are resized as needed. allowed (optional): per op, the
+/// candidate indices it may move to (ascending); an op never moves to a faster candidate.
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s = 0);
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s = 0,
+                const std::vector<const std::vector<std::uint16_t>*>* allowed = nullptr);
+
+/// Indices of `c`'s candidates that are vertices of the lower convex hull of (time, effective
+/// energy E − p_block_w × t), time ascending; the fastest candidate is always one.
+std::vector<std::uint16_t> hull_vertex_indices(const Candidates& c, double p_block_w);
+
+/// hull_vertex_indices() of every op's candidates, computed once per distinct candidate list.
+struct HullVertices {
+  HullVertices(const std::vector<const Candidates*>& cands, double p_block_w);
+  std::vector<std::vector<std::uint16_t>> lists;
+  std::vector<const std::vector<std::uint16_t>*> of_op;  ///< op i -> its list in `lists`
+};
+
+/// Vertex rounding of a fractional schedule: round_lp_schedule() and fill_slack() over the hull
+/// vertices only, then fill_slack() over all candidates (deadline horizon_s, s). An LP duration
+/// between two hull vertices is worth their convex combination; rounding to the nearest
+/// Pareto candidate in between (round_lp_schedule() alone) pays that candidate's height above
+/// the hull on every such op, while whole jumps between vertices, where the slack allows,
+/// recover it (A40 8 x 24 near T_min: 0.5 % of the energy; docs/planner2.md, session 9).
+void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
+                            const std::vector<double>& start_s, const std::vector<double>& duration_s,
+                            double horizon_s, std::vector<std::uint16_t>& choice, std::vector<double>& scratch_time,
+                            std::vector<double>& latest_start);
 
 /// Local search at a deadline: repeatedly (pairs = true) makes one op faster and another
 /// slower, or makes one op faster and lets fill_slack() spend the freed time, where the
