@@ -98,7 +98,7 @@ void FrontierBuilder::lp_solve_at(LpStage& st, double tau) const {
   // The same schedule rounded to hull vertices: a second plan, kept beside the first (the
   // final Pareto filter keeps whichever is better at each time).
   if (!st.hull) st.hull = std::make_unique<detail::HullVertices>(f_.op_candidates_, opt_.p_block_w);
-  detail::round_to_hull_vertices(dag, f_.op_candidates_, *st.hull, sol.start_s, sol.duration_s, tau, choice,
+  detail::round_to_hull_vertices(dag, f_.op_candidates_, *st.hull, opt_.p_block_w, sol.duration_s, tau, choice,
                                  st.scratch, st.latest);
   if (choice != st.stored.back()) {
     FrontierPoint q;

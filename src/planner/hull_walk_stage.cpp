@@ -73,8 +73,8 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
     p.time_s = timeline_and_energy(choice, p.energy_j, timeline);
     // The same schedule rounded to hull vertices (plan_improve.hpp): kept instead when it is
     // lower at the deadline (one plan per record bounds the stored plans' memory).
-    detail::round_to_hull_vertices(dag, f_.op_candidates_, hull_vertices, start, duration, tau, vertex_choice, scratch,
-                                   latest);
+    detail::round_to_hull_vertices(dag, f_.op_candidates_, hull_vertices, opt_.p_block_w, duration, tau, vertex_choice,
+                                   scratch, latest);
     double vertex_energy = 0;
     const double vertex_time = timeline_and_energy(vertex_choice, vertex_energy, timeline);
     if (vertex_energy + pipe_w * (tau - vertex_time) < p.energy_j + pipe_w * (tau - p.time_s)) {

@@ -2,13 +2,13 @@
 #include "plan_improve.hpp"
 
 #include <algorithm>
+#include <queue>
 #include <unordered_map>
 
 namespace perseus::detail {
 
 void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& cands, const std::vector<double>& start_s,
-                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice,
-                       const std::vector<const std::vector<std::uint16_t>*>* allowed) {
+                       const std::vector<double>& duration_s, std::vector<std::uint16_t>& choice) {
   const int n = dag.num_ops();
   choice.assign(n, 0);
   std::vector<double> end(n, 0.0);
@@ -19,14 +19,7 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
     const double room = (lp_end - start) + 1e-9 * std::max(1e-3, lp_end);  // LP tolerance
     const auto& pts = cands[v]->points;
     std::size_t c = 0;
-    if (allowed != nullptr) {
-      for (std::uint16_t k : *(*allowed)[v]) {
-        if (pts[k].time_s > room) break;
-        c = k;
-      }
-    } else {
-      while (c + 1 < pts.size() && pts[c + 1].time_s <= room) ++c;
-    }
+    while (c + 1 < pts.size() && pts[c + 1].time_s <= room) ++c;
     choice[v] = static_cast<std::uint16_t>(c);
     end[v] = start + pts[c].time_s;
   }
@@ -62,18 +55,133 @@ HullVertices::HullVertices(const std::vector<const Candidates*>& cands, double p
   for (std::size_t i = 0; i < cands.size(); ++i) of_op.push_back(&lists[index[i]]);  // `lists` no longer grows
 }
 
+namespace {
+
+/// Vertex rounding, step 1 (round_to_hull_vertices()).
+void round_to_tangent_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
+                               const std::vector<double>& duration_s, double horizon_s,
+                               std::vector<std::uint16_t>& choice) {
+  const int n = dag.num_ops();
+  const auto& topo = dag.topological_order();
+  std::vector<double> lf(n), end(n);
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    double f = horizon_s;
+    for (int w : dag.successors(*it)) f = std::min(f, lf[w] - duration_s[w]);
+    lf[*it] = f;
+  }
+  choice.assign(n, 0);
+  // In topological order: the hull vertex just below the LP duration (a), or the next one (b)
+  // when the op still finishes by its latest finish in the LP schedule. Every op ends by that
+  // latest finish, so the plan meets the deadline: an op's predecessors end by its LP latest
+  // start, and a is no slower than the LP duration.
+  for (int v : topo) {
+    double start = 0;
+    for (int u : dag.predecessors(v)) start = std::max(start, end[u]);
+    const auto& pts = cands[v]->points;
+    const auto& list = *hull.of_op[v];
+    const double tol = 1e-9 * std::max(1e-3, lf[v]);
+    std::size_t ia = 0;
+    while (ia + 1 < list.size() && pts[list[ia + 1]].time_s <= duration_s[v] + tol) ++ia;
+    std::size_t c = list[ia];
+    if (ia + 1 < list.size() && start + pts[list[ia + 1]].time_s <= lf[v] + tol) c = list[ia + 1];
+    else if (start + pts[c].time_s > lf[v] + tol)  // only by rounding error: the fastest fitting vertex
+      for (std::uint16_t k : list) {
+        if (k != list.front() && start + pts[k].time_s > lf[v] + tol) break;
+        c = k;
+      }
+    choice[v] = static_cast<std::uint16_t>(c);
+    end[v] = start + pts[c].time_s;
+  }
+}
+
+/// Vertex rounding, step 2: moves of single ops to their next hull vertex, best effective
+/// energy saved per second first, while the op's float (latest finish − earliest start) allows.
+void fill_by_rate(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
+                  double p_block_w, double horizon_s, std::vector<std::uint16_t>& choice) {
+  const int n = dag.num_ops();
+  const auto& topo = dag.topological_order();
+  std::vector<double> dur(n), es(n), lf(n);
+  for (int i = 0; i < n; ++i) dur[i] = cands[i]->points[choice[i]].time_s;
+  double t = 0;
+  for (int v : topo) {
+    double s = 0;
+    for (int u : dag.predecessors(v)) s = std::max(s, es[u] + dur[u]);
+    es[v] = s;
+    t = std::max(t, s + dur[v]);
+  }
+  const double end = std::max(t, horizon_s);
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    double f = end;
+    for (int w : dag.successors(*it)) f = std::min(f, lf[w] - dur[w]);
+    lf[*it] = f;
+  }
+  auto eff = [&](int v, std::size_t c) { return cands[v]->points[c].energy_j - p_block_w * cands[v]->points[c].time_s; };
+  // Moves to each op's next hull vertex, best saving per second first (ties: lower op id).
+  // Slowing an op only shrinks the others' float, so a move that does not fit now never
+  // will: it is dropped when it comes up.
+  struct Move {
+    double rate;
+    int op;
+    std::uint16_t to;
+    bool operator<(const Move& o) const { return rate != o.rate ? rate < o.rate : op > o.op; }
+  };
+  std::priority_queue<Move> moves;
+  auto push_next = [&](int i) {
+    const auto& list = *hull.of_op[i];
+    const auto next = std::upper_bound(list.begin(), list.end(), choice[i]);
+    if (next == list.end()) return;
+    const double rate = (eff(i, choice[i]) - eff(i, *next)) / (cands[i]->points[*next].time_s - dur[i]);
+    if (rate > 0) moves.push({rate, i, *next});
+  };
+  for (int i = 0; i < n; ++i) push_next(i);
+  std::vector<int> work;
+  while (!moves.empty()) {
+    const Move m = moves.top();
+    moves.pop();
+    const double t_new = cands[m.op]->points[m.to].time_s;
+    if (es[m.op] + t_new > lf[m.op] * (1 + 1e-12)) continue;
+    choice[m.op] = m.to;
+    dur[m.op] = t_new;
+    // Earliest starts downstream and latest finishes upstream move by at most the change.
+    work.assign(1, m.op);
+    while (!work.empty()) {
+      const int v = work.back();
+      work.pop_back();
+      for (int w : dag.successors(v)) {
+        if (es[v] + dur[v] > es[w]) {
+          es[w] = es[v] + dur[v];
+          work.push_back(w);
+        }
+      }
+    }
+    work.assign(1, m.op);
+    while (!work.empty()) {
+      const int v = work.back();
+      work.pop_back();
+      for (int u : dag.predecessors(v)) {
+        if (lf[v] - dur[v] < lf[u]) {
+          lf[u] = lf[v] - dur[v];
+          work.push_back(u);
+        }
+      }
+    }
+    push_next(m.op);
+  }
+}
+
+}  // namespace
+
 void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
-                            const std::vector<double>& start_s, const std::vector<double>& duration_s,
-                            double horizon_s, std::vector<std::uint16_t>& choice, std::vector<double>& scratch_time,
+                            double p_block_w, const std::vector<double>& duration_s, double horizon_s,
+                            std::vector<std::uint16_t>& choice, std::vector<double>& scratch_time,
                             std::vector<double>& latest_start) {
-  round_lp_schedule(dag, cands, start_s, duration_s, choice, &hull.of_op);
-  fill_slack(dag, cands, choice, scratch_time, latest_start, horizon_s, &hull.of_op);
+  round_to_tangent_vertices(dag, cands, hull, duration_s, horizon_s, choice);
+  fill_by_rate(dag, cands, hull, p_block_w, horizon_s, choice);
   fill_slack(dag, cands, choice, scratch_time, latest_start, horizon_s);
 }
 
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s,
-                const std::vector<const std::vector<std::uint16_t>*>* allowed) {
+                std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s) {
   const int n = dag.num_ops();
   scratch_time.resize(n);
   latest_start.resize(n);
@@ -87,14 +195,7 @@ void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std
     const double window = lf - tl.start_s[v];
     const auto& pts = cands[v]->points;
     std::size_t c = choice[v];
-    if (allowed != nullptr) {
-      for (std::uint16_t k : *(*allowed)[v]) {
-        if (pts[k].time_s > window * (1 + 1e-12)) break;
-        c = std::max<std::size_t>(c, k);
-      }
-    } else {
-      while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
-    }
+    while (c + 1 < pts.size() && pts[c + 1].time_s <= window * (1 + 1e-12)) ++c;
     choice[v] = static_cast<std::uint16_t>(c);
     latest_start[v] = lf - pts[c].time_s;
   }

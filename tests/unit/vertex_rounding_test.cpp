@@ -66,7 +66,7 @@ TEST(VertexRounding, JumpsBetweenVerticesInsteadOfStoppingAboveTheHull) {
   detail::round_lp_schedule(dag, cands, start, duration, nearest);
   detail::fill_slack(dag, cands, nearest, scratch, latest, 3.0);
   EXPECT_EQ(nearest, (std::vector<std::uint16_t>{1, 1}));  // 18 J
-  detail::round_to_hull_vertices(dag, cands, hull, start, duration, 3.0, vertex, scratch, latest);
+  detail::round_to_hull_vertices(dag, cands, hull, 0.0, duration, 3.0, vertex, scratch, latest);
   std::vector<std::uint16_t> expected(2);
   expected[first] = 0;
   expected[1 - first] = 2;
@@ -101,7 +101,7 @@ TEST(VertexRounding, LpSchedulesRoundToPlansThatMeetTheDeadline) {
       ASSERT_TRUE(sol.feasible);
       std::vector<std::uint16_t> choice;
       std::vector<double> scratch, latest, times(dag.num_ops());
-      detail::round_to_hull_vertices(dag, cands, hull, sol.start_s, sol.duration_s, tau, choice, scratch, latest);
+      detail::round_to_hull_vertices(dag, cands, hull, p_block, sol.duration_s, tau, choice, scratch, latest);
       double energy = 0;
       for (int i = 0; i < dag.num_ops(); ++i) {
         times[i] = cands[i]->points[choice[i]].time_s;
