@@ -59,7 +59,7 @@ namespace {
 
 /// Vertex rounding, step 1 (round_to_hull_vertices()).
 void round_to_tangent_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
-                               const std::vector<double>& duration_s, double horizon_s,
+                               const std::vector<double>& duration_s, double horizon_s, VertexStart start_at,
                                std::vector<std::uint16_t>& choice) {
   const int n = dag.num_ops();
   const auto& topo = dag.topological_order();
@@ -70,10 +70,10 @@ void round_to_tangent_vertices(const Dag& dag, const std::vector<const Candidate
     lf[*it] = f;
   }
   choice.assign(n, 0);
-  // In topological order: the hull vertex just below the LP duration (a), or the next one (b)
-  // when the op still finishes by its latest finish in the LP schedule. Every op ends by that
-  // latest finish, so the plan meets the deadline: an op's predecessors end by its LP latest
-  // start, and a is no slower than the LP duration.
+  // In topological order: the hull vertex just below the LP duration (a), or (kUpperWhereItFits)
+  // the next one (b) when the op still finishes by its latest finish in the LP schedule. Every
+  // op ends by that latest finish, so the plan meets the deadline: an op's predecessors end by
+  // its LP latest start, and a is no slower than the LP duration.
   for (int v : topo) {
     double start = 0;
     for (int u : dag.predecessors(v)) start = std::max(start, end[u]);
@@ -83,7 +83,8 @@ void round_to_tangent_vertices(const Dag& dag, const std::vector<const Candidate
     std::size_t ia = 0;
     while (ia + 1 < list.size() && pts[list[ia + 1]].time_s <= duration_s[v] + tol) ++ia;
     std::size_t c = list[ia];
-    if (ia + 1 < list.size() && start + pts[list[ia + 1]].time_s <= lf[v] + tol) c = list[ia + 1];
+    if (start_at == VertexStart::kUpperWhereItFits && ia + 1 < list.size() && start + pts[list[ia + 1]].time_s <= lf[v] + tol)
+      c = list[ia + 1];
     else if (start + pts[c].time_s > lf[v] + tol)  // only by rounding error: the fastest fitting vertex
       for (std::uint16_t k : list) {
         if (k != list.front() && start + pts[k].time_s > lf[v] + tol) break;
@@ -173,9 +174,9 @@ void fill_by_rate(const Dag& dag, const std::vector<const Candidates*>& cands, c
 
 void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
                             double p_block_w, const std::vector<double>& duration_s, double horizon_s,
-                            std::vector<std::uint16_t>& choice, std::vector<double>& scratch_time,
-                            std::vector<double>& latest_start) {
-  round_to_tangent_vertices(dag, cands, hull, duration_s, horizon_s, choice);
+                            VertexStart start_at, std::vector<std::uint16_t>& choice,
+                            std::vector<double>& scratch_time, std::vector<double>& latest_start) {
+  round_to_tangent_vertices(dag, cands, hull, duration_s, horizon_s, start_at, choice);
   fill_by_rate(dag, cands, hull, p_block_w, horizon_s, choice);
   fill_slack(dag, cands, choice, scratch_time, latest_start, horizon_s);
 }

@@ -39,22 +39,32 @@ struct HullVertices {
   std::vector<const std::vector<std::uint16_t>*> of_op;  ///< op i -> its list in `lists`
 };
 
+/// Where vertex rounding (round_to_hull_vertices()) starts each op.
+enum class VertexStart {
+  kLowerVertex,       ///< the hull vertex just below (or at) its LP duration
+  kUpperWhereItFits,  ///< the next vertex instead where the op still ends by its LP latest finish
+};
+
 /// Vertex rounding of a fractional schedule (duration_s per op, s; deadline horizon_s, s): an
 /// LP duration between two hull vertices a < b is worth their convex combination, and a
 /// Pareto candidate in between lies above it, so rounding to the nearest candidate
 /// (round_lp_schedule()) pays that height on every such op. Here instead:
-///  1. in topological order each op takes a, or b when it still ends by its latest finish in
-///     the LP schedule (so the plan meets horizon_s: every op ends by that latest finish);
-///  2. single ops move to their next hull vertex, the best effective energy saved per second
-///     first, while their float (latest finish − earliest start) allows;
+///  1. each op starts at a (start_at = kLowerVertex), or in topological order at b where it
+///     still ends by its latest finish in the LP schedule (kUpperWhereItFits); either way the
+///     plan meets horizon_s: an op's predecessors end by its LP latest start, and a is no
+///     slower than its LP duration;
+///  2. single ops move to their next hull vertex, the best effective energy (E − p_block_w t)
+///     saved per second first, while their float (latest finish − earliest start) allows;
 ///  3. fill_slack() over all candidates.
-/// Measured (docs/planner2.md, session 9): GPT-3 A40 8 x 96's largest gap to the bound 2.50 →
-/// 1.85 %, its saving at 1.02 x the all-max time 13.04 → 13.71 %. Cost O(ops + edges) for step
-/// 1, O(moves × (log ops + ops touched)) for step 2.
+/// Step 2 is what finds the plans LP rounding misses (a few ops jumping whole hull segments,
+/// e.g. 1335 -> 960 MHz on A40, instead of every op stopping in between). Measured
+/// (docs/planner2.md, session 9): GPT-3 A40 8 x 48's largest gap to the bound 2.30 -> 0.71 %,
+/// its saving at 1.02 x the all-max time 14.07 -> 15.09 %. Cost O(ops + edges) for steps 1 and
+/// 3, O(moves × log ops + ops touched by the moves) for step 2.
 void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
                             double p_block_w, const std::vector<double>& duration_s, double horizon_s,
-                            std::vector<std::uint16_t>& choice, std::vector<double>& scratch_time,
-                            std::vector<double>& latest_start);
+                            VertexStart start_at, std::vector<std::uint16_t>& choice,
+                            std::vector<double>& scratch_time, std::vector<double>& latest_start);
 
 /// Local search at a deadline: repeatedly (pairs = true) makes one op faster and another
 /// slower, or makes one op faster and lets fill_slack() spend the freed time, where the

@@ -3,6 +3,7 @@
 // whole jumps between vertices beat rounding to a candidate above the hull.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -66,11 +67,17 @@ TEST(VertexRounding, JumpsBetweenVerticesInsteadOfStoppingAboveTheHull) {
   detail::round_lp_schedule(dag, cands, start, duration, nearest);
   detail::fill_slack(dag, cands, nearest, scratch, latest, 3.0);
   EXPECT_EQ(nearest, (std::vector<std::uint16_t>{1, 1}));  // 18 J
-  detail::round_to_hull_vertices(dag, cands, hull, 0.0, duration, 3.0, vertex, scratch, latest);
-  std::vector<std::uint16_t> expected(2);
-  expected[first] = 0;
-  expected[1 - first] = 2;
-  EXPECT_EQ(vertex, expected);  // 10 + 7 = 17 J, still 3 s
+  for (const auto start_at : {detail::VertexStart::kLowerVertex, detail::VertexStart::kUpperWhereItFits}) {
+    detail::round_to_hull_vertices(dag, cands, hull, 0.0, duration, 3.0, start_at, vertex, scratch, latest);
+    // One op fast, the other at the slow vertex (which one is a tie): 10 + 7 = 17 J in 3 s.
+    std::sort(vertex.begin(), vertex.end());
+    EXPECT_EQ(vertex, (std::vector<std::uint16_t>{0, 2}));
+  }
+  // From the upper start the op that fits takes the slow vertex in step 1: B (F would end late).
+  detail::round_to_hull_vertices(dag, cands, hull, 0.0, duration, 3.0, detail::VertexStart::kUpperWhereItFits, vertex,
+                                 scratch, latest);
+  EXPECT_EQ(vertex[first], 0);
+  EXPECT_EQ(vertex[1 - first], 2);
 }
 
 TEST(VertexRounding, LpSchedulesRoundToPlansThatMeetTheDeadline) {
@@ -101,7 +108,8 @@ TEST(VertexRounding, LpSchedulesRoundToPlansThatMeetTheDeadline) {
       ASSERT_TRUE(sol.feasible);
       std::vector<std::uint16_t> choice;
       std::vector<double> scratch, latest, times(dag.num_ops());
-      detail::round_to_hull_vertices(dag, cands, hull, p_block, sol.duration_s, tau, choice, scratch, latest);
+      for (const auto start_at : {detail::VertexStart::kLowerVertex, detail::VertexStart::kUpperWhereItFits}) {
+      detail::round_to_hull_vertices(dag, cands, hull, p_block, sol.duration_s, tau, start_at, choice, scratch, latest);
       double energy = 0;
       for (int i = 0; i < dag.num_ops(); ++i) {
         times[i] = cands[i]->points[choice[i]].time_s;
@@ -112,6 +120,7 @@ TEST(VertexRounding, LpSchedulesRoundToPlansThatMeetTheDeadline) {
       // Energy at τ: computation plus every GPU blocking at P_block whenever it is not computing.
       const double at_deadline = energy + p_block * (dag.num_ranks() * tau - std::accumulate(times.begin(), times.end(), 0.0));
       EXPECT_GE(at_deadline, sol.bound_j - 1e-6) << "trial " << trial << " x " << x;
+      }
     }
   }
 }
