@@ -101,16 +101,11 @@ void fill_by_rate(const Dag& dag, const std::vector<const Candidates*>& cands, c
                   double p_block_w, double horizon_s, std::vector<std::uint16_t>& choice) {
   const int n = dag.num_ops();
   const auto& topo = dag.topological_order();
-  std::vector<double> dur(n), es(n), lf(n);
+  std::vector<double> dur(n), lf(n);
   for (int i = 0; i < n; ++i) dur[i] = cands[i]->points[choice[i]].time_s;
-  double t = 0;
-  for (int v : topo) {
-    double s = 0;
-    for (int u : dag.predecessors(v)) s = std::max(s, es[u] + dur[u]);
-    es[v] = s;
-    t = std::max(t, s + dur[v]);
-  }
-  const double end = std::max(t, horizon_s);
+  Timeline tl = compute_timeline(dag, dur);
+  std::vector<double>& es = tl.start_s;
+  const double end = std::max(tl.time_s, horizon_s);
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     double f = end;
     for (int w : dag.successors(*it)) f = std::min(f, lf[w] - dur[w]);
