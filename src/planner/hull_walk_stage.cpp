@@ -29,8 +29,9 @@ constexpr std::int64_t kHullWalkNearSamples = 200;
 constexpr double kHullWalkNearTmin = 0.02;
 /// Vertex rounding (plan_improve.hpp) of the walk's schedules, on DAGs of up to
 /// kHullWalkVertexRoundingMaxOps computations and deadlines up to kHullWalkVertexRoundingX x the
-/// walk's fastest time (session 9: GPT-3 A40 8 x 96's largest gap 2.50 -> 1.30 %; its moves
-/// cost O(ops) each, +40 % time on synthetic 16 x 64, so not on larger DAGs).
+/// walk's fastest time (session 9: GPT-3 A40 8 x 96's largest gap 2.50 -> 1.30 %, then 1.10 %
+/// with the T_min LP solve; its moves cost O(ops) each: +40 % time on synthetic 16 x 64, so
+/// not on larger DAGs).
 constexpr int kHullWalkVertexRoundingMaxOps = 2048;
 constexpr double kHullWalkVertexRoundingX = 1.1;
 
@@ -82,16 +83,17 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
     // when lower at the deadline (one plan per record bounds the stored plans' memory). Only
     // up to kHullWalkVertexRoundingX x the walk's fastest time, where rounding loses most:
     // the vertex rounding's moves cost O(ops) each.
-    if (vertex_rounding && tau <= kHullWalkVertexRoundingX * static_cast<double>(walk.fastest_units()) * u)
-    for (const auto start_at : {detail::VertexStart::kUpperWhereItFits, detail::VertexStart::kLowerVertex}) {
-      detail::round_to_hull_vertices(dag, f_.op_candidates_, hull_vertices, opt_.p_block_w, duration, tau, start_at,
-                                     vertex_choice, scratch, latest);
-      double vertex_energy = 0;
-      const double vertex_time = timeline_and_energy(vertex_choice, vertex_energy, timeline);
-      if (vertex_energy + pipe_w * (tau - vertex_time) < p.energy_j + pipe_w * (tau - p.time_s)) {
-        choice.swap(vertex_choice);
-        p.time_s = vertex_time;
-        p.energy_j = p.energy_before_reclaim_j = vertex_energy;
+    if (vertex_rounding && tau <= kHullWalkVertexRoundingX * static_cast<double>(walk.fastest_units()) * u) {
+      for (const auto start_at : {detail::VertexStart::kUpperWhereItFits, detail::VertexStart::kLowerVertex}) {
+        detail::round_to_hull_vertices(dag, f_.op_candidates_, hull_vertices, opt_.p_block_w, duration, tau, start_at,
+                                       vertex_choice, scratch, latest);
+        double vertex_energy = 0;
+        const double vertex_time = timeline_and_energy(vertex_choice, vertex_energy, timeline);
+        if (vertex_energy + pipe_w * (tau - vertex_time) < p.energy_j + pipe_w * (tau - p.time_s)) {
+          choice.swap(vertex_choice);
+          p.time_s = vertex_time;
+          p.energy_j = p.energy_before_reclaim_j = vertex_energy;
+        }
       }
     }
     p.stored_plan = static_cast<std::int32_t>(hw.stored.size());
