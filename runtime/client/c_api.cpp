@@ -194,7 +194,8 @@ perseus_status perseus_client_simulate_compute(perseus_client* h, double* time_s
   const auto kind = perseus::parse_instruction_kind(h->running);
   if (!kind) {
     return fail(PERSEUS_ERR_INVALID_ARGUMENT,
-                fmt::format("perseus_client_simulate_compute: '{}' is not a computation kind", h->running));
+                fmt::format("perseus_client_simulate_compute: {} is not a computation kind",
+                            perseus::quote_input(h->running)));
   }
   return guarded("perseus_client_simulate_compute", [&] {
     const double t = h->sim->compute(*kind);

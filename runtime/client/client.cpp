@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include "perseus/error.hpp"
 #include "perseus/runtime/gpu_lock_record.hpp"
 #include "perseus/runtime/watchdog.hpp"
 #include "signal_guard.hpp"
@@ -62,7 +63,8 @@ std::string server_url_problem(const std::string& url) {
 void check_options(const ClientOptions& o) {
   auto bad = [](const std::string& m) { throw ClientError(ClientErrc::kInvalidArgument, m); };
   if (const std::string why = server_url_problem(o.server_url); !why.empty()) {
-    bad(fmt::format("server URL '{}' {}; expected http://HOST[:PORT], e.g. http://10.0.0.1:7787", o.server_url, why));
+    bad(fmt::format("server URL {} {}; expected http://HOST[:PORT], e.g. http://10.0.0.1:7787",
+                    perseus::quote_input(o.server_url), why));
   }
   // Sent as "Authorization: Bearer TOKEN": a control character (CR/LF would inject headers),
   // space or non-ASCII byte cannot be part of it (RFC 6750 b64token is a subset of this).
@@ -71,7 +73,7 @@ void check_options(const ClientOptions& o) {
         "tokens are printable ASCII, e.g. the pjt-... job token");
   }
   if (o.job_id.empty() || o.job_id.find_first_of("/?#% ") != std::string::npos) {
-    bad(fmt::format("job id '{}' is empty or has characters not allowed in a URL path", o.job_id));
+    bad(fmt::format("job id {} is empty or has characters not allowed in a URL path", perseus::quote_input(o.job_id)));
   }
   const RankInfo& r = o.ranks;
   if (r.rank < 0 || r.dp_rank < 0 || r.pp_rank < 0 || r.tp_rank < 0) {
@@ -499,10 +501,13 @@ void Client::on_step_begin() {
 
 void Client::on_instruction_begin(std::string_view name) {
   Impl& im = *impl_;
-  if (!im.in_step) im.state_error(fmt::format("on_instruction_begin('{}') outside a step: call on_step_begin first", name));
+  if (!im.in_step) {
+    im.state_error(fmt::format("on_instruction_begin({}) outside a step: call on_step_begin first",
+                               perseus::quote_input(name)));
+  }
   if (im.in_instr) {
-    im.state_error(fmt::format("on_instruction_begin('{}') while '{}' is running: call on_instruction_end first", name,
-                               im.cur_name));
+    im.state_error(fmt::format("on_instruction_begin({}) while {} is running: call on_instruction_end first",
+                               perseus::quote_input(name), perseus::quote_input(im.cur_name)));
   }
   im.in_instr = true;
   im.cur_name = name;
@@ -519,16 +524,17 @@ void Client::on_instruction_begin(std::string_view name) {
   if (!im.plan || im.plan->instructions.empty() || im.desynced) return;
   const auto& instrs = im.plan->instructions;
   if (im.pos >= instrs.size()) {
-    im.mismatch(fmt::format("computation #{} '{}' is beyond the plan's {} computations (plan version {}); "
+    im.mismatch(fmt::format("computation #{} {} is beyond the plan's {} computations (plan version {}); "
                             "the rest of this step runs without clock changes",
-                            im.pos, name, instrs.size(), im.plan->version));
+                            im.pos, perseus::quote_input(name), instrs.size(), im.plan->version));
   }
   const PlanInstruction& want = instrs[im.pos];
   if (want.instruction != name) {
-    im.mismatch(fmt::format("computation #{} is '{}' but the plan expects '{}' (stage {}, microbatch {}, plan "
+    im.mismatch(fmt::format("computation #{} is {} but the plan expects '{}' (stage {}, microbatch {}, plan "
                             "version {}); does the training schedule match the job's schedule? The rest of this "
                             "step runs without clock changes",
-                            im.pos, name, want.instruction, want.stage, want.microbatch, im.plan->version));
+                            im.pos, perseus::quote_input(name), want.instruction, want.stage, want.microbatch,
+                            im.plan->version));
   }
   im.cur_freq = want.freq_mhz;
   im.cur_planned_freq = want.planned_freq_mhz;
@@ -538,9 +544,12 @@ void Client::on_instruction_begin(std::string_view name) {
 
 void Client::on_instruction_end(std::string_view name) {
   Impl& im = *impl_;
-  if (!im.in_instr) im.state_error(fmt::format("on_instruction_end('{}') without on_instruction_begin", name));
+  if (!im.in_instr) {
+    im.state_error(fmt::format("on_instruction_end({}) without on_instruction_begin", perseus::quote_input(name)));
+  }
   if (name != im.cur_name) {
-    im.state_error(fmt::format("on_instruction_end('{}') but the running instruction is '{}'", name, im.cur_name));
+    im.state_error(fmt::format("on_instruction_end({}) but the running instruction is {}", perseus::quote_input(name),
+                               perseus::quote_input(im.cur_name)));
   }
   InstructionMeasurement m;
   m.instruction = im.cur_name;

@@ -128,6 +128,23 @@ TEST_F(ClientTest, HooksOutOfOrderAreStateErrors) {
   EXPECT_EQ(code([&] { c->on_step_end(); }), ClientErrc::kState);
 }
 
+TEST_F(ClientTest, StateErrorsQuoteTheCallersNameSafely) {
+  // A name with a terminal escape and a newline, 1 MB long: the message escapes and cuts it.
+  auto c = Client::create(options(), gpu());
+  const std::string name = "fwd\x1b[2J\n" + std::string(1 << 20, 'x');
+  try {
+    c->on_instruction_begin(name);
+    FAIL() << "expected a state error";
+  } catch (const ClientError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), ClientErrc::kState);
+    EXPECT_NE(what.find("'fwd\\x1B[2J\\n"), std::string::npos) << what.substr(0, 200);
+    EXPECT_EQ(what.find('\x1b'), std::string::npos);
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+    EXPECT_LT(what.size(), 400u);
+  }
+}
+
 TEST_F(ClientTest, NewPlanIsSwitchedInAtTheNextStepBoundary) {
   auto c = Client::create(options(), gpu());
   run_step(*c, kSeq);

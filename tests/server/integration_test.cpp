@@ -115,11 +115,18 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
                   {{"iteration", 13}, {"time_s", "x"}},
                   {{"iteration", 14}, {"time_s", 1.0}, {"energy_j", 310.0},
                    {"instructions", {{{"instruction", "forward"}, {"freq_mhz", 1410}, {"time_s", 0.001},
+                                      {"energy_j", 500.0}}}}},
+                  {{"iteration", 15}, {"time_s", 1.0}, {"energy_j", 310.0},
+                   {"instructions", {{{"instruction", "fwd\x1b[2J"}, {"freq_mhz", 1410}, {"time_s", 0.001},
                                       {"energy_j", 500.0}}}}}}}};
   auto mx = api.post(base + "/ranks/5/measurements", mixed);
   ASSERT_EQ(mx.status, 202) << mx.body;
   EXPECT_EQ(mx.j["accepted"], 2);
-  ASSERT_EQ(mx.j["rejected"].size(), 3u) << mx.body;
+  ASSERT_EQ(mx.j["rejected"].size(), 4u) << mx.body;
+  // A caller's string is quoted escaped in the error: no raw terminal escape goes back.
+  const std::string escaped = mx.j["rejected"][3]["error"].get<std::string>();
+  EXPECT_NE(escaped.find("instruction 'fwd\\x1B[2J'"), std::string::npos) << escaped;
+  EXPECT_EQ(escaped.find('\x1b'), std::string::npos) << escaped;
   EXPECT_EQ(mx.j["rejected"][0]["iteration"], 11);
   EXPECT_EQ(mx.j["rejected"][1]["index"], 3);
   EXPECT_EQ(mx.j["rejected"][2]["iteration"], 14);  // 500 J in 1 ms in one computation

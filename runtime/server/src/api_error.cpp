@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "perseus/error.hpp"
 #include "perseus/json_input.hpp"
 
 namespace perseus::server {
@@ -141,8 +142,8 @@ std::int64_t parse_index(std::string_view text, std::string_view what) {
   std::int64_t x = -1;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || x < 0) {
-    throw ApiError(400, "invalid_path", fmt::format("{} must be a non-negative integer (at most {}), got '{}'{}", what,
-                                                    INT64_MAX, text.substr(0, 32),
+    throw ApiError(400, "invalid_path", fmt::format("{} must be a non-negative integer (at most {}), got {}{}", what,
+                                                    INT64_MAX, quote_input(text, 32),
                                                     ec == std::errc::result_out_of_range ? " (beyond 64 bits)" : ""));
   }
   return x;

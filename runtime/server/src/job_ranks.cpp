@@ -47,8 +47,8 @@ json validated_instruction(const json& e) {
   if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
   if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
   if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
-  check_power(e, fmt::format("instruction '{}' microbatch {}", e.value("instruction", std::string("?")),
-                             e.value("microbatch", 0)));
+  check_power(e, fmt::format("instruction {} microbatch {}", quote_input(item["instruction"].get<std::string>()),
+                             item["microbatch"].get<std::int64_t>()));
   return item;
 }
 
