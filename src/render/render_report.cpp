@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -360,6 +361,10 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const fs::path frontier_csv = dir / "frontier.csv";
   std::vector<PlotPoint> frontier = load_plot_points_csv(frontier_csv.string());
   if (frontier.empty()) throw InputError(fmt::format("{}: no frontier points", frontier_csv.string()));
+  if (static_cast<long>(frontier.size()) != num_plans) {
+    throw InputError(fmt::format("{}: {} plans, but {} says num_plans {}; are both from the same `perseus optimize` run?",
+                                 frontier_csv.string(), frontier.size(), ss, num_plans));
+  }
   std::map<long, fs::path> plan_files;  // frontier index -> file
   if (fs::is_directory(dir / "plans", ec)) {
     for (const auto& e : fs::directory_iterator(dir / "plans")) {
@@ -390,6 +395,19 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const Profile* prof = profile ? &*profile : nullptr;
   const FrequencyPlan fast = load_plan(plan_files[fast_idx], dag, prof, p_block_w);
   const FrequencyPlan green = load_plan(plan_files[green_idx], dag, prof, p_block_w);
+  // The plans drawn must be the frontier rows they are named after.
+  for (const auto& [idx, plan] : {std::pair<long, const FrequencyPlan*>{fast_idx, &fast}, {green_idx, &green}}) {
+    if (static_cast<std::size_t>(idx) >= frontier.size()) {
+      throw InputError(fmt::format("{}: plan {} is beyond {}'s {} rows; are both from the same `perseus optimize` run?",
+                                   plan_files[idx].string(), idx, frontier_csv.string(), frontier.size()));
+    }
+    const double row_t = frontier[idx].time_s, t = plan->timeline.time_s;
+    if (std::abs(t - row_t) > 1e-6 * std::max(row_t, t) + 1e-9) {
+      throw InputError(fmt::format("{}: T = {} s, but row {} of {} says T = {} s; are both from the same `perseus "
+                                   "optimize` run?",
+                                   plan_files[idx].string(), t, idx, frontier_csv.string(), row_t));
+    }
+  }
 
   fd.frontier = frontier;
   fd.lower_bound = lower_bound_points(frontier_csv.string());

@@ -279,6 +279,27 @@ TEST(ReportErrors, PlanFileProblems) {
   EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
 }
 
+TEST(ReportErrors, FrontierCsvFromAnotherRunIsRefused) {
+  Job job;
+  const fs::path csv = fs::path(job.out) / "frontier.csv";
+  const std::string good = slurp(csv);
+  // A row fewer than summary.json's num_plans.
+  std::ofstream(csv) << good.substr(0, good.rfind('\n', good.size() - 2) + 1);
+  auto e = report_error(job.out);
+  EXPECT_NE(e.find("frontier.csv: "), std::string::npos) << e;
+  EXPECT_NE(e.find("but " + (fs::path(job.out) / "summary.json").string() + " says num_plans"), std::string::npos) << e;
+  // The fastest plan's row with another time.
+  std::string last = good.substr(good.rfind('\n', good.size() - 2) + 1);
+  const std::string head = good.substr(0, good.size() - last.size());
+  const auto comma = last.find(',');
+  last = last.substr(0, comma) + ",9" + last.substr(last.find(',', comma + 1));
+  std::ofstream(csv) << head + last;
+  e = report_error(job.out);
+  EXPECT_NE(e.find("but row "), std::string::npos) << e;
+  EXPECT_NE(e.find("says T = 9 s; are both from the same `perseus optimize` run?"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+}
+
 using testing::run;
 
 TEST(ReportCli, ReportCommandAndOptimizeFlag) {
