@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
