@@ -241,6 +241,10 @@ TEST(Cli, UnknownCommandOrOptionSuggestsTheNearestName) {
       << opt.output;
   EXPECT_NE(opt.output.find("unknown option --frobnicate\n"), std::string::npos) << opt.output;
   EXPECT_EQ(run("optimize --help").status, 0);
+  // Two swapped letters count as one typo, so short names get a hint too.
+  const auto swapped = run("sreve --help");
+  EXPECT_EQ(swapped.status, 2) << swapped.output;
+  EXPECT_NE(swapped.output.find("unknown command 'sreve' (did you mean serve?)"), std::string::npos) << swapped.output;
 }
 
 // `schedule --out FILE` keeps an existing file unless --force.
