@@ -74,21 +74,22 @@ void bind_extras(py::module_& m) {
   m.attr("HAVE_EMULATE") = true;
   m.def(
       "emulate",
-      [](const py::object& profile, int stages, int microbatches, std::vector<double> slowdowns, int pipelines,
-         int global_batch, std::optional<double> p2p_power_w, int tp_degree, double time_scale, double unit_time_s) {
+      [](const py::object& profile, Strict<int> stages, Strict<int> microbatches, std::vector<double> slowdowns,
+         Strict<int> pipelines, Strict<int> global_batch, std::optional<double> p2p_power_w, Strict<int> tp_degree,
+         double time_scale, double unit_time_s) {
         if (!p2p_power_w) {  // as perseus.optimize and `perseus emulate --p2p-power` (required there)
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus emulate --p2p-power`); a silent 0 W changes every plan");
         }
         EmulationConfig cfg;
         cfg.profile_path = path_arg(profile, "profile");
-        cfg.num_ranks = stages;
-        cfg.microbatches = microbatches;
+        cfg.num_ranks = stages.value;
+        cfg.microbatches = microbatches.value;
         cfg.slowdowns = std::move(slowdowns);
-        cfg.pipelines = pipelines;
-        cfg.global_batch = global_batch;
+        cfg.pipelines = pipelines.value;
+        cfg.global_batch = global_batch.value;
         cfg.p_block_w = *p2p_power_w;
-        cfg.tp_degree = tp_degree;
+        cfg.tp_degree = tp_degree.value;
         cfg.time_scale = time_scale;
         cfg.unit_time_s = unit_time_s;
         EmulationResult res;

@@ -203,8 +203,8 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
 
   m.def(
       "schedule",
-      [](const std::string& name, int stages, int microbatches, int chunks) {
-        return schedule_dict(make_schedule(name, stages, microbatches, chunks));
+      [](const std::string& name, Strict<int> stages, Strict<int> microbatches, Strict<int> chunks) {
+        return schedule_dict(make_schedule(name, stages.value, microbatches.value, chunks.value));
       },
       py::arg("name"), py::arg("stages"), py::arg("microbatches"), py::arg("chunks") = 1, R"doc(
 The per-GPU execution order of a pipeline schedule (e.g. "1f1b": DeepSpeed/Megatron
@@ -215,12 +215,19 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
 
   m.def(
       "optimize",
-      [](const py::object& profile_arg, std::optional<int> stages, std::optional<int> microbatches,
-         const py::object& schedule_arg, std::optional<int> chunks, std::optional<double> p2p_power_arg,
-         double backward_input_fraction, double unit_time_s, bool reclaim_slack, const py::object& plans, int sample,
-         int threads, std::optional<double> time_budget_s, std::optional<std::int64_t> max_points,
-         double op_overhead_s, double p2p_latency_s, double polish_s, int max_lp_solves, const std::string& planner,
-         const std::string& bound) {
+      [](const py::object& profile_arg, std::optional<Strict<int>> stages_arg,
+         std::optional<Strict<int>> microbatches_arg, const py::object& schedule_arg,
+         std::optional<Strict<int>> chunks_arg, std::optional<double> p2p_power_arg, double backward_input_fraction,
+         double unit_time_s, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
+         Strict<int> threads_arg, std::optional<double> time_budget_s,
+         std::optional<Strict<std::int64_t>> max_points_arg, double op_overhead_s, double p2p_latency_s,
+         double polish_s, Strict<int> max_lp_solves_arg, const std::string& planner, const std::string& bound) {
+        auto opt_value = [](const auto& a) { return a ? std::optional(a->value) : std::nullopt; };
+        const std::optional<int> stages = opt_value(stages_arg), microbatches = opt_value(microbatches_arg),
+                                 chunks = opt_value(chunks_arg);
+        const std::optional<std::int64_t> max_points = opt_value(max_points_arg);
+        const int sample = sample_arg.value, max_lp_solves = max_lp_solves_arg.value;
+        int threads = threads_arg.value;
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");

@@ -1,6 +1,8 @@
 // Internal: the parts of the `_perseus` extension module, one function per concept.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -26,6 +28,15 @@ const std::string& c_string_arg(const std::string& value, const char* name);
 /// when it holds a NUL character (nul_message()), before anything is opened or written.
 std::string path_arg(const py::object& obj, const char* name);
 
+/// An integer argument (a sizes, count or budget keyword): a Python int or anything with
+/// __index__ (numpy integers), but never a bool (True is an int in Python, so stages=True would
+/// silently be 1) or a float; a value outside T's range is refused too. Any of these is a
+/// TypeError naming the expected signature, as for any other wrong type.
+template <class T>
+struct Strict {
+  T value{};
+};
+
 /// InputError -> perseus.InputError (a ValueError subclass).
 void bind_errors(py::module_& m);
 /// Profile, load_profile/parse_profile, schedule, optimize.
@@ -36,3 +47,30 @@ void bind_client(py::module_& m);
 void bind_extras(py::module_& m);
 
 }  // namespace perseus::python
+
+namespace pybind11::detail {
+template <class T>
+struct type_caster<perseus::python::Strict<T>> {
+  PYBIND11_TYPE_CASTER(perseus::python::Strict<T>, const_name("int"));
+  bool load(handle src, bool /*convert*/) {
+    if (!src || PyBool_Check(src.ptr()) || PyFloat_Check(src.ptr())) return false;
+    object index = reinterpret_steal<object>(PyNumber_Index(src.ptr()));  // int, numpy integer
+    if (!index) {
+      PyErr_Clear();
+      return false;
+    }
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (overflow != 0 || (v == -1 && PyErr_Occurred()) || v < std::numeric_limits<T>::min() ||
+        v > std::numeric_limits<T>::max()) {
+      PyErr_Clear();
+      return false;
+    }
+    value.value = static_cast<T>(v);
+    return true;
+  }
+  static handle cast(const perseus::python::Strict<T>& s, return_value_policy, handle) {
+    return PyLong_FromLongLong(static_cast<long long>(s.value));
+  }
+};
+}  // namespace pybind11::detail

@@ -372,6 +372,26 @@ class OptimizeTest(unittest.TestCase):
             self.assertEqual(cm.exception.field, field)
             self.assertEqual(str(cm.exception), "%s must be >= 1, got 0" % field)
 
+    def test_integer_arguments_refuse_bool_and_float(self):
+        # True is an int in Python: stages=True or max_lp_solves=True must not silently mean 1.
+        base = dict(stages=STAGES, microbatches=MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="none")
+        for kw, bad in (("stages", True), ("microbatches", 2.0), ("chunks", False), ("sample", True),
+                        ("threads", True), ("max_points", True), ("max_lp_solves", True), ("max_lp_solves", 40.0),
+                        ("stages", 2 ** 40)):
+            args = dict(base, **{kw: bad})
+            with self.assertRaises(TypeError, msg="%s=%r" % (kw, bad)):
+                perseus.optimize(self.profile, **args)
+        with self.assertRaises(TypeError):
+            perseus.schedule("1f1b", True, 2)
+        # Integers that are not Python ints (numpy) still work, through __index__.
+        try:
+            import numpy
+        except ImportError:
+            return
+        res = perseus.optimize(self.profile, **dict(base, stages=numpy.int64(STAGES), max_lp_solves=numpy.int32(40)))
+        self.assertEqual(res["schedule"]["num_stages"], STAGES)
+        self.assertEqual(res["summary"]["max_lp_solves"], 40)
+
     def test_path_argument(self):
         res = perseus.optimize(GPT3_PROFILE, 8, 2, p2p_power_w=P_BLOCK, unit_time_s=0.01, plans="fastest")
         self.assertEqual(len(res["plans"][0]["ranks"]), 8)
