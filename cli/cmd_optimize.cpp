@@ -73,7 +73,7 @@ void register_optimize(CLI::App& app) {
   cmd->add_option_function<std::string>(
          "--planner",
          [cfg](const std::string& v) {
-           cfg->planner_mode = v == "graph-cut" ? perseus::PlannerMode::kGraphCut : perseus::PlannerMode::kCertified;
+           cfg->planner_mode = *perseus::parse_planner_mode(v);
          },
          "Planner: certified (graph cut + LP lower bound, LP-rounded plans into the straggler regime; default) or "
          "graph-cut (the paper's algorithm only)")

@@ -27,6 +27,10 @@ enum class PlannerMode : std::uint8_t {
   /// lower bound LB(T) for every point.
   kCertified = 1,
 };
+/// "graph-cut" or "certified" (the CLI's --planner and Python's planner= names).
+const char* to_string(PlannerMode mode);
+/// Inverse of to_string(PlannerMode); nullopt for any other name.
+std::optional<PlannerMode> parse_planner_mode(std::string_view name);
 
 /// Max-flow engine of the graph-cut steps (a validated option of the planner, not an
 /// environment variable). Every engine computes the same minimal source-side min cut, so the

@@ -252,7 +252,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           throw InputError("max_points", fmt::format("must be in [1, 1e9] or None, got {}", *max_points));
         }
         if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
-        if (planner != "certified" && planner != "graph-cut") {
+        const std::optional<PlannerMode> planner_mode = parse_planner_mode(planner);
+        if (!planner_mode) {
           throw InputError("planner", fmt::format("must be 'certified' or 'graph-cut', got '{}'", planner));
         }
         const std::optional<BoundMethod> bound_method = parse_bound_method(bound);
@@ -307,7 +308,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.max_points = max_points.value_or(0);
           opt.polish_time_s = polish_s;
           opt.max_lp_solves = max_lp_solves;
-          opt.mode = planner == "graph-cut" ? PlannerMode::kGraphCut : PlannerMode::kCertified;
+          opt.mode = *planner_mode;
           opt.bound_method = *bound_method;
           res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
           res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));

@@ -227,6 +227,16 @@ const char* to_string(SolveStage stage) {
   return "?";
 }
 
+const char* to_string(PlannerMode mode) {
+  return mode == PlannerMode::kGraphCut ? "graph-cut" : "certified";
+}
+
+std::optional<PlannerMode> parse_planner_mode(std::string_view name) {
+  for (auto m : {PlannerMode::kCertified, PlannerMode::kGraphCut})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
 const char* to_string(BoundMethod method) {
   switch (method) {
     case BoundMethod::kAuto: return "auto";

@@ -114,7 +114,7 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"sample", cfg.sample},
         {"format_zeus", cfg.zeus_format},
         {"reclaim_slack", cfg.reclaim_slack},
-        {"planner", cfg.planner_mode == PlannerMode::kGraphCut ? "graph-cut" : "certified"},
+        {"planner", to_string(cfg.planner_mode)},
         {"bound", to_string(cfg.bound_method)},
         {"time_budget_s", cfg.time_budget_s >= 0 ? json(cfg.time_budget_s) : json(nullptr)},
         {"max_points", cfg.max_points > 0 ? json(cfg.max_points) : json(nullptr)}}},

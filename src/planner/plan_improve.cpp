@@ -5,6 +5,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include "lower_bound.hpp"
+
 namespace perseus::detail {
 
 void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& cands, const std::vector<double>& start_s,
@@ -26,21 +28,14 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
 }
 
 std::vector<std::uint16_t> hull_vertex_indices(const Candidates& c, double p_block_w) {
-  std::vector<std::uint16_t> hull;
-  auto eff = [&](std::size_t k) { return c.points[k].energy_j - p_block_w * c.points[k].time_s; };
-  for (std::size_t k = 0; k < c.points.size(); ++k) {
-    while (hull.size() >= 2) {
-      const std::size_t a = hull[hull.size() - 2], b = hull.back();
-      // Drop b when it lies on or above the segment a-k.
-      if ((eff(b) - eff(a)) * (c.points[k].time_s - c.points[a].time_s) >=
-          (eff(k) - eff(a)) * (c.points[b].time_s - c.points[a].time_s))
-        hull.pop_back();
-      else
-        break;
-    }
-    hull.push_back(static_cast<std::uint16_t>(k));
+  // The candidates are time ascending with distinct times: the hull's points are found in order.
+  std::vector<std::uint16_t> out;
+  std::size_t k = 0;
+  for (const OperatingPoint& v : lower_hull_effective(c.points, p_block_w)) {
+    while (c.points[k].time_s != v.time_s) ++k;
+    out.push_back(static_cast<std::uint16_t>(k));
   }
-  return hull;
+  return out;
 }
 
 HullVertices::HullVertices(const std::vector<const Candidates*>& cands, double p_block_w) {
