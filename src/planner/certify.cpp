@@ -7,7 +7,9 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <stop_token>
+#include <tuple>
 
 #include <fmt/core.h>
 
@@ -31,6 +33,18 @@ constexpr int kHullWalkLpSolves = 4;
 constexpr int kHullWalkLpMaxOps = 2048;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
 constexpr int kPairMovesMaxOps = 16;
+/// Ruin and recreate (ruin_and_recreate_worst()): at most kRuinRecreateRounds rounds, each at
+/// the kRuinRecreateDeadlines deadlines furthest (more than kRuinRecreateMinGapPct) above the
+/// bound, up to kRuinRecreateTries neighbourhoods of up to kRuinRecreateMaxRuin ops per
+/// deadline (kRuinRecreatePatience in a row without a gain end it), kRuinRecreateWork / ops
+/// neighbourhoods in all (each costs O(ops)).
+constexpr int kRuinRecreateRounds = 4;
+constexpr std::size_t kRuinRecreateDeadlines = 16;
+constexpr int kRuinRecreateTries = 1000;
+constexpr int kRuinRecreatePatience = 200;
+constexpr int kRuinRecreateMaxRuin = 24;
+constexpr double kRuinRecreateMinGapPct = 0.5;
+constexpr std::int64_t kRuinRecreateWork = 2000000;
 
 FrontierBuilder::LpStage::LpStage(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_raw,
                                   const PlannerOptions& opt, double t_lo_s)
@@ -191,6 +205,104 @@ void FrontierBuilder::lp_refine(LpStage& st) {
   }
 }
 
+std::vector<std::uint16_t> FrontierBuilder::choice_of(const FrontierPoint& p) const {
+  if (p.stored_plan >= 0) return stored_[static_cast<std::size_t>(p.stored_plan)];
+  // A graph-cut plan: replay the walk's changes up to its step (the all-max plan: step -1),
+  // then reclaim and tighten as recorded (record_point()).
+  std::vector<std::uint16_t> choice(f_.start_choice_.size(), 0);
+  if (p.step >= 0) {
+    choice = f_.start_choice_;
+    for (std::size_t k = 0; k < f_.step_end_[static_cast<std::size_t>(p.step)]; ++k)
+      choice[f_.changes_[k].first] = f_.changes_[k].second;
+  }
+  const FrequencyPlan plan = f_.make_plan(choice, f_.reclaim_, p.tightened_to_s);
+  for (std::size_t i = 0; i < choice.size(); ++i) {
+    const auto& pts = f_.op_candidates_[i]->points;
+    const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& q) {
+      return q.freq_mhz == plan.freq_mhz[i] && q.time_s == plan.time_s[i];
+    });
+    if (it == pts.end())
+      throw std::logic_error(fmt::format("op {}: plan clock {} MHz is not a candidate", i, plan.freq_mhz[i]));
+    choice[i] = static_cast<std::uint16_t>(it - pts.begin());
+  }
+  return choice;
+}
+
+void FrontierBuilder::ruin_and_recreate_worst() {
+  const Dag& dag = *f_.dag_;
+  const int n = dag.num_ops();
+  if (n == 0 || f_.partial() || f_.tangents_.empty()) return;
+  const double pipe_w = opt_.p_block_w * dag.num_ranks();
+  double t_allmax = 0, t_lo = std::numeric_limits<double>::infinity();
+  for (const auto& rp : raw_points_) {
+    if (rp.second) t_allmax = rp.first.time_s;
+    t_lo = std::min(t_lo, rp.first.time_s);
+  }
+  const detail::HullVertices hull(f_.op_candidates_, opt_.p_block_w);
+  std::vector<double> scratch, latest;
+  TimelineScratch timeline;
+  std::vector<double> done;  // deadlines searched so far, s
+  std::int64_t tries_left = kRuinRecreateWork / n;
+  unsigned seed = 1;
+  for (int round = 0; round < kRuinRecreateRounds && tries_left > 0; ++round) {
+    const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
+    // (gap %, deadline s, index into `kept` of the best plan within the deadline)
+    std::vector<std::tuple<double, double, std::size_t>> worst;
+    auto consider = [&](std::size_t i, double deadline, double min_gap_pct) {
+      auto same = [&](double d) { return std::abs(d - deadline) <= 1e-9 * d; };
+      if (std::any_of(done.begin(), done.end(), same) ||
+          std::any_of(worst.begin(), worst.end(), [&](const auto& w) { return same(std::get<1>(w)); }))
+        return;
+      const double lb = f_.lower_bound_at(deadline);
+      const double gap = 100 * (kept[i].energy_j + pipe_w * (deadline - kept[i].time_s) - lb) / lb;
+      if (gap > min_gap_pct) worst.emplace_back(gap, deadline, i);
+    };
+    // Each point's own time and the deadline just below the next slower point, up to 2 x T_min.
+    const double min_gap = std::max(opt_.refine_gap_pct, kRuinRecreateMinGapPct);
+    for (std::size_t i = 0; i < kept.size() && kept[i].time_s <= 2 * t_lo * (1 + 1e-9); ++i) {
+      consider(i, kept[i].time_s, min_gap);
+      if (i + 1 < kept.size()) {
+        const double deadline = std::min(2 * t_lo, kept[i + 1].time_s * (1 - 1e-9));
+        if (deadline > kept[i].time_s) consider(i, deadline, min_gap);
+      }
+    }
+    std::sort(worst.begin(), worst.end(), std::greater<>());
+    if (worst.size() > kRuinRecreateDeadlines) worst.resize(kRuinRecreateDeadlines);
+    // First of all the all-max time, whose saving users compare first, wherever its plan is
+    // further than refine_gap_pct above the bound.
+    if (round == 0) {
+      const auto within = std::find_if(kept.rbegin(), kept.rend(),
+                                       [&](const FrontierPoint& p) { return p.time_s <= t_allmax * (1 + 1e-12); });
+      const std::size_t before = worst.size();
+      if (within != kept.rend()) consider(static_cast<std::size_t>(kept.rend() - within - 1), t_allmax, opt_.refine_gap_pct);
+      if (worst.size() > before) std::rotate(worst.rbegin(), worst.rbegin() + 1, worst.rend());
+    }
+    bool improved = false;
+    for (const auto& [gap, deadline, i] : worst) {
+      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+      if (over_time_budget() || tries_left <= 0) return;
+      done.push_back(deadline);
+      std::vector<std::uint16_t> choice = choice_of(kept[i]);
+      detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, deadline);
+      int tries = 0;
+      const bool better = detail::ruin_and_recreate(dag, f_.op_candidates_, hull, opt_.p_block_w, deadline, choice,
+                                                    static_cast<int>(std::min<std::int64_t>(tries_left, kRuinRecreateTries)),
+                                                    kRuinRecreatePatience, kRuinRecreateMaxRuin, seed++, &tries);
+      tries_left -= tries;
+      if (!better) continue;
+      FrontierPoint q;
+      q.step = -1;
+      q.time_s = timeline_and_energy(choice, q.energy_j, timeline);
+      q.energy_before_reclaim_j = q.energy_j;
+      q.stored_plan = static_cast<std::int32_t>(stored_.size());
+      stored_.push_back(std::move(choice));
+      raw_points_.push_back({q, false});
+      improved = true;
+    }
+    if (!improved) return;
+  }
+}
+
 void FrontierBuilder::certify(Beside beside) {
   const Dag& dag = *f_.dag_;
   f_.bound_method = resolve_bound_method(opt_.bound_method, dag.num_ops());
@@ -225,6 +337,7 @@ void FrontierBuilder::certify(Beside beside) {
       if (!f_.partial()) report(SolveStage::kLpSolves, 1, {}, nullptr, st->reported);
       f_.num_lp_solves = st->lp.num_solves();
     }
+    ruin_and_recreate_worst();
     f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
   }
@@ -245,6 +358,7 @@ void FrontierBuilder::certify(Beside beside) {
   lp_refine(*st);
   if (!f_.partial()) report(SolveStage::kLpSolves, 1, {}, nullptr, st->reported);
   f_.num_lp_solves = st->lp.num_solves();
+  ruin_and_recreate_worst();
   f_.bound_time_s = beside_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -124,6 +124,16 @@ class FrontierBuilder {
   /// walk (unless `beside.hull` already ran it far enough), then on small DAGs a few LP
   /// refinement solves (kHullWalkLpSolves, certify.cpp).
   void certify(Beside beside);
+  /// Certified planner, DAGs of up to kRuinRecreateMaxOps computations: ruin and recreate
+  /// (plan_improve.hpp) at the deadlines where the frontier is furthest above the bound (a
+  /// point's own time, or just below the next slower point) and at the all-max time, starting
+  /// from the best plan within each; improved plans join raw_points_ / stored_.
+  void ruin_and_recreate_worst();
+  /// The candidate choice of raw point `p` as recorded: a stored plan, or the all-max plan or a
+  /// graph-cut step replayed from the walk's changes, with slack reclamation and tightening
+  /// as record_point() evaluated it. Throws std::logic_error if the plan's clock is not a
+  /// candidate (an internal error).
+  std::vector<std::uint16_t> choice_of(const FrontierPoint& p) const;
   /// PlannerOptions::progress of a stage at `fraction` (0..1), published to `beside` instead when
   /// the stage runs beside the walk (`stop` possible), else reported at most every 1 % (`last`).
   void report(SolveStage stage, double fraction, const std::stop_token& stop, std::atomic<double>* beside,

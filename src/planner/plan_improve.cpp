@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <random>
 #include <unordered_map>
 
 #include "lower_bound.hpp"
@@ -121,7 +122,9 @@ void fill_by_rate(const Dag& dag, const std::vector<const Candidates*>& cands, c
     const auto& list = *hull.of_op[i];
     const auto next = std::upper_bound(list.begin(), list.end(), choice[i]);
     if (next == list.end()) return;
-    const double rate = (eff(i, choice[i]) - eff(i, *next)) / (cands[i]->points[*next].time_s - dur[i]);
+    const double t_next = cands[i]->points[*next].time_s;
+    if (es[i] + t_next > lf[i] * (1 + 1e-12)) return;  // does not fit now, so never will
+    const double rate = (eff(i, choice[i]) - eff(i, *next)) / (t_next - dur[i]);
     if (rate > 0) moves.push({rate, i, *next});
   };
   for (int i = 0; i < n; ++i) push_next(i);
@@ -169,6 +172,59 @@ void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>
   round_to_tangent_vertices(dag, cands, hull, duration_s, horizon_s, start_at, choice);
   fill_by_rate(dag, cands, hull, p_block_w, horizon_s, choice);
   fill_slack(dag, cands, choice, scratch_time, latest_start, horizon_s);
+}
+
+bool ruin_and_recreate(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
+                       double p_block_w, double horizon_s, std::vector<std::uint16_t>& choice, int rounds,
+                       int patience, int max_ruin, unsigned seed, int* tries) {
+  const int n = dag.num_ops();
+  if (tries != nullptr) *tries = 0;
+  if (n == 0 || rounds <= 0) return false;
+  std::mt19937 rng(seed);
+  auto effective = [&](const std::vector<std::uint16_t>& c) {
+    double e = 0;
+    for (int i = 0; i < n; ++i) e += cands[i]->points[c[i]].energy_j - p_block_w * cands[i]->points[c[i]].time_s;
+    return e;
+  };
+  std::vector<double> dur(n), scratch, latest;
+  double best = effective(choice);
+  bool changed = false;
+  std::vector<std::uint16_t> trial;
+  std::vector<int> ruin;
+  std::vector<char> in_ruin(n, 0);
+  int r = 0;
+  for (int failed = 0; r < rounds && failed < patience; ++r, ++failed) {
+    const int size = 2 + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, max_ruin - 1)));
+    ruin.assign(1, static_cast<int>(rng() % static_cast<unsigned>(n)));
+    in_ruin[ruin[0]] = 1;
+    for (std::size_t k = 0; k < ruin.size() && static_cast<int>(ruin.size()) < size; ++k) {
+      const int v = ruin[k];
+      for (auto nb : {dag.successors(v), dag.predecessors(v)})
+        for (int w : nb)
+          if (!in_ruin[w] && static_cast<int>(ruin.size()) < size) {
+            in_ruin[w] = 1;
+            ruin.push_back(w);
+          }
+    }
+    trial = choice;
+    for (int v : ruin) {
+      trial[v] = hull.of_op[v]->front();
+      in_ruin[v] = 0;
+    }
+    fill_by_rate(dag, cands, hull, p_block_w, horizon_s, trial);
+    fill_slack(dag, cands, trial, scratch, latest, horizon_s);
+    const double e = effective(trial);
+    if (e < best - 1e-12 * std::abs(best)) {
+      for (int i = 0; i < n; ++i) dur[i] = cands[i]->points[trial[i]].time_s;
+      if (compute_timeline(dag, dur).time_s > horizon_s * (1 + 1e-12)) continue;
+      best = e;
+      choice.swap(trial);
+      changed = true;
+      failed = -1;
+    }
+  }
+  if (tries != nullptr) *tries = r;
+  return changed;
 }
 
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,

@@ -66,6 +66,19 @@ void round_to_hull_vertices(const Dag& dag, const std::vector<const Candidates*>
                             VertexStart start_at, std::vector<std::uint16_t>& choice,
                             std::vector<double>& scratch_time, std::vector<double>& latest_start);
 
+/// Ruin and recreate (Schrimpf et al. 2000) at deadline horizon_s (s): up to `rounds` times,
+/// and until `patience` rounds in a row found nothing, a connected neighbourhood of 2..max_ruin
+/// ops around a random op (deterministic: seeded by `seed`) goes to its fastest hull vertex,
+/// then those ops move back toward slower hull vertices, best effective energy saved per
+/// second first (vertex rounding's step 2, round_to_hull_vertices()), and fill_slack() spends
+/// what is left; the result is kept when its effective energy Σ (E − p_block_w t) is lower
+/// and it meets horizon_s. It escapes the local optima of single moves: time moves between
+/// neighbouring ops as whole hull segments. Returns true when `choice` changed; `tries`
+/// (optional) receives the rounds run. Cost per round O(ops + edges + moves × log ops).
+bool ruin_and_recreate(const Dag& dag, const std::vector<const Candidates*>& cands, const HullVertices& hull,
+                       double p_block_w, double horizon_s, std::vector<std::uint16_t>& choice, int rounds,
+                       int patience, int max_ruin, unsigned seed, int* tries = nullptr);
+
 /// Local search at a deadline: repeatedly (pairs = true) makes one op faster and another
 /// slower, or makes one op faster and lets fill_slack() spend the freed time, where the
 /// iteration still ends by deadline_s and the effective energy Σ (E − p_block_w × t) (hence

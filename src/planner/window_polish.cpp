@@ -14,24 +14,6 @@
 
 namespace perseus {
 
-namespace {
-
-/// Candidate index per op of a profile-evaluated plan (its clock and time in op i's table).
-std::vector<std::uint16_t> choice_of(const FrequencyPlan& plan, const std::vector<const Candidates*>& cands) {
-  std::vector<std::uint16_t> choice(cands.size());
-  for (std::size_t i = 0; i < cands.size(); ++i) {
-    const auto& pts = cands[i]->points;
-    const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) {
-      return p.freq_mhz == plan.freq_mhz[i] && p.time_s == plan.time_s[i];
-    });
-    if (it == pts.end())
-      throw std::logic_error(fmt::format("op {}: plan clock {} MHz is not a candidate", i, plan.freq_mhz[i]));
-    choice[i] = static_cast<std::uint16_t>(it - pts.begin());
-  }
-  return choice;
-}
-
-}  // namespace
 
 void FrontierBuilder::polish() {
   if (opt_.polish_time_s <= 0 || f_.partial()) return;
@@ -90,18 +72,7 @@ void FrontierBuilder::polish() {
     capped = &t != &targets.front();
     target_start = std::chrono::steady_clock::now();
     const FrontierPoint& p = t.point;
-    if (p.stored_plan >= 0) {
-      choice = stored_[p.stored_plan];
-    } else {
-      // A graph-cut plan: replay the walk's changes up to its step, then as recorded.
-      choice = f_.start_choice_;
-      if (p.step < 0) {
-        std::fill(choice.begin(), choice.end(), 0);
-      } else {
-        for (std::size_t c = 0; c < f_.step_end_[p.step]; ++c) choice[f_.changes_[c].first] = f_.changes_[c].second;
-      }
-      choice = choice_of(f_.make_plan(choice, f_.reclaim_, p.tightened_to_s), f_.op_candidates_);
-    }
+    choice = choice_of(p);
     // A plan polished earlier meets this deadline too when it is not slower: start from the
     // best of them and the point's own plan.
     double e_best = search.energy_at(choice, t.deadline_s);

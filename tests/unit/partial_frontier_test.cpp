@@ -140,7 +140,9 @@ TEST_P(PartialFrontier, ThreadsDoNotChangeTheFrontier) {
     ASSERT_EQ(one.size(), two.size());
     EXPECT_EQ(one.num_lp_solves, two.num_lp_solves);
     EXPECT_EQ(one.num_hull_walk_steps, two.num_hull_walk_steps);
-    if (GetParam() == PlannerMode::kCertified && bound == BoundMethod::kHullWalk) EXPECT_GT(two.num_hull_walk_steps, 0);
+    if (GetParam() == PlannerMode::kCertified && bound == BoundMethod::kHullWalk) {
+      EXPECT_GT(two.num_hull_walk_steps, 0);
+    }
     for (std::size_t i = 0; i < one.size(); ++i) {
       EXPECT_EQ(one.points()[i].time_s, two.points()[i].time_s) << i;
       EXPECT_EQ(one.points()[i].energy_j, two.points()[i].energy_j) << i;
@@ -173,7 +175,9 @@ TEST_P(PartialFrontier, ProgressReportsEveryStageInOrderOnTheCallingThread) {
         EXPECT_LE(seen[i].second, 1.0);
         if (i > 0) {
           EXPECT_GE(static_cast<int>(seen[i].first), static_cast<int>(seen[i - 1].first)) << i;  // stage order
-          if (seen[i].first == seen[i - 1].first) EXPECT_GT(seen[i].second, seen[i - 1].second) << i;
+          if (seen[i].first == seen[i - 1].first) {
+            EXPECT_GT(seen[i].second, seen[i - 1].second) << i;
+          }
         }
         if (seen[i].second == 1.0) ended.push_back(seen[i].first);
       }
