@@ -109,7 +109,7 @@ void register_emulate(CLI::App& app) {
     }
     keep_stream_input(cfg->profile_path, "profile");  // a pipe or /dev/stdin: read once, its text kept
     // The output folder is checked before the emulation runs (minutes on large inputs).
-    check_emulation_folder(*out);
+    check_emulation_folder(*out, cfg.get());
     const EmulationResult res = run_emulation(*cfg);
     if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
     fmt::print("{} pipelines x {} GPUs ({} stages x TP {}), time scale {} (times and energies below are scaled), "

@@ -106,6 +106,7 @@ int run_command(const std::vector<std::string>& command, double* t0_s, double* t
 void check_json_writable(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  check_output_file(path, /*force=*/true, "json");  // a device, FIFO or link is never replaced
   if (fs::is_directory(path, ec)) {
     throw InputError(fmt::format("monitor: --json {}: is a folder, not a file; command not run", path));
   }

@@ -55,13 +55,7 @@ void register_schedule(CLI::App& app) {
   cmd->callback([a, chunks] {
     // A file is replaced only with --force (optimize likewise replaces only a folder holding
     // nothing but its own earlier output): checked first, so nothing is computed in vain.
-    std::error_code ec;
-    if (a->out != "-" && std::filesystem::exists(a->out, ec)) {
-      if (std::filesystem::is_directory(a->out, ec)) {
-        throw InputError("out", fmt::format("{}: is a folder; give a file name", a->out));
-      }
-      if (!a->force) throw InputError("out", fmt::format("{}: exists; pass --force to replace it", a->out));
-    }
+    if (a->out != "-") check_output_file(a->out, a->force, "out");
     const auto names = schedule_names();
     Schedule s;
     if (std::find(names.begin(), names.end(), a->schedule) == names.end() &&

@@ -1,5 +1,5 @@
 // `perseus validate`: predict the iteration time of plans measured on real GPUs and report the error.
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/validation.hpp"
 
 namespace perseus::cli {
@@ -27,14 +28,28 @@ void register_validate(CLI::App& app) {
                   "frequency_mhz); docs/validation.md, \"Folder format\"")
       ->required()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--markdown", *markdown, "Also write the summary table to this Markdown file");
+  auto force = std::make_shared<bool>(false);
+  cmd->add_option("--markdown", *markdown,
+                  "Also write the summary table to this Markdown file (written atomically; an existing file is kept "
+                  "unless --force)")
+      ->check(non_empty_path("a Markdown file"));
+  cmd->add_flag("--force", *force, "Replace an existing --markdown file");
   cmd->add_flag("--per-plan", *per_plan, "Print every plan's measured and predicted time");
   cmd->add_option("--p2p-latency", *p2p_latency,
                   "Blocking P2P send time, s, in the overhead model (as `perseus optimize --p2p-latency`); the "
                   "per-computation overhead is calibrated on top of it")
       ->capture_default_str()
       ->check(number_in(0, 3600, "s"));
-  cmd->callback([dirs, markdown, per_plan, p2p_latency] {
+  cmd->callback([dirs, markdown, per_plan, p2p_latency, force] {
+    if (!markdown->empty()) check_output_file(*markdown, *force, "markdown");  // before the work
+    for (std::size_t i = 0; i < dirs->size(); ++i)
+      for (std::size_t j = 0; j < i; ++j) {
+        std::error_code ec;
+        if (std::filesystem::equivalent((*dirs)[i], (*dirs)[j], ec)) {
+          throw InputError("real_gpu", fmt::format("{} and {} are the same folder: each workload once, please",
+                                                   quote_input((*dirs)[j]), quote_input((*dirs)[i])));
+        }
+      }
     std::vector<RealGpuValidation> results;
     for (const auto& d : *dirs) results.push_back(validate_real_gpu(d, {}, *p2p_latency));
     if (*per_plan) {
@@ -49,11 +64,7 @@ void register_validate(CLI::App& app) {
     }
     const std::string md = validation_markdown(results);
     fmt::print("{}", md);
-    if (!markdown->empty()) {
-      std::ofstream out(*markdown);
-      out << md;
-      if (!out) throw InputError(fmt::format("--markdown {}: cannot write", *markdown));
-    }
+    if (!markdown->empty()) write_file_atomically(*markdown, md);
   });
 }
 

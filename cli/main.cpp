@@ -1,6 +1,12 @@
 // `perseus`: command-line entry point. Thin: parsing and printing only; the work is in the libraries.
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <string_view>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -8,9 +14,39 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "usage_hints.hpp"
 
+namespace {
+
+/// Commands that write output files: on SIGINT, SIGTERM or SIGHUP they exit (status 128 +
+/// signal) without leaving a hidden `.NAME.partial-PID` folder or `.NAME.tmp-PID` file behind.
+/// The signals are blocked in every thread and taken by one thread with sigwait(), which
+/// removes the unfinished outputs (after a commit in progress) and ends the process. Commands
+/// with their own signal handling (serve, gpud, monitor) are left alone.
+void exit_cleanly_on_signals(int argc, char** argv) {
+  if (argc < 2) return;
+  const std::string_view cmd = argv[1];
+  if (cmd != "optimize" && cmd != "emulate" && cmd != "report" && cmd != "schedule" && cmd != "validate") return;
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return;  // then the default action, as before
+  std::thread([set] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    perseus::remove_unfinished_outputs();
+    const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+    const std::string msg = fmt::format("perseus: interrupted ({}); no output was written\n", name);
+    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+    ::_exit(128 + sig);
+  }).detach();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  exit_cleanly_on_signals(argc, argv);
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training by planning GPU frequencies"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "perseus 0.1.0");

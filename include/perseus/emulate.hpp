@@ -127,10 +127,13 @@ std::string emulation_json_text(const EmulationResult& result, const EmulationCo
 /// Checks, before the (long) emulation runs, that write_emulation_outputs() may write
 /// `out_dir`: check_output_folder_writable(), then that the folder holds nothing but
 /// emulate's files (is_emulation_output()), or, in an optimize output folder (it has
-/// summary.json), nothing but optimize's and emulate's files. Throws InputError (field
-/// "out_dir") naming the path and the reason (a user's file inside, not a folder, no
-/// permission). Changes nothing.
-void check_emulation_folder(const std::string& out_dir);
+/// summary.json), nothing but optimize's and emulate's files, and (when `same_pipeline` is
+/// given) that optimize planned the pipeline emulated: summary.json's inputs are 1f1b with
+/// the config's stages, microbatches, P_block and unit, and its profile.csv holds the config's
+/// profile (`perseus report` shows the two as one run). Throws InputError (field "out_dir")
+/// naming the path and the reason (a user's file inside, not a folder, no permission, another
+/// pipeline's run). Changes nothing.
+void check_emulation_folder(const std::string& out_dir, const EmulationConfig* same_pipeline = nullptr);
 
 /// Writes the emulation's files: `emulation.json` (emulation_json_text()), `emulation.csv`
 /// (emulation_csv_text()) and, when `report_html` is given, `emulation.html` (the page of
@@ -138,7 +141,8 @@ void check_emulation_folder(const std::string& out_dir);
 /// (OutputFolder): no file of an earlier run survives (e.g. the emulation.html of a run with
 /// --report). In an optimize output folder (it has summary.json; `perseus report` then shows
 /// the emulation table) optimize's files stay, emulate's are written each atomically and an
-/// earlier emulation.html is removed when `report_html` is not given. Any other file inside
+/// earlier emulation.html is removed when `report_html` is not given; an optimize folder of
+/// another pipeline is refused (check_emulation_folder()). Any other file inside
 /// `out_dir` makes it throw InputError (field "out_dir") without touching anything, like
 /// `perseus optimize`; also when the files cannot be written.
 void write_emulation_outputs(const EmulationResult& result, const EmulationConfig& config, const std::string& out_dir,

@@ -10,12 +10,27 @@ namespace perseus {
 
 /// Writes `text` to `path` through a temporary file in the same folder
 /// (`.NAME.tmp-PID`) renamed into place, so a reader never sees a half-written file.
-/// Throws InputError (naming the path) when it cannot be written or moved.
+/// Throws InputError (naming the path) when it cannot be written or moved, or when `path`
+/// exists and is not a regular file (a folder, symbolic link, device, FIFO or socket: the
+/// rename would replace it, e.g. /dev/null, with a file; check_output_file()).
 void write_file_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// Removes the temporaries of this process's unfinished atomic writes (OutputFolder's
+/// `.NAME.partial-PID` folders, write_file_atomically()'s `.NAME.tmp-PID` files), after any
+/// commit in progress has finished, and keeps them from being recreated. For a front end about
+/// to exit on SIGINT/SIGTERM: call it from a thread that took the signal with sigwait(), then
+/// _exit() (it takes a mutex, so it is not for a signal handler itself). Thread-safe.
+void remove_unfinished_outputs();
 
 /// Writes `text` to `path` (no rename: for files inside an OutputFolder's temporary folder).
 /// Throws InputError "PATH: write failed".
 void write_file(const std::filesystem::path& path, const std::string& text);
+
+/// Throws InputError for `field` when file output to `path` may not replace what is there:
+/// "PATH: is a folder; give a file name", "PATH: is a symbolic link / a device / a FIFO / a
+/// socket (...); refusing to replace it", or, unless `force`, "PATH: exists; pass --force to
+/// replace it". Does nothing when `path` does not exist. Changes nothing.
+void check_output_file(const std::string& path, bool force, const std::string& field);
 
 /// Checks, before any work is done, that `path` is a folder this process may write into or
 /// one it can create (its nearest existing ancestor is a folder it may write into). Creates

@@ -31,7 +31,9 @@ std::string plan_json_text(const Dag& dag, const FrequencyPlan& plan, std::size_
 /// list of per-rank lists). An entry gives its frequency as "frequency_mhz" or "freq_mhz"
 /// (a positive integer); with "instruction" and "microbatch" (and "stage", else the rank's
 /// own stage for one chunk) it names its computation, without them it is the rank's next
-/// computation in execution order. Every computation must appear exactly once, on its rank.
+/// computation in execution order. In the plan file form (written in execution order) a named
+/// entry must be the rank's computation at its position: otherwise (e.g. a 1F1B plan read
+/// against GPipe) the plan is of another schedule. Every computation appears exactly once.
 /// `where` prefixes error messages (e.g. "plans[3]" or a file name). When `durations_s` is
 /// given, every entry must also carry "start_s" and "end_s" (s, end_s > start_s, as plan files
 /// do) and durations_s receives end_s − start_s per op id (s; size dag.num_ops()).

@@ -153,11 +153,11 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
                                            const HistogramOptions& options = {});
 
 /// Reads a CSV of time–energy points: columns time_s or time (s), energy_j or energy (J),
-/// and optionally a label column named name, method, label or plan (any order, extra
-/// columns ignored; simple RFC 4180 quoting). Rows without a label get their 0-based row
-/// number. Throws InputError naming file, line and field on a missing column, a ragged row
-/// or a non-numeric / non-finite value.
-std::vector<PlotPoint> load_plot_points_csv(const std::string& path);
+/// and a label column named name, method, label or plan (any order, extra columns ignored;
+/// simple RFC 4180 quoting); without one (allowed unless `require_label`) rows get their
+/// 0-based row number. Throws InputError naming file, line and field on a missing column, a
+/// ragged row or a non-numeric / non-finite value.
+std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool require_label = false);
 
 /// Options of write_report().
 struct ReportOptions {

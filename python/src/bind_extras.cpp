@@ -40,6 +40,8 @@ std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::d
   // json.dumps writes NaN/Infinity for non-finite floats: refused with the field named.
   const nlohmann::json j =
       parse_json_text(py::module_::import("json").attr("dumps")(plan).cast<std::string>(), "plan");
+  if (!j["ranks"].is_array() || j["ranks"].empty())
+    throw InputError("plan", "\"ranks\" must be a non-empty list (one entry per GPU, as optimize()['plans'] gives)");
   ProblemSpec spec;
   spec.schedule = schedule;
   spec.num_ranks = static_cast<int>(j["ranks"].size());
@@ -52,16 +54,36 @@ std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::d
   return {std::move(problem.dag), std::move(fp)};
 }
 
-std::vector<PlotPoint> plot_points(const py::object& items, const char* label_key) {
+/// Points from a list of dicts with 'time_s' and 'energy_j' (numbers) and an optional label.
+/// `what` names the keyword in errors: TypeError for a wrong type, InputError for a missing key.
+std::vector<PlotPoint> plot_points(const py::object& items, const char* label_key, const char* what) {
   std::vector<PlotPoint> out;
   if (items.is_none()) return out;
+  if (!py::isinstance<py::iterable>(items) || py::isinstance<py::str>(items) || py::isinstance<py::dict>(items))
+    throw py::type_error(fmt::format("{} must be a list of dicts with 'time_s' and 'energy_j'", what));
+  std::size_t i = 0;
   for (const auto& it : items) {
-    auto d = py::cast<py::dict>(it);
+    if (!py::isinstance<py::dict>(it))
+      throw py::type_error(fmt::format("{}[{}] must be a dict with 'time_s' and 'energy_j', got {}", what, i,
+                                       py::repr(it).cast<std::string>().substr(0, 64)));
+    auto d = py::reinterpret_borrow<py::dict>(it);
     PlotPoint p;
     p.label = d.contains(label_key) && !d[label_key].is_none() ? py::str(d[label_key]).cast<std::string>() : "";
-    p.time_s = d["time_s"].cast<double>();
-    p.energy_j = d["energy_j"].cast<double>();
+    auto number = [&](const char* key) {
+      if (!d.contains(key))
+        throw InputError(what, fmt::format("element {} has no key '{}' (expected dicts with 'time_s' and 'energy_j')", i, key));
+      const py::handle v = d[key];
+      if (PyBool_Check(v.ptr()) || !PyNumber_Check(v.ptr()) || PyUnicode_Check(v.ptr()))
+        throw py::type_error(fmt::format("{}[{}]['{}'] must be a number, got {}", what, i, key,
+                                         py::repr(v).cast<std::string>().substr(0, 64)));
+      py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(v.ptr()));
+      if (!f) throw py::error_already_set();
+      return PyFloat_AsDouble(f.ptr());
+    };
+    p.time_s = number("time_s");
+    p.energy_j = number("energy_j");
     out.push_back(std::move(p));
+    ++i;
   }
   return out;
 }
@@ -75,7 +97,7 @@ void bind_extras(py::module_& m) {
   m.def(
       "emulate",
       [](const py::object& profile, Strict<int> stages, Strict<int> microbatches, std::vector<double> slowdowns,
-         Strict<int> pipelines, Strict<int> global_batch, std::optional<double> p2p_power_w, Strict<int> tp_degree,
+         Strict<int> pipelines, Strict<int> global_batch, std::optional<Real> p2p_power_w, Strict<int> tp_degree,
          double time_scale, double unit_time_s) {
         if (!p2p_power_w) {  // as perseus.optimize and `perseus emulate --p2p-power` (required there)
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
@@ -88,7 +110,7 @@ void bind_extras(py::module_& m) {
         cfg.slowdowns = std::move(slowdowns);
         cfg.pipelines = pipelines.value;
         cfg.global_batch = global_batch.value;
-        cfg.p_block_w = *p2p_power_w;
+        cfg.p_block_w = p2p_power_w->value;
         cfg.tp_degree = tp_degree.value;
         cfg.time_scale = time_scale;
         cfg.unit_time_s = unit_time_s;
@@ -168,12 +190,12 @@ perseus.InputError when the plan does not match the schedule or the profile.)doc
       "render_frontier_svg",
       [](const py::object& frontier, const py::object& plans, const py::object& all_max, const std::string& title) {
         FrontierPlotData data;
-        data.frontier = plot_points(frontier, "plan");
-        data.plans = plot_points(plans, "plan");
+        data.frontier = plot_points(frontier, "plan", "frontier");
+        data.plans = plot_points(plans, "plan", "plans");
         if (!all_max.is_none()) {
           py::list one;
           one.append(all_max);
-          auto p = plot_points(one, "label");
+          auto p = plot_points(one, "label", "all_max");
           p[0].label = "all-max";
           data.all_max = p[0];
         }

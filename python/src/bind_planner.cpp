@@ -83,14 +83,25 @@ std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, 
   // not taken from the end as Python lists would: plan -1 is the server's all-max baseline
   // (docs/http-api.md), and a silent wrap-around would pick a plan nobody asked for.
   std::vector<std::size_t> out;
+  if (!py::isinstance<py::iterable>(plans)) {
+    throw py::type_error(fmt::format(
+        "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of int plan indices; got {}",
+        py::repr(plans).cast<std::string>().substr(0, 64)));
+  }
   for (const auto& item : plans) {
     const std::string text = py::repr(item).cast<std::string>().substr(0, 64);
-    if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item)) {
+    // A Python int or a numpy integer (anything with __index__), never a bool or a float.
+    py::object index;
+    if (!py::isinstance<py::bool_>(item) && !PyFloat_Check(item.ptr())) {
+      index = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
+      if (!index) PyErr_Clear();
+    }
+    if (!index) {
       throw py::type_error(fmt::format(
           "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of int plan indices; got {}", text));
     }
     int overflow = 0;
-    const long long i = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+    const long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
     if (overflow < 0 || (overflow == 0 && i < 0)) {
       throw InputError("plans", fmt::format("indices must be >= 0 (0 = the slowest plan, {} = the fastest; plans="
                                             "\"fastest\" for the fastest), got {}",
@@ -217,7 +228,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       "optimize",
       [](const py::object& profile_arg, std::optional<Strict<int>> stages_arg,
          std::optional<Strict<int>> microbatches_arg, const py::object& schedule_arg,
-         std::optional<Strict<int>> chunks_arg, std::optional<double> p2p_power_arg, double backward_input_fraction,
+         std::optional<Strict<int>> chunks_arg, std::optional<Real> p2p_power_arg, double backward_input_fraction,
          double unit_time_s, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
          Strict<int> threads_arg, std::optional<double> time_budget_s,
          std::optional<Strict<std::int64_t>> max_points_arg, double op_overhead_s, double p2p_latency_s,
@@ -238,13 +249,20 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           throw InputError("microbatches", fmt::format("must be >= 1, got {}", *microbatches));
         }
         if (chunks && *chunks < 1) throw InputError("chunks", fmt::format("must be >= 1, got {}", *chunks));
-        const double p2p_power_w = *p2p_power_arg;
+        const double p2p_power_w = p2p_power_arg->value;
         check_finite(p2p_power_w, "p_block_w", true);
         if (threads < 0 || threads > 1024) {
           throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
         }
         if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         check_finite(unit_time_s, "unit_time_s", false);
+        // The planner's ranges, named by keyword here (the library's messages name no field).
+        if (!(unit_time_s >= 1e-7 && unit_time_s <= 10)) {
+          throw InputError("unit_time_s", fmt::format("must be in [1e-7, 10] s, got {}", unit_time_s));
+        }
+        if (!(backward_input_fraction > 0 && backward_input_fraction < 1)) {
+          throw InputError("backward_input_fraction", fmt::format("must be in (0, 1), got {}", backward_input_fraction));
+        }
         if (time_budget_s && !(*time_budget_s >= 0 && *time_budget_s <= 1e9)) {
           throw InputError("time_budget_s", fmt::format("must be in [0, 1e9] s or None, got {}", *time_budget_s));
         }

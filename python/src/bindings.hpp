@@ -37,6 +37,12 @@ struct Strict {
   T value{};
 };
 
+/// A real-valued keyword (W, s, ...): a Python float or int, or a numpy number, but not a
+/// bool (`p2p_power_w=True` would silently be 1 W): TypeError instead.
+struct Real {
+  double value = 0;
+};
+
 /// InputError -> perseus.InputError (a ValueError subclass).
 void bind_errors(py::module_& m);
 /// Profile, load_profile/parse_profile, schedule, optimize.
@@ -72,5 +78,21 @@ struct type_caster<perseus::python::Strict<T>> {
   static handle cast(const perseus::python::Strict<T>& s, return_value_policy, handle) {
     return PyLong_FromLongLong(static_cast<long long>(s.value));
   }
+};
+template <>
+struct type_caster<perseus::python::Real> {
+  PYBIND11_TYPE_CASTER(perseus::python::Real, const_name("float"));
+  bool load(handle src, bool /*convert*/) {
+    if (!src || PyBool_Check(src.ptr())) return false;
+    if (!PyFloat_Check(src.ptr()) && !PyLong_Check(src.ptr()) && !PyNumber_Check(src.ptr())) return false;
+    object f = reinterpret_steal<object>(PyNumber_Float(src.ptr()));  // float, int, numpy number
+    if (!f) {
+      PyErr_Clear();
+      return false;
+    }
+    value.value = PyFloat_AsDouble(f.ptr());
+    return true;
+  }
+  static handle cast(const perseus::python::Real& r, return_value_policy, handle) { return PyFloat_FromDouble(r.value); }
 };
 }  // namespace pybind11::detail

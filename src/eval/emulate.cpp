@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
+#include "../formats/csv_fields.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/profile.hpp"
@@ -313,11 +314,51 @@ bool is_optimize_or_emulation_output(const fs::path& relative, bool is_directory
   return is_optimize_output(relative, is_directory) || is_emulation_output(relative, is_directory);
 }
 
+/// In an optimize folder, `perseus report` shows the emulation beside optimize's frontier as
+/// one run: the emulated pipeline must be optimize's (summary.json "inputs": 1f1b, stages,
+/// microbatches, P_block, unit; the same profile as its profile.csv).
+void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg) {
+  const fs::path dir(out_dir);
+  const std::string summary_path = (dir / "summary.json").string();
+  nlohmann::json in;
+  try {
+    in = nlohmann::json::parse(csv::read_file(summary_path, "summary.json")).at("inputs");
+  } catch (const nlohmann::json::exception&) {
+    throw InputError("out_dir", fmt::format("{}: has no readable \"inputs\" (not a perseus optimize summary); cannot "
+                                            "tell whether it is the pipeline emulated here: choose another output folder",
+                                            summary_path));
+  }
+  auto field = [&](const char* key) { return in.contains(key) ? in[key].dump() : std::string("(missing)"); };
+  const std::string theirs = fmt::format("schedule {}, chunks {}, {} stages x {} microbatches, P_block {} W, unit {} s",
+                                         field("schedule"), field("chunks"), field("stages"), field("microbatches"),
+                                         field("p2p_power_w"), field("unit_time_s"));
+  const std::string ours = fmt::format("schedule \"1f1b\", chunks 1, {} stages x {} microbatches, P_block {} W, unit {} s",
+                                       cfg.num_ranks, cfg.microbatches, nlohmann::json(cfg.p_block_w).dump(),
+                                       nlohmann::json(cfg.unit_time_s).dump());
+  bool profile_differs = false;
+  if (theirs == ours) {
+    const std::string copy = (dir / "profile.csv").string();
+    std::error_code ec;
+    profile_differs = !fs::is_regular_file(copy, ec) ||
+                      format_profile_csv(load_profile_csv(copy)) != format_profile_csv(load_profile_csv(cfg.profile_path));
+  }
+  if (theirs != ours || profile_differs) {
+    throw InputError("out_dir",
+                     fmt::format("{}: holds a perseus optimize run of another pipeline ({}{}); this emulation is {}{}. "
+                                 "`perseus report` would show the two as one run: emulate into that folder only the "
+                                 "pipeline it planned, or choose another output folder",
+                                 out_dir, theirs, profile_differs ? ", its profile.csv" : "", ours,
+                                 profile_differs ? fmt::format(", profile {}", quote_input(cfg.profile_path)) : ""));
+  }
+}
+
 }  // namespace
 
-void check_emulation_folder(const std::string& out_dir) {
+void check_emulation_folder(const std::string& out_dir, const EmulationConfig* same_pipeline) {
   check_output_folder_writable(out_dir);
-  check_folder_is_ours(out_dir, is_optimize_folder(out_dir) ? is_optimize_or_emulation_output : is_emulation_output);
+  const bool optimize_folder = is_optimize_folder(out_dir);
+  check_folder_is_ours(out_dir, optimize_folder ? is_optimize_or_emulation_output : is_emulation_output);
+  if (optimize_folder && same_pipeline != nullptr) check_same_pipeline(out_dir, *same_pipeline);
 }
 
 void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir,
@@ -327,6 +368,7 @@ void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& 
     // An optimize folder keeps its files; emulate's are replaced one by one (each atomically),
     // and an emulation.html of an earlier run with --report goes first.
     check_folder_is_ours(out_dir, is_optimize_or_emulation_output);
+    check_same_pipeline(out_dir, cfg);
     const fs::path dir(out_dir);
     std::error_code ec;
     if (!report_html && !fs::remove(dir / "emulation.html", ec) && ec) {

@@ -276,6 +276,11 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       }
     }
   }
+  if (freqs.empty()) {
+    throw InputError(fmt::format("{}/perseus_plans.csv: no plans (the file has no rows below its header); expected the "
+                                 "frequencies of at least one measured plan ({})",
+                                 dir, kFolderFormat));
+  }
   // Per plan and replica: profiled durations. The iteration of a data-parallel job is its
   // slowest replica's (they meet at the gradient all-reduce, which is not in the DAG).
   std::vector<std::vector<std::vector<double>>> plan_times;  // [plan in out.plans order][dp][op]

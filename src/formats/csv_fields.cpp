@@ -35,12 +35,13 @@ void reject_non_text(std::string_view text, const std::string& source) {
   if (at == text.size()) return;
   const auto c = static_cast<unsigned char>(text[at]);
   const long line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
-  if (c == 0) throw InputError(fmt::format("{}:{}: contains a NUL byte (expected CSV text)", source, line));
+  if (c == 0) throw InputError::in_file(source, static_cast<long>(line), "", "contains a NUL byte (expected CSV text)");
   const std::size_t line_start = at == 0 ? 0 : text.rfind('\n', at - 1);
   const std::size_t column = at - (line_start == std::string_view::npos || at == 0 ? 0 : line_start + 1) + 1;
-  throw InputError(fmt::format("{}:{}: not a text CSV file: byte 0x{:02X} at column {} {} (a binary or compressed "
-                               "file?)",
-                               source, line, c, column, control < invalid ? "is a control character" : "is not UTF-8 text"));
+  throw InputError::in_file(source, static_cast<long>(line), "",
+                            fmt::format("not a text CSV file: byte 0x{:02X} at column {} {} (a binary or compressed "
+                                        "file?)",
+                                        c, column, control < invalid ? "is a control character" : "is not UTF-8 text"));
 }
 
 std::vector<std::string> split_line(std::string_view line, const std::string& source, long line_no) {
@@ -70,7 +71,7 @@ std::vector<std::string> split_line(std::string_view line, const std::string& so
       cell += c;
     }
   }
-  if (quoted) throw InputError(fmt::format("{}:{}: unterminated quoted field", source, line_no));
+  if (quoted) throw InputError::in_file(source, static_cast<long>(line_no), "", "unterminated quoted field");
   out.push_back(std::move(cell));
   for (auto& f : out) {  // trim spaces (quoted content keeps inner spaces)
     const auto b = f.find_first_not_of(" \t");

@@ -42,8 +42,9 @@ void throw_header_error(const io::error::base& e, const std::string& source, std
   } else if (!commas && first.find('\t') != std::string_view::npos) {
     hint = "; the file is separated by tabs: save it comma-separated";
   }
-  throw InputError(fmt::format("{}:{}: {} (expected columns {}, in any order, extra columns ignored; got {}){}",
-                               source, line, what, columns, quote_input(first, 120), hint));
+  throw InputError::in_file(source, static_cast<long>(line), "",
+                            fmt::format("{} (expected columns {}, in any order, extra columns ignored; got {}){}", what,
+                                        columns, quote_input(first, 120), hint));
 }
 
 void throw_missing_column(const char* column, const std::string& source, std::string_view text,
@@ -61,8 +62,9 @@ void throw_row_error(const io::error::base& e, const std::string& source, std::s
   if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote";
   if (dynamic_cast<const io::error::line_length_limit_exceeded*>(&e) != nullptr) what = "line longer than 16 MiB";
   if (at == nullptr || at->file_line < 0) throw InputError(fmt::format("{}: {}", source, what));
-  throw InputError(fmt::format("{}:{}: {}: expected one field per header column ({} and any extra columns)", source,
-                               at->file_line, what, columns));
+  throw InputError::in_file(source, static_cast<long>(at->file_line), "",
+                            fmt::format("{}: expected one field per header column ({} and any extra columns)", what,
+                                        columns));
 }
 
 std::string read_head(const std::string& path, std::size_t max_bytes) {

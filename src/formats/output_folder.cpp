@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <vector>
 
 #include <fmt/core.h>
@@ -40,6 +41,24 @@ void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
   for (const auto& path : stale) fs::remove_all(path, ec);
 }
 
+/// This process's unfinished atomic writes (temporary paths), for remove_unfinished_outputs().
+/// The mutex is also held across OutputFolder::commit()'s renames, so a removal never sees a
+/// half-committed folder.
+std::mutex g_unfinished_mutex;
+std::vector<fs::path> g_unfinished;
+bool g_exiting = false;  // under the mutex: remove_unfinished_outputs() ran
+
+void register_unfinished(const fs::path& tmp) {
+  const std::lock_guard lock(g_unfinished_mutex);
+  g_unfinished.push_back(tmp);
+}
+
+void unregister_unfinished(const fs::path& tmp) {
+  const std::lock_guard lock(g_unfinished_mutex);
+  const auto it = std::find(g_unfinished.begin(), g_unfinished.end(), tmp);
+  if (it != g_unfinished.end()) g_unfinished.erase(it);
+}
+
 bool numbered(const std::string& name, std::string_view prefix, std::string_view suffix) {
   if (name.size() < prefix.size() + suffix.size() + 5 || !name.starts_with(prefix) || !name.ends_with(suffix))
     return false;
@@ -47,7 +66,63 @@ bool numbered(const std::string& name, std::string_view prefix, std::string_view
   return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+/// What a path that exists but is neither a regular file nor a folder is, for messages
+/// ("a symbolic link", "a device", ...); empty for a regular file, a folder or no path.
+std::string special_kind(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) {
+    if (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) return "";
+    return "unreadable (" + ec.message() + ")";
+  }
+  switch (st.type()) {
+    case fs::file_type::regular:
+    case fs::file_type::directory:
+      return "";
+    case fs::file_type::symlink:
+      return "a symbolic link";
+    case fs::file_type::block:
+    case fs::file_type::character:
+      return "a device";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+/// An output folder path may be a folder or nothing: a symbolic link (even a dangling one)
+/// would be renamed away instead of written through, a device or FIFO replaced.
+void check_not_special(const std::string& path, const std::string& field) {
+  if (const std::string kind = special_kind(path); !kind.empty()) {
+    throw InputError(field, fmt::format("{}: is {}, not a folder; refusing to replace it (give a folder; for a link, "
+                                        "its target's path)",
+                                        path, kind));
+  }
+}
+
 }  // namespace
+
+void remove_unfinished_outputs() {
+  const std::lock_guard lock(g_unfinished_mutex);  // waits for a commit in progress
+  g_exiting = true;
+  std::error_code ec;
+  for (const auto& tmp : g_unfinished) fs::remove_all(tmp, ec);
+  g_unfinished.clear();
+}
+
+void check_output_file(const std::string& path, bool force, const std::string& field) {
+  if (const std::string kind = special_kind(path); !kind.empty()) {
+    throw InputError(field, fmt::format("{}: is {}, not a regular file; refusing to replace it (give a file name; "
+                                        "for a link, its target's path)",
+                                        path, kind));
+  }
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: is a folder; give a file name", path));
+  if (fs::exists(path, ec) && !force) throw InputError(field, fmt::format("{}: exists; pass --force to replace it", path));
+}
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -58,7 +133,19 @@ void write_file(const fs::path& path, const std::string& text) {
 
 void write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    throw InputError(fmt::format("{}: cannot write the file: it is a folder", path.string()));
+  }
+  if (const std::string kind = special_kind(path); !kind.empty()) {
+    throw InputError(fmt::format("{}: cannot write the file: it is {}, not a regular file; refusing to replace it",
+                                 path.string(), kind));
+  }
   const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
+  register_unfinished(tmp);
+  struct Unregister {
+    const fs::path& tmp;
+    ~Unregister() { unregister_unfinished(tmp); }
+  } unregister{tmp};
   {
     errno = 0;
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -73,7 +160,14 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
                                    err != 0 ? std::string(": ") + std::strerror(err) : ""));
     }
   }
-  fs::rename(tmp, path, ec);
+  {
+    const std::lock_guard lock(g_unfinished_mutex);  // not while remove_unfinished_outputs() runs
+    if (g_exiting) {
+      fs::remove(tmp, ec);
+      throw InputError(fmt::format("{}: not written: the process is exiting (interrupted)", path.string()));
+    }
+    fs::rename(tmp, path, ec);
+  }
   if (ec) {
     const std::string why = ec.message();
     fs::remove(tmp, ec);
@@ -83,6 +177,7 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
 
 void check_output_folder_writable(const std::string& path, const std::string& field) {
   if (path.empty()) throw InputError(field, "is required: give an output folder");
+  check_not_special(path, field);
   std::error_code ec;
   fs::path dir = fs::absolute(path, ec).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();
@@ -117,6 +212,7 @@ bool is_optimize_output(const fs::path& relative, bool is_directory) {
 }
 
 void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& ours, const std::string& field) {
+  check_not_special(path, field);
   std::error_code ec;
   if (!fs::exists(path, ec)) return;
   if (!fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: exists and is not a folder", path));
@@ -152,7 +248,9 @@ OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string
   tmp_ = parent / fmt::format(".{}.partial-{}", out_.filename().string(), ::getpid());
   remove_stale_temporaries(parent, out_.filename().string());
   fs::remove_all(tmp_, ec);
+  register_unfinished(tmp_);
   if (!fs::create_directories(tmp_, ec) || ec) {
+    unregister_unfinished(tmp_);
     throw InputError(fmt::format("{}: cannot create output folder: {}", out_.string(), ec.message()));
   }
 }
@@ -161,18 +259,31 @@ OutputFolder::~OutputFolder() {
   if (committed_) return;
   std::error_code ec;
   fs::remove_all(tmp_, ec);
+  unregister_unfinished(tmp_);
 }
 
 void OutputFolder::commit() {
   std::error_code ec;
   const fs::path old = out_.parent_path() / fmt::format(".{}.old-{}", out_.filename().string(), ::getpid());
-  if (fs::exists(out_, ec)) {
-    fs::rename(out_, old, ec);
-    if (ec) throw InputError(fmt::format("{}: cannot replace existing folder", out_.string()));
+  {
+    // Both renames under the registry's mutex: an interruption (remove_unfinished_outputs())
+    // finds the earlier folder in place or the new one, never the earlier one moved aside.
+    const std::lock_guard lock(g_unfinished_mutex);
+    if (g_exiting) throw InputError(fmt::format("{}: not written: the process is exiting (interrupted)", out_.string()));
+    if (fs::exists(out_, ec)) {
+      fs::rename(out_, old, ec);
+      if (ec) throw InputError(fmt::format("{}: cannot replace existing folder", out_.string()));
+    }
+    fs::rename(tmp_, out_, ec);
+    if (ec) {
+      const std::string why = ec.message();
+      fs::rename(old, out_, ec);  // put the earlier folder back
+      throw InputError(fmt::format("{}: cannot move output into place: {}", out_.string(), why));
+    }
+    committed_ = true;
+    const auto it = std::find(g_unfinished.begin(), g_unfinished.end(), tmp_);
+    if (it != g_unfinished.end()) g_unfinished.erase(it);
   }
-  fs::rename(tmp_, out_, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot move output into place: {}", out_.string(), ec.message()));
-  committed_ = true;
   fs::remove_all(old, ec);
 }
 

@@ -52,7 +52,8 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
   if (durations_s) durations_s->assign(dag.num_ops(), 0.0);
   for (int r = 0; r < dag.num_ranks(); ++r) {
     const json* list = &(*rit)[r];
-    if (list->is_object()) {  // plan file form: {"rank": r, "instructions": [...]}
+    const bool plan_file = list->is_object();
+    if (plan_file) {  // plan file form: {"rank": r, "instructions": [...]}
       auto rank = list->find("rank");
       if (rank != list->end() && (!rank->is_number_integer() || rank->get<std::int64_t>() != r))
         throw InputError(where(fmt::format("ranks[{}]: \"rank\" must be {}", r, r)));
@@ -90,7 +91,14 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
         if (found < 0 || dag.rank_of(found) != r)
           throw bad(fmt::format("no computation {} of microbatch {} on stage {} of this rank",
                                 ins->get<std::string>(), mb->get<int>(), stage));
-        op = found;
+        if (plan_file && found != op) {  // a plan file lists them in execution order: another schedule's plan
+          const Computation& want = dag.op(op);
+          throw bad(fmt::format("names {} of microbatch {} on stage {}, but this rank's computation #{} in the "
+                                "schedule's execution order is {} of microbatch {} on stage {}: the plan is for "
+                                "another schedule",
+                                ins->get<std::string>(), mb->get<int>(), stage, k, to_string(want.kind),
+                                want.microbatch, want.stage));
+        }
       }
       if (freq[op] != 0) throw bad("computation listed twice");
       freq[op] = f->get<int>();

@@ -171,22 +171,23 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
       return profile.has(s, *parse_instruction_kind(n));
     });
     if (!any) {
-      throw InputError(fmt::format("{}: field 'stage': stage ids must be contiguous from 0, but stage {} has no rows "
-                                   "(max stage is {})",
-                                   source, s, profile.num_stages() - 1));
+      throw InputError::in_file(source, 0, "stage",
+                                fmt::format("stage ids must be contiguous from 0, but stage {} has no rows (max stage is {})",
+                                            s, profile.num_stages() - 1));
     }
     if (!profile.has(s, InstructionKind::kForward)) {
-      throw InputError(fmt::format("{}: field 'instruction': stage {} has no forward rows", source, s));
+      throw InputError::in_file(source, 0, "instruction", fmt::format("stage {} has no forward rows", s));
     }
     const bool split = profile.has(s, InstructionKind::kBackwardInput) && profile.has(s, InstructionKind::kBackwardWeight);
     if (!profile.has(s, InstructionKind::kBackward) && !split) {
-      throw InputError(fmt::format(
-          "{}: field 'instruction': stage {} has no backward rows (nor backward_input + backward_weight)", source, s));
+      throw InputError::in_file(source, 0, "instruction",
+                                fmt::format("stage {} has no backward rows (nor backward_input + backward_weight)", s));
     }
   }
   if (expected_stages && profile.num_stages() != *expected_stages) {
-    throw InputError(fmt::format("{}: field 'stage': expected {} stages (0..{}), the profile has {}", source,
-                                 *expected_stages, *expected_stages - 1, profile.num_stages()));
+    throw InputError::in_file(source, 0, "stage",
+                              fmt::format("expected {} stages (0..{}), the profile has {}", *expected_stages,
+                                          *expected_stages - 1, profile.num_stages()));
   }
   return profile;
 }

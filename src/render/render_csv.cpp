@@ -67,11 +67,13 @@ double csv_number(const CsvTable& t, std::size_t row, int col) {
 
 }  // namespace render_detail
 
-std::vector<PlotPoint> load_plot_points_csv(const std::string& path) {
+std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool require_label) {
   const auto t = render_detail::read_csv_table(path);
   const int tc = t.column({"time_s", "time"});
   const int ec = t.column({"energy_j", "energy"});
   const int lc = t.column({"name", "method", "label", "plan"});
+  if (lc < 0 && require_label)
+    throw InputError(fmt::format("{}:1: missing column 'name' (or 'method', 'label', 'plan'), each point's name", path));
   if (tc < 0) throw InputError(fmt::format("{}:1: missing column 'time_s' (or 'time'), iteration time in s", path));
   if (ec < 0)
     throw InputError(fmt::format("{}:1: missing column 'energy_j' (or 'energy'), iteration energy in J", path));

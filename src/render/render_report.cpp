@@ -93,8 +93,8 @@ FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* pro
   return plan;
 }
 
-/// The job's schedule (resolve_schedule()): a generator name, or a schedule CSV (resolved
-/// like the profile, also relative to the folder).
+/// The job's schedule (resolve_schedule()): a generator name, or for a schedule CSV the
+/// folder's schedule.csv (optimize's copy), else the file named (as given, or relative to the folder).
 Schedule report_schedule(const std::string& name, long stages, long microbatches, long chunks, const fs::path& dir,
                          const std::string& ss) {
   ProblemSpec spec;
@@ -115,10 +115,12 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
     }
   }
   std::error_code ec;
-  if (fs::is_regular_file(name, ec)) spec.schedule = name;
-  else if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec)) spec.schedule = (dir / name).string();
-  else if (name.ends_with(".csv") && fs::is_regular_file(dir / "schedule.csv", ec))  // a moved CSV: optimize's copy
+  // optimize's copy first: the schedule that was planned, even if the file it was read from has
+  // changed since (or another file of that name is in the current folder).
+  if ((name.ends_with(".csv") || fs::is_regular_file(name, ec)) && fs::is_regular_file(dir / "schedule.csv", ec))
     spec.schedule = (dir / "schedule.csv").string();
+  else if (fs::is_regular_file(name, ec)) spec.schedule = name;
+  else if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec)) spec.schedule = (dir / name).string();
   else
     throw InputError(
         fmt::format("{}: field 'inputs.schedule': {} is neither a schedule name nor a readable schedule "
@@ -314,6 +316,19 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const double allmax_e = number(sum, ss, "", "allmax_energy_j");
   const double saving = number(sum, ss, "", "intrinsic_saving_pct");
   const long num_plans = integer(sum, ss, "", "num_plans");
+  // An emulation beside the frontier (perseus emulate into this folder) is shown as part of
+  // this run: it must be of this pipeline (emulate checks it; a folder assembled by hand may not be).
+  if (const fs::path ej = dir / "emulation.json"; fs::exists(ej, ec)) {
+    const std::string es = ej.string();
+    const json e = read_json(ej, "emulation");
+    const long e_stages = integer(e, es, "", "stages"), e_mbs = integer(e, es, "", "microbatches");
+    if (e_stages != stages || e_mbs != microbatches || schedule_name != "1f1b") {
+      throw InputError(fmt::format("{}: an emulation of {} stages x {} microbatches (1f1b), but {} is a {} run of {} "
+                                   "stages x {} microbatches: the two are from different runs (re-run perseus emulate "
+                                   "with this folder's pipeline, or remove emulation.csv/.json)",
+                                   es, e_stages, e_mbs, ss, quote_input(schedule_name), stages, microbatches));
+    }
+  }
   Schedule schedule = report_schedule(schedule_name, stages, microbatches, chunks, dir, ss);
 
   std::optional<Profile> profile;
@@ -414,7 +429,9 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   fd.all_max = PlotPoint{"all-max frequency", allmax_t, allmax_e};
   std::string baselines_note;
   if (profile) baselines_note = add_baselines(fd, dag, *profile, p_block_w);
-  if (!opt.points_csv.empty()) fd.baselines = load_plot_points_csv(opt.points_csv);
+  if (!opt.points_csv.empty()) {  // the user's named points, beside the built-in baselines
+    for (auto& pt : load_plot_points_csv(opt.points_csv, /*require_label=*/true)) fd.baselines.push_back(std::move(pt));
+  }
   if (!opt.reference_csv.empty()) {
     fd.reference = load_plot_points_csv(opt.reference_csv);
     fd.reference_label = opt.reference_label.empty() ? "reference: " + fs::path(opt.reference_csv).filename().string()

@@ -391,6 +391,12 @@ class OptimizeTest(unittest.TestCase):
         res = perseus.optimize(self.profile, **dict(base, stages=numpy.int64(STAGES), max_lp_solves=numpy.int32(40)))
         self.assertEqual(res["schedule"]["num_stages"], STAGES)
         self.assertEqual(res["summary"]["max_lp_solves"], 40)
+        # Plan indices and P_block likewise: numpy numbers work, bools and non-lists do not.
+        res = perseus.optimize(self.profile, **dict(base, plans=numpy.array([0, 1]), p2p_power_w=numpy.float32(P_BLOCK)))
+        self.assertEqual([p["plan"] for p in res["plans"]], [0, 1])
+        for kw, bad in (("plans", 3), ("plans", [True]), ("plans", [0.0]), ("p2p_power_w", True)):
+            with self.assertRaises(TypeError, msg="%s=%r" % (kw, bad)):
+                perseus.optimize(self.profile, **dict(base, **{kw: bad}))
 
     def test_path_argument(self):
         res = perseus.optimize(GPT3_PROFILE, 8, 2, p2p_power_w=P_BLOCK, unit_time_s=0.01, plans="fastest")
@@ -404,6 +410,9 @@ class OptimizeTest(unittest.TestCase):
             (dict(stages=3, microbatches=6), "4 stages"),
             (dict(stages=STAGES, microbatches=6, p2p_power_w=-1.0), "p2p_power_w"),
             (dict(stages=STAGES, microbatches=6, unit_time_s=0.0), "unit_time_s"),
+            (dict(stages=STAGES, microbatches=6, unit_time_s=11.0), "unit_time_s"),
+            (dict(stages=STAGES, microbatches=6, schedule="zb-h1", backward_input_fraction=1.0),
+             "backward_input_fraction"),
             (dict(stages=STAGES, microbatches=6, sample=-2), "sample"),
         ]
         for kwargs, needle in cases:
@@ -414,6 +423,8 @@ class OptimizeTest(unittest.TestCase):
                     kwargs.setdefault("p2p_power_w", P_BLOCK)
                     perseus.optimize(self.profile, stages, mbs, **kwargs)
                 self.assertIn(needle, str(cm.exception))
+                if needle in ("unit_time_s", "backward_input_fraction"):
+                    self.assertEqual(cm.exception.field, needle)
         with self.assertRaises(perseus.InputError) as cm:
             perseus.optimize("/nonexistent.csv", 2, 2, p2p_power_w=P_BLOCK)
         self.assertIn("/nonexistent.csv", str(cm.exception))
@@ -427,6 +438,17 @@ class OptimizeTest(unittest.TestCase):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.load_profile(bad)
         self.assertEqual((cm.exception.source, cm.exception.line, cm.exception.field), (bad, 2, "time"))
+        # File-level errors carry their source and line too (and the field, where one is named).
+        with open(bad, "w") as f:
+            f.write("stage,instruction,frequency,time,energy\n0,forward,1410\n")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.load_profile(bad)
+        self.assertEqual((cm.exception.source, cm.exception.line), (bad, 2))
+        with open(bad, "w") as f:
+            f.write("stage,instruction,frequency,time,energy\n1,forward,1410,0.1,10\n1,backward,1410,0.2,20\n")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.load_profile(bad)
+        self.assertEqual((cm.exception.source, cm.exception.field), (bad, "stage"))
         with self.assertRaises(TypeError):
             perseus.optimize(42, 2, 2, p2p_power_w=P_BLOCK)
         with self.assertRaises(perseus.InputError) as cm:  # P_block is required, as in the CLI
@@ -516,6 +538,21 @@ class RenderTest(unittest.TestCase):
         self.assertIn("schedule", str(cm.exception))
         with self.assertRaises(perseus.InputError):
             perseus.write_report("/nonexistent-dir")
+        # A 1F1B plan against GPipe (the same computations, another order) is refused.
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.render_timeline_svg(prof, res["plans"][0], 3, schedule="gpipe")
+        self.assertIn("the plan is for another schedule", str(cm.exception))
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.render_timeline_svg(prof, {"ranks": []}, 3)
+        self.assertEqual(cm.exception.field, "plan")
+        # Frontier points: a wrong type is a TypeError, a missing key an InputError naming it.
+        for bad in (3, [3], [{"time_s": "1", "energy_j": 1.0}], [{"time_s": True, "energy_j": 1.0}]):
+            with self.assertRaises(TypeError, msg=repr(bad)):
+                perseus.render_frontier_svg(bad)
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.render_frontier_svg([{"time": 1.0, "energy_j": 1.0}])
+        self.assertEqual(cm.exception.field, "frontier")
+        self.assertIn("element 0 has no key 'time_s'", str(cm.exception))
 
 
 @unittest.skipUnless(perseus.HAVE_EMULATE, "the C++ library has no perseus/emulate.hpp")

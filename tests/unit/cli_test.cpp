@@ -1,10 +1,15 @@
 // The `perseus` command end to end: exit codes and messages.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <csignal>
+#include <thread>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -262,6 +267,101 @@ TEST(Cli, ScheduleKeepsAnExistingFileUnlessForce) {
   std::ifstream now(mine);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(now), {}), "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
   EXPECT_EQ(run("schedule --stages 2 --microbatches 2 --out " + dir.path().string()).status, 1);
+  // Even with --force a FIFO, device or symbolic link is never replaced by a file.
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& target : {fifo, std::string("/dev/null")}) {
+    const auto special = run("schedule --stages 2 --microbatches 2 --force --out " + target);
+    EXPECT_EQ(special.status, 1) << special.output;
+    EXPECT_NE(special.output.find("not a regular file; refusing to replace it"), std::string::npos) << special.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
+// SIGINT or SIGTERM while optimize runs: the process exits 128 + signal, the earlier output
+// folder stays as it was and no hidden temporary (.out.partial-PID, .out.old-PID) is left.
+// The signal is sent once the run's temporary folder exists (an event, not a delay); a run
+// that finished first must have written a complete folder.
+TEST(Cli, InterruptedOptimizeLeavesNoTemporaries) {
+  testing::TempDir dir;
+  const std::string out = (dir.path() / "out").string();
+  const std::string profile = testing::test_data("emulation/stage_profile_gpt3-175b_a40.csv");
+  ASSERT_EQ(run("optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                " --stages 4 --microbatches 2 --p2p-power 75 --unit-time 0.01 --out " + out).status, 0);
+  const std::string earlier = testing::slurp(dir.path() / "out" / "summary.json");
+  auto temporaries = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      n += e.path().filename().string().rfind(".out.", 0) == 0;
+    return n;
+  };
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::execl(PERSEUS_BINARY, "perseus", "optimize", "--quiet", "--profile", profile.c_str(), "--stages", "8",
+              "--microbatches", "48", "--p2p-power", "70.38", "--sample", "1", "--out", out.c_str(), nullptr);
+      ::_exit(127);
+    }
+    int status = 0;
+    pid_t done = 0;
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0) {
+      if (temporaries() > 0) {
+        ::kill(pid, sig);
+        done = ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(done, pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(temporaries(), 0);
+    const std::string now = testing::slurp(dir.path() / "out" / "summary.json");
+    if (WEXITSTATUS(status) == 128 + sig) {
+      EXPECT_EQ(now, earlier);  // interrupted: the earlier folder, untouched
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 0);  // finished before the signal: the new folder, complete
+      EXPECT_NE(now.find("\"microbatches\": 48"), std::string::npos);
+      return;
+    }
+  }
+}
+
+// An output folder given as a symbolic link (even a dangling one) is refused, not renamed away.
+TEST(Cli, OutputFolderThatIsASymbolicLinkIsRefused) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "real");
+  std::filesystem::create_directory_symlink(dir.path() / "real", dir.path() / "link");
+  std::filesystem::create_directory_symlink(dir.path() / "gone", dir.path() / "dangling");
+  for (const char* name : {"link", "dangling"}) {
+    const auto r = run("optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                       " --stages 4 --microbatches 2 --p2p-power 75 --unit-time 0.01 --out " +
+                       (dir.path() / name).string());
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("is a symbolic link, not a folder; refusing to replace it"), std::string::npos) << r.output;
+    EXPECT_TRUE(std::filesystem::is_symlink(dir.path() / name));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path() / "real"));
+}
+
+// validate --markdown: an empty path is a usage error, an existing file is kept unless --force,
+// and the same workload twice is refused.
+TEST(Cli, ValidateMarkdownFollowsTheOutputRules) {
+  testing::TempDir dir;
+  const std::string w = testing::test_data("real_gpu/a100_pp4_bert-huge-uncased");
+  EXPECT_EQ(run("validate --real-gpu " + w + " --markdown ''").status, 2);
+  const auto mine = dir.write("mine.md", "hi\n");
+  const auto kept = run("validate --real-gpu " + w + " --markdown " + mine);
+  EXPECT_EQ(kept.status, 1) << kept.output;
+  EXPECT_NE(kept.output.find("mine.md: exists; pass --force to replace it"), std::string::npos) << kept.output;
+  EXPECT_EQ(testing::slurp(mine), "hi\n");
+  const auto forced = run("validate --real-gpu " + w + " --markdown " + mine + " --force");
+  EXPECT_EQ(forced.status, 0) << forced.output;
+  EXPECT_NE(testing::slurp(mine).find("| a100_pp4_bert-huge-uncased |"), std::string::npos) << testing::slurp(mine);
+  const auto twice = run("validate --real-gpu " + w + " --real-gpu " + w + "/");
+  EXPECT_EQ(twice.status, 1) << twice.output;
+  EXPECT_NE(twice.output.find("are the same folder"), std::string::npos) << twice.output;
 }
 
 // `serve --db :memory:` writes no token file: it needs --token-file or $PERSEUS_TOKEN.
@@ -347,7 +447,7 @@ TEST(Cli, ServeOptionRangesAndPortFile) {
       << missing.output;
   const auto folder = run(base + "--port-file " + dir.path().string());
   EXPECT_EQ(folder.status, 1) << folder.output;
-  EXPECT_NE(folder.output.find("cannot move the file into place: Is a directory"), std::string::npos) << folder.output;
+  EXPECT_NE(folder.output.find("cannot write the file: it is a folder"), std::string::npos) << folder.output;
   EXPECT_EQ(folder.output.find("internal error"), std::string::npos) << folder.output;
 }
 

@@ -171,13 +171,23 @@ TEST(EmulateCli, FolderWithAUsersFileIsRefusedAndKept) {
 
 // In perseus optimize's output folder (for perseus report's Emulation table) emulate adds its
 // files and keeps optimize's; a rerun without --report removes its earlier page there too. A
-// user's file in that folder is refused as anywhere else.
+// user's file in that folder is refused as anywhere else, and so is an emulation of another
+// pipeline (the report would show the two as one run).
 TEST(EmulateCli, AddsToAnOptimizeFolderWithoutStalePage) {
   testing::TempDir tmp;
   const std::string dir = (tmp.path() / "opt").string();
-  const auto opt = testing::run("optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
-                                " --stages 4 --microbatches 4 --p2p-power 75 --unit-time 0.01 --out " + dir);
+  const std::string other = (tmp.path() / "other").string();
+  const auto opt = testing::run("optimize --quiet --profile " +
+                                testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+                                " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 --sample 2 --out " + dir);
   ASSERT_EQ(opt.status, 0) << opt.output;
+  const auto llama = testing::run("optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                                  " --stages 4 --microbatches 4 --p2p-power 75 --unit-time 0.01 --out " + other);
+  ASSERT_EQ(llama.status, 0) << llama.output;
+  const auto mismatch = testing::run(emulate_args("1.05", other));
+  EXPECT_EQ(mismatch.status, 1) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("holds a perseus optimize run of another pipeline"), std::string::npos) << mismatch.output;
+  EXPECT_FALSE(fs::exists(other + "/emulation.csv"));
   ASSERT_EQ(testing::run(emulate_args("1.05,1.2", dir) + " --report").status, 0);
   EXPECT_TRUE(fs::exists(dir + "/emulation.html"));
   const auto again = testing::run(emulate_args("1.05", dir));

@@ -1,5 +1,6 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -260,8 +261,26 @@ TEST(ProfileErrors, UnwritableOutputNamesTheReasonAndLeavesNothing) {
     write_profile_csv(p, dir.path().string());  // a folder: never replaced
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("Is a directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot write the file: it is a folder"), std::string::npos) << e.what();
   }
+  // A device, FIFO or symbolic link is never replaced by a file (e.g. /dev/null).
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::filesystem::create_symlink(dir.path() / "elsewhere.csv", dir.path() / "link.csv");
+  for (const auto& [path, kind] : {std::pair<std::string, std::string>{fifo, "a FIFO"},
+                                   {(dir.path() / "link.csv").string(), "a symbolic link"}}) {
+    try {
+      write_profile_csv(p, path);
+      FAIL() << path;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("it is " + kind + ", not a regular file; refusing to replace it"),
+                std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.path() / "link.csv"));
+  std::filesystem::remove(fifo);
+  std::filesystem::remove(dir.path() / "link.csv");
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // no temporary left behind
 }
 

@@ -15,6 +15,10 @@
 
 #include "perseus/error.hpp"
 #include "perseus/optimize.hpp"
+#include "perseus/plan_files.hpp"
+#include "perseus/schedule.hpp"
+#include "perseus/schedule_io.hpp"
+#include "perseus/plan.hpp"
 #include "perseus/render.hpp"
 #include "test_util.hpp"
 #include "xml_check.hpp"
@@ -298,6 +302,74 @@ TEST(ReportErrors, FrontierCsvFromAnotherRunIsRefused) {
   EXPECT_NE(e.find("but row "), std::string::npos) << e;
   EXPECT_NE(e.find("says T = 9 s; are both from the same `perseus optimize` run?"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+}
+
+// --points adds named points beside the built-in baselines (EnvPipe stays), and a file
+// without a name column (e.g. a profile CSV, which has time and energy) is refused.
+TEST(Report, PointsAddNamedBaselines) {
+  Job job;
+  ReportOptions opt;
+  opt.points_csv = job.tmp.write("pts.csv", "name,time_s,energy_j\nmine,0.9,300\n");
+  const std::string html = slurp(write_report(job.out, opt));
+  EXPECT_NE(html.find("<title>EnvPipe: "), std::string::npos);
+  EXPECT_NE(html.find("<title>mine: "), std::string::npos);
+  opt.points_csv = job.profile;
+  EXPECT_NE(report_error(job.out, opt).find("missing column 'name' (or 'method', 'label', 'plan'), each point's name"),
+            std::string::npos);
+}
+
+// A schedule CSV planned by optimize: the report uses the folder's copy (schedule.csv), even
+// when the file it was read from has changed since.
+TEST(Report, UsesTheFoldersScheduleCopy) {
+  TempDir tmp;
+  const std::string profile = (tmp.path() / "profile.csv").string();
+  write_profile_csv(testing::uniform_profile(2, {{1410, 0.10, 30}, {1005, 0.16, 25}}, {{1410, 0.20, 80}, {1005, 0.30, 65}}),
+                    profile);
+  const std::string sched = (tmp.path() / "s.csv").string();
+  write_schedule_csv(make_1f1b(2, 3), sched);
+  OptimizeConfig cfg;
+  cfg.profile_path = profile;
+  cfg.problem.schedule = sched;
+  cfg.problem.num_ranks = 2;
+  cfg.problem.microbatches = 3;
+  cfg.problem.p_block_w = 40;
+  cfg.unit_time_s = 0.01;
+  cfg.out_dir = (tmp.path() / "out").string();
+  run_optimize(cfg);
+  write_schedule_csv(make_gpipe(2, 3), sched);  // the user's file changes afterwards
+  EXPECT_EQ(report_error(cfg.out_dir), "");
+}
+
+// An emulation.json of another pipeline beside the frontier (a folder assembled by hand) is
+// refused: the page would show the two as one run.
+TEST(ReportErrors, EmulationOfAnotherPipelineIsRefused) {
+  Job job;
+  std::ofstream(fs::path(job.out) / "emulation.csv")
+      << "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n";
+  std::ofstream(fs::path(job.out) / "emulation.json")
+      << R"({"pipelines": 2, "stages": 4, "microbatches": 8, "tp": 1, "time_scale": 1, "t_min_s": 1.3})";
+  const std::string e = report_error(job.out);
+  EXPECT_NE(e.find("an emulation of 4 stages x 8 microbatches (1f1b), but"), std::string::npos) << e;
+  EXPECT_NE(e.find("run of 2 stages x 3 microbatches: the two are from different runs"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+}
+
+// A plan file lists each rank's computations in execution order: read against another
+// schedule with the same computations (1F1B's plan, GPipe's DAG) it is refused.
+TEST(PlanFiles, PlanOfAnotherScheduleIsRefused) {
+  const Dag f1b = Dag::build(make_1f1b(2, 3)), gpipe = Dag::build(make_gpipe(2, 3));
+  FrequencyPlan plan;
+  plan.freq_mhz.assign(f1b.num_ops(), 1410);
+  std::vector<double> time(f1b.num_ops(), 0.1);
+  plan = evaluate_durations(f1b, plan.freq_mhz, time, std::vector<double>(f1b.num_ops(), 10.0), 40);
+  const nlohmann::json j = plan_json(f1b, plan, 0);
+  EXPECT_EQ(plan_frequencies_from_json(j, f1b, "plan.json"), plan.freq_mhz);
+  try {
+    (void)plan_frequencies_from_json(j, gpipe, "plan.json");
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the plan is for another schedule"), std::string::npos) << e.what();
+  }
 }
 
 using testing::run;

@@ -221,6 +221,11 @@ TEST(Validation, Errors) {
     TinyWorkload w("3,0,0,forward,0,1000,1\n");
     expect_error(w.path(), "perseus_frontier.csv: no measured time for plan 3");
   }
+  {  // a header and no plans: an error, not a table of zeros
+    TinyWorkload w;
+    w.dir.write("perseus_plans.csv", "plan,stage,order,instruction,microbatch,frequency_mhz\n");
+    expect_error(w.path(), "perseus_plans.csv: no plans (the file has no rows below its header)");
+  }
   // Issue 22: header and file errors list the expected columns and the folder format.
   {
     TinyWorkload w;
