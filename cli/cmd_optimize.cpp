@@ -38,7 +38,7 @@ void register_optimize(CLI::App& app) {
                   "Pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zb-h1, or a per-rank action list CSV "
                   "(torch.distributed.pipelining notation, e.g. 2F0; see docs/schedules.md)")
       ->capture_default_str();
-  cmd->add_option("--backward-input-fraction", cfg->problem.backward_input_fraction,
+  auto* bif = cmd->add_option("--backward-input-fraction", cfg->problem.backward_input_fraction,
                   "For zb-h1 on a profile without backward_input/backward_weight rows: share of the backward's "
                   "time/energy given to I (approximation)")
       ->capture_default_str()
@@ -125,7 +125,7 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")
       ->required()
       ->check(non_empty_path("an output folder"));
-  cmd->callback([cfg, zeus, quiet, report, strict, chunks] {
+  cmd->callback([cfg, zeus, quiet, report, strict, chunks, bif] {
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
     // error (exit status 2), like any other missing option.
     const auto names = schedule_names();
@@ -182,6 +182,12 @@ void register_optimize(CLI::App& app) {
     const OptimizeSummary s = run_optimize(*cfg, progress);
     if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
+    if (bif->count() > 0 && std::none_of(s.approximations.begin(), s.approximations.end(), [](const std::string& a) {
+          return a.find("backward split") != std::string::npos;
+        })) {
+      fmt::print(stderr, "warning: --backward-input-fraction had no effect: the schedule does not split the backward "
+                         "into I and W, or the profile has backward_input/backward_weight rows\n");
+    }
     if (lp_solves_set && s.bound_method == BoundMethod::kHullWalk && s.num_lp_solves == 0) {
       fmt::print(stderr, "note: --max-lp-solves had no effect: the bound came from the hull walk, not LP solves "
                          "(--bound lp to use them)\n");

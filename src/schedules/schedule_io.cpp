@@ -181,6 +181,16 @@ void reject_stray_ids(const Schedule& s, const std::vector<std::vector<Where>>& 
   const int stages = std::max(consistent_id_range(stage_count), ranks);
   const int microbatches = consistent_id_range(mb_count);
   if (microbatches == 0) return;  // nothing consistent to compare with: the checks below explain
+  // A skipped id (0F0,0F2,... without microbatch 1) is not a typo of the actions after it:
+  // name the missing microbatch instead.
+  const int most = *std::max_element(mb_count.begin(), mb_count.end());
+  for (int m = microbatches + 1; m < static_cast<int>(mb_count.size()); ++m) {
+    if (2 * mb_count[m] > most) {
+      throw InputError(fmt::format("{}: microbatch {} is missing: the file runs microbatches up to {} but no action of "
+                                   "microbatch {} (microbatch ids must be 0..M-1 with none skipped)",
+                                   source, microbatches, static_cast<int>(mb_count.size()) - 1, microbatches));
+    }
+  }
   const std::string layout =
       stages % ranks == 0 ? fmt::format("{} ranks x {} chunk(s) of stages", ranks, stages / ranks)
                           : fmt::format("{} ranks", ranks);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "perseus/error.hpp"
@@ -184,6 +185,11 @@ TEST(Cli, BackwardInputFractionAndUnitTimeErrorsNameTheOption) {
   }
   const auto near_ends = run(base + "0.001 --unit-time 0.01");
   EXPECT_EQ(near_ends.status, 0) << near_ends.output;
+  EXPECT_EQ(near_ends.output.find("had no effect"), std::string::npos) << near_ends.output;
+  // With a schedule that does not split the backward the option is accepted but said to do nothing.
+  const auto unused = run(std::regex_replace(base, std::regex("zb-h1"), "1f1b") + "0.3 --unit-time 0.01");
+  EXPECT_EQ(unused.status, 0) << unused.output;
+  EXPECT_NE(unused.output.find("warning: --backward-input-fraction had no effect"), std::string::npos) << unused.output;
   const auto help = run("optimize --help");
   EXPECT_NE(help.output.find("--backward-input-fraction FLOAT:NUMBER in (0, 1)"), std::string::npos) << help.output;
   // Two computations 0.5 s apart are 5e6 units of 1e-7 s: more than the planner's cost tables hold.

@@ -83,6 +83,10 @@ TEST(CliInputChecks, ScheduleCsvActionOutOfRangeNamesTheRange) {
   EXPECT_EQ(error_of("0F0,0B0,0F1,0B1\n1F0,1B0,1F1,3B1\n"),
             "s.csv:2 (rank 1), action 4: '3B1': stage 3 is out of range; expected a stage id in 0..1, the stages "
             "the rest of the file runs (2 ranks x 1 chunk(s) of stages)");
+  // A skipped microbatch id is named as missing, not as a range error of the ids after it.
+  EXPECT_EQ(error_of("0F0,0F2,0B0,0F3,0B2,0B3\n1F0,1B0,1F2,1B2,1F3,1B3\n"),
+            "s.csv: microbatch 1 is missing: the file runs microbatches up to 3 but no action of microbatch 1 "
+            "(microbatch ids must be 0..M-1 with none skipped)");
   // An interleaved file: stage 4 of 2 ranks x 2 chunks.
   EXPECT_TRUE(has(error_of("0F0,2F0,2B0,0B0,4F0\n1F0,3F0,3B0,1B0\n"),
                   "s.csv:1 (rank 0), action 5: '4F0': stage 4 is out of range; expected a stage id in 0..3, the "
