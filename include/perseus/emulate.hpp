@@ -8,6 +8,7 @@
 
 #include "perseus/baselines.hpp"
 #include "perseus/frontier.hpp"
+#include "perseus/profile.hpp"
 
 namespace perseus {
 
@@ -77,7 +78,8 @@ std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& met
 
 /// Inputs of `perseus emulate`.
 struct EmulationConfig {
-  std::string profile_path;        ///< Profile CSV (load_profile_csv()).
+  std::string profile_path;        ///< Profile CSV (load_profile_csv()); with `profile` set, only its name in outputs.
+  std::optional<Profile> profile;  ///< The profile itself (e.g. from Python), instead of reading profile_path.
   int num_ranks = 0;               ///< GPUs per pipeline (1F1B, one stage per GPU).
   int microbatches = 0;            ///< Microbatches per iteration M.
   int pipelines = 0;               ///< Data-parallel pipelines P (>= 2); 0: derive from global_batch.

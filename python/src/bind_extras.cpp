@@ -104,7 +104,12 @@ void bind_extras(py::module_& m) {
                                           "as `perseus emulate --p2p-power`); a silent 0 W changes every plan");
         }
         EmulationConfig cfg;
-        cfg.profile_path = path_arg(profile, "profile");
+        if (py::isinstance<Profile>(profile)) {  // a perseus.Profile, as optimize() takes
+          cfg.profile = *profile.cast<std::shared_ptr<Profile>>();
+          cfg.profile_path = cfg.profile->source;
+        } else {
+          cfg.profile_path = path_arg(profile, "profile");
+        }
         cfg.num_ranks = stages.value;
         cfg.microbatches = microbatches.value;
         cfg.slowdowns = std::move(slowdowns);

@@ -209,7 +209,7 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   spec.num_ranks = cfg.num_ranks;
   spec.microbatches = cfg.microbatches;
   spec.p_block_w = cfg.p_block_w;
-  Profile loaded = load_profile_csv(cfg.profile_path);
+  Profile loaded = cfg.profile ? *cfg.profile : load_profile_csv(cfg.profile_path);
   require_1f1b_kinds(loaded);
   const Problem problem = make_problem(spec, std::move(loaded));
   const Dag& dag = problem.dag;
@@ -340,7 +340,8 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
     const std::string copy = (dir / "profile.csv").string();
     std::error_code ec;
     profile_differs = !fs::is_regular_file(copy, ec) ||
-                      format_profile_csv(load_profile_csv(copy)) != format_profile_csv(load_profile_csv(cfg.profile_path));
+                      format_profile_csv(load_profile_csv(copy)) !=
+                          format_profile_csv(cfg.profile ? *cfg.profile : load_profile_csv(cfg.profile_path));
   }
   if (theirs != ours || profile_differs) {
     throw InputError("out_dir",

@@ -570,6 +570,12 @@ class EmulateTest(unittest.TestCase):
         self.assertEqual([r["slowdown"] for r in per], [1.0, 1.2])
         self.assertGreater(per[1]["total_saving_pct"], 0)
         self.assertGreaterEqual(per[1]["chosen_time_s"], per[0]["chosen_time_s"])
+        # A perseus.Profile works as optimize() takes it: the same rows as its file.
+        same = perseus.emulate(perseus.load_profile(path), STAGES, MICROBATCHES, slowdowns=[1.0, 1.2], pipelines=4,
+                               p2p_power_w=P_BLOCK, unit_time_s=0.01)
+        self.assertEqual(same["rows"], res["rows"])
+        with self.assertRaises(TypeError):  # True is not 1 W
+            perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], pipelines=4, p2p_power_w=True)
         with self.assertRaises(perseus.InputError):
             perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[0.5], pipelines=4, p2p_power_w=P_BLOCK)
         # P_block is required, as `perseus emulate --p2p-power` and perseus.optimize: a silent 0 W
