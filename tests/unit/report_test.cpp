@@ -31,17 +31,23 @@ using testing::count;
 using testing::slurp;
 using testing::TempDir;
 
-/// A small optimize folder: 2 stages, 3 microbatches, three frequencies.
+/// A small optimize folder: 2 stages, 3 microbatches, three frequencies; `schedule` a name or
+/// (as `"csv"`) the 1F1B schedule written to tmp/s.csv first.
 struct Job {
   TempDir tmp;
   std::string profile, out;
-  Job() {
+  explicit Job(const std::string& schedule = "1f1b") {
     Profile p = testing::uniform_profile(2, {{1410, 0.10, 30}, {1200, 0.12, 27}, {1005, 0.16, 25}},
                                          {{1410, 0.20, 80}, {1200, 0.24, 70}, {1005, 0.30, 65}});
     profile = (tmp.path() / "profile.csv").string();
     write_profile_csv(p, profile);
     OptimizeConfig cfg;
     cfg.profile_path = profile;
+    cfg.problem.schedule = schedule;
+    if (schedule == "csv") {
+      cfg.problem.schedule = (tmp.path() / "s.csv").string();
+      write_schedule_csv(make_1f1b(2, 3), cfg.problem.schedule);
+    }
     cfg.problem.num_ranks = 2;
     cfg.problem.microbatches = 3;
     cfg.problem.p_block_w = 40;
@@ -321,23 +327,9 @@ TEST(Report, PointsAddNamedBaselines) {
 // A schedule CSV planned by optimize: the report uses the folder's copy (schedule.csv), even
 // when the file it was read from has changed since.
 TEST(Report, UsesTheFoldersScheduleCopy) {
-  TempDir tmp;
-  const std::string profile = (tmp.path() / "profile.csv").string();
-  write_profile_csv(testing::uniform_profile(2, {{1410, 0.10, 30}, {1005, 0.16, 25}}, {{1410, 0.20, 80}, {1005, 0.30, 65}}),
-                    profile);
-  const std::string sched = (tmp.path() / "s.csv").string();
-  write_schedule_csv(make_1f1b(2, 3), sched);
-  OptimizeConfig cfg;
-  cfg.profile_path = profile;
-  cfg.problem.schedule = sched;
-  cfg.problem.num_ranks = 2;
-  cfg.problem.microbatches = 3;
-  cfg.problem.p_block_w = 40;
-  cfg.unit_time_s = 0.01;
-  cfg.out_dir = (tmp.path() / "out").string();
-  run_optimize(cfg);
-  write_schedule_csv(make_gpipe(2, 3), sched);  // the user's file changes afterwards
-  EXPECT_EQ(report_error(cfg.out_dir), "");
+  Job job("csv");
+  write_schedule_csv(make_gpipe(2, 3), (job.tmp.path() / "s.csv").string());  // the user's file changes afterwards
+  EXPECT_EQ(report_error(job.out), "");
 }
 
 // An emulation.json of another pipeline beside the frontier (a folder assembled by hand) is
