@@ -2,6 +2,7 @@
 #include "plan_improve.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <queue>
 #include <random>
 #include <unordered_map>
