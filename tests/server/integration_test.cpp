@@ -1,5 +1,7 @@
 // Loopback integration: profile job, 2 DP x 8 PP ranks, plans, measurements, straggler switch.
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -227,6 +229,50 @@ TEST_F(ServerFlow, PrecomputedPlansAndIdenticalConcurrentJobs) {
   EXPECT_EQ(p.j["plan_index"], 1);
   EXPECT_EQ(p.j["instructions"][0]["freq_mhz"], 1400);
   EXPECT_EQ(p.j["instructions"][0]["stage"], 1);
+}
+
+// --max-jobs holds under concurrent creations (a slot is reserved before the job is built), and
+// a straggler target faster than the fastest plan is refused.
+TEST_F(ServerFlow, MaxJobsHoldsUnderConcurrentCreates) {
+  ServerOptions opt;
+  opt.max_jobs = 12;
+  LocalServer srv(dir.file("m.db"), opt);
+  auto rank_list = [](int f) {
+    json l = json::array();
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "forward"}, {"microbatch", m}, {"freq_mhz", f}});
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "backward"}, {"microbatch", m}, {"freq_mhz", f}});
+    return l;
+  };
+  const json body = {{"pp", 2}, {"dp", 2}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 60.0},
+                     {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(1000), rank_list(1000)}}},
+                                {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(1400), rank_list(1400)}}}}}};
+  std::atomic<int> created{0}, refused{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&] {
+      Api a(srv.port());
+      for (int k = 0; k < 5; ++k) {
+        const auto r = a.post("/v1/jobs", body);
+        if (r.status == 201) ++created;
+        else if (r.status == 503) ++refused;
+      }
+    });
+  for (auto& t : ts) t.join();
+  Api api(srv.port());
+  EXPECT_EQ(created.load(), 12);
+  EXPECT_EQ(refused.load(), 40 - 12);
+  const json jobs = api.get("/v1/jobs").j["jobs"];
+  ASSERT_EQ(jobs.size(), 12u);
+  const std::string base = "/v1/jobs/" + jobs[0]["job_id"].get<std::string>();
+  const auto fast = api.post(base + "/stragglers", {{"pipeline", 0}, {"iteration_time_s", 0.5}});  // T_min is 1 s
+  EXPECT_EQ(fast.status, 422) << fast.body;
+  EXPECT_NE(fast.body.find("must be >= the job's fastest plan's time"), std::string::npos) << fast.body;
+  EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 0}, {"iteration_time_s", 1.5}}).status, 200);
+  // An iteration of 0 s is a broken timer, not a measurement.
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const auto zero = api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 0.0}});
+  EXPECT_EQ(zero.status, 422) << zero.body;
+  EXPECT_NE(zero.body.find("got 0"), std::string::npos) << zero.body;
 }
 
 }  // namespace

@@ -80,10 +80,13 @@ TEST(Durability, KillNineAndRestartKeepsEverything) {
       ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status, 201);
     for (int it = 0; it < 3; ++it)
       ASSERT_EQ(api.post(base + "/ranks/2/measurements", {{"iteration", it}, {"time_s", 1.0}, {"energy_j", 5.0}}).status, 202);
+    // A report without energy: unknown, outside the mean, before and after the restart.
+    ASSERT_EQ(api.post(base + "/ranks/2/measurements", {{"iteration", 3}, {"time_s", 1.0}}).status, 202);
     ASSERT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 200);
     plan3 = api.get(base + "/ranks/3/plan").j;
     plan11 = api.get(base + "/ranks/11/plan").j;
     info_before = api.get(base).j;
+    info_before["last_activity_s"] = api.get("/v1/jobs").j["jobs"][0]["last_activity_s"];  // the list has it
     p.kill_hard();  // no shutdown path runs
   }
   ServeProcess p(dir, db);
@@ -93,7 +96,13 @@ TEST(Durability, KillNineAndRestartKeepsEverything) {
   const json info = api.get(base).j;
   EXPECT_EQ(info["status"], "ready");
   EXPECT_EQ(info["ranks_registered"], 16);
-  EXPECT_EQ(info["measurements"]["count"], 3);
+  EXPECT_EQ(info["measurements"]["count"], 4);
+  EXPECT_EQ(info["measurements"], info_before["measurements"]);  // energy_unknown 1, mean 5 J
+  EXPECT_EQ(info["measurements"]["energy_unknown"], 1);
+  // The last activity before the kill may not have reached the store: the restart counts as
+  // activity, so the job's idle time never starts before its last request.
+  EXPECT_GE(api.get("/v1/jobs").j["jobs"][0]["last_activity_s"].get<double>(),
+            info_before["last_activity_s"].get<double>());
   EXPECT_EQ(info["stragglers"], info_before["stragglers"]);
   EXPECT_EQ(info["decisions"], info_before["decisions"]);
   EXPECT_EQ(info["pipelines"], info_before["pipelines"]);

@@ -204,8 +204,8 @@ TEST(StragglerOptions, DefaultsAndValidation) {
     }
   };
   expect_422({{"straggler_detection", 3}}, "straggler_detection");
-  expect_422({{"straggler_detection", {{"window", 0}}}}, "window");
-  expect_422({{"straggler_detection", {{"threshold", -1}}}}, "threshold");
+  expect_422({{"straggler_detection", {{"window", 0}}}}, "field \"straggler_detection.window\" must be an integer");
+  expect_422({{"straggler_detection", {{"threshold", -1}}}}, "straggler_detection.threshold\" must be a finite number in [0.0001, 10], got -1");
   expect_422({{"straggler_detection", {{"threshold", 0.05}, {"clear_threshold", 0.05}}}}, "clear_threshold");
   expect_422({{"straggler_detection", {{"enabled", "yes"}}}}, "enabled");
   expect_422({{"straggler_detection", {{"verify", 1}}}}, "verify");

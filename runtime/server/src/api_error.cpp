@@ -121,7 +121,8 @@ double get_number(const json& obj, const char* key, std::optional<double> fallba
   if (!v->is_number()) throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be a number", key));
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < min || x > max)
-    throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be a finite number in [{}, {}]", key, min, max));
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"{}\" must be a finite number in [{}, {}], got {}", key, min, max, v->dump()));
   return x;
 }
 

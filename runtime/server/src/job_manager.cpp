@@ -203,10 +203,20 @@ Reply JobManager::create_job(const json& body) {
 Reply JobManager::create_job_as(const json& body, const std::string& origin) {
   JobSpec spec = JobSpec::from_json(body);
   {
-    std::shared_lock lock(mu_);
-    if (jobs_.size() >= opt_.max_jobs)
+    // A slot is reserved under the lock and released once the job is inserted (or refused), so
+    // concurrent creations never exceed --max-jobs together.
+    std::unique_lock lock(mu_);
+    if (jobs_.size() + reserved_jobs_ >= opt_.max_jobs)
       throw ApiError(503, "too_many_jobs", fmt::format("the server holds {} jobs (limit); delete some", jobs_.size()));
+    ++reserved_jobs_;
   }
+  struct Release {
+    JobManager& m;
+    ~Release() {
+      std::unique_lock lock(m.mu_);
+      --m.reserved_jobs_;
+    }
+  } release{*this};
   auto job = std::make_shared<Job>();
   job->spec = spec;
   job->auth.origin = origin;
@@ -533,14 +543,16 @@ std::size_t JobManager::load() {
     j->measurement_bytes = sj.measurement_bytes;
     if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += sj.measurement_bytes;
     j->created_s = sj.created_s;
-    j->last_activity_s = sj.last_activity_s;
+    // The last activity is written by the expiry sweep, so a kill -9 can lose the latest: the
+    // restart counts as activity, and no job is expired for requests the store did not see.
+    j->touch(std::max(sj.last_activity_s, now_s()));
     j->status = sj.status;
     j->error = sj.error;
     j->version_counter = sj.version_counter;
     j->num_measurements = sj.num_measurements;
     j->sum_time_s = sj.sum_time_s;
     j->sum_energy_j = sj.sum_energy_j;
-    j->num_energy_known = sj.num_measurements;  // not persisted: after a restart, unknowns count as known (0 J)
+    j->num_energy_known = sj.num_energy_known;
     j->zeus_next_iteration = sj.max_iteration + 1;
     bool solve = false;
     try {

@@ -59,7 +59,8 @@ json validated_instruction(const json& e) {
 json validated_measurement(const json& m) {
   require_object(m, "measurement");
   json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
-              {"time_s", get_number(m, "time_s", std::nullopt, 0, 1e7)},
+              // An iteration takes time: 0 s is a broken timer, not a measurement (it would pull the mean down).
+              {"time_s", get_number(m, "time_s", std::nullopt, 1e-9, 1e7)},
               {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
   if (m.contains("energy_j") && !m["energy_j"].is_null()) out["energy_j"] = get_number(m, "energy_j", 0.0, 0, 1e13);
   check_power(m, "measurement");

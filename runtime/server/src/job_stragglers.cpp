@@ -62,6 +62,13 @@ Reply JobManager::post_straggler(const std::string& job_id, const json& body) {
     const double t_min = j->model.points[j->model.fastest_index()].time_s;
     s.target_time_s = has_slowdown ? slowdown * t_min : t_given;
     if (!has_slowdown) slowdown = t_given / t_min;
+    // A straggler is never faster than the job's fastest plan (slowdown >= 1, as "slowdown").
+    if (!has_slowdown && t_given < t_min * (1 - 1e-9))
+      throw ApiError(422, "invalid_field",
+                     fmt::format("field \"iteration_time_s\" must be >= the job's fastest plan's time T_min = {:.9g} s "
+                                 "(a straggler is slower, not faster), got {:.9g}",
+                                 t_min, t_given));
+    slowdown = std::max(slowdown, 1.0);
   }
   s.pipeline = pipeline;
   s.slowdown = slowdown;

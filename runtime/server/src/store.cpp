@@ -407,8 +407,11 @@ std::vector<StoredJob> Store::load_all() {
       while (s.step()) j.decisions.push_back(s.text(0));
     }
     {
+      // energy_j is stored as 0 when the report had none: the report itself (body_json) says
+      // whether it was known, so the mean's divisor survives a restart.
       Stmt s(db_, "SELECT COUNT(*), COALESCE(SUM(time_s), 0), COALESCE(SUM(energy_j), 0), COALESCE(MAX(iteration), -1), "
-                  "COALESCE(SUM(LENGTH(body_json)), 0) FROM measurements "
+                  "COALESCE(SUM(LENGTH(body_json)), 0), "
+                  "COALESCE(SUM(json_type(body_json, '$.energy_j') IN ('integer', 'real')), 0) FROM measurements "
                   "WHERE job_id=?");
       s.bind(1, j.job_id);
       if (s.step()) {
@@ -417,6 +420,7 @@ std::vector<StoredJob> Store::load_all() {
         j.sum_energy_j = s.f64(2);
         j.max_iteration = s.i64(3);
         j.measurement_bytes = s.i64(4);
+        j.num_energy_known = s.i64(5);
       }
     }
   }

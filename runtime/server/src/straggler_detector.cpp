@@ -27,6 +27,18 @@ StragglerOptions StragglerOptions::from_json(const json& body) {
       throw ApiError(422, "invalid_field", fmt::format("field \"straggler_detection.{}\" must be a boolean", key));
     *field = e->get<bool>();
   }
+  try {
+    read_numbers(s, o);
+  } catch (const ApiError& e) {  // name the field inside its object: "straggler_detection.window"
+    std::string what = e.what();
+    if (const auto at = what.find("field \""); at != std::string::npos && what.find("straggler_detection.") == std::string::npos)
+      what.insert(at + 7, "straggler_detection.");
+    throw ApiError(e.status(), e.code(), what);
+  }
+  return o;
+}
+
+void StragglerOptions::read_numbers(const json& s, StragglerOptions& o) {
   o.window = static_cast<int>(get_int(s, "window", o.window, 1, 100));
   o.threshold = get_number(s, "threshold", o.threshold, 1e-4, 10.0);
   o.consecutive = static_cast<int>(get_int(s, "consecutive", o.consecutive, 1, 100));
@@ -39,7 +51,6 @@ StragglerOptions StragglerOptions::from_json(const json& body) {
   o.verify_iterations = static_cast<int>(get_int(s, "verify_iterations", o.verify_iterations, 1, 100));
   o.verify_tolerance = get_number(s, "verify_tolerance", o.verify_tolerance, 1e-4, 1.0);
   o.max_replans = static_cast<int>(get_int(s, "max_replans", o.max_replans, 0, 10));
-  return o;
 }
 
 json StragglerOptions::to_json() const {

@@ -129,6 +129,7 @@ class JobManager {
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Job>> jobs_;
   std::unordered_map<std::string, std::string> token_jobs_;  // token SHA-256 -> job id (guarded by mu_)
+  std::size_t reserved_jobs_ = 0;  // job creations past the --max-jobs check, not yet inserted (guarded by mu_)
   std::mutex anonymous_mu_;                     // serializes anonymous job creation (quota check + insert)
   std::atomic<std::int64_t> anonymous_bytes_{0};  // measurement text stored by anonymous jobs, bytes
   Counters counters_;

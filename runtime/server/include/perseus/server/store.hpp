@@ -71,6 +71,7 @@ struct StoredJob {
   std::vector<StoredStraggler> stragglers;
   std::vector<std::string> decisions;  ///< Decision JSON texts, oldest first.
   std::int64_t num_measurements = 0;
+  std::int64_t num_energy_known = 0;  ///< measurements whose report carried energy_j (the mean's divisor)
   double sum_time_s = 0, sum_energy_j = 0;
   std::int64_t max_iteration = -1;  ///< Largest measured iteration number (-1: none).
   std::int64_t measurement_bytes = 0;  ///< Bytes of the stored measurement texts (quota of anonymous jobs).

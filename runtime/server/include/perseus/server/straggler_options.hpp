@@ -25,6 +25,10 @@ struct StragglerOptions {
   /// Throws ApiError 422 naming the field on a wrong type, an unknown key or a value out of range.
   static StragglerOptions from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
+
+ private:
+  /// The numeric fields of the object `s` into `o` (from_json() names them in errors).
+  static void read_numbers(const nlohmann::json& s, StragglerOptions& o);
 };
 
 }  // namespace perseus::server
