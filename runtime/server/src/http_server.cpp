@@ -2,6 +2,10 @@
 // Transport limits (sizes, deadlines, connection caps) live in http_daemon.cpp.
 #include "perseus/server/server.hpp"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -27,6 +31,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kJson = "application/json";
+/// Request bodies from this size on are followed by malloc_trim() (dispatch()), bytes.
+constexpr std::size_t kTrimAfterBodyBytes = std::size_t{1} << 20;
 
 /// Who may call a route (docs/http-api.md, "Authority").
 enum class Access {
@@ -422,6 +428,18 @@ struct Server::Impl {
   }
 
   HttpResponse dispatch(HttpRequest& req) {
+    // A large body (a report with 100,000s of instruction entries) is parsed into millions of
+    // small JSON nodes; once freed, glibc keeps those pages in its per-thread arenas, so without
+    // a trim the server's memory grows with every such report (measured: 17 MiB -> 775 MiB after
+    // 20 reports of 13.6 MB). Returning them costs one heap walk per large request.
+    struct TrimAfterLargeBody {
+      std::size_t bytes;
+      ~TrimAfterLargeBody() {
+#ifdef __GLIBC__
+        if (bytes >= kTrimAfterBodyBytes) ::malloc_trim(0);
+#endif
+      }
+    } trim{req.body.size()};
     try {
       if (req.route < 0) return error_response(404, "not_found", "no such route (see docs/http-api.md)");
       const Route& r = routes[static_cast<std::size_t>(req.route)];

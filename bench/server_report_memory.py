@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Server memory under large measurement reports (docs/http-api.md, "Memory").
+
+Starts `perseus serve` on a fresh database in a temporary folder, creates a 4-stage job from
+tests/data/cases/llama_a100_4st.csv, registers rank 0 and posts REPORTS reports of 140,000
+instruction entries each (13.6 MB, within the documented limits), printing the server's resident
+memory (VmRSS) every 5 reports. Before the malloc_trim() after large bodies (http_server.cpp) it
+grew by ~40 MiB per report; since, it stays flat.
+
+Usage (from the repository root): bench/server_report_memory.py build/cli/perseus [REPORTS=20]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def main():
+    binary = sys.argv[1]
+    reports = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    d = tempfile.mkdtemp(prefix="perseus-mem-")
+    serve = subprocess.Popen([binary, "serve", "--db", d + "/db.sqlite", "--port", "0", "--port-file", d + "/port"],
+                             stderr=open(d + "/serve.log", "w"))
+    try:
+        for _ in range(1000):
+            if os.path.exists(d + "/port") and open(d + "/port").read().strip():
+                break
+            time.sleep(0.01)
+        port = int(open(d + "/port").read())
+        token = open(d + "/db.sqlite.token").read().strip()
+
+        def request(method, path, body):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                       headers={"Authorization": "Bearer " + token,
+                                                "Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(r, timeout=120) as resp:
+                    return resp.status, resp.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
+
+        def rss_mib():
+            with open(f"/proc/{serve.pid}/status") as f:
+                return int(next(l for l in f if l.startswith("VmRSS")).split()[1]) // 1024
+
+        profile = open("tests/data/cases/llama_a100_4st.csv").read()
+        status, body = request("POST", "/v1/jobs", {"pp": 4, "dp": 1, "microbatches": 8, "p2p_power_w": 75,
+                                                    "profile_csv": profile})
+        assert status == 201, body
+        job = json.loads(body)["job_id"]
+        status, body = request("POST", f"/v1/jobs/{job}/ranks", {"rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0})
+        assert status == 201, body
+        entry = {"instruction": "forward", "microbatch": 0, "freq_mhz": 1410, "time_s": 0.001, "energy_j": 0.1}
+        print(f"reports,server_rss_mib (each report {140000} instruction entries)")
+        print(f"0,{rss_mib()}")
+        for i in range(reports):
+            report = json.dumps({"iteration": i, "time_s": 1.0, "instructions": [entry] * 140000}).encode()
+            status, body = request("POST", f"/v1/jobs/{job}/ranks/0/measurements", report)
+            assert status == 202, body
+            if (i + 1) % 5 == 0:
+                print(f"{i + 1},{rss_mib()}", flush=True)
+    finally:
+        serve.terminate()
+        serve.wait()
+        shutil.rmtree(d, ignore_errors=True)  # the database holds every report
+
+
+if __name__ == "__main__":
+    main()
