@@ -127,7 +127,10 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   ASSERT_EQ(mx.j["rejected"].size(), 4u) << mx.body;
   // A caller's string is quoted escaped in the error: no raw terminal escape goes back.
   const std::string escaped = mx.j["rejected"][3]["error"].get<std::string>();
-  EXPECT_NE(escaped.find("instruction 'fwd\\x1B[2J'"), std::string::npos) << escaped;
+  EXPECT_NE(escaped.find("field \"instruction\" must be forward, backward, backward_input or backward_weight, got "
+                         "'fwd\\x1B[2J'"),
+            std::string::npos)
+      << escaped;
   EXPECT_EQ(escaped.find('\x1b'), std::string::npos) << escaped;
   EXPECT_EQ(mx.j["rejected"][0]["iteration"], 11);
   EXPECT_EQ(mx.j["rejected"][1]["index"], 3);

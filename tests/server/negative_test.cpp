@@ -141,6 +141,23 @@ TEST_F(Negative, WrongTypesAndRanges) {
   expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}, {"instructions", 3}}), 422,
                "instructions");
   expect_error(api.post(base() + "/ranks/0/measurements", {{"measurements", json::array()}}), 422, "empty batch");
+  // Instruction entries must fit the job: a name, microbatch and stage its schedule has, a time
+  // within the iteration's.
+  auto instruction = [](json e) {
+    json base_entry = {{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410}, {"time_s", 0.1}};
+    for (auto& [k, v] : e.items()) base_entry[k] = v;
+    return json{{"iteration", 1}, {"time_s", 1.0}, {"instructions", {base_entry}}};
+  };
+  for (const auto& [entry, needle] : {std::pair{json{{"instruction", "fwd"}}, "must be forward, backward"},
+                                      {json{{"microbatch", 999}}, "\"microbatch\" must be an integer in [0, "},
+                                      {json{{"stage", 99}}, "\"stage\" must be an integer in [0, "},
+                                      {json{{"time_s", 50.0}}, "\"time_s\" must be a finite number in [0, 1], got 50"}}) {
+    const auto r = api.post(base() + "/ranks/0/measurements", instruction(entry));
+    expect_error(r, 422, entry.dump());
+    const std::string message = r.j["error"]["message"].get<std::string>();
+    EXPECT_NE(message.find("instructions[0]"), std::string::npos) << message;
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
   expect_error(api.post(base() + "/ranks/9/measurements", {{"iteration", 1}, {"time_s", 1}}), 404, "rank");
 
   expect_error(api.post(base() + "/stragglers", {{"pipeline", 2}, {"slowdown", 1.1}}), 422, "pipeline");

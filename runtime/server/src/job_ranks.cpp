@@ -9,6 +9,7 @@
 #include "job.hpp"
 #include "perseus/error.hpp"
 #include "perseus/plan.hpp"
+#include "perseus/profile.hpp"
 #include "perseus/runtime/clock_check.hpp"
 #include "perseus/runtime/telemetry.hpp"
 #include "perseus/server/api_error.hpp"
@@ -37,14 +38,23 @@ void check_power(const json& obj, const std::string& where) {
                                where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
 }
 
-/// Validates one entry of a measurement's "instructions" and returns its validated fields.
-json validated_instruction(const json& e) {
+/// Validates one entry of a measurement's "instructions" against the job (an instruction
+/// name, microbatch and stage the schedule has; a time no longer than the iteration's) and
+/// returns its validated fields.
+json validated_instruction(const json& e, const JobSpec& spec, double iteration_time_s) {
   require_object(e, "each of \"instructions\"");
-  json item = {{"instruction", get_string(e, "instruction", std::nullopt, 64)},
-               {"microbatch", get_int(e, "microbatch", 0, 0, 1 << 24)},
+  const std::string name = get_string(e, "instruction", std::nullopt, 64);
+  if (!parse_instruction_kind(name))
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"instruction\" must be forward, backward, backward_input or backward_weight, "
+                               "got {}",
+                               quote_input(name)));
+  json item = {{"instruction", name},
+               {"microbatch", get_int(e, "microbatch", 0, 0, spec.microbatches - 1)},
                {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
-               {"time_s", get_number(e, "time_s", std::nullopt, 0, 1e7)}};
-  if (auto st = e.find("stage"); st != e.end() && !st->is_null()) item["stage"] = get_int(e, "stage", 0, 0, 1 << 24);
+               {"time_s", get_number(e, "time_s", std::nullopt, 0, iteration_time_s)}};
+  if (auto st = e.find("stage"); st != e.end() && !st->is_null())
+    item["stage"] = get_int(e, "stage", 0, 0, std::int64_t{spec.pp} * spec.chunks - 1);
   if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
   if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
   check_power(e, fmt::format("instruction {} microbatch {}", quote_input(item["instruction"].get<std::string>()),
@@ -56,7 +66,7 @@ json validated_instruction(const json& e) {
 /// replayed: never the raw body, whose unknown fields could be arbitrarily large); throws
 /// ApiError 422. energy_j may be absent or null (unknown, then left out); when present it must
 /// be plausible for its time_s.
-json validated_measurement(const json& m) {
+json validated_measurement(const json& m, const JobSpec& spec) {
   require_object(m, "measurement");
   json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
               // An iteration takes time: 0 s is a broken timer, not a measurement (it would pull the mean down).
@@ -72,7 +82,7 @@ json validated_measurement(const json& m) {
   json list = json::array();
   for (std::size_t k = 0; k < it->size(); ++k) {
     try {
-      list.push_back(validated_instruction((*it)[k]));
+      list.push_back(validated_instruction((*it)[k], spec, out["time_s"].get<double>()));
     } catch (const ApiError& err) {  // name the element
       throw ApiError(err.status(), err.code(), fmt::format("instructions[{}]: {}", k, err.what()));
     }
@@ -290,7 +300,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
                      fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxBatch));
     for (std::size_t i = 0; i < arr.size(); ++i) {
       try {
-        items.push_back(validated_measurement(arr[i]));
+        items.push_back(validated_measurement(arr[i], j->spec));
       } catch (const ApiError& e) {
         json it = arr[i].is_object() && arr[i].contains("iteration") ? arr[i]["iteration"] : json(nullptr);
         rejected.push_back({{"index", i}, {"iteration", it},
@@ -299,7 +309,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       }
     }
   } else {
-    items.push_back(validated_measurement(body));
+    items.push_back(validated_measurement(body, j->spec));
   }
 
   const bool profiling = j->spec.source == PlanSource::kProfiling;
