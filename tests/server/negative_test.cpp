@@ -141,6 +141,20 @@ TEST_F(Negative, WrongTypesAndRanges) {
   expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}, {"instructions", 3}}), 422,
                "instructions");
   expect_error(api.post(base() + "/ranks/0/measurements", {{"measurements", json::array()}}), 422, "empty batch");
+  // A plan version the job never issued is refused: alone with 422, in a batch per item.
+  const auto future = api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1.0}, {"plan_version", 99999}});
+  expect_error(future, 422, "future plan_version");
+  EXPECT_NE(future.j["error"]["message"].get<std::string>().find("must be a version this job has issued"),
+            std::string::npos) << future.body;
+  const auto mixed = api.post(base() + "/ranks/0/measurements",
+                              {{"measurements", {{{"iteration", 2}, {"time_s", 1.0}, {"plan_version", 99999}},
+                                                 {{"iteration", 3}, {"time_s", -1.0}},
+                                                 {{"iteration", 4}, {"time_s", 1.0}, {"plan_version", 1}}}}});
+  ASSERT_EQ(mixed.status, 202) << mixed.body;
+  EXPECT_EQ(mixed.j["accepted"], 1);
+  ASSERT_EQ(mixed.j["rejected"].size(), 2u) << mixed.body;
+  EXPECT_EQ(mixed.j["rejected"][0]["index"], 0);  // in batch order
+  EXPECT_EQ(mixed.j["rejected"][1]["index"], 1);
   // Instruction entries must fit the job: a name, microbatch and stage its schedule has, a time
   // within the iteration's.
   auto instruction = [](json e) {

@@ -291,6 +291,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   // ones (one bad counter reading must not cost the other iterations); a single report is
   // refused with 422.
   std::vector<json> items;
+  std::vector<std::size_t> item_index;  // each valid item's index in the batch
   json rejected = json::array();
   const bool batch = body.contains("measurements");
   if (batch) {
@@ -301,6 +302,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     for (std::size_t i = 0; i < arr.size(); ++i) {
       try {
         items.push_back(validated_measurement(arr[i], j->spec));
+        item_index.push_back(i);
       } catch (const ApiError& e) {
         json it = arr[i].is_object() && arr[i].contains("iteration") ? arr[i]["iteration"] : json(nullptr);
         rejected.push_back({{"index", i}, {"iteration", it},
@@ -310,6 +312,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     }
   } else {
     items.push_back(validated_measurement(body, j->spec));
+    item_index.push_back(0);
   }
 
   const bool profiling = j->spec.source == PlanSource::kProfiling;
@@ -323,9 +326,20 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   json results = json::array();
   std::vector<LoopAction> loop_actions;  // straggler detection / verification, run after unlocking
   int accepted = 0, duplicates = 0;
-  for (const json& item : items) {
-    const json* m = &item;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const json* m = &items[k];
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
+    // A plan version the server never issued: the report cannot be of one of its plans.
+    if (const std::int64_t version = (*m)["plan_version"].get<std::int64_t>(); version > j->version_counter) {
+      const std::string why = fmt::format("field \"plan_version\" must be a version this job has issued (at most {}), "
+                                          "got {}",
+                                          j->version_counter, version);
+      if (!batch) throw ApiError(422, "invalid_field", why);
+      rejected.push_back({{"index", item_index[k]}, {"iteration", iteration},
+                          {"error", fmt::format("invalid_field: measurements[{}]: {}", item_index[k], why)}});
+      counters_.measurements_rejected++;
+      continue;
+    }
     const double time_s = (*m)["time_s"].get<double>();
     const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
     const double energy_j = energy_known ? (*m)["energy_j"].get<double>() : 0.0;  // the stored JSON keeps "unknown"
@@ -369,6 +383,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     const bool dup = duplicates > 0;
     reply = {dup ? 200 : 202, json{{"accepted", !dup}, {"duplicate", dup}, {"job_status", j->status}}.dump()};
   } else {
+    std::stable_sort(rejected.begin(), rejected.end(),  // in batch order, whichever check refused them
+                     [](const json& a, const json& b) { return a["index"].get<std::size_t>() < b["index"].get<std::size_t>(); });
     reply = {202, json{{"accepted", accepted}, {"duplicates", duplicates}, {"results", results},
                        {"rejected", rejected}, {"job_status", j->status}}.dump()};
   }
