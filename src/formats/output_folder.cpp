@@ -48,9 +48,15 @@ std::mutex g_unfinished_mutex;
 std::vector<fs::path> g_unfinished;
 bool g_exiting = false;  // under the mutex: remove_unfinished_outputs() ran
 
-void register_unfinished(const fs::path& tmp) {
+/// Creates a temporary (`create`: a file or folder at `tmp`) and registers it, both under the
+/// mutex: after remove_unfinished_outputs() no temporary can appear (it throws InputError
+/// instead), so none is left behind when the process exits right after.
+template <class Create>
+void create_unfinished(const fs::path& tmp, const fs::path& output, Create create) {
   const std::lock_guard lock(g_unfinished_mutex);
+  if (g_exiting) throw InputError(fmt::format("{}: not written: the process is exiting (interrupted)", output.string()));
   g_unfinished.push_back(tmp);
+  create();
 }
 
 void unregister_unfinished(const fs::path& tmp) {
@@ -109,7 +115,11 @@ void remove_unfinished_outputs() {
   const std::lock_guard lock(g_unfinished_mutex);  // waits for a commit in progress
   g_exiting = true;
   std::error_code ec;
-  for (const auto& tmp : g_unfinished) fs::remove_all(tmp, ec);
+  // Another thread may still be writing into a temporary folder (its files appear while it is
+  // being removed, and the last rmdir then fails): retry until it is gone. Once it is, nothing
+  // recreates it (files are opened inside it, never with their parents).
+  for (const auto& tmp : g_unfinished)
+    for (int attempt = 0; attempt < 1000 && fs::exists(fs::symlink_status(tmp, ec)); ++attempt) fs::remove_all(tmp, ec);
   g_unfinished.clear();
 }
 
@@ -141,15 +151,18 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
                                  path.string(), kind));
   }
   const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
-  register_unfinished(tmp);
+  std::ofstream f;
+  int open_errno = 0;
+  create_unfinished(tmp, path, [&] {
+    errno = 0;
+    f.open(tmp, std::ios::binary | std::ios::trunc);
+    open_errno = f ? 0 : errno;
+  });
   struct Unregister {
     const fs::path& tmp;
     ~Unregister() { unregister_unfinished(tmp); }
   } unregister{tmp};
   {
-    errno = 0;
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    const int open_errno = f ? 0 : errno;
     f << text;
     f.close();
     if (!f) {
@@ -248,8 +261,9 @@ OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string
   tmp_ = parent / fmt::format(".{}.partial-{}", out_.filename().string(), ::getpid());
   remove_stale_temporaries(parent, out_.filename().string());
   fs::remove_all(tmp_, ec);
-  register_unfinished(tmp_);
-  if (!fs::create_directories(tmp_, ec) || ec) {
+  bool created = false;
+  create_unfinished(tmp_, out_, [&] { created = fs::create_directories(tmp_, ec); });
+  if (!created || ec) {
     unregister_unfinished(tmp_);
     throw InputError(fmt::format("{}: cannot create output folder: {}", out_.string(), ec.message()));
   }

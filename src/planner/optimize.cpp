@@ -205,7 +205,8 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   OutputFolder folder(cfg.out_dir, is_optimize_output);
   const fs::path& tmp = folder.dir();
   std::error_code ec;
-  if (!fs::create_directories(tmp / "plans", ec) || ec) {
+  // Not create_directories: if an interruption removed the temporary folder, do not recreate it.
+  if (!fs::create_directory(tmp / "plans", ec) || ec) {
     throw InputError(fmt::format("{}: cannot create output folder: {}", (tmp / "plans").string(), ec.message()));
   }
   const auto& pts = r.frontier.points();
