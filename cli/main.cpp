@@ -37,7 +37,7 @@ void exit_cleanly_on_signals(int argc, char** argv) {
     if (sigwait(&set, &sig) != 0) return;
     perseus::remove_unfinished_outputs();
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
-    const std::string msg = fmt::format("perseus: interrupted ({}); no output was written\n", name);
+    const std::string msg = fmt::format("perseus: interrupted ({}); unfinished output removed\n", name);
     (void)!::write(STDERR_FILENO, msg.data(), msg.size());
     ::_exit(128 + sig);
   }).detach();

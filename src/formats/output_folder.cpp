@@ -297,8 +297,8 @@ void OutputFolder::commit() {
     committed_ = true;
     const auto it = std::find(g_unfinished.begin(), g_unfinished.end(), tmp_);
     if (it != g_unfinished.end()) g_unfinished.erase(it);
+    fs::remove_all(old, ec);  // still under the mutex: an interruption never leaves .NAME.old-PID
   }
-  fs::remove_all(old, ec);
 }
 
 }  // namespace perseus
