@@ -248,10 +248,13 @@ void FrontierBuilder::ruin_and_recreate_worst() {
     const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
     // (gap %, deadline s, index into `kept` of the best plan within the deadline)
     std::vector<std::tuple<double, double, std::size_t>> worst;
-    auto consider = [&](std::size_t i, double deadline, double min_gap_pct) {
+    // Deadlines come in increasing order (then the all-max time, checked against all): the
+    // nearest one taken so far is the last, so one comparison finds a repeat.
+    auto consider = [&](std::size_t i, double deadline, double min_gap_pct, bool in_order = true) {
       auto same = [&](double d) { return std::abs(d - deadline) <= 1e-9 * d; };
       if (std::any_of(done.begin(), done.end(), same) ||
-          std::any_of(worst.begin(), worst.end(), [&](const auto& w) { return same(std::get<1>(w)); }))
+          (in_order ? !worst.empty() && same(std::get<1>(worst.back()))
+                    : std::any_of(worst.begin(), worst.end(), [&](const auto& w) { return same(std::get<1>(w)); })))
         return;
       const double lb = f_.lower_bound_at(deadline);
       const double gap = 100 * (kept[i].energy_j + pipe_w * (deadline - kept[i].time_s) - lb) / lb;
@@ -274,7 +277,8 @@ void FrontierBuilder::ruin_and_recreate_worst() {
       const auto within = std::find_if(kept.rbegin(), kept.rend(),
                                        [&](const FrontierPoint& p) { return p.time_s <= t_allmax * (1 + 1e-12); });
       const std::size_t before = worst.size();
-      if (within != kept.rend()) consider(static_cast<std::size_t>(kept.rend() - within - 1), t_allmax, opt_.refine_gap_pct);
+      if (within != kept.rend())
+        consider(static_cast<std::size_t>(kept.rend() - within - 1), t_allmax, opt_.refine_gap_pct, /*in_order=*/false);
       if (worst.size() > before) std::rotate(worst.rbegin(), worst.rbegin() + 1, worst.rend());
     }
     bool improved = false;
