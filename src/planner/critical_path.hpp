@@ -17,6 +17,11 @@ struct DagCsr {
   std::vector<int> topo;                    ///< Topological order.
   std::vector<int> pred_first, pred;        ///< pred[pred_first[v]..pred_first[v+1]): predecessors of v.
   std::vector<int> succ_first, succ;        ///< succ[succ_first[v]..succ_first[v+1]): successors of v.
+  /// The same adjacency by topological position k (the op topo[k]), neighbours as positions,
+  /// successors in the order of `succ`. Passes over the whole DAG run over positions with
+  /// position-indexed arrays: indexed by op id, the topological order (Kahn's, breadth-first)
+  /// jumps across the DAG and, on large pipelines, every dependent load misses the cache.
+  std::vector<int> pos_pred_first, pos_pred, pos_succ_first, pos_succ;
   bool has_successors(int v) const { return succ_first[v] != succ_first[v + 1]; }
 };
 
@@ -57,6 +62,10 @@ class CriticalPath {
   const DagCsr& dag_;
   std::vector<std::int64_t> dur_, es_, lf_;
   std::vector<std::uint32_t> sig_;
+  // compute()'s scratch by topological position (DagCsr::pos_pred): duration, earliest
+  // finish, latest start, critical?
+  std::vector<std::int64_t> dur_at_, ef_at_, ls_at_;
+  std::vector<std::uint8_t> critical_at_;
   std::int64_t T_ = 0;
 };
 

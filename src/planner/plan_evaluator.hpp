@@ -10,9 +10,10 @@
 
 namespace perseus::detail {
 
-/// Per-op timeline scratch of PlanEvaluator::timeline_and_energy() (one per thread).
+/// Timeline scratch of PlanEvaluator::timeline_and_energy() (one per thread), indexed by
+/// topological position (not op id).
 struct TimelineScratch {
-  std::vector<double> time, start, end;
+  std::vector<double> start, end;
 };
 
 /// Evaluates plans given as one candidate index per op, allocation-free once warmed up: the
@@ -26,8 +27,8 @@ class PlanEvaluator {
   PlanEvaluator(const DagCsr& dag, int num_ranks, const std::vector<const Candidates*>& op_candidates,
                 double p_block_w, bool reclaim);
   /// T (longest path, s) and E (J, energies summed in op order) of the plan `choice`, using
-  /// `tl` (resized as needed; tl.start holds the start times afterwards). Thread-safe for
-  /// distinct `tl`.
+  /// `tl` (resized as needed; tl.start holds the start times by topological position
+  /// afterwards). Thread-safe for distinct `tl`.
   double timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j, TimelineScratch& tl) const;
   /// As above, with the evaluator's own scratch.
   double timeline_and_energy(const std::vector<std::uint16_t>& choice, double& energy_j) {
@@ -39,9 +40,12 @@ class PlanEvaluator {
                 double& energy_j);
 
  private:
+  // The passes run over topological positions (DagCsr::pos_pred).
   const DagCsr& dag_;
+  std::vector<const OperatingPoint*> points_;    ///< candidate points of each op (op order)
+  std::vector<const OperatingPoint*> points_at_; ///< the same, by topological position
+  std::vector<std::uint16_t> num_points_at_;     ///< their number, by topological position
   int num_ranks_ = 0;
-  const std::vector<const Candidates*>& op_candidates_;
   double p_block_w_ = 0;
   bool reclaim_ = true;
   std::vector<std::uint16_t> ev_choice_;
