@@ -37,18 +37,30 @@ void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& ar
   level_.assign(n_, -1);
   iter_.assign(n_, 0);
   src_arcs_.clear();
+  src_sorted_ = 0;
   src_in_.assign(m, 0);
   src_dirty_ = false;
 }
 
 void WarmMaxFlow::compact_source_arcs() {
   if (!src_dirty_) return;
-  std::erase_if(src_arcs_, [&](int r) {
-    const bool keep = cap_[r / 2] > 0;
-    if (!keep) src_in_[r / 2] = 0;
-    return !keep;
-  });
-  std::sort(src_arcs_.begin(), src_arcs_.end());
+  // Drop the arcs whose capacity went to 0; the sorted prefix stays sorted, so only the arcs
+  // appended since the last compaction need sorting, then one merge.
+  std::size_t kept = 0, sorted_kept = 0;
+  for (std::size_t i = 0; i < src_arcs_.size(); ++i) {
+    const int r = src_arcs_[i];
+    if (cap_[r / 2] > 0) {
+      src_arcs_[kept++] = r;
+    } else {
+      src_in_[r / 2] = 0;
+    }
+    if (i + 1 == src_sorted_) sorted_kept = kept;
+  }
+  src_arcs_.resize(kept);
+  const auto mid = src_arcs_.begin() + static_cast<std::ptrdiff_t>(sorted_kept);
+  std::sort(mid, src_arcs_.end());
+  std::inplace_merge(src_arcs_.begin(), mid, src_arcs_.end());
+  src_sorted_ = kept;
   src_dirty_ = false;
 }
 

@@ -76,6 +76,7 @@ class WarmMaxFlow {
   std::vector<int> src_arcs_;   // arcs leaving s with capacity > 0 (sorted after compaction)
   std::vector<char> src_in_;    // per arc k: listed in src_arcs_
   bool src_dirty_ = false;
+  std::size_t src_sorted_ = 0;  // src_arcs_[0, src_sorted_) is sorted (the rest was appended since)
   Counters counters_;
   bool band_seen_ = false;
   std::vector<int> band_;        // residual arcs in (eps_augment, eps] met by reaches_sink()
