@@ -37,7 +37,7 @@ def main(src, dst):
     out.append(f'<text x="{W - R - 4}" y="{y60 - 4:.1f}" text-anchor="end" fill="#c33">60 s target</text>')
     colors = {"paper": "#1f77b4", "synthetic": "#ff7f0e", "certified": "#2ca02c"}
     names = {"paper": "GPT-3 175B paper cases, graph cut (unit 1 ms)", "synthetic": "synthetic, 40 freqs/op, graph cut (unit 1 ms)",
-             "certified": "synthetic, certified planner (graph cut + LP stage)"}
+             "certified": "synthetic, certified planner (the default: graph cut + bound stage)"}
     for series, color in colors.items():
         sp = sorted((p for p in pts if p[0] == series), key=lambda p: p[2])
         for _, label, n, c in sp:

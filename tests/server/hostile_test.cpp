@@ -236,6 +236,11 @@ TEST(Hostile, ContentTypesAndEmptyBodies) {
   EXPECT_EQ(r.status, 201) << r.body;
   r = api.post_raw("/v1/jobs", big, "application/json; charset=utf-8");
   EXPECT_EQ(r.status, 201) << r.body;
+  r = api.post_raw("/v1/jobs", big, "application/json;Charset=\"UTF-8\"");
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = api.post_raw("/v1/jobs", big, "application/json; charset=latin1");  // JSON is UTF-8 (RFC 8259)
+  EXPECT_EQ(r.status, 415) << r.body;
+  EXPECT_NE(r.body.find("latin1"), std::string::npos) << r.body;
   r = api.post_raw("/v1/jobs", "");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.j["error"]["code"], "empty_body") << r.body;

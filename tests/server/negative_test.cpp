@@ -137,6 +137,11 @@ TEST_F(Negative, WrongTypesAndRanges) {
 
   expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", -1}, {"time_s", 1}}), 422, "iteration");
   expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}}), 422, "time missing");
+  {
+    const Resp r = api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", nullptr}});
+    expect_error(r, 422, "time null");
+    EXPECT_NE(r.body.find("got null"), std::string::npos) << r.body;
+  }
   expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", "1"}}), 422, "time type");
   expect_error(api.post(base() + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}, {"instructions", 3}}), 422,
                "instructions");

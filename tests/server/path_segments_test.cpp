@@ -159,5 +159,44 @@ TEST_F(PathSegments, CheckedBeforeAuthentication) {
   EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job, "", /*auth=*/false).status, 401);
 }
 
+// One spelling per index: "01" is not rank 1 (two URLs for one resource confuse caches, logs and
+// access rules), in a path segment or a query parameter.
+TEST_F(PathSegments, LeadingZerosAreRefused) {
+  expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/01/plan"),
+                      {"rank", "leading zeros", "01"}, "rank 01");
+  expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=007"),
+                      {"since_version", "leading zeros"}, "since_version 007");
+  EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan").status, 400) << "rank 0 is fine";
+}
+
+// A query parameter given twice is refused (it would otherwise be read as its first value).
+TEST_F(PathSegments, RepeatedOrTooManyQueryParametersAreRefused) {
+  Resp r = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=1&since_version=2");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.j["error"].value("code", ""), "invalid_query") << r.body;
+  EXPECT_NE(r.j["error"].value("message", "").find("since_version"), std::string::npos) << r.body;
+  std::string many = "/v1/health?";
+  for (int i = 0; i < 70; ++i) many += "k" + std::to_string(i) + "=1&";
+  r = raw_request(srv->port(), "GET", many);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("more than 64 query parameters"), std::string::npos) << r.body;
+}
+
+// HEAD is GET without the body (load balancers probe health with it); 405s list it.
+TEST_F(PathSegments, HeadAnswersLikeGetWithoutABody) {
+  RawConn c(srv->port());
+  ASSERT_TRUE(c.send("HEAD /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::string resp;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(c.fd(), buf, sizeof buf, 0)) > 0;) resp.append(buf, static_cast<std::size_t>(n));
+  EXPECT_EQ(raw_status(resp), 200) << resp;
+  const auto end = resp.find("\r\n\r\n");
+  ASSERT_NE(end, std::string::npos) << resp;
+  EXPECT_EQ(resp.size(), end + 4) << "a HEAD response has no body: " << resp;
+  const Resp r = raw_request(srv->port(), "PUT", "/v1/health");
+  EXPECT_EQ(r.status, 405) << r.body;
+  EXPECT_NE(r.body.find("GET, HEAD"), std::string::npos) << r.body;
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

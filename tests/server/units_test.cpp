@@ -236,6 +236,36 @@ TEST(JobSpec, ValidatesAndRoundTrips) {
       {{"pp", 2}, {"microbatches", 2}, {"p2p_power_w", 80.0}, {"mode", "profile"}, {"freqs_mhz", {1400, 1300}}});
   EXPECT_EQ(p.source, PlanSource::kProfiling);
   EXPECT_EQ(JobSpec::from_json(p.to_json()).freqs_mhz.size(), 2u);
+  // The bad element is named.
+  try {
+    JobSpec::from_json(
+        {{"pp", 2}, {"microbatches", 2}, {"p2p_power_w", 80.0}, {"mode", "profile"}, {"freqs_mhz", {1400, 0}}});
+    ADD_FAILURE() << "freqs_mhz [1400, 0] was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("freqs_mhz[1]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got '0'"), std::string::npos) << e.what();
+  }
+}
+
+// Profiling-mode settings on a job that plans from a profile (or serves given plans) would be
+// ignored silently: refused, naming the field.
+TEST(JobSpecFields, ProfilingSettingsOnlyWithModeProfile) {
+  const json base = {{"pp", 2}, {"microbatches", 2}, {"p2p_power_w", 80.0}, {"profile_csv", "x"}};
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+           {"freqs_mhz", json::array({1400})}, {"min_freq_mhz", 900}, {"profile_samples", 3}, {"max_energy_rises", 2}}) {
+    json b = base;
+    b[key] = value;
+    try {
+      JobSpec::from_json(b);
+      ADD_FAILURE() << key << " on a profile_csv job was accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 422);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("mode"), std::string::npos) << e.what();
+    }
+    b[key] = nullptr;  // null stands for absent
+    EXPECT_NO_THROW(JobSpec::from_json(b)) << key;
+  }
 }
 
 }  // namespace

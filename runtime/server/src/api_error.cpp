@@ -82,8 +82,9 @@ const json* field(const json& obj, const char* key) {
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
 }
-[[noreturn]] void missing(const char* key) {
-  throw ApiError(422, "missing_field", fmt::format("field \"{}\" is required", key));
+[[noreturn]] void missing(const json& obj, const char* key) {
+  throw ApiError(422, "missing_field",
+                 fmt::format("field \"{}\" is required{}", key, obj.contains(key) ? " (got null)" : ""));
 }
 }  // namespace
 
@@ -92,7 +93,7 @@ std::int64_t get_int(const json& obj, const char* key, std::optional<std::int64_
   const json* v = field(obj, key);
   if (!v) {
     if (fallback) return *fallback;
-    missing(key);
+    missing(obj, key);
   }
   // Every refusal names the field, the range and what was given. A JSON integer beyond 64 bits
   // (e.g. 99999999999999999999) arrives as a floating-point number: say so rather than "not an integer".
@@ -116,9 +117,11 @@ double get_number(const json& obj, const char* key, std::optional<double> fallba
   const json* v = field(obj, key);
   if (!v) {
     if (fallback) return *fallback;
-    missing(key);
+    missing(obj, key);
   }
-  if (!v->is_number()) throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be a number", key));
+  if (!v->is_number())
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"{}\" must be a number, got {}", key, quote_input(v->dump(), 32)));
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < min || x > max)
     throw ApiError(422, "invalid_field",
@@ -130,18 +133,40 @@ std::string get_string(const json& obj, const char* key, std::optional<std::stri
   const json* v = field(obj, key);
   if (!v) {
     if (fallback) return *fallback;
-    missing(key);
+    missing(obj, key);
   }
-  if (!v->is_string()) throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be a string", key));
+  if (!v->is_string())
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"{}\" must be a string, got {}", key, quote_input(v->dump(), 32)));
   const auto& s = v->get_ref<const std::string&>();
   if (s.size() > max_len)
     throw ApiError(422, "invalid_field", fmt::format("field \"{}\" is longer than {} bytes", key, max_len));
   return s;
 }
 
+std::vector<int> get_clock_list(const json& obj, const char* key) {
+  std::vector<int> out;
+  const json* v = field(obj, key);
+  if (!v) return out;
+  if (!v->is_array() || v->size() > 4096)
+    throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be an array of at most 4096 integers", key));
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& f = (*v)[i];
+    if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > 100000)
+      throw ApiError(422, "invalid_field", fmt::format("field \"{}[{}]\" must be an integer in [1, 100000] (MHz), got {}",
+                                                      key, i, quote_input(f.dump(), 32)));
+    out.push_back(f.get<int>());
+  }
+  return out;
+}
+
 std::int64_t parse_index(std::string_view text, std::string_view what) {
   std::int64_t x = -1;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.size() > 1 && text[0] == '0') {  // one spelling per index: "01" is not rank 1
+    throw ApiError(400, "invalid_path", fmt::format("{} must be a non-negative integer without leading zeros, got {}",
+                                                    what, quote_input(text, 32)));
+  }
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || x < 0) {
     throw ApiError(400, "invalid_path", fmt::format("{} must be a non-negative integer (at most {}), got {}{}", what,
                                                     INT64_MAX, quote_input(text, 32),

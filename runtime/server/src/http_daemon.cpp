@@ -162,7 +162,7 @@ struct HttpDaemon::Impl {
           c, MHD_GET_ARGUMENT_KIND,
           [](void* cls, MHD_ValueKind, const char* k, const char* v) -> MHD_Result {
             auto* query = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
-            if (query->size() < 64) query->emplace_back(unescape(k), unescape(v));
+            if (query->size() <= kMaxQueryParameters) query->emplace_back(unescape(k), unescape(v));
             return MHD_YES;
           },
           &q.query);

@@ -25,13 +25,17 @@ struct HttpLimits {
 };
 
 /// One request as the routes see it. `body` is complete (at most max_body_bytes).
+/// Most query parameters a request may carry (none of the routes takes more than two).
+inline constexpr std::size_t kMaxQueryParameters = 64;
+
 struct HttpRequest {
   std::string method, remote_addr;
   /// The path as sent, percent-escapes kept (never decoded as a whole: an encoded '/' must not
   /// split a segment, an encoded NUL must not end the path). The router splits it at '/' and
   /// decodes each segment.
   std::string path;
-  std::vector<std::pair<std::string, std::string>> query;    ///< Decoded query arguments.
+  /// Decoded query arguments, at most kMaxQueryParameters + 1 (one more says "too many").
+  std::vector<std::pair<std::string, std::string>> query;
   std::string authorization, content_type, content_encoding;  ///< Header values ("" if absent).
   std::optional<std::size_t> content_length;  ///< Declared length; nullopt if chunked or absent.
   bool chunked = false;                       ///< Transfer-Encoding: chunked.

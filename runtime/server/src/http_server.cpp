@@ -206,6 +206,30 @@ bool json_content_type(const std::string& type) {
   return t.empty() || t == "application/json" || t == "text/plain" || (t.size() > 5 && t.compare(t.size() - 5, 5, "+json") == 0);
 }
 
+/// The charset parameter of a Content-Type ("" when there is none), lower-case, unquoted.
+std::string content_type_charset(const std::string& type) {
+  std::size_t at = type.find(';');
+  while (at != std::string::npos) {
+    const std::size_t next = type.find(';', at + 1);
+    std::string param = type.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    for (auto& ch : param) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const auto first = param.find_first_not_of(" \t");
+    if (first != std::string::npos && param.compare(first, 8, "charset=") == 0) {
+      std::string value = param.substr(first + 8);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+      return value;
+    }
+    at = next;
+  }
+  return {};
+}
+
+/// Bodies are JSON, which is UTF-8 (RFC 8259 §8.1); US-ASCII is a subset.
+bool utf8_charset(const std::string& charset) {
+  return charset.empty() || charset == "utf-8" || charset == "utf8" || charset == "us-ascii";
+}
+
 HttpResponse error_response(int status, std::string_view code, std::string_view message) {
   HttpResponse r;
   r.status = status;
@@ -375,6 +399,17 @@ struct Server::Impl {
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
+    // A query parameter given twice would be read as its first value, silently: refuse it.
+    if (req.query.size() > kMaxQueryParameters)
+      return error_response(400, "invalid_query",
+                            fmt::format("more than {} query parameters; this API takes at most one or two",
+                                        kMaxQueryParameters));
+    for (std::size_t i = 0; i < req.query.size(); ++i)
+      for (std::size_t j = i + 1; j < req.query.size(); ++j)
+        if (req.query[i].first == req.query[j].first)
+          return error_response(400, "invalid_query",
+                                fmt::format("query parameter {} is given more than once; give it once",
+                                            quote_input(req.query[i].first, 32)));
     // The path arrives as sent (http_daemon.cpp): split at '/', then each segment decoded, so an
     // encoded '/' or NUL can never change the route. Syntax only, before auth: it reveals nothing.
     const std::vector<std::string> raw = split_path(req.path);
@@ -395,8 +430,9 @@ struct Server::Impl {
       } catch (const ApiError& e) {
         return error_response(e.status(), e.code(), e.what());
       }
-      if (r.method != req.method) {
-        allowed += (allowed.empty() ? "" : ", ") + r.method;
+      // HEAD is GET without the body (RFC 9110 §9.3.2; the daemon sends no body for it).
+      if (r.method != req.method && !(req.method == "HEAD" && r.method == "GET")) {
+        allowed += (allowed.empty() ? "" : ", ") + r.method + (r.method == "GET" ? ", HEAD" : "");
         continue;
       }
       if (auto refused = authorize(r, req)) return refused;
@@ -404,7 +440,13 @@ struct Server::Impl {
         return error_response(415, "unsupported_media_type",
                               fmt::format("Content-Type \"{}\" is not JSON; send the body as JSON with "
                                           "\"Content-Type: application/json\" (or no Content-Type)",
-                                          req.content_type.substr(0, 64)));
+                                          quote_input(req.content_type, 64)));
+      if (const std::string charset = content_type_charset(req.content_type);
+          r.method == "POST" && !utf8_charset(charset))
+        return error_response(415, "unsupported_media_type",
+                              fmt::format("charset {} is not supported: a JSON body is UTF-8 (RFC 8259); send "
+                                          "\"Content-Type: application/json\" or \"...; charset=utf-8\"",
+                                          quote_input(charset, 32)));
       req.route = static_cast<int>(i);
       return std::nullopt;
     }

@@ -177,15 +177,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   r.dp_rank = static_cast<int>(get_int(body, "dp_rank", std::nullopt, 0, spec.dp - 1));
   r.pp_rank = static_cast<int>(get_int(body, "pp_rank", std::nullopt, 0, spec.pp - 1));
   r.tp_rank = static_cast<int>(get_int(body, "tp_rank", std::nullopt, 0, spec.tp - 1));
-  if (auto it = body.find("supported_freqs_mhz"); it != body.end() && !it->is_null()) {
-    if (!it->is_array() || it->size() > 4096)
-      throw ApiError(422, "invalid_field", "field \"supported_freqs_mhz\" must be an array of at most 4096 integers");
-    for (const auto& f : *it) {
-      if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > 100000)
-        throw ApiError(422, "invalid_field", "field \"supported_freqs_mhz\" must hold integers in [1, 100000]");
-      r.supported_freqs_mhz.push_back(f.get<int>());
-    }
-  }
+  r.supported_freqs_mhz = get_clock_list(body, "supported_freqs_mhz");
   std::unique_lock lock(j->mu);
   if (j->deleted) throw ApiError(404, "unknown_job", "the job was deleted");
   if (auto old = j->ranks.find(r.rank); old != j->ranks.end()) {

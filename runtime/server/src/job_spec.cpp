@@ -60,18 +60,21 @@ JobSpec JobSpec::from_json(const json& body) {
   if (has_profile) s.profile_csv = get_string(body, "profile_csv", std::nullopt, kMaxPayload);
   if (int(has_plans) + int(has_zeus) + int(mode == "profile") > 1)
     throw ApiError(422, "invalid_field", "give only one of \"plans\", \"zeus_plans\" or \"mode\": \"profile\"");
+  if (mode != "profile" && (has_profile || has_plans || has_zeus)) {
+    // Profiling-mode settings on another kind of job would be silently ignored: refuse them.
+    for (const char* k : {"freqs_mhz", "min_freq_mhz", "profile_samples", "max_energy_rises"}) {
+      if (auto it = body.find(k); it != body.end() && !it->is_null())
+        throw ApiError(422, "invalid_field",
+                       fmt::format("field \"{}\" applies only to \"mode\": \"profile\" jobs; this job {}", k,
+                                   has_plans  ? "serves the given plans"
+                                   : has_zeus ? "serves the given zeus_plans"
+                                              : "plans from its profile_csv"));
+    }
+  }
   if (mode == "profile") {
     if (has_profile) throw ApiError(422, "invalid_field", "\"mode\": \"profile\" does not take a profile_csv");
     s.source = PlanSource::kProfiling;
-    if (auto it = body.find("freqs_mhz"); it != body.end() && !it->is_null()) {
-      if (!it->is_array() || it->size() > 4096)
-        throw ApiError(422, "invalid_field", "field \"freqs_mhz\" must be an array of at most 4096 integers");
-      for (const auto& f : *it) {
-        if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > 100000)
-          throw ApiError(422, "invalid_field", "field \"freqs_mhz\" must hold integers in [1, 100000]");
-        s.freqs_mhz.push_back(f.get<int>());
-      }
-    }
+    s.freqs_mhz = get_clock_list(body, "freqs_mhz");
     s.min_freq_mhz = static_cast<int>(get_int(body, "min_freq_mhz", 0, 0, 100000));
     s.profile_samples = static_cast<int>(get_int(body, "profile_samples", 3, 1, 1000));
     s.max_energy_rises = static_cast<int>(get_int(body, "max_energy_rises", 5, 1, 1000));

@@ -62,7 +62,12 @@ double get_number(const nlohmann::json& obj, const char* key, std::optional<doub
 std::string get_string(const nlohmann::json& obj, const char* key, std::optional<std::string> fallback,
                        std::size_t max_len);
 
-/// A non-negative integer from a URL path or query segment; ApiError 400 "invalid_path" otherwise.
+/// Clock list field `key` (MHz): an array of at most 4096 integers in [1, 100000]; empty when
+/// the field is absent or null. ApiError 422 "invalid_field" naming the element otherwise.
+std::vector<int> get_clock_list(const nlohmann::json& obj, const char* key);
+
+/// A non-negative integer from a URL path or query segment, in decimal without leading zeros (one
+/// spelling per index); ApiError 400 "invalid_path" otherwise.
 std::int64_t parse_index(std::string_view text, std::string_view what);
 
 }  // namespace perseus::server
