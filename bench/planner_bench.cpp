@@ -63,6 +63,16 @@ void maybe_dump(const perseus::Frontier& f) {
     if (w.grown_nodes > 0)
       std::fprintf(stderr, "dynamic engine, per max-flow: %.1f grown nodes, %.1f orphans, %.3f fresh cut searches\n",
                    w.grown_nodes / mf, w.orphans / mf, w.cut_searches / mf);
+    if (f.num_hull_walk_steps > 0) {
+      const auto& h = f.hull_walk_max_flow_work;
+      std::fprintf(stderr,
+                   "hull walk: %lld steps, %lld max-flows in %.2f s; %lld Dinic phases visiting %lld nodes, %lld "
+                   "augmenting paths (%lld arcs), %lld cancelled flow paths\n",
+                   static_cast<long long>(f.num_hull_walk_steps), static_cast<long long>(f.num_hull_walk_max_flows),
+                   f.hull_walk_time_s, static_cast<long long>(h.dinic_phases), static_cast<long long>(h.bfs_nodes),
+                   static_cast<long long>(h.augmenting_paths), static_cast<long long>(h.augmenting_arcs),
+                   static_cast<long long>(h.cancelled_paths));
+    }
   }
   const char* path = std::getenv("PERSEUS_BENCH_DUMP");
   if (path == nullptr || *path == '\0') return;

@@ -220,7 +220,7 @@ class Frontier {
   int num_polished_points = 0;       ///< Plans the polish stage improved (PlannerOptions::polish_time_s).
   int num_polish_windows = 0;        ///< Window subproblems the polish stage solved.
   double polish_time_s = 0;          ///< Wall-clock seconds of the polish stage, within solve_time_s.
-  /// Work of the default (warm) max-flow engine, all 0 with the cold engines. For
+  /// Work of the graph-cut walk's max-flow engine (warm or dynamic), all 0 with the cold engines. For
   /// benchmarks: `PERSEUS_BENCH_STATS=1 perseus_planner_bench ...` prints them.
   struct MaxFlowWork {
     std::int64_t dinic_phases = 0;      ///< Dinic level BFSs (0 when the warm flow was maximum)
@@ -232,6 +232,11 @@ class Frontier {
     std::int64_t orphans = 0;           ///< dynamic engine: orphans adopted or freed
     std::int64_t cut_searches = 0;      ///< dynamic engine: cuts searched afresh (tolerance band)
   } max_flow_work;
+  /// The same for the hull walk's own max-flows (kCertified, BoundMethod::kHullWalk; the warm
+  /// engine), and that walk's wall-clock seconds (within bound_time_s).
+  MaxFlowWork hull_walk_max_flow_work;
+  std::int64_t num_hull_walk_max_flows = 0;
+  double hull_walk_time_s = 0;
   double p_block_w = 0;              ///< P_block used, W.
   double unit_time_s = 0;            ///< u used, s.
   /// Why a frontier is partial (PlannerOptions::time_budget_s / max_points).

@@ -106,6 +106,8 @@ class FrontierBuilder {
     std::atomic<double>* fraction = nullptr;  // beside the walk: progress published here
     double reported = -1;                     // last fraction reported (report())
     double seconds = 0;    // wall time of the walk
+    Frontier::MaxFlowWork work;     // its max-flows' work (Frontier::hull_walk_max_flow_work)
+    std::int64_t max_flows = 0;     // and their number
   };
   /// BoundMethod::kHullWalk (hull_walk_stage.cpp): bound lines and rounded plans from a second
   /// graph-cut walk over the ops' whole effective-energy hulls, into `hw`. Touches no builder

@@ -132,6 +132,8 @@ void FrontierBuilder::hull_walk(HullWalkStage& hw) const {
   }
   if (!hw.stop.stop_requested() && recorded_at != steps) record();  // the hull's fastest state: near T_min matters most
   hw.steps = steps;
+  hw.work = walk.max_flow_work();
+  hw.max_flows = walk.num_max_flows();
   hw.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -149,6 +151,9 @@ void FrontierBuilder::hull_walk_merge(HullWalkStage& hw, double t_end_s) {
   std::sort(f_.tangents_.begin(), f_.tangents_.end(),
             [](const auto& a, const auto& b) { return a.deadline_s < b.deadline_s; });
   f_.num_hull_walk_steps = hw.steps;
+  f_.num_hull_walk_max_flows = hw.max_flows;
+  f_.hull_walk_max_flow_work = hw.work;
+  f_.hull_walk_time_s = hw.seconds;
   if (hw.over_time_budget && !f_.partial()) {
     f_.stop_reason = Frontier::StopReason::kTimeBudget;
     f_.partial_detail = fmt::format(
