@@ -353,11 +353,17 @@ clock request in order (exact logs, for tests).)doc")
             d["gpu_failures"] = s.gpu_failures;
             d["applied_mhz"] = s.applied_mhz;
             d["latest_plan_version"] = s.latest_plan_version;
+            d["plans_refused"] = s.plans_refused;
+            d["clocks_snapped"] = s.clocks_snapped;
+            d["energy_unknown"] = s.energy_unknown;
+            d["reports_rejected"] = s.reports_rejected;
             return d;
           },
-          "Counters: {'iterations', 'plan_version' (-1: none yet), 'plan_updates', 'reports_sent', "
-          "'reports_pending', 'reports_dropped', 'server_failures', 'gpu_failures', 'applied_mhz' (MHz, 0 = "
-          "unlocked)}.")
+          "Counters: {'iterations', 'plan_version' (-1: none yet), 'latest_plan_version' (newest fetched, "
+          "switched in at the next step), 'plan_updates', 'reports_sent', 'reports_pending', 'reports_dropped', "
+          "'reports_rejected', 'server_failures', 'gpu_failures', 'applied_mhz' (MHz, 0 = unlocked), "
+          "'plans_refused' (plans not used: bad clocks, bad shape, malformed; each warned on stderr), "
+          "'clocks_snapped', 'energy_unknown'}.")
       .def(
           "write_freq_log",
           [](PyClient& c, const std::string& path) {

@@ -204,9 +204,11 @@ struct Client::Impl {
   void note_failure(const CallResult& r) {
     ++st.server_failures;
     st.last_server_error = r.message;
-    if (r.plan_refused && st.last_plan_error != r.message) {  // counted once per distinct refusal
+    if (r.plan_refused && st.last_plan_error != r.message) {  // counted and warned once per distinct refusal
       ++st.plans_refused;
       st.last_plan_error = r.message;
+      fmt::print(stderr, "perseus client: rank {}: WARNING: plan refused, the previous plan stays in use: {}\n",
+                 opt.ranks.rank, r.message);
     }
   }
 

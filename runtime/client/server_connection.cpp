@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -74,7 +75,67 @@ CallResult classify(const httplib::Result& res, const std::string& what) {
 
 std::string to_json(const IterationMeasurement& m) { return measurement_json(m).dump(); }
 
-RankPlan parse_plan_json(const std::string& body, std::size_t max_instructions) {
+namespace {
+
+/// Integer field `key` of plan computation #index, in [lo, hi]; never narrowed.
+int plan_int(const json& item, const char* key, std::int64_t lo, std::int64_t hi, std::size_t index) {
+  const auto it = item.find(key);
+  if (it == item.end() || it->is_null())
+    throw std::runtime_error(fmt::format("computation #{} has no \"{}\"", index, key));
+  const bool integer = it->is_number_integer() &&
+                       !(it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
+  if (!integer || it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi) {
+    throw std::runtime_error(fmt::format("computation #{}: \"{}\" must be an integer in [{}, {}], got {}", index, key,
+                                         lo, hi, it->dump().substr(0, 40)));
+  }
+  return static_cast<int>(it->get<std::int64_t>());
+}
+
+void check_plan_shape(const RankPlan& plan, const JobShape& shape, int pp_rank) {
+  const int mb = shape.microbatches, chunks = std::max(shape.chunks, 1);
+  // Per (stage, microbatch): which kinds appear (bit per kind).
+  std::map<std::pair<int, int>, unsigned> seen;
+  std::size_t weights = 0;
+  for (std::size_t k = 0; k < plan.instructions.size(); ++k) {
+    const PlanInstruction& i = plan.instructions[k];
+    if (i.microbatch >= mb)
+      throw std::runtime_error(fmt::format("computation #{}: microbatch {} is beyond the job's {} microbatches", k,
+                                           i.microbatch, mb));
+    if (shape.pp > 0 && pp_rank >= 0 && (i.stage >= shape.pp * chunks || i.stage % shape.pp != pp_rank))
+      throw std::runtime_error(fmt::format("computation #{}: stage {} is not a stage of pp_rank {} (pp {}, {} chunk{})",
+                                           k, i.stage, pp_rank, shape.pp, chunks, chunks == 1 ? "" : "s"));
+    const unsigned bit = i.instruction == "forward"          ? 1u
+                         : i.instruction == "backward"       ? 2u
+                         : i.instruction == "backward_input" ? 4u
+                                                             : 8u;
+    unsigned& kinds = seen[{i.stage, i.microbatch}];
+    if (kinds & bit)
+      throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} appears twice", k,
+                                           i.instruction, i.stage, i.microbatch));
+    kinds |= bit;
+    if (bit == 8u) ++weights;
+  }
+  const std::size_t expected = static_cast<std::size_t>(mb) * static_cast<std::size_t>(chunks);
+  std::size_t full_pairs = 0;
+  for (const auto& [key, kinds] : seen) {
+    const bool full = (kinds & 2u) != 0, split = (kinds & 4u) != 0;
+    full_pairs += full;
+    if (!(kinds & 1u) || full == split || (full && (kinds & 8u)) || (!split && (kinds & 8u)))
+      throw std::runtime_error(fmt::format("stage {} microbatch {} needs one forward and one backward (or "
+                                           "backward_input, with backward_weight in all or none)",
+                                           key.first, key.second));
+  }
+  if (full_pairs != 0 && full_pairs != seen.size())
+    throw std::runtime_error("plan mixes full backward and split backward (backward_input) computations");
+  if (seen.size() != expected || (weights != 0 && weights != expected))
+    throw std::runtime_error(fmt::format("plan covers {} (stage, microbatch) pairs; this rank runs {} ({} microbatches "
+                                         "x {} chunk{})",
+                                         seen.size(), expected, mb, chunks, chunks == 1 ? "" : "s"));
+}
+
+}  // namespace
+
+RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_rank) {
   const json j = json::parse(body);  // throws json::parse_error (a std::exception)
   RankPlan plan;
   try {
@@ -83,21 +144,34 @@ RankPlan parse_plan_json(const std::string& body, std::size_t max_instructions) 
     if (j.contains("iteration_time_s") && j["iteration_time_s"].is_number())
       plan.iteration_time_s = j["iteration_time_s"].get<double>();
     const json& list = j.at("instructions");
-    if (list.is_array() && list.size() > max_instructions) {
+    if (!list.is_array()) throw std::runtime_error("\"instructions\" must be an array");
+    const std::size_t max_instructions = shape.max_instructions();
+    if (max_instructions > 0 && list.size() > max_instructions) {
       throw std::runtime_error(fmt::format("plan holds {} computations but the job's shape allows at most {} per rank",
                                            list.size(), max_instructions));
     }
-    for (const auto& i : list) {
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const json& i = list[k];
+      if (!i.is_object()) throw std::runtime_error(fmt::format("computation #{} is not an object", k));
       PlanInstruction pi;
-      pi.instruction = i.at("instruction").get<std::string>();
-      pi.stage = i.value("stage", 0);
-      pi.microbatch = i.value("microbatch", 0);
-      pi.freq_mhz = i.at("freq_mhz").get<int>();
+      const auto name = i.find("instruction");
+      if (name == i.end() || !name->is_string())
+        throw std::runtime_error(fmt::format("computation #{} has no \"instruction\" string", k));
+      pi.instruction = name->get<std::string>();
+      if (pi.instruction != "forward" && pi.instruction != "backward" && pi.instruction != "backward_input" &&
+          pi.instruction != "backward_weight")
+        throw std::runtime_error(fmt::format("computation #{}: instruction '{}' is not forward, backward, "
+                                             "backward_input or backward_weight",
+                                             k, pi.instruction.substr(0, 40)));
+      pi.stage = plan_int(i, "stage", 0, 1 << 20, k);
+      pi.microbatch = plan_int(i, "microbatch", 0, 1 << 20, k);
+      pi.freq_mhz = plan_int(i, "freq_mhz", 1, 100000, k);
       plan.instructions.push_back(std::move(pi));
     }
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("malformed plan response: {}", e.what()));
   }
+  if (shape.microbatches > 0) check_plan_shape(plan, shape, pp_rank);
   return plan;
 }
 
@@ -239,6 +313,7 @@ CallResult ServerConnection::register_rank(const std::vector<int>& supported_fre
       const json j = json::parse(res->body);
       impl_->shape.microbatches = j.value("microbatches", 0);
       impl_->shape.chunks = j.value("chunks", 0);
+      impl_->shape.pp = j.value("pp", 0);
     } catch (const std::exception&) {
       impl_->shape = JobShape{};  // an older server: default bound
     }
@@ -284,8 +359,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
   if (r.http_status == 409) r.status = CallStatus::kRetryable;  // "no plan yet" (e.g. profiling starts)
   if (r.status == CallStatus::kOk) {
     try {
-      const std::size_t max_instr = impl_->shape.max_instructions();
-      *plan = parse_plan_json(body, max_instr == 0 ? SIZE_MAX : max_instr);
+      *plan = parse_plan_json(body, impl_->shape, impl_->ranks.pp_rank);
     } catch (const std::exception& e) {
       r.status = CallStatus::kRetryable;  // a half-written body or a server bug; try again later
       r.plan_refused = true;

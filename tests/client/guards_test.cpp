@@ -74,8 +74,12 @@ TEST_F(Guards, PlanClocksAreCheckedAgainstTheGpusList) {
   EXPECT_EQ(m["instructions"][0]["planned_freq_mhz"], 1400);  // labelled with what was applied
   EXPECT_EQ(c->stats().clocks_snapped, 2);
 
+  // A clock the GPU lacks, and one no GPU has (refused by the plan check before the clock check).
   server_.set_plan(0, make_plan(2, {{"forward", 1}, {"backward", 99999}, {"forward", 2147483647}}));
   ASSERT_TRUE(wait_for([&] { return c->stats().plans_refused >= 1; }));
+  EXPECT_NE(c->stats().last_plan_error.find("2147483647"), std::string::npos) << c->stats().last_plan_error;
+  server_.set_plan(0, make_plan(3, {{"forward", 1}, {"backward", 99999}}));  // well-formed, not this GPU's
+  ASSERT_TRUE(wait_for([&] { return c->stats().plans_refused >= 2; }));
   EXPECT_NE(c->stats().last_plan_error.find("not a supported clock"), std::string::npos) << c->stats().last_plan_error;
   run_step(*c, {"forward", "backward"});  // the previous plan stays in use
   EXPECT_EQ(c->stats().plan_version, 1);

@@ -101,6 +101,7 @@ json registration_reply(const Job& j, const StoredRank& r) {
           {"tp_rank", r.tp_rank},
           {"ranks_registered", j.ranks.size()},
           {"world_size", j.spec.world_size()},
+          {"pp", j.spec.pp},
           {"microbatches", j.spec.microbatches},
           {"chunks", j.spec.chunks},
           {"job_status", j.status}};

@@ -83,20 +83,28 @@ struct CallResult {
 
 /// Serializes measurements as the v1 API's JSON body (one object).
 std::string to_json(const IterationMeasurement& m);
-/// Parses a plan response body. Throws std::runtime_error naming the bad field, or when it
-/// holds more than max_instructions computations.
-RankPlan parse_plan_json(const std::string& body, std::size_t max_instructions = SIZE_MAX);
-
 /// The job's shape as the server tells it at registration (0 = not told).
 struct JobShape {
   int microbatches = 0;
   int chunks = 0;
+  int pp = 0;  ///< Pipeline-parallel degree (GPUs per pipeline).
   /// Most computations one rank's plan can hold: 3 per (microbatch, chunk) (zero-bubble
   /// schedules split backward in two); 0 when the shape is unknown.
   std::size_t max_instructions() const {
     return microbatches > 0 ? 3u * static_cast<std::size_t>(microbatches) * static_cast<std::size_t>(std::max(chunks, 1)) : 0;
   }
 };
+
+/// Parses and checks a plan response body before any of it can reach a GPU. Every
+/// computation needs "instruction" (forward, backward, backward_input or backward_weight),
+/// "stage", "microbatch" (integers >= 0) and "freq_mhz" (an integer in [1, 100000] MHz: a
+/// float, string or 2^32 + 1305 is refused, never narrowed). With the shape known
+/// (shape.microbatches > 0): at most shape.max_instructions() computations, microbatches in
+/// [0, microbatches), each computation once, one forward and one backward (or backward_input,
+/// plus backward_weight in all or none) per (stage, microbatch); with shape.pp > 0 and
+/// pp_rank >= 0 also stages of this rank only (stage % pp == pp_rank, stage < pp x chunks).
+/// Throws std::runtime_error naming the computation and field.
+RankPlan parse_plan_json(const std::string& body, const JobShape& shape = {}, int pp_rank = -1);
 
 /// Largest plan response accepted before the job's shape is known, bytes.
 inline constexpr std::size_t kDefaultMaxPlanBytes = std::size_t{16} << 20;

@@ -1,0 +1,89 @@
+// The client's plan check (parse_plan_json): a plan from the server is checked field by field
+// and against the job's shape before any clock of it can reach a GPU (issue: a freq_mhz of
+// 2^32 + 1305 wrapped to 1305 and was applied; plans of the wrong shape were applied).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/runtime/server_connection.hpp"
+
+namespace perseus::runtime {
+namespace {
+
+using nlohmann::json;
+
+/// A 1F1B plan of pp_rank `r` (chunks 1): forward and backward of every microbatch.
+json plan_of(int r, int microbatches, int freq = 1410) {
+  json list = json::array();
+  for (int m = 0; m < microbatches; ++m) {
+    list.push_back({{"instruction", "forward"}, {"stage", r}, {"microbatch", m}, {"freq_mhz", freq}});
+    list.push_back({{"instruction", "backward"}, {"stage", r}, {"microbatch", m}, {"freq_mhz", freq}});
+  }
+  return {{"version", 1}, {"job_status", "running"}, {"instructions", list}};
+}
+
+/// The message parse_plan_json throws for `body`, or "" when it accepts it.
+std::string refusal(const json& body, JobShape shape = {2, 1, 4}, int pp_rank = 1) {
+  try {
+    parse_plan_json(body.dump(), shape, pp_rank);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+TEST(PlanParse, WellFormedPlanIsAccepted) {
+  const RankPlan p = parse_plan_json(plan_of(1, 2).dump(), {2, 1, 4}, 1);
+  ASSERT_EQ(p.instructions.size(), 4u);
+  EXPECT_EQ(p.instructions[3].instruction, "backward");
+  EXPECT_EQ(p.instructions[3].freq_mhz, 1410);
+  EXPECT_EQ(refusal(plan_of(1, 2)), "");
+  // Unknown shape (an older server): the field checks still apply, the shape checks do not.
+  EXPECT_EQ(refusal(plan_of(1, 3), JobShape{}), "");
+}
+
+TEST(PlanParse, ClockMustBeAnIntegerInRangeNeverNarrowed) {
+  for (const json& bad : {json(4294968601LL), json(2147483648LL), json(1e300), json(1200.7), json("1200"), json(nullptr),
+                          json(0), json(-5), json(100001), json(true)}) {
+    json body = plan_of(1, 2);
+    body["instructions"][2]["freq_mhz"] = bad;
+    const std::string why = refusal(body);
+    EXPECT_NE(why.find("freq_mhz"), std::string::npos) << bad.dump() << ": " << why;
+    EXPECT_NE(why.find("#2"), std::string::npos) << bad.dump() << ": " << why;
+  }
+}
+
+TEST(PlanParse, FieldsAndNamesAreChecked) {
+  json body = plan_of(1, 2);
+  body["instructions"][0]["instruction"] = "reset";
+  EXPECT_NE(refusal(body).find("'reset'"), std::string::npos) << refusal(body);
+  body = plan_of(1, 2);
+  body["instructions"][1].erase("microbatch");
+  EXPECT_NE(refusal(body).find("\"microbatch\""), std::string::npos) << refusal(body);
+  body = plan_of(1, 2);
+  body["instructions"][1]["stage"] = -1;
+  EXPECT_NE(refusal(body).find("\"stage\""), std::string::npos) << refusal(body);
+  body = plan_of(1, 2);
+  body["instructions"] = json::object();
+  EXPECT_NE(refusal(body).find("array"), std::string::npos) << refusal(body);
+  EXPECT_THROW(parse_plan_json("{\"version\": 1, \"instructions\": [", {}, -1), std::exception) << "cut off mid-JSON";
+}
+
+TEST(PlanParse, ShapeMustMatchTheRegistration) {
+  EXPECT_NE(refusal(plan_of(1, 3)).find("microbatch 2 is beyond"), std::string::npos) << refusal(plan_of(1, 3));
+  EXPECT_NE(refusal(plan_of(1, 4)).find("at most 6"), std::string::npos) << refusal(plan_of(1, 4));
+  EXPECT_NE(refusal(plan_of(1, 1)).find("this rank runs 2"), std::string::npos) << refusal(plan_of(1, 1));
+  EXPECT_NE(refusal(plan_of(2, 2)).find("not a stage of pp_rank 1"), std::string::npos) << "another rank's plan";
+  json body = plan_of(1, 2);
+  body["instructions"][2] = body["instructions"][0];  // forward of microbatch 0 twice, none of 1
+  EXPECT_NE(refusal(body).find("twice"), std::string::npos) << refusal(body);
+  body = plan_of(1, 2);
+  body["instructions"][1]["instruction"] = "backward_input";  // mixes full and split backward
+  EXPECT_NE(refusal(body).find("mixes full backward and split"), std::string::npos) << refusal(body);
+  body = plan_of(1, 2);
+  body["instructions"][1]["instruction"] = "backward_weight";  // a weight gradient without its input part
+  EXPECT_NE(refusal(body).find("needs one forward and one backward"), std::string::npos) << refusal(body);
+}
+
+}  // namespace
+}  // namespace perseus::runtime
