@@ -3,6 +3,8 @@
 #include "perseus/json_input.hpp"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -23,6 +25,7 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
     bool array = false;
     std::string key;        // objects: the last key read
     std::size_t index = 0;  // arrays: values read so far
+    std::set<std::string> keys;  // objects: every key read (a repeated key is an error)
   };
 
  public:
@@ -36,10 +39,15 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
   bool string(json::string_t& v) { return value_done(Base::string(v)); }
   bool binary(json::binary_t& v) { return value_done(Base::binary(v)); }
   bool start_object(std::size_t n) {
-    frames_.push_back({false, {}, 0});
+    frames_.push_back({false, {}, 0, {}});
     return Base::start_object(n);
   }
   bool key(json::string_t& k) {
+    // A repeated key would silently keep one of two values ({"rank": 0, "rank": 1}): refused.
+    if (!frames_.back().keys.insert(k).second) {
+      duplicate_key_ = k;
+      return false;
+    }
     frames_.back().key = k;
     return Base::key(k);
   }
@@ -48,7 +56,7 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
     return value_done(Base::end_object());
   }
   bool start_array(std::size_t n) {
-    frames_.push_back({true, {}, 0});
+    frames_.push_back({true, {}, 0, {}});
     return Base::start_array(n);
   }
   bool end_array() {
@@ -68,6 +76,8 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
     bool number_out_of_range = false;
   };
   const std::optional<Error>& error() const { return error_; }
+  /// The key read twice in one object, when that stopped the parse.
+  const std::optional<std::string>& duplicate_key() const { return duplicate_key_; }
 
   /// "ranks[0].time_s": the field being read ("" at the top level).
   std::string path() const {
@@ -89,7 +99,16 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
   }
   std::vector<Frame> frames_;
   std::optional<Error> error_;
+  std::optional<std::string> duplicate_key_;
 };
+
+/// 1-based line and column of byte `at` of `text`.
+std::pair<long, long> line_and_column(std::string_view text, std::size_t at) {
+  at = std::min(at, text.size());
+  const long line = 1 + static_cast<long>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  const std::size_t nl = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
+  return {line, static_cast<long>(at - (nl == std::string_view::npos ? 0 : nl + 1)) + 1};
+}
 
 /// nlohmann's description without its "[json.exception...] parse error at line L, column C: "
 /// prefix (we give the position ourselves), and with the token it read ("last read: '...'",
@@ -110,6 +129,15 @@ std::string description(const std::string& what, const std::string& token) {
 }  // namespace
 
 json parse_json_text(std::string_view text, const std::string& source) {
+  // A NUL byte would end the text early for the parser (and for C readers of the same bytes):
+  // junk after it must not pass as valid JSON.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    const auto [line, column] = line_and_column(text, nul);
+    throw JsonTextError(InputError::in_file(source, line, "",
+                                            fmt::format("malformed JSON at column {}: a NUL byte (JSON is UTF-8 text)",
+                                                        column)),
+                        false, column);
+  }
   json result;
   PathTrackingParser parser(result);
   bool ok = false;
@@ -121,6 +149,18 @@ json parse_json_text(std::string_view text, const std::string& source) {
     error = PathTrackingParser::Error{text.size(), "", e.what(), false};
   }
   if (ok && !error) return result;
+  if (const auto& dup = parser.duplicate_key()) {
+    // The parser stopped after the repeated key; point at its second occurrence.
+    const std::string quoted = json(*dup).dump();
+    std::size_t at = text.find(quoted);
+    if (at != std::string_view::npos) at = text.find(quoted, at + 1);
+    const auto [line, column] = line_and_column(text, at == std::string_view::npos ? 0 : at);
+    const std::string field = parser.path();
+    throw JsonTextError(InputError::in_file(source, line, field,
+                                            fmt::format("key {} appears more than once in one object; give it once",
+                                                        quote_input(*dup, 64))),
+                        false, column);
+  }
   if (!error) error = PathTrackingParser::Error{text.size(), "", "unexpected end of input", false};
   // 1-based line and column of the byte where the parser stopped.
   const std::size_t at = std::min(error->position, text.size());

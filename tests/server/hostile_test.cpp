@@ -77,6 +77,56 @@ TEST(Hostile, ContentEncodingRefused) {
   EXPECT_NE(raw_body(resp).find("never decompresses"), std::string::npos) << resp;
 }
 
+// Ambiguous framing (request smuggling, RFC 9112 section 6.3): two Content-Lengths, or
+// Content-Length with Transfer-Encoding, are refused and the connection closed, so bytes of the
+// body can never run as a second request. An unknown Transfer-Encoding is answered at once.
+TEST(Hostile, AmbiguousFramingIsRefusedAndCloses) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  const std::string inner = "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string body = "{}" + inner;
+  for (const std::string& framing :
+       {"Content-Length: 2\r\nContent-Length: " + std::to_string(body.size()) + "\r\n",
+        "Content-Length: " + std::to_string(body.size()) + "\r\nTransfer-Encoding: chunked\r\n"}) {
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Content-Type: application/json\r\n" + framing) + body));
+    std::string all;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(c.fd(), buf, sizeof buf, 0)) > 0;) all.append(buf, static_cast<std::size_t>(n));
+    EXPECT_EQ(raw_status(all), 400) << all;
+    EXPECT_NE(all.find("invalid_header"), std::string::npos) << all;
+    EXPECT_EQ(all.find("HTTP/1.1", 8), std::string::npos) << "one response only, the smuggled one never ran: " << all;
+  }
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send(request_head("POST", "/v1/jobs", "Transfer-Encoding: gzip, chunked\r\n")));
+  const std::string resp = c.read_response();
+  EXPECT_EQ(raw_status(resp), 501) << resp;
+  EXPECT_NE(raw_body(resp).find("gzip, chunked"), std::string::npos) << resp;
+  EXPECT_TRUE(health_ok(srv.port()));
+}
+
+// Duplicate identity headers, NUL bytes in a body and repeated JSON keys: the server never
+// picks one of two tokens or values, nor reads a body only up to a NUL.
+TEST(Hostile, DuplicateHeadersNulBytesAndDuplicateKeysAreRefused) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  {
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", "Authorization: Bearer wrong-token-xxxxxxxx\r\n")));
+    const std::string resp = c.read_response();
+    EXPECT_EQ(raw_status(resp), 400) << resp;
+  }
+  Api api(srv.port());
+  const std::string job = profile_job().dump();
+  auto r = api.post_raw("/v1/jobs", job.substr(0, job.size() - 1) + std::string("}\0junk {{{", 11));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("NUL"), std::string::npos) << r.body;
+  r = api.post_raw("/v1/jobs", R"({"pp": 2, "pp": 4})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("appears more than once"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("pp"), std::string::npos) << r.body;
+}
+
 // Row 4: a huge request line or header block is cut off at max_header_bytes.
 TEST(Hostile, HugeRequestLineAndHeadersCutOff) {
   TempDir dir;

@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -122,6 +123,53 @@ struct HttpDaemon::Impl {
     return r;
   }
 
+  /// Framing and identity headers as sent: how often each came.
+  struct HeaderScan {
+    int content_length = 0, transfer_encoding = 0, authorization = 0, content_type = 0;
+  };
+  static HeaderScan scan_headers(MHD_Connection* c) {
+    HeaderScan scan;
+    MHD_get_connection_values_n(
+        c, MHD_HEADER_KIND,
+        [](void* cls, MHD_ValueKind, const char* k, std::size_t ks, const char*, std::size_t) -> MHD_Result {
+          auto* h = static_cast<HeaderScan*>(cls);
+          const std::string_view key(k, ks);
+          auto is = [&](std::string_view name) {
+            return key.size() == name.size() && ::strncasecmp(key.data(), name.data(), name.size()) == 0;
+          };
+          if (is(MHD_HTTP_HEADER_CONTENT_LENGTH)) ++h->content_length;
+          if (is(MHD_HTTP_HEADER_TRANSFER_ENCODING)) ++h->transfer_encoding;
+          if (is(MHD_HTTP_HEADER_AUTHORIZATION)) ++h->authorization;
+          if (is(MHD_HTTP_HEADER_CONTENT_TYPE)) ++h->content_type;
+          return MHD_YES;
+        },
+        &scan);
+    return scan;
+  }
+  /// Ambiguous framing or identity (RFC 9112 §6.3: a request smuggled past a proxy that reads
+  /// the other length): refused, and the connection closed. nullopt: fine.
+  static std::optional<HttpResponse> check_headers(const HeaderScan& h, const std::string& transfer_encoding) {
+    if (h.content_length > 1 || h.transfer_encoding > 1 || h.authorization > 1 || h.content_type > 1)
+      return transport_error(400, "invalid_header",
+                             "a Content-Length, Transfer-Encoding, Authorization or Content-Type header appears more "
+                             "than once; send each once");
+    if (h.content_length > 0 && h.transfer_encoding > 0)
+      return transport_error(400, "invalid_header",
+                             "both Content-Length and Transfer-Encoding: send one (RFC 9112 section 6.3)");
+    if (h.transfer_encoding > 0) {
+      std::string te = transfer_encoding;
+      for (auto& ch : te) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      while (!te.empty() && (te.back() == ' ' || te.back() == '\t')) te.pop_back();
+      while (!te.empty() && (te.front() == ' ' || te.front() == '\t')) te.erase(te.begin());
+      if (te != "chunked")
+        return transport_error(501, "unsupported_transfer_encoding",
+                               fmt::format("Transfer-Encoding {} is not supported; send the body with Content-Length "
+                                           "or \"Transfer-Encoding: chunked\"",
+                                           quote_input(transfer_encoding, 64)));
+    }
+    return std::nullopt;
+  }
+
   /// Transport limits on the header block: body size (declared), encodings. nullopt: fine.
   std::optional<HttpResponse> check_transport(const HttpRequest& req) const {
     if (!req.content_encoding.empty() && req.content_encoding != "identity")
@@ -166,6 +214,11 @@ struct HttpDaemon::Impl {
             return MHD_YES;
           },
           &q.query);
+      if (auto refused = check_headers(scan_headers(c), te)) {
+        ctx->answered = true;
+        queue(c, q, *refused, /*close=*/true);
+        return MHD_YES;
+      }
       std::optional<HttpResponse> early = check_transport(q);
       if (!early && precheck) early = precheck(q);
       if (early) {

@@ -438,7 +438,7 @@ struct Server::Impl {
       if (auto refused = authorize(r, req)) return refused;
       if (r.method == "POST" && !json_content_type(req.content_type))
         return error_response(415, "unsupported_media_type",
-                              fmt::format("Content-Type \"{}\" is not JSON; send the body as JSON with "
+                              fmt::format("Content-Type {} is not JSON; send the body as JSON with "
                                           "\"Content-Type: application/json\" (or no Content-Type)",
                                           quote_input(req.content_type, 64)));
       if (const std::string charset = content_type_charset(req.content_type);
