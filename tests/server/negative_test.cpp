@@ -170,7 +170,8 @@ TEST_F(Negative, WrongTypesAndRanges) {
   for (const auto& [entry, needle] : {std::pair{json{{"instruction", "fwd"}}, "must be forward, backward"},
                                       {json{{"microbatch", 999}}, "\"microbatch\" must be an integer in [0, "},
                                       {json{{"stage", 99}}, "\"stage\" must be an integer in [0, "},
-                                      {json{{"time_s", 50.0}}, "\"time_s\" must be a finite number in [0, 1], got 50"}}) {
+                                      {json{{"time_s", 50.0}}, "\"time_s\" must be a finite number in [1e-09, 1], got 50"},
+                                      {json{{"time_s", 0.0}}, "\"time_s\" must be a finite number in [1e-09, 1], got 0"}}) {
     const auto r = api.post(base() + "/ranks/0/measurements", instruction(entry));
     expect_error(r, 422, entry.dump());
     const std::string message = r.j["error"]["message"].get<std::string>();
@@ -178,6 +179,23 @@ TEST_F(Negative, WrongTypesAndRanges) {
     EXPECT_NE(message.find(needle), std::string::npos) << message;
   }
   expect_error(api.post(base() + "/ranks/9/measurements", {{"iteration", 1}, {"time_s", 1}}), 404, "rank");
+  {  // a stage another pp_rank runs, a missing microbatch, one report's fields beside a batch
+    json e = {{"instruction", "forward"}, {"microbatch", 0}, {"stage", 1}, {"freq_mhz", 1410}, {"time_s", 0.1}};
+    auto r = api.post(base() + "/ranks/0/measurements", json{{"iteration", 1}, {"time_s", 1.0}, {"instructions", {e}}});
+    expect_error(r, 422, "another rank's stage");
+    EXPECT_NE(r.body.find("not a stage of this rank"), std::string::npos) << r.body;
+    e.erase("microbatch");
+    e["stage"] = 0;
+    r = api.post(base() + "/ranks/0/measurements", json{{"iteration", 1}, {"time_s", 1.0}, {"instructions", {e}}});
+    expect_error(r, 422, "microbatch missing");
+    EXPECT_NE(r.body.find("microbatch"), std::string::npos) << r.body;
+    r = api.post(base() + "/ranks/0/measurements",
+                 {{"iteration", 1}, {"time_s", 1.0}, {"measurements", {{{"iteration", 2}, {"time_s", 1.0}}}}});
+    expect_error(r, 422, "a report beside a batch");
+    EXPECT_NE(r.body.find("beside"), std::string::npos) << r.body;
+  }
+  expect_error(api.post(base() + "/ranks", {{"rank", 2}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0},
+                                            {"supported_freqs_mhz", json::array()}}), 422, "an empty clock list");
 
   expect_error(api.post(base() + "/stragglers", {{"pipeline", 2}, {"slowdown", 1.1}}), 422, "pipeline");
   expect_error(api.post(base() + "/stragglers", {{"pipeline", 0}, {"slowdown", 0.5}}), 422, "slowdown");

@@ -61,6 +61,11 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
   EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 2);
   res = zeus.post("/result/" + id, {{"rank", 3}, {"iter_time", {1.2}}, {"iter_energy", {220.0}}});
   EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 3) << "a new result is counted";
+  // An impossible pair is refused by name, not dropped in silence (nothing of the result counts).
+  res = zeus.post("/result/" + id, {{"rank", 3}, {"iter_time", {0.8, -1.0}}, {"iter_energy", {700.0, 1e300}}});
+  EXPECT_EQ(res.status, 422) << res.body;
+  EXPECT_NE(res.body.find("iter_time[1]"), std::string::npos) << res.body;
+  EXPECT_EQ(v1.get("/v1/jobs/" + id).j["measurements"]["count"], 3);
   // The same job is visible to /v1 clients.
   EXPECT_EQ(v1.get("/v1/jobs/" + id + "/ranks/3/plan").j["instructions"][0]["freq_mhz"], 1200);
 }

@@ -144,12 +144,14 @@ std::string get_string(const json& obj, const char* key, std::optional<std::stri
   return s;
 }
 
-std::vector<int> get_clock_list(const json& obj, const char* key) {
+std::vector<int> get_clock_list(const json& obj, const char* key, bool allow_empty) {
   std::vector<int> out;
   const json* v = field(obj, key);
   if (!v) return out;
-  if (!v->is_array() || v->size() > 4096)
-    throw ApiError(422, "invalid_field", fmt::format("field \"{}\" must be an array of at most 4096 integers", key));
+  if (!v->is_array() || (v->empty() && !allow_empty) || v->size() > 4096)
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"{}\" must be an array of {} to 4096 integers (MHz), or left out", key,
+                               allow_empty ? 0 : 1));
   for (std::size_t i = 0; i < v->size(); ++i) {
     const json& f = (*v)[i];
     if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > 100000)

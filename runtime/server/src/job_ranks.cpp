@@ -50,9 +50,10 @@ json validated_instruction(const json& e, const JobSpec& spec, double iteration_
                                "got {}",
                                quote_input(name)));
   json item = {{"instruction", name},
-               {"microbatch", get_int(e, "microbatch", 0, 0, spec.microbatches - 1)},
+               {"microbatch", get_int(e, "microbatch", std::nullopt, 0, spec.microbatches - 1)},
                {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
-               {"time_s", get_number(e, "time_s", std::nullopt, 0, iteration_time_s)}};
+               // A computation takes time, as an iteration does (a 0 s timer reading is broken).
+               {"time_s", get_number(e, "time_s", std::nullopt, 1e-9, iteration_time_s)}};
   if (auto st = e.find("stage"); st != e.end() && !st->is_null())
     item["stage"] = get_int(e, "stage", 0, 0, std::int64_t{spec.pp} * spec.chunks - 1);
   if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
@@ -178,7 +179,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   r.dp_rank = static_cast<int>(get_int(body, "dp_rank", std::nullopt, 0, spec.dp - 1));
   r.pp_rank = static_cast<int>(get_int(body, "pp_rank", std::nullopt, 0, spec.pp - 1));
   r.tp_rank = static_cast<int>(get_int(body, "tp_rank", std::nullopt, 0, spec.tp - 1));
-  r.supported_freqs_mhz = get_clock_list(body, "supported_freqs_mhz");
+  r.supported_freqs_mhz = get_clock_list(body, "supported_freqs_mhz", /*allow_empty=*/false);
   std::unique_lock lock(j->mu);
   if (j->deleted) throw ApiError(404, "unknown_job", "the job was deleted");
   if (auto old = j->ranks.find(r.rank); old != j->ranks.end()) {
@@ -288,6 +289,13 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   json rejected = json::array();
   const bool batch = body.contains("measurements");
   if (batch) {
+    // One report's fields beside a batch would be dropped silently: refused.
+    for (const char* k : {"iteration", "time_s", "energy_j", "plan_version", "instructions"})
+      if (body.contains(k))
+        throw ApiError(422, "invalid_field",
+                       fmt::format("field \"{}\" beside \"measurements\": send one report's fields, or a batch in "
+                                   "\"measurements\", not both",
+                                   k));
     const json& arr = body["measurements"];
     if (!arr.is_array() || arr.empty() || arr.size() > kMaxBatch)
       throw ApiError(422, "invalid_field",
@@ -322,11 +330,24 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
   for (std::size_t k = 0; k < items.size(); ++k) {
     const json* m = &items[k];
     const std::int64_t iteration = (*m)["iteration"].get<std::int64_t>();
-    // A plan version the server never issued: the report cannot be of one of its plans.
+    // A plan version the server never issued: the report cannot be of one of its plans. A
+    // stage another pp_rank runs: the computation cannot be this rank's.
+    std::string why;
     if (const std::int64_t version = (*m)["plan_version"].get<std::int64_t>(); version > j->version_counter) {
-      const std::string why = fmt::format("field \"plan_version\" must be a version this job has issued (at most {}), "
-                                          "got {}",
-                                          j->version_counter, version);
+      why = fmt::format("field \"plan_version\" must be a version this job has issued (at most {}), got {}",
+                        j->version_counter, version);
+    } else if (m->contains("instructions")) {
+      const auto& list = (*m)["instructions"];
+      for (std::size_t e = 0; e < list.size() && why.empty(); ++e) {
+        if (!list[e].contains("stage")) continue;
+        const std::int64_t stage = list[e]["stage"].get<std::int64_t>();
+        if (stage % j->spec.pp != r.pp_rank)
+          why = fmt::format("instructions[{}]: field \"stage\" {} is not a stage of this rank (pp_rank {} runs stages "
+                            "with stage % {} == {})",
+                            e, stage, r.pp_rank, j->spec.pp, r.pp_rank);
+      }
+    }
+    if (!why.empty()) {
       if (!batch) throw ApiError(422, "invalid_field", why);
       rejected.push_back({{"index", item_index[k]}, {"iteration", iteration},
                           {"error", fmt::format("invalid_field: measurements[{}]: {}", item_index[k], why)}});

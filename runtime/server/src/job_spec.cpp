@@ -74,7 +74,7 @@ JobSpec JobSpec::from_json(const json& body) {
   if (mode == "profile") {
     if (has_profile) throw ApiError(422, "invalid_field", "\"mode\": \"profile\" does not take a profile_csv");
     s.source = PlanSource::kProfiling;
-    s.freqs_mhz = get_clock_list(body, "freqs_mhz");
+    s.freqs_mhz = get_clock_list(body, "freqs_mhz", /*allow_empty=*/true);  // [] = the first rank's list (stored specs hold [])
     s.min_freq_mhz = static_cast<int>(get_int(body, "min_freq_mhz", 0, 0, 100000));
     s.profile_samples = static_cast<int>(get_int(body, "profile_samples", 3, 1, 1000));
     s.max_energy_rises = static_cast<int>(get_int(body, "max_energy_rises", 5, 1, 1000));

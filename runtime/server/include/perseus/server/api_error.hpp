@@ -62,9 +62,10 @@ double get_number(const nlohmann::json& obj, const char* key, std::optional<doub
 std::string get_string(const nlohmann::json& obj, const char* key, std::optional<std::string> fallback,
                        std::size_t max_len);
 
-/// Clock list field `key` (MHz): an array of at most 4096 integers in [1, 100000]; empty when
-/// the field is absent or null. ApiError 422 "invalid_field" naming the element otherwise.
-std::vector<int> get_clock_list(const nlohmann::json& obj, const char* key);
+/// Clock list field `key` (MHz): an array of at most 4096 integers in [1, 100000] (at least one
+/// unless allow_empty); empty when the field is absent or null. ApiError 422 "invalid_field"
+/// naming the element otherwise.
+std::vector<int> get_clock_list(const nlohmann::json& obj, const char* key, bool allow_empty);
 
 /// A non-negative integer from a URL path or query segment, in decimal without leading zeros (one
 /// spelling per index); ApiError 400 "invalid_path" otherwise.
