@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -41,6 +42,18 @@ void exit_cleanly_on_signals(int argc, char** argv) {
     (void)!::write(STDERR_FILENO, msg.data(), msg.size());
     ::_exit(128 + sig);
   }).detach();
+}
+
+/// Exit status once a command is done: 1 when anything it wrote to stdout did not arrive
+/// (`--out -` into a full disk or a closed pipe), which would otherwise pass as success.
+int stdout_status() {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return 0;
+  fmt::print(stderr, "perseus: error: cannot write to standard output: {}\n",
+             err != 0 ? std::strerror(err) : "a write failed");
+  return 1;
 }
 
 }  // namespace
@@ -90,5 +103,5 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "perseus: internal error: {}\n", e.what());
     return 3;
   }
-  return 0;
+  return stdout_status();
 }

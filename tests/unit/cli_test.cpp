@@ -285,6 +285,23 @@ TEST(Cli, ScheduleKeepsAnExistingFileUnlessForce) {
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
 }
 
+// `--out -` writes only to stdout: a failed write there (full disk, closed descriptor) is an
+// error, not a silent success.
+TEST(Cli, FailedWritesToStandardOutputExitOne) {
+  testing::TempDir dir;
+  const std::string err = (dir.path() / "err.txt").string();
+  for (const std::string& redirect : {std::string("> /dev/full"), std::string(">&-")}) {
+    const std::string cmd = std::string(PERSEUS_BINARY) + " schedule --stages 4 --microbatches 4 --out - " + redirect +
+                            " 2> " + err;
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc)) << cmd;
+    EXPECT_EQ(WEXITSTATUS(rc), 1) << cmd;
+    std::ifstream in(err);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(text.find("cannot write to standard output"), std::string::npos) << cmd << ": " << text;
+  }
+}
+
 // SIGINT or SIGTERM while optimize runs: the process exits 128 + signal, the output folder is
 // the earlier one or (signal after the commit) the complete new one, and no hidden temporary
 // (.out.partial-PID, .out.old-PID) is left. The signal is sent once the run's temporary
