@@ -96,6 +96,7 @@ void register_emulate(CLI::App& app) {
   cmd->add_flag("--report", *report,
                 "Also write OUT/emulation.html: total and extrinsic saving vs slowdown per method (self-contained HTML)");
   cmd->callback([cfg, out, pipes, batch, report, slowdown_lists] {
+    cfg->p_block_w += 0.0;  // "-0" is zero: never a negative zero in the output
     cfg->slowdowns = parse_slowdowns(*slowdown_lists);
     if (pipes->count() == 0 && batch->count() == 0) {
       throw CLI::RequiredError("--pipelines or --global-batch");

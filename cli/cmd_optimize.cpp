@@ -126,6 +126,7 @@ void register_optimize(CLI::App& app) {
       ->required()
       ->check(non_empty_path("an output folder"));
   cmd->callback([cfg, zeus, quiet, report, strict, chunks, bif] {
+    cfg->problem.p_block_w += 0.0;  // "-0" is zero: never a negative zero in summary.json or the report
     // --stages/--microbatches are required unless the schedule comes from a file: a usage
     // error (exit status 2), like any other missing option.
     const auto names = schedule_names();

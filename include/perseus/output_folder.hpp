@@ -23,7 +23,8 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 void remove_unfinished_outputs();
 
 /// Writes `text` to `path` (no rename: for files inside an OutputFolder's temporary folder).
-/// Throws InputError "PATH: write failed".
+/// Throws InputError "PATH: cannot write the file: REASON" (PATH as it will be in the output
+/// folder, not the temporary one).
 void write_file(const std::filesystem::path& path, const std::string& text);
 
 /// Throws InputError for `field` when file output to `path` may not replace what is there:

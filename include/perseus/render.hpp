@@ -156,7 +156,8 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
 /// and a label column named name, method, label or plan (any order, extra columns ignored;
 /// simple RFC 4180 quoting); without one (allowed unless `require_label`) rows get their
 /// 0-based row number. Throws InputError naming file, line and field on a missing column, a
-/// ragged row or a non-numeric / non-finite value.
+/// ragged row or a non-numeric / non-finite value, and on a profile CSV (stage and instruction
+/// columns: times of single computations, not iteration points).
 std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool require_label = false);
 
 /// Options of write_report().

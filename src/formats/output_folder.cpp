@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -45,7 +47,7 @@ void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
 /// The mutex is also held across OutputFolder::commit()'s renames, so a removal never sees a
 /// half-committed folder.
 std::mutex g_unfinished_mutex;
-std::vector<fs::path> g_unfinished;
+std::vector<std::pair<fs::path, fs::path>> g_unfinished;  // (temporary, the output it becomes)
 bool g_exiting = false;  // under the mutex: remove_unfinished_outputs() ran
 
 /// Creates a temporary (`create`: a file or folder at `tmp`) and registers it, both under the
@@ -55,13 +57,13 @@ template <class Create>
 void create_unfinished(const fs::path& tmp, const fs::path& output, Create create) {
   const std::lock_guard lock(g_unfinished_mutex);
   if (g_exiting) throw InputError(fmt::format("{}: not written: the process is exiting (interrupted)", output.string()));
-  g_unfinished.push_back(tmp);
+  g_unfinished.emplace_back(tmp, output);
   create();
 }
 
 void unregister_unfinished(const fs::path& tmp) {
   const std::lock_guard lock(g_unfinished_mutex);
-  const auto it = std::find(g_unfinished.begin(), g_unfinished.end(), tmp);
+  const auto it = std::find_if(g_unfinished.begin(), g_unfinished.end(), [&](const auto& u) { return u.first == tmp; });
   if (it != g_unfinished.end()) g_unfinished.erase(it);
 }
 
@@ -118,8 +120,10 @@ void remove_unfinished_outputs() {
   // Another thread may still be writing into a temporary folder (its files appear while it is
   // being removed, and the last rmdir then fails): retry until it is gone. Once it is, nothing
   // recreates it (files are opened inside it, never with their parents).
-  for (const auto& tmp : g_unfinished)
+  for (const auto& entry : g_unfinished) {
+    const fs::path& tmp = entry.first;
     for (int attempt = 0; attempt < 1000 && fs::exists(fs::symlink_status(tmp, ec)); ++attempt) fs::remove_all(tmp, ec);
+  }
   g_unfinished.clear();
 }
 
@@ -134,11 +138,29 @@ void check_output_file(const std::string& path, bool force, const std::string& f
   if (fs::exists(path, ec) && !force) throw InputError(field, fmt::format("{}: exists; pass --force to replace it", path));
 }
 
+/// `path` as the user knows it: inside an unfinished output's temporary folder, the path it
+/// will have in the output (the temporary is an implementation detail).
+std::string user_path(const fs::path& path) {
+  const std::lock_guard lock(g_unfinished_mutex);
+  for (const auto& [tmp, output] : g_unfinished) {
+    const fs::path rel = path.lexically_relative(tmp);
+    if (!rel.empty() && *rel.begin() != "..") return (output / rel).string();
+  }
+  return path.string();
+}
+
 void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: write failed", path.string()));
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  int err = f ? 0 : errno;
+  if (f) {
+    if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) err = errno;
+    if (std::fclose(f) != 0 && err == 0) err = errno;
+  }
+  if (err != 0 || !f) {
+    throw InputError(fmt::format("{}: cannot write the file: {}", user_path(path),
+                                 err != 0 ? std::strerror(err) : "unknown error"));
+  }
 }
 
 void write_file_atomically(const fs::path& path, const std::string& text) {
@@ -295,7 +317,7 @@ void OutputFolder::commit() {
       throw InputError(fmt::format("{}: cannot move output into place: {}", out_.string(), why));
     }
     committed_ = true;
-    const auto it = std::find(g_unfinished.begin(), g_unfinished.end(), tmp_);
+    const auto it = std::find_if(g_unfinished.begin(), g_unfinished.end(), [&](const auto& u) { return u.first == tmp_; });
     if (it != g_unfinished.end()) g_unfinished.erase(it);
     fs::remove_all(old, ec);  // still under the mutex: an interruption never leaves .NAME.old-PID
   }

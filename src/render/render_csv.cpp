@@ -72,6 +72,11 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
   const int tc = t.column({"time_s", "time"});
   const int ec = t.column({"energy_j", "energy"});
   const int lc = t.column({"name", "method", "label", "plan"});
+  // A profile has time and energy columns too, of single computations: never a frontier.
+  if (t.column({"instruction"}) >= 0 && t.column({"stage"}) >= 0)
+    throw InputError(fmt::format("{}:1: this is a profile (stage, instruction, ... columns), not iteration points; "
+                                 "give a frontier CSV (time_s,energy_j, e.g. another run's frontier.csv)",
+                                 path));
   if (lc < 0 && require_label)
     throw InputError(fmt::format("{}:1: missing column 'name' (or 'method', 'label', 'plan'), each point's name", path));
   if (tc < 0) throw InputError(fmt::format("{}:1: missing column 'time_s' (or 'time'), iteration time in s", path));

@@ -390,6 +390,9 @@ TEST(PlotPointsCsv, ErrorsNameFileLineAndField) {
             std::string::npos);
   EXPECT_NE(err("").find("empty file"), std::string::npos);
   EXPECT_NE(err("name,time_s\n\"unterminated,1\n").find("unterminated quoted field"), std::string::npos);
+  // A profile (times of single computations) given where iteration points are expected.
+  EXPECT_NE(err("stage,instruction,frequency,time,energy\n0,forward,1410,0.01,3\n").find("p.csv:1: this is a profile"),
+            std::string::npos);
   try {
     load_plot_points_csv((tmp.path() / "missing.csv").string());
     FAIL();

@@ -319,9 +319,14 @@ TEST(Report, PointsAddNamedBaselines) {
   const std::string html = slurp(write_report(job.out, opt));
   EXPECT_NE(html.find("<title>EnvPipe: "), std::string::npos);
   EXPECT_NE(html.find("<title>mine: "), std::string::npos);
-  opt.points_csv = job.profile;
+  opt.points_csv = job.tmp.write("unnamed.csv", "time_s,energy_j\n0.9,300\n");
   EXPECT_NE(report_error(job.out, opt).find("missing column 'name' (or 'method', 'label', 'plan'), each point's name"),
             std::string::npos);
+  opt.points_csv = job.profile;  // a profile given by mistake, as --points or --reference
+  EXPECT_NE(report_error(job.out, opt).find("this is a profile"), std::string::npos);
+  opt.points_csv.clear();
+  opt.reference_csv = job.profile;
+  EXPECT_NE(report_error(job.out, opt).find("this is a profile"), std::string::npos);
 }
 
 // A schedule CSV planned by optimize: the report uses the folder's copy (schedule.csv), even
