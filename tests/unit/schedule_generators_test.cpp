@@ -3,6 +3,8 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
@@ -165,6 +167,29 @@ TEST(ScheduleGenerators, Errors) {
   EXPECT_NE(error_of([] { make_zb_h1(0, 8); }).find("zb-h1: stages must be >= 1, got 0"), std::string::npos);
   EXPECT_NE(error_of([] { make_zb_h1(4, 0); }).find("zb-h1: microbatches must be >= 1, got 0"), std::string::npos);
   EXPECT_NE(error_of([] { make_schedule("zb-v", 4, 8); }).find("interleaved-1f1b, zb-h1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace perseus
+
+namespace perseus {
+namespace {
+
+// Size cap: (stage, microbatch) pairs, chunks counted as stages, refused before anything is
+// built (4 x 1,048,576 was accepted and took 4 GB before).
+TEST(ScheduleGenerators, TooLargePipelinesAreRefusedUpFront) {
+  for (const auto& [name, ranks, microbatches, chunks] :
+       std::vector<std::tuple<std::string, int, int, int>>{{"1f1b", 4, 1048576, 1},
+                                                           {"gpipe", 1025, 1024, 1},
+                                                           {"interleaved-1f1b", 4, 131076, 2}}) {
+    try {
+      make_schedule(name, ranks, microbatches, chunks);
+      ADD_FAILURE() << name << " " << ranks << " x " << microbatches << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("too large (at most 1048576"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(make_schedule("1f1b", 64, 1024, 1));  // the largest benchmarked pipeline
 }
 
 }  // namespace
