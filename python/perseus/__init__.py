@@ -73,10 +73,42 @@ def profile_rows_to_csv(rows):
 
         text = perseus.profile_rows_to_csv(r for r in prof.rows() if r["stage"] < 4)
         perseus.parse_profile(text)
+
+    Raises InputError naming the row and field when a row lacks a field or holds a value a
+    profile cannot (stage < 0, an instruction outside forward/backward/backward_input/
+    backward_weight, a clock outside [1, 100000] MHz, time <= 0 s, energy < 0 J, NaN or inf);
+    TypeError when a row is not a mapping.
     """
+    import math
+    from collections.abc import Mapping
+
+    kinds = ("forward", "backward", "backward_input", "backward_weight")
     lines = ["stage,instruction,frequency,time,energy"]
-    for r in rows:
-        lines.append(
-            "%d,%s,%d,%r,%r" % (r["stage"], r["instruction"], r["freq_mhz"], float(r["time_s"]), float(r["energy_j"]))
-        )
+    for i, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise TypeError("profile_rows_to_csv: row %d is %s, expected a dict as Profile.rows() returns" % (i, type(r).__name__))
+        for key in ("stage", "instruction", "freq_mhz", "time_s", "energy_j"):
+            if key not in r:
+                raise InputError("row %d: field %r is missing" % (i, key))
+
+        def number(key, integer):
+            v = r[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+                raise InputError("row %d: field %r must be a number, got %r" % (i, key, v))
+            if not math.isfinite(float(v)):
+                raise InputError("row %d: field %r must be finite, got %r" % (i, key, v))
+            if integer and float(v) != int(v):
+                raise InputError("row %d: field %r must be an integer, got %r" % (i, key, v))
+            return int(v) if integer else float(v)
+
+        stage, freq = number("stage", True), number("freq_mhz", True)
+        time_s, energy_j = number("time_s", False), number("energy_j", False)
+        if r["instruction"] not in kinds:
+            raise InputError("row %d: field 'instruction' must be one of %s, got %r" % (i, ", ".join(kinds), r["instruction"]))
+        if stage < 0 or not 1 <= freq <= 100000 or time_s <= 0 or energy_j < 0:
+            raise InputError(
+                "row %d: expected stage >= 0, freq_mhz in [1, 100000], time_s > 0 and energy_j >= 0; got %r"
+                % (i, {k: r[k] for k in ("stage", "freq_mhz", "time_s", "energy_j")})
+            )
+        lines.append("%d,%s,%d,%r,%r" % (stage, r["instruction"], freq, time_s, energy_j))
     return "\n".join(lines) + "\n"

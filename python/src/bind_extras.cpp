@@ -96,7 +96,7 @@ void bind_extras(py::module_& m) {
   m.attr("HAVE_EMULATE") = true;
   m.def(
       "emulate",
-      [](const py::object& profile, Strict<int> stages, Strict<int> microbatches, std::vector<double> slowdowns,
+      [](const py::object& profile, Strict<int> stages, Strict<int> microbatches, std::vector<Real> slowdowns,
          Strict<int> pipelines, Strict<int> global_batch, std::optional<Real> p2p_power_w, Strict<int> tp_degree,
          double time_scale, double unit_time_s) {
         if (!p2p_power_w) {  // as perseus.optimize and `perseus emulate --p2p-power` (required there)
@@ -112,7 +112,7 @@ void bind_extras(py::module_& m) {
         }
         cfg.num_ranks = stages.value;
         cfg.microbatches = microbatches.value;
-        cfg.slowdowns = std::move(slowdowns);
+        for (const Real& x : slowdowns) cfg.slowdowns.push_back(x.value);
         cfg.pipelines = pipelines.value;
         cfg.global_batch = global_batch.value;
         cfg.p_block_w = p2p_power_w->value;

@@ -92,7 +92,7 @@ std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, 
     const std::string text = py::repr(item).cast<std::string>().substr(0, 64);
     // A Python int or a numpy integer (anything with __index__), never a bool or a float.
     py::object index;
-    if (!py::isinstance<py::bool_>(item) && !PyFloat_Check(item.ptr())) {
+    if (!is_bool_like(item.ptr()) && !PyFloat_Check(item.ptr())) {
       index = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
       if (!index) PyErr_Clear();
     }
@@ -189,10 +189,11 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
 
   m.def(
       "load_profile",
-      [](const py::object& path, std::optional<int> expected_stages) {
+      [](const py::object& path, std::optional<Strict<int>> expected_stages) {
         const std::string p = path_arg(path, "path");
+        const std::optional<int> stages = expected_stages ? std::optional<int>(expected_stages->value) : std::nullopt;
         py::gil_scoped_release release;
-        return std::make_shared<Profile>(load_profile_csv(p, expected_stages));
+        return std::make_shared<Profile>(load_profile_csv(p, stages));
       },
       py::arg("path"), py::arg("expected_stages") = py::none(), R"doc(
 Reads a profile CSV with columns stage,instruction,frequency,time,energy (any order; extra
@@ -203,9 +204,10 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
 
   m.def(
       "parse_profile",
-      [](const std::string& text, const std::string& source_name, std::optional<int> expected_stages) {
+      [](const std::string& text, const std::string& source_name, std::optional<Strict<int>> expected_stages) {
+        const std::optional<int> stages = expected_stages ? std::optional<int>(expected_stages->value) : std::nullopt;
         py::gil_scoped_release release;
-        return std::make_shared<Profile>(parse_profile_csv(text, source_name, expected_stages));
+        return std::make_shared<Profile>(parse_profile_csv(text, source_name, stages));
       },
       py::arg("text"), py::arg("source_name") = "<string>", py::arg("expected_stages") = py::none(),
       "Same as load_profile() for CSV text in memory; source_name appears in error messages.");

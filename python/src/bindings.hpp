@@ -37,6 +37,14 @@ struct Strict {
   T value{};
 };
 
+/// True for a Python bool or a numpy bool (numpy.bool_ / numpy.bool): never a number here, so
+/// `p2p_power_w=np.bool_(True)` is refused like `True` (without importing numpy).
+inline bool is_bool_like(PyObject* o) {
+  if (PyBool_Check(o)) return true;
+  const std::string_view name = Py_TYPE(o)->tp_name;
+  return name == "numpy.bool_" || name == "numpy.bool";
+}
+
 /// A real-valued keyword (W, s, ...): a Python float or int, or a numpy number, but not a
 /// bool (`p2p_power_w=True` would silently be 1 W): TypeError instead.
 struct Real {
@@ -59,7 +67,7 @@ template <class T>
 struct type_caster<perseus::python::Strict<T>> {
   PYBIND11_TYPE_CASTER(perseus::python::Strict<T>, const_name("int"));
   bool load(handle src, bool /*convert*/) {
-    if (!src || PyBool_Check(src.ptr()) || PyFloat_Check(src.ptr())) return false;
+    if (!src || perseus::python::is_bool_like(src.ptr()) || PyFloat_Check(src.ptr())) return false;
     object index = reinterpret_steal<object>(PyNumber_Index(src.ptr()));  // int, numpy integer
     if (!index) {
       PyErr_Clear();
@@ -83,7 +91,7 @@ template <>
 struct type_caster<perseus::python::Real> {
   PYBIND11_TYPE_CASTER(perseus::python::Real, const_name("float"));
   bool load(handle src, bool /*convert*/) {
-    if (!src || PyBool_Check(src.ptr())) return false;
+    if (!src || perseus::python::is_bool_like(src.ptr())) return false;
     if (!PyFloat_Check(src.ptr()) && !PyLong_Check(src.ptr()) && !PyNumber_Check(src.ptr())) return false;
     object f = reinterpret_steal<object>(PyNumber_Float(src.ptr()));  // float, int, numpy number
     if (!f) {

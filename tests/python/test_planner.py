@@ -42,6 +42,42 @@ class ProfileTest(unittest.TestCase):
         again = perseus.load_profile(out)
         self.assertEqual(again.rows(), prof.rows())
 
+    def test_profile_rows_to_csv_checks_every_row(self):
+        good = {"stage": 0, "instruction": "forward", "freq_mhz": 1410, "time_s": 0.01, "energy_j": 3.0}
+        for bad, needle in (
+            (dict(good, time_s=float("nan")), "'time_s' must be finite"),
+            (dict(good, energy_j=-1.0), "energy_j >= 0"),
+            (dict(good, instruction="fwd"), "'instruction' must be one of"),
+            ({"a": 1}, "'stage' is missing"),
+        ):
+            with self.subTest(row=bad):
+                with self.assertRaises(perseus.InputError) as cm:
+                    perseus.profile_rows_to_csv([good, bad])
+                self.assertIn("row 1", str(cm.exception))
+                self.assertIn(needle, str(cm.exception))
+        with self.assertRaises(TypeError):
+            perseus.profile_rows_to_csv([3])
+        text = perseus.profile_rows_to_csv(r for r in perseus.load_profile(GPT3_PROFILE).rows() if r["stage"] < 2)
+        self.assertEqual(perseus.parse_profile(text).num_stages, 2)
+
+    def test_numpy_bools_are_not_numbers(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy is not installed")
+        prof = perseus.load_profile(GPT3_PROFILE)
+        calls = {
+            "p2p_power_w": lambda: perseus.optimize(prof, 8, 2, p2p_power_w=np.bool_(True)),
+            "plans": lambda: perseus.optimize(prof, 8, 2, p2p_power_w=80.0, plans=np.array([True, False])),
+            "expected_stages": lambda: perseus.load_profile(GPT3_PROFILE, expected_stages=True),
+        }
+        if perseus.HAVE_EMULATE:
+            calls["slowdowns"] = lambda: perseus.emulate(prof, 8, 2, slowdowns=[True], pipelines=2, p2p_power_w=80.0)
+        for name, call in calls.items():
+            with self.subTest(keyword=name):
+                with self.assertRaises(TypeError):
+                    call()
+
     def test_missing_file_is_input_error(self):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.load_profile("/nonexistent/profile.csv")
