@@ -1,6 +1,7 @@
 // Planner bindings: profiles, schedules and the frontier (perseus.optimize), as plain Python
 // types (lists, dicts, floats). Heavy work runs without the GIL.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -309,6 +310,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           problem.emplace(load_problem(spec, path));
         }
         const Schedule& schedule = problem->schedule;
+        bool interrupted = false;  // a Python signal handler raised during the solve
         struct Result {
           std::unique_ptr<Dag> dag;
           std::optional<Frontier> frontier;
@@ -330,9 +332,25 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.max_lp_solves = max_lp_solves;
           opt.mode = *planner_mode;
           opt.bound_method = *bound_method;
-          res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
-          res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
+          // Ctrl-C (and any Python signal handler) during the solve: every 50 ms the solve's
+          // thread takes the GIL and runs pending handlers; one that raises (KeyboardInterrupt)
+          // cancels the solve and its exception is re-raised below.
+          opt.cancelled = [&interrupted, last = std::chrono::steady_clock::now()]() mutable {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - last < std::chrono::milliseconds(50)) return false;
+            last = now;
+            py::gil_scoped_acquire acquire;
+            interrupted = PyErr_CheckSignals() != 0;
+            return interrupted;
+          };
+          try {
+            res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
+          } catch (const PlanningCancelled&) {
+            if (!interrupted) throw;
+          }
+          if (!interrupted) res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
+        if (interrupted) throw py::error_already_set();  // the handler's exception (GIL held again)
         const auto& pts = res.frontier->points();
         const auto indices = plan_selection(plans, pts.size(), sample);
         {

@@ -78,6 +78,26 @@ class ProfileTest(unittest.TestCase):
                 with self.assertRaises(TypeError):
                     call()
 
+    def test_a_signal_handler_interrupts_the_solve(self):
+        # Ctrl-C during optimize(): Python's handlers run while the solve goes on (every 50 ms),
+        # and the one that raises ends the solve with its exception. Without that this solve
+        # (8 x 1024 at 0.1 ms) would run for minutes and the test would time out.
+        import signal
+
+        def handler(signum, frame):
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGALRM, handler)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with self.assertRaises(KeyboardInterrupt):
+                perseus.optimize(GPT3_PROFILE, 8, 1024, p2p_power_w=83.64, plans="none", unit_time_s=0.0001)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        # The module still works afterwards.
+        self.assertGreater(len(perseus.optimize(GPT3_PROFILE, 8, 2, p2p_power_w=83.64, plans="none")["frontier"]), 0)
+
     def test_missing_file_is_input_error(self):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.load_profile("/nonexistent/profile.csv")
