@@ -166,6 +166,8 @@ TEST_F(PathSegments, LeadingZerosAreRefused) {
                       {"rank", "leading zeros", "01"}, "rank 01");
   expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=007"),
                       {"since_version", "leading zeros"}, "since_version 007");
+  expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/%31/plan"),
+                      {"rank", "percent-encoded"}, "rank %31");
   EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan").status, 400) << "rank 0 is fine";
 }
 

@@ -187,6 +187,11 @@ void check_param(std::string_view pattern, const std::string& raw, const std::st
                      fmt::format("{} holds {} at byte {}; a {} is a non-negative integer (at most {})",
                                  segment_intro(pattern, raw, decoded), describe_byte(c), i, name, INT64_MAX));
   }
+  // One spelling per index: "%31" would be rank 1 again, as "01" would (parse_index refuses that).
+  if (raw != decoded)
+    throw ApiError(400, "invalid_path",
+                   fmt::format("{} is percent-encoded; a {} is written in plain decimal digits",
+                               segment_intro(pattern, raw, decoded), name));
   parse_index(decoded, name);  // beyond 64 bits: "rank must be a non-negative integer (at most ...), got ..."
 }
 
