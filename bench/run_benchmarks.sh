@@ -43,34 +43,32 @@ echo
 echo "## Energy / all-max baseline (%) at T/T_min = 1.00 1.01 1.02 1.05 1.10 1.20 (ours / paper)"
 cat "$rel"
 echo
+# synth_rows SERIES PLANNER CASE...: one synth run per "S M" case with PERSEUS_BENCH_PLANNER=PLANNER;
+# prints each row and adds the finished ones to the plot data as SERIES.
+synth_rows() {
+  local series=$1 planner=$2
+  shift 2
+  for c in "$@"; do
+    # shellcheck disable=SC2086
+    if row=$(PERSEUS_BENCH_PLANNER=$planner timeout "$TMO" $PIN "$BIN" synth $c 0.001); then
+      echo "$row"
+      # Only finished solves go into the plot.
+      case "$row" in *stopped*) ;; *)
+        echo "$row" | awk -F'|' -v s="$series" '{gsub(/ /,"",$2); gsub(/ /,"",$3); gsub(/ /,"",$7); print s","$2","$3","$7}' >> "$OUT_CSV" ;;
+      esac
+    else
+      echo "| ${c/ / x } | timed out after $TMO s |"
+    fi
+  done
+}
 echo "## Synthetic pipelines (1F1B, 40 frequencies per op, heterogeneous stages, seed 42, unit time 1 ms)"
 echo "| stages x microbatches | computations | steps | max-flows | frontier plans | solve CPU s | solve wall s | peak RSS MiB | LP solves | result |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for c in "4 8" "4 64" "8 32" "8 128" "16 32" "16 64" "16 128" "16 256" "32 128" "64 32" "64 64" "64 256" ${PERSEUS_BENCH_LARGE:+"64 1024"}; do
-  # shellcheck disable=SC2086
-  if row=$(timeout "$TMO" $PIN "$BIN" synth $c 0.001); then
-    echo "$row"
-    # Only finished solves go into the plot.
-    case "$row" in *stopped*) ;; *)
-      echo "$row" | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); gsub(/ /,"",$7); print "synthetic,"$2","$3","$7}' >> "$OUT_CSV" ;;
-    esac
-  else
-    echo "| ${c/ / x } | timed out after $TMO s |"
-  fi
-done
+synth_rows synthetic graph-cut "4 8" "4 64" "8 32" "8 128" "16 32" "16 64" "16 128" "16 256" "32 128" "64 32" "64 64" \
+  "64 256" ${PERSEUS_BENCH_LARGE:+"64 1024"}
 echo
 echo "## Synthetic pipelines, certified planner (the default: graph cut + bound stage + plan improvement)"
 echo "| stages x microbatches | computations | steps | max-flows | frontier plans | solve CPU s | solve wall s | peak RSS MiB | LP solves | result | bound | max gap % |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-for c in "16 32" "16 64" "16 128" "16 256"; do
-  # shellcheck disable=SC2086
-  if row=$(PERSEUS_BENCH_PLANNER=certified timeout "$TMO" $PIN "$BIN" synth $c 0.001); then
-    echo "$row"
-    case "$row" in *stopped*) ;; *)
-      echo "$row" | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); gsub(/ /,"",$7); print "certified,"$2","$3","$7}' >> "$OUT_CSV" ;;
-    esac
-  else
-    echo "| ${c/ / x } | timed out after $TMO s |"
-  fi
-done
+synth_rows certified certified "16 32" "16 64" "16 128" "16 256"
 python3 "$ROOT/bench/plot_scaling.py" "$OUT_CSV" "$OUT_SVG" && echo && echo "plot: $OUT_SVG"
