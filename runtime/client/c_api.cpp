@@ -1,12 +1,14 @@
 // C ABI over perseus::runtime::Client: catches everything, returns status + thread-local message.
 #include "perseus/client.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -95,6 +97,20 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
   std::memcpy(&c, cfg, cfg->struct_size);
   if (c.server_url == nullptr || c.job_id == nullptr) {
     return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: server_url and job_id are required");
+  }
+  // 0 keeps a field's default; a negative or NaN value is a caller's mistake, not a default.
+  for (const auto& [name, value] : {std::pair{"request_timeout_s", c.request_timeout_s},
+                                    std::pair{"plan_poll_interval_s", c.plan_poll_interval_s},
+                                    std::pair{"sim_time_scale", c.sim_time_scale},
+                                    std::pair{"clock_snap_tolerance_mhz", c.clock_snap_tolerance_mhz}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                  fmt::format("perseus_client_create: {} must be a finite number >= 0, got {}", name,
+                              value));
+    }
+  }
+  if (std::isnan(c.startup_timeout_s)) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: startup_timeout_s is NaN");
   }
   return guarded("perseus_client_create", [&] {
     auto h = std::make_unique<perseus_client>();
@@ -205,6 +221,10 @@ perseus_status perseus_client_simulate_compute(perseus_client* h, double* time_s
 
 perseus_status perseus_client_flush(perseus_client* h, double timeout_s) {
   PERSEUS_CHECK_HANDLE("perseus_client_flush");
+  if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                fmt::format("perseus_client_flush: timeout_s must be a finite number >= 0 s, got {}", timeout_s));
+  }
   return guarded("perseus_client_flush", [&] {
     h->client->controller().flush();  // clock requests first: stats read after flush are settled
     if (!h->client->flush_reports(timeout_s)) {

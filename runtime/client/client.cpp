@@ -84,6 +84,11 @@ void check_options(const ClientOptions& o) {
     bad("timeouts and intervals must be > 0 (retry_max_s >= retry_initial_s, startup_timeout_s >= 0)");
   }
   if (o.max_buffered_reports == 0 || o.max_batch == 0) bad("max_buffered_reports and max_batch must be > 0");
+  // The server takes iteration numbers in [0, 2^53] (exact in a JSON double); beyond, every
+  // report would be refused, and the counter would overflow past INT64_MAX.
+  if (o.first_iteration < 0 || o.first_iteration > (std::int64_t{1} << 53)) {
+    bad(fmt::format("first_iteration must be in [0, 2^53], got {}", o.first_iteration));
+  }
   if (!(o.clock_snap_tolerance_mhz >= 0)) bad("clock_snap_tolerance_mhz must be >= 0");
   if (!(o.telemetry.max_power_w > 0) || !(o.telemetry.counter_update_s >= 0)) {
     bad("telemetry.max_power_w must be > 0 and telemetry.counter_update_s >= 0");
@@ -129,6 +134,7 @@ struct Client::Impl {
   std::atomic<bool> plan_pending{false};
   std::atomic<std::int64_t> version_in_use{-1};
   bool registered = false;
+  JobShape shape;  // the job's shape from the registration (under mu once the threads run)
   std::string registration_error;  // a permanent refusal of the registration (e.g. 409)
   std::int64_t refused_version = -1;  // newest plan version refused by check_plan
   bool warned_snap = false;
@@ -225,6 +231,7 @@ struct Client::Impl {
     ServerConnection conn(opt.server_url, opt.token, opt.job_id, opt.ranks, opt.request_timeout_s);
     double backoff = opt.retry_initial_s;
     std::unique_lock lock(mu);
+    conn.set_shape(shape);  // learned at start-up's registration: every plan update is checked against it
     poll_conn = &conn;
     while (!stopping && registration_error.empty()) {
       const bool need_register = !registered;
@@ -240,6 +247,7 @@ struct Client::Impl {
       if (reg_ok) r = conn.fetch_plan(since, &p);
       lock.lock();
       if (need_register && reg_ok) {
+        shape = conn.shape();
         registered = true;
         st.registered = true;
         wake.notify_all();  // the reporter may start
@@ -353,12 +361,17 @@ struct Client::Impl {
       conn.set_timeout(std::max(0.01, std::min(opt.request_timeout_s, left)));
       CallResult r = registered ? CallResult{} : conn.register_rank(supported_mhz);
       if (r.ok()) {
+        shape = conn.shape();
         registered = true;
         st.registered = true;
         RankPlan p;
         r = conn.fetch_plan(-1, &p);
         if (r.status == CallStatus::kOk) {
           offer_plan(std::move(p));
+          return;
+        }
+        if (r.plan_refused) {  // the server answered with a plan this client will not use
+          note_failure(r);     // warned; the poller keeps asking for a newer one
           return;
         }
       }

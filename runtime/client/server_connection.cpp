@@ -237,13 +237,14 @@ class RequestDeadline {
 
 struct ServerConnection::Impl {
   httplib::Client http;
+  std::string url;  // as given, for messages
   std::string job_id;
   RankInfo ranks;
   double timeout_s = 5.0;
   JobShape shape;
   RequestDeadline deadline{http};
   Impl(const std::string& url, const std::string& token, std::string job, RankInfo r, double timeout)
-      : http(url), job_id(std::move(job)), ranks(r) {
+      : http(url), url(url), job_id(std::move(job)), ranks(r) {
     set_timeout(timeout);
     http.set_keep_alive(true);
     http.set_tcp_nodelay(true);  // small JSON requests: no Nagle + delayed-ACK stall (~40 ms)
@@ -309,17 +310,34 @@ CallResult ServerConnection::register_rank(const std::vector<int>& supported_fre
                              impl_->ranks.rank, impl_->ranks.dp_rank, impl_->ranks.pp_rank, impl_->ranks.tp_rank);
   }
   if (r.status == CallStatus::kOk) {
+    // Every Perseus server answers a registration with a JSON object; anything else is not one
+    // (a wrong URL reaching another HTTP service must not count as registered).
+    json j;
     try {
-      const json j = json::parse(res->body);
-      impl_->shape.microbatches = j.value("microbatches", 0);
-      impl_->shape.chunks = j.value("chunks", 0);
-      impl_->shape.pp = j.value("pp", 0);
+      j = json::parse(res->body);
     } catch (const std::exception&) {
-      impl_->shape = JobShape{};  // an older server: default bound
     }
+    if (!j.is_object()) {
+      r.status = CallStatus::kPermanent;
+      r.message = fmt::format("POST {}: HTTP {} but the answer is not a JSON object; is {} a perseus server?", path,
+                              res->status, impl_->url);
+      return r;
+    }
+    auto count = [&](const char* key) {
+      const auto it = j.find(key);
+      return it != j.end() && it->is_number_integer() && it->get<std::int64_t>() > 0 &&
+                     it->get<std::int64_t>() <= (1 << 20)
+                 ? static_cast<int>(it->get<std::int64_t>())
+                 : 0;
+    };
+    impl_->shape.microbatches = count("microbatches");  // 0 (unknown) from an older server
+    impl_->shape.chunks = count("chunks");
+    impl_->shape.pp = count("pp");
   }
   return r;
 }
+
+void ServerConnection::set_shape(const JobShape& shape) { impl_->shape = shape; }
 
 CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* plan) {
   std::string path = impl_->rank_path() + "/plan";

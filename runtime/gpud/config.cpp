@@ -177,6 +177,10 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
     throw InputError::in_file(source, 0, "allow", "no allow rule: nobody could use the helper (add e.g. "
                                                   "'allow * group:perseus')");
   }
+  if (c.backend == "dry-run" && c.gpus.empty()) {  // here, so that --check says it too
+    throw InputError::in_file(source, 0, "gpus",
+                              "backend dry-run needs a 'gpus' list (it has no devices to count), e.g. 'gpus 0 1'");
+  }
   if (!c.gpus.empty()) {
     for (const auto& r : c.rules) {
       if (r.gpu >= 0 && !std::binary_search(c.gpus.begin(), c.gpus.end(), r.gpu)) {

@@ -1,6 +1,10 @@
 // parse_request(): validation of every request before anything is allocated for it.
 #include "perseus/gpud/protocol.hpp"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -33,8 +37,21 @@ const char* to_string(Op op) {
 
 Request parse_request(std::string_view line) {
   if (line.size() > kMaxRequestBytes) bad(fmt::format("request longer than {} bytes", kMaxRequestBytes));
-  nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+  // A repeated key ({"gpu":0,"gpu":1}) would silently keep the last: refused.
+  std::vector<std::set<std::string>> seen;  // keys read, per open object
+  std::string repeated;
+  const nlohmann::json::parser_callback_t note_keys = [&](int, nlohmann::json::parse_event_t event,
+                                                          nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) seen.emplace_back();
+    if (event == E::object_end && !seen.empty()) seen.pop_back();
+    if (event == E::key && !seen.empty() && !seen.back().insert(parsed.get<std::string>()).second && repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), note_keys, false);
   if (j.is_discarded()) bad("request is not valid JSON (one JSON object per line expected)");
+  if (!repeated.empty()) bad(fmt::format("field '{}' appears more than once", repeated.substr(0, 32)));
   if (!j.is_object()) bad("request must be a JSON object");
   const auto op_it = j.find("op");
   if (op_it == j.end() || !op_it->is_string()) bad("field 'op' (a string) is required");

@@ -288,6 +288,39 @@ TEST_F(Guards, OversizedPlansAreRefused) {
   EXPECT_EQ(d->plan().version, -1);
 }
 
+// A plan update fetched in the background is checked against the job's shape too (the
+// poller's connection learns it from start-up's registration): a wrong-shape update is
+// refused and the plan in use stays.
+TEST_F(Guards, PlanUpdatesAreCheckedAgainstTheShape) {
+  server_.set_registration_reply(R"({"pp":1,"microbatches":1,"chunks":1})");
+  server_.set_plan(0, make_plan(1, {{"forward", 1410}, {"backward", 1410}}));
+  auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+  ASSERT_EQ(c->plan().version, 1);
+  server_.set_plan(0, make_plan(2, {{"forward", 1410}, {"backward", 1410}, {"forward", 1410}}));  // microbatch 1
+  ASSERT_TRUE(wait_for([&] { return c->stats().plans_refused >= 1; }));
+  EXPECT_NE(c->stats().last_plan_error.find("microbatch 1 is beyond the job's 1 microbatches"), std::string::npos)
+      << c->stats().last_plan_error;
+  run_step(*c, {"forward", "backward"});
+  EXPECT_EQ(c->stats().plan_version, 1);
+}
+
+// A registration answered with something other than a JSON object is not a Perseus server:
+// create() fails naming it, instead of counting the rank as registered.
+TEST_F(Guards, ARegistrationAnswerThatIsNotJsonFailsCreate) {
+  server_.set_registration_reply("<html>garbage</html>");
+  try {
+    Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+    ADD_FAILURE() << "create() accepted a non-JSON registration answer";
+  } catch (const ClientError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a JSON object"), std::string::npos) << e.what();
+  }
+  auto o = options();
+  o.first_iteration = -5;  // the server takes [0, 2^53]; a negative one would lose every report
+  EXPECT_THROW(Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log"))), ClientError);
+  o.first_iteration = (std::int64_t{1} << 53) + 1;
+  EXPECT_THROW(Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log"))), ClientError);
+}
+
 // Row 7: over 8 iterations the counter goes back once in iteration 3; that computation's and
 // that step's energies are unknown (times kept); every report is delivered; a report the
 // server rejects on its own costs no other.

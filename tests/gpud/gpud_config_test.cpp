@@ -65,6 +65,9 @@ TEST(GpudConfig, ErrorsNameFileLineAndField) {
   EXPECT_EQ(error_of("\n\nlisten 80\nallow * uid:1\n").substr(0, 34), "gpud.conf:3: field 'listen': unkno");
   EXPECT_EQ(error_of("allow * uid:1\nbackend cuda\n"),
             "gpud.conf:2: field 'backend': unknown backend 'cuda' (expected nvml, rocm-smi or dry-run)");
+  // Caught by the config check itself (so `perseus gpud --check` says it), not only at start.
+  EXPECT_NE(error_of("allow * uid:1\nbackend dry-run\n").find("backend dry-run needs a 'gpus' list"),
+            std::string::npos);
   EXPECT_EQ(error_of("allow * uid:1\nsocket relative.sock\n"), "gpud.conf:2: field 'socket': 'relative.sock' must be an absolute path");
   EXPECT_EQ(error_of("allow * uid:1\nrate_limit 0 5\n"), "gpud.conf:2: field 'rate_limit': '0' is not a positive number below 1e6");
   EXPECT_EQ(error_of("gpus 0 1\nallow 2 uid:1\n"), "gpud.conf:2: field 'allow': GPU 2 is not in the 'gpus' list this helper serves");

@@ -38,6 +38,9 @@ TEST(GpudProtocol, MalformedRequestsAreRefusedWithTheReason) {
   EXPECT_NE(refusal("not json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(refusal("[1,2]").find("must be a JSON object"), std::string::npos);
   EXPECT_NE(refusal("{}").find("'op'"), std::string::npos);
+  // A repeated key would keep the last value silently (lock GPU 1 while naming GPU 0 first).
+  EXPECT_NE(refusal(R"({"op":"lock","gpu":0,"gpu":1,"mhz":1410})").find("'gpu' appears more than once"),
+            std::string::npos);
   EXPECT_NE(refusal(R"({"op":"set_power_limit","gpu":0})").find("unknown op 'set_power_limit'"), std::string::npos);
   EXPECT_NE(refusal(R"({"op":"lock","gpu":0})").find("missing field 'mhz'"), std::string::npos);
   EXPECT_NE(refusal(R"({"op":"lock","gpu":"0","mhz":1410})").find("'gpu' must be an integer"), std::string::npos);

@@ -146,6 +146,15 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             perseus.Client(self.server.url, self.job_id, rank="0")
         self.assertIn("rank must be an int", str(cm.exception))
+        # Negative or NaN durations and scales, and an iteration number the server cannot take,
+        # are the caller's mistakes: refused by name, never turned into a default.
+        for kw, value in (("request_timeout_s", -3.0), ("plan_poll_interval_s", -1.0),
+                          ("sim_time_scale", float("nan")), ("sim_time_scale", -1.0), ("first_iteration", -5),
+                          ("first_iteration", 2**53 + 1)):
+            with self.subTest(keyword=kw, value=value):
+                with self.assertRaises(perseus.ClientConfigError) as cm:
+                    perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", **{kw: value})
+                self.assertIn(kw, str(cm.exception))
 
     def test_nul_in_a_string_option_is_refused_before_anything_is_sent(self):
         """A str that becomes a C string (or a file path) must not hold a NUL: C would silently

@@ -142,6 +142,9 @@ class ServerConnection {
   /// object when batch has one element).
   CallResult post_measurements(const std::vector<IterationMeasurement>& batch);
 
+  /// Sets the shape a registration on another connection learned: fetch_plan() checks plans
+  /// against it (a connection that never registers would otherwise check none).
+  void set_shape(const JobShape& shape);
   /// Changes the whole-request deadline for the following calls, s (> 0).
   void set_timeout(double timeout_s);
   /// Aborts the request in progress, if any (from another thread; close()). Later calls work.
