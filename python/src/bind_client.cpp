@@ -357,13 +357,15 @@ clock request in order (exact logs, for tests).)doc")
             d["clocks_snapped"] = s.clocks_snapped;
             d["energy_unknown"] = s.energy_unknown;
             d["reports_rejected"] = s.reports_rejected;
+            d["reports_foreign_duplicates"] = s.reports_foreign_duplicates;
             return d;
           },
           "Counters: {'iterations', 'plan_version' (-1: none yet), 'latest_plan_version' (newest fetched, "
           "switched in at the next step), 'plan_updates', 'reports_sent', 'reports_pending', 'reports_dropped', "
           "'reports_rejected', 'server_failures', 'gpu_failures', 'applied_mhz' (MHz, 0 = unlocked), "
           "'plans_refused' (plans not used: bad clocks, bad shape, malformed; each warned on stderr), "
-          "'clocks_snapped', 'energy_unknown'}.")
+          "'clocks_snapped', 'energy_unknown', 'reports_foreign_duplicates' (first posts the server already had: "
+          "another process running as this rank?)}.")
       .def(
           "write_freq_log",
           [](PyClient& c, const std::string& path) {

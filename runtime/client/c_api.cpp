@@ -261,6 +261,7 @@ perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats*
     full.clocks_snapped = s.clocks_snapped;
     full.energy_unknown = s.energy_unknown;
     full.reports_rejected = s.reports_rejected;
+    full.reports_foreign_duplicates = s.reports_foreign_duplicates;
     std::memcpy(out, &full, out->struct_size);
   });
 }

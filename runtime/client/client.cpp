@@ -138,6 +138,7 @@ struct Client::Impl {
   std::string registration_error;  // a permanent refusal of the registration (e.g. 409)
   std::int64_t refused_version = -1;  // newest plan version refused by check_plan
   bool warned_snap = false;
+  bool warned_foreign_duplicate = false;
   bool stopping = false;
   ServerConnection* poll_conn = nullptr;    // for close() to cancel requests in flight
   ServerConnection* report_conn = nullptr;
@@ -311,6 +312,7 @@ struct Client::Impl {
       outbox.erase(outbox.begin(), outbox.begin() + static_cast<long>(n));
       in_flight = n;
       lock.unlock();
+      for (auto& m : batch) ++m.attempts;
       std::int64_t dropped = 0;
       const CallResult r = post(conn, batch, &dropped);
       lock.lock();
@@ -323,6 +325,23 @@ struct Client::Impl {
         for (const auto& [iteration, why] : r.rejected) {
           fmt::print(stderr, "perseus client: rank {}: server rejected the report of iteration {}: {}\n",
                      opt.ranks.rank, iteration, why);
+        }
+        // The server already had an iteration this client posts for the first time: another
+        // live process reports as this rank (its reports and ours overwrite nothing: the first
+        // stays, the other is lost), or this trainer resumed from iterations it had reported.
+        for (const std::int64_t iteration : r.duplicates) {
+          const auto m = std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.iteration == iteration; });
+          if (m == batch.end() || m->attempts != 1) continue;  // a retry whose first answer was lost: fine
+          ++st.reports_foreign_duplicates;
+          if (!warned_foreign_duplicate) {
+            warned_foreign_duplicate = true;
+            fmt::print(stderr,
+                       "perseus client: rank {}: WARNING: the server already had iteration {} of this rank, posted "
+                       "here for the first time: is another process running as rank {} (its reports and this "
+                       "one's cannot both be kept), or did training resume from an iteration already reported "
+                       "(set first_iteration past it)? Counted in the stats; warned once\n",
+                       opt.ranks.rank, iteration, opt.ranks.rank);
+          }
         }
         backoff = opt.retry_initial_s;
       } else if (r.status == CallStatus::kPermanent) {

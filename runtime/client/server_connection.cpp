@@ -406,6 +406,13 @@ CallResult ServerConnection::post_measurements(const std::vector<IterationMeasur
       if (auto it = j.find("rejected"); it != j.end() && it->is_array()) {
         for (const auto& x : *it) r.rejected.emplace_back(x.value("iteration", std::int64_t{-1}), x.value("error", std::string()));
       }
+      if (batch.size() == 1 && j.is_object() && j.value("duplicate", false)) {  // a single report's answer
+        r.duplicates.push_back(batch.front().iteration);
+      }
+      if (auto it = j.find("results"); it != j.end() && it->is_array()) {
+        for (const auto& x : *it)
+          if (x.is_object() && x.value("duplicate", false)) r.duplicates.push_back(x.value("iteration", std::int64_t{-1}));
+      }
     } catch (const std::exception&) {
     }
   }

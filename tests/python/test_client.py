@@ -54,6 +54,29 @@ class ClientTest(unittest.TestCase):
             self.client(1, pp_rank=0)
         self.assertIn("409", str(cm.exception))
 
+    def test_a_second_process_on_the_same_rank_is_noticed(self):
+        # The server keeps the first report of each (rank, iteration); a client whose first post
+        # of an iteration comes back "duplicate" counts it (and warns once): another process runs
+        # as this rank, or training resumed from reported iterations.
+        names = [i["instruction"] for i in perseus.schedule("1f1b", 2, 3)["ranks"][1]]
+
+        def run(c):
+            for _ in range(2):
+                c.on_step_begin()
+                for n in names:
+                    c.on_instruction_begin(n)
+                    c.simulate_compute()
+                    c.on_instruction_end(n)
+                c.on_step_end()
+            c.flush(10)
+            return c.stats()
+
+        first = run(self.client(1, first_iteration=7000))
+        self.assertEqual(first["reports_foreign_duplicates"], 0)
+        second = run(self.client(1, first_iteration=7000))
+        self.assertEqual(second["reports_sent"], 2)
+        self.assertEqual(second["reports_foreign_duplicates"], 2)
+
     def test_hooks_reports_and_clock_log(self):
         log = os.path.join(temp_dir(self), "freq.json")
         c = self.client(0)

@@ -122,6 +122,7 @@ typedef struct perseus_client_stats {
   int64_t clocks_snapped;  /**< Plan clocks snapped to the nearest supported clock. */
   int64_t energy_unknown;  /**< Computations and steps reported with unknown energy. */
   int64_t reports_rejected; /**< Reports the server refused one by one. */
+  int64_t reports_foreign_duplicates; /**< First posts the server already had (another process as this rank?). */
 } perseus_client_stats;
 
 /** Fills *config with defaults (all pointers NULL, backend "nvml"). No-op on NULL. */

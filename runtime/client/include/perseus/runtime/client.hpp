@@ -87,6 +87,9 @@ struct ClientStats {
   std::int64_t clocks_snapped = 0;      ///< Plan clocks snapped to a supported clock (all versions).
   std::int64_t energy_unknown = 0;      ///< Computations and steps reported with unknown energy.
   std::int64_t reports_rejected = 0;    ///< Iteration reports the server refused one by one.
+  /// Reports posted for the first time that the server already had: another live process
+  /// reports as this rank, or training resumed from reported iterations (warned once).
+  std::int64_t reports_foreign_duplicates = 0;
   std::string last_plan_error;          ///< Why the last plan was refused ("" = none).
   bool registered = false;
   std::string job_status;               ///< From the last plan response.

@@ -56,6 +56,7 @@ struct IterationMeasurement {
   std::optional<double> energy_j;  ///< GPU energy during the step, J (absent = unknown).
   std::int64_t plan_version = 0;
   std::vector<InstructionMeasurement> instructions;
+  int attempts = 0;  ///< Times it was posted so far (the client's own bookkeeping; not sent).
 };
 
 /// How a request ended.
@@ -75,6 +76,8 @@ struct CallResult {
   /// post_measurements: items the server refused one by one (iteration, reason); the others
   /// were kept (servers with per-item acceptance answer 202 with "rejected").
   std::vector<std::pair<std::int64_t, std::string>> rejected;
+  /// post_measurements: iterations the server already had ("duplicate": true).
+  std::vector<std::int64_t> duplicates;
   /// fetch_plan: the server answered, but the client refused the plan it sent (larger than the
   /// job's shape allows, or malformed); retried later like a transient error.
   bool plan_refused = false;
