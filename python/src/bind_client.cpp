@@ -379,7 +379,12 @@ clock request in order (exact logs, for tests).)doc")
       .def("close", &PyClient::close, "Flushes reports, resets the GPU clocks, stops the threads. Idempotent.")
       .def_property_readonly("closed", &PyClient::closed, "True after close().")
       .def_property_readonly("backend", &PyClient::backend, "GPU backend name given at creation.")
-      .def("__enter__", [](py::object self) { return self; })
+      .def("__enter__",
+           [](py::object self) {
+             // `with c:` on a closed client would hand out an object every hook refuses.
+             if (self.cast<PyClient&>().closed()) raise_status(PERSEUS_ERR_STATE, "the client is closed");
+             return self;
+           })
       .def("__exit__", [](PyClient& c, py::args) {
         c.close();
         return false;

@@ -9,6 +9,9 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
+
 namespace perseus::runtime {
 
 const char* to_string(FreqOutcome outcome) {
@@ -176,8 +179,7 @@ std::vector<FreqLogEntry> FrequencyController::log() const {
 
 void FrequencyController::write_log(const std::string& path) const {
   const std::vector<FreqLogEntry> entries = log();
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error(fmt::format("cannot write frequency log {}", path));
+  std::string text;
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
@@ -191,19 +193,24 @@ void FrequencyController::write_log(const std::string& path) const {
                      {"outcome", to_string(e.outcome)},
                      {"error", e.error}});
     }
-    out << arr.dump(1) << "\n";
+    text = arr.dump(1) + "\n";
   } else {
-    out << "request_time_s,done_time_s,iteration,index,requested_mhz,applied_mhz,outcome,error\n";
+    text = "request_time_s,done_time_s,iteration,index,requested_mhz,applied_mhz,outcome,error\n";
     for (const auto& e : entries) {
       std::string err = e.error;
       for (char& c : err) {
         if (c == ',' || c == '\n' || c == '"') c = ' ';
       }
-      out << fmt::format("{:.6f},{:.6f},{},{},{},{},{},{}\n", e.request_time_s, e.done_time_s, e.iteration, e.index,
-                         e.requested_mhz, e.applied_mhz, to_string(e.outcome), err);
+      text += fmt::format("{:.6f},{:.6f},{},{},{},{},{},{}\n", e.request_time_s, e.done_time_s, e.iteration, e.index,
+                          e.requested_mhz, e.applied_mhz, to_string(e.outcome), err);
     }
   }
-  if (!out) throw std::runtime_error(fmt::format("error writing frequency log {}", path));
+  // Atomically (never a half-written log), and the reason when it cannot be written.
+  try {
+    write_file_atomically(path, text);
+  } catch (const InputError& e) {
+    throw std::runtime_error(fmt::format("cannot write frequency log: {}", e.what()));
+  }
 }
 
 }  // namespace perseus::runtime

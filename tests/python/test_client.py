@@ -98,6 +98,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(s["plan_version"], plan["version"])
         self.assertIn(s["applied_mhz"], {i["freq_mhz"] for i in plan["instructions"]})
         c.write_freq_log(log)
+        with self.assertRaises(perseus.ClientError) as cm:  # a folder: refused with the reason
+            c.write_freq_log(temp_dir(self))
+        self.assertIn("folder", str(cm.exception))
         with open(log) as f:
             entries = [e for e in json.load(f) if e["iteration"] == 2]
         self.assertEqual([e["requested_mhz"] for e in sorted(entries, key=lambda e: e["index"])],
@@ -109,6 +112,9 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(perseus.HookOrderError) as cm:
             c.on_step_begin()
         self.assertIn("closed", str(cm.exception))
+        with self.assertRaises(perseus.HookOrderError):  # `with` on a closed client
+            with c:
+                pass
         c.close()  # idempotent
 
     def test_hook_order_and_plan_mismatch(self):
