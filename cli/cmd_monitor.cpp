@@ -258,7 +258,9 @@ int monitor(const MonitorArgs& args) {
     }
     out["gpus"].push_back(g);
   }
-  if (!meters.empty()) {
+  if (meters.empty()) {
+    out["energy_j"] = nullptr;  // no GPU measured (--allow-no-gpu): unknown, as documented
+  } else {
     if (all_measured) {
       out["energy_j"] = total_j;
       fmt::print(stderr, "{:>5} {:>14.3f} {:>12.1f}\n", "total", total_j, time_s > 0 ? total_j / time_s : 0.0);

@@ -51,10 +51,15 @@ TEST(Monitor, SaysClearlyWhenThereIsNoGpu) {
   const std::string out = read_file(dir.file("out.txt"));
   EXPECT_NE(out.find("no NVIDIA GPU can be measured on this machine"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));  // not run
-  const pid_t allowed = spawn({PERSEUS_BINARY, "monitor", "--allow-no-gpu", "--", "touch", dir.file("ran")},
+  const pid_t allowed = spawn({PERSEUS_BINARY, "monitor", "--allow-no-gpu", "--json", dir.file("m.json"), "--", "touch",
+                               dir.file("ran")},
                               {{"PERSEUS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}}, dir.file("out2.txt"));
   EXPECT_EQ(exit_code(wait_exit(allowed)), 0) << read_file(dir.file("out2.txt"));
   EXPECT_TRUE(std::filesystem::exists(dir.file("ran")));
+  // Nothing measured: the energy is unknown (null), never left out or 0.
+  const auto j = nlohmann::json::parse(read_file(dir.file("m.json")));
+  ASSERT_TRUE(j.contains("energy_j")) << j.dump();
+  EXPECT_TRUE(j["energy_j"].is_null()) << j.dump();
 }
 
 TEST(Monitor, UnwritableJsonIsRefusedBeforeTheCommandRuns) {
