@@ -162,12 +162,9 @@ json parse_json_text(std::string_view text, const std::string& source) {
                         false, column);
   }
   if (!error) error = PathTrackingParser::Error{text.size(), "", "unexpected end of input", false};
-  // 1-based line and column of the byte where the parser stopped.
+  // 1-based line and column of the last byte the parser read.
   const std::size_t at = std::min(error->position, text.size());
-  const std::size_t last = at == 0 ? 0 : at - 1;  // the last byte read
-  const long line = 1 + static_cast<long>(std::count(text.begin(), text.begin() + static_cast<long>(last), '\n'));
-  const std::size_t nl = last == 0 ? std::string_view::npos : text.rfind('\n', last - 1);
-  const long column = static_cast<long>(last - (nl == std::string_view::npos ? 0 : nl + 1)) + 1;
+  const auto [line, column] = line_and_column(text, at == 0 ? 0 : at - 1);
   const std::string field = parser.path();
   if (error->number_out_of_range) {
     throw JsonTextError(
