@@ -66,6 +66,20 @@ if HAVE_RENDER:  # bound when the C++ library has perseus/render.hpp
     from ._perseus import render_frontier_svg, render_timeline_svg, write_report  # noqa: F401
 
 
+def _row_number(row, i, key, integer):
+    """Field `key` of row `i` as a finite int (integer) or float; InputError naming both otherwise."""
+    import math
+
+    v = row[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+        raise InputError("row %d: field %r must be a number, got %r" % (i, key, v))
+    if not math.isfinite(float(v)):
+        raise InputError("row %d: field %r must be finite, got %r" % (i, key, v))
+    if integer and float(v) != int(v):
+        raise InputError("row %d: field %r must be an integer, got %r" % (i, key, v))
+    return int(v) if integer else float(v)
+
+
 def profile_rows_to_csv(rows):
     """CSV text (stage,instruction,frequency,time,energy) from dicts as Profile.rows() returns.
 
@@ -79,7 +93,6 @@ def profile_rows_to_csv(rows):
     backward_weight, a clock outside [1, 100000] MHz, time <= 0 s, energy < 0 J, NaN or inf);
     TypeError when a row is not a mapping.
     """
-    import math
     from collections.abc import Mapping
 
     kinds = ("forward", "backward", "backward_input", "backward_weight")
@@ -90,19 +103,8 @@ def profile_rows_to_csv(rows):
         for key in ("stage", "instruction", "freq_mhz", "time_s", "energy_j"):
             if key not in r:
                 raise InputError("row %d: field %r is missing" % (i, key))
-
-        def number(key, integer):
-            v = r[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
-                raise InputError("row %d: field %r must be a number, got %r" % (i, key, v))
-            if not math.isfinite(float(v)):
-                raise InputError("row %d: field %r must be finite, got %r" % (i, key, v))
-            if integer and float(v) != int(v):
-                raise InputError("row %d: field %r must be an integer, got %r" % (i, key, v))
-            return int(v) if integer else float(v)
-
-        stage, freq = number("stage", True), number("freq_mhz", True)
-        time_s, energy_j = number("time_s", False), number("energy_j", False)
+        stage, freq = _row_number(r, i, "stage", True), _row_number(r, i, "freq_mhz", True)
+        time_s, energy_j = _row_number(r, i, "time_s", False), _row_number(r, i, "energy_j", False)
         if r["instruction"] not in kinds:
             raise InputError("row %d: field 'instruction' must be one of %s, got %r" % (i, ", ".join(kinds), r["instruction"]))
         if stage < 0 or not 1 <= freq <= 100000 or time_s <= 0 or energy_j < 0:

@@ -192,7 +192,7 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
       "load_profile",
       [](const py::object& path, std::optional<Strict<int>> expected_stages) {
         const std::string p = path_arg(path, "path");
-        const std::optional<int> stages = expected_stages ? std::optional<int>(expected_stages->value) : std::nullopt;
+        const std::optional<int> stages = strict_value(expected_stages);
         py::gil_scoped_release release;
         return std::make_shared<Profile>(load_profile_csv(p, stages));
       },
@@ -206,7 +206,7 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
   m.def(
       "parse_profile",
       [](const std::string& text, const std::string& source_name, std::optional<Strict<int>> expected_stages) {
-        const std::optional<int> stages = expected_stages ? std::optional<int>(expected_stages->value) : std::nullopt;
+        const std::optional<int> stages = strict_value(expected_stages);
         py::gil_scoped_release release;
         return std::make_shared<Profile>(parse_profile_csv(text, source_name, stages));
       },

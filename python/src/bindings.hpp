@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,12 @@ template <class T>
 struct Strict {
   T value{};
 };
+
+/// The value of an optional Strict keyword (nullopt: not given).
+template <class T>
+std::optional<T> strict_value(const std::optional<Strict<T>>& s) {
+  return s ? std::optional<T>(s->value) : std::nullopt;
+}
 
 /// True for a Python bool or a numpy bool (numpy.bool_ / numpy.bool): never a number here, so
 /// `p2p_power_w=np.bool_(True)` is refused like `True` (without importing numpy).

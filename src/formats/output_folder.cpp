@@ -61,10 +61,15 @@ void create_unfinished(const fs::path& tmp, const fs::path& output, Create creat
   create();
 }
 
-void unregister_unfinished(const fs::path& tmp) {
-  const std::lock_guard lock(g_unfinished_mutex);
+/// Forgets temporary `tmp`. Caller holds g_unfinished_mutex.
+void erase_unfinished_locked(const fs::path& tmp) {
   const auto it = std::find_if(g_unfinished.begin(), g_unfinished.end(), [&](const auto& u) { return u.first == tmp; });
   if (it != g_unfinished.end()) g_unfinished.erase(it);
+}
+
+void unregister_unfinished(const fs::path& tmp) {
+  const std::lock_guard lock(g_unfinished_mutex);
+  erase_unfinished_locked(tmp);
 }
 
 bool numbered(const std::string& name, std::string_view prefix, std::string_view suffix) {
@@ -317,8 +322,7 @@ void OutputFolder::commit() {
       throw InputError(fmt::format("{}: cannot move output into place: {}", out_.string(), why));
     }
     committed_ = true;
-    const auto it = std::find_if(g_unfinished.begin(), g_unfinished.end(), [&](const auto& u) { return u.first == tmp_; });
-    if (it != g_unfinished.end()) g_unfinished.erase(it);
+    erase_unfinished_locked(tmp_);
     fs::remove_all(old, ec);  // still under the mutex: an interruption never leaves .NAME.old-PID
   }
 }

@@ -24,10 +24,10 @@ struct HttpLimits {
   int listen_backlog = 4096;                ///< listen() backlog (the kernel caps it at somaxconn).
 };
 
-/// One request as the routes see it. `body` is complete (at most max_body_bytes).
 /// Most query parameters a request may carry (none of the routes takes more than two).
 inline constexpr std::size_t kMaxQueryParameters = 64;
 
+/// One request as the routes see it. `body` is complete (at most max_body_bytes).
 struct HttpRequest {
   std::string method, remote_addr;
   /// The path as sent, percent-escapes kept (never decoded as a whole: an encoded '/' must not

@@ -63,34 +63,6 @@ json validated_instruction(const json& e, const JobSpec& spec, double iteration_
   return item;
 }
 
-/// Validates one measurement and returns only its validated fields (what is stored and
-/// replayed: never the raw body, whose unknown fields could be arbitrarily large); throws
-/// ApiError 422. energy_j may be absent or null (unknown, then left out); when present it must
-/// be plausible for its time_s.
-json validated_measurement(const json& m, const JobSpec& spec) {
-  require_object(m, "measurement");
-  json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
-              // An iteration takes time: 0 s is a broken timer, not a measurement (it would pull the mean down).
-              {"time_s", get_number(m, "time_s", std::nullopt, 1e-9, 1e7)},
-              {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
-  if (m.contains("energy_j") && !m["energy_j"].is_null()) out["energy_j"] = get_number(m, "energy_j", 0.0, 0, 1e13);
-  check_power(m, "measurement");
-  auto it = m.find("instructions");
-  if (it == m.end() || it->is_null()) return out;
-  if (!it->is_array() || it->size() > kMaxInstructions)
-    throw ApiError(422, "invalid_field",
-                   fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
-  json list = json::array();
-  for (std::size_t k = 0; k < it->size(); ++k) {
-    try {
-      list.push_back(validated_instruction((*it)[k], spec, out["time_s"].get<double>()));
-    } catch (const ApiError& err) {  // name the element
-      throw ApiError(err.status(), err.code(), fmt::format("instructions[{}]: {}", k, err.what()));
-    }
-  }
-  out["instructions"] = std::move(list);
-  return out;
-}
 
 /// Answer to a registration: the rank's place and the job's shape (the client bounds plan
 /// responses with it). Caller holds j.mu.
@@ -168,6 +140,31 @@ void feed_straggler_loop(Job& j, const StoredRank& r, const json& m, std::vector
 }
 
 }  // namespace
+
+json validated_measurement(const json& m, const JobSpec& spec) {
+  require_object(m, "measurement");
+  json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
+              // An iteration takes time: 0 s is a broken timer, not a measurement (it would pull the mean down).
+              {"time_s", get_number(m, "time_s", std::nullopt, 1e-9, 1e7)},
+              {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
+  if (m.contains("energy_j") && !m["energy_j"].is_null()) out["energy_j"] = get_number(m, "energy_j", 0.0, 0, 1e13);
+  check_power(m, "measurement");
+  auto it = m.find("instructions");
+  if (it == m.end() || it->is_null()) return out;
+  if (!it->is_array() || it->size() > kMaxInstructions)
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
+  json list = json::array();
+  for (std::size_t k = 0; k < it->size(); ++k) {
+    try {
+      list.push_back(validated_instruction((*it)[k], spec, out["time_s"].get<double>()));
+    } catch (const ApiError& err) {  // name the element
+      throw ApiError(err.status(), err.code(), fmt::format("instructions[{}]: {}", k, err.what()));
+    }
+  }
+  out["instructions"] = std::move(list);
+  return out;
+}
 
 Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   auto j = find_or_404(job_id);

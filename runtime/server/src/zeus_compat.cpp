@@ -86,18 +86,14 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
   const json& energies = body.contains("iter_energy") ? body["iter_energy"] : json();
   if (!times.is_array() || !energies.is_array() || times.size() != energies.size() || times.size() > 100000)
     throw ApiError(422, "invalid_field", "iter_time and iter_energy must be arrays of equal length (<= 100000)");
-  // Every pair is checked here, as a measurement's fields are (a pair dropped later would be
+  // Every pair is checked here by the measurements' own rules (a pair refused later would be
   // lost without the caller knowing).
   for (std::size_t i = 0; i < times.size(); ++i) {
-    if (!times[i].is_number() || !energies[i].is_number())
-      throw ApiError(422, "invalid_field", fmt::format("iter_time[{0}] and iter_energy[{0}] must be numbers", i));
-    const double t = times[i].get<double>(), e = energies[i].get<double>();
-    if (!(t >= 1e-9 && t <= 1e7))
-      throw ApiError(422, "invalid_field",
-                     fmt::format("iter_time[{}] must be a time in [1e-9, 1e7] s, got {}", i, times[i].dump()));
-    if (!(e >= 0 && e <= 1e13))
-      throw ApiError(422, "invalid_field",
-                     fmt::format("iter_energy[{}] must be an energy in [0, 1e13] J, got {}", i, energies[i].dump()));
+    try {
+      validated_measurement({{"iteration", 0}, {"time_s", times[i]}, {"energy_j", energies[i]}}, j->spec);
+    } catch (const ApiError& e) {
+      throw ApiError(e.status(), e.code(), fmt::format("iter_time[{0}] / iter_energy[{0}]: {1}", i, e.what()));
+    }
   }
   // Zeus results carry no iteration numbers: a client retry is recognized by its content (the
   // same rank, times and energies, among this job's last kZeusDigestsKept results) and answered
