@@ -98,6 +98,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(s["plan_version"], plan["version"])
         self.assertIn(s["applied_mhz"], {i["freq_mhz"] for i in plan["instructions"]})
         c.write_freq_log(log)
+        with self.assertRaises(perseus.ClientConfigError):  # a NaN or negative wait is a mistake
+            c.flush(float("nan"))
         with self.assertRaises(perseus.ClientError) as cm:  # a folder: refused with the reason
             c.write_freq_log(temp_dir(self))
         self.assertIn("folder", str(cm.exception))

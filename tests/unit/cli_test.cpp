@@ -10,6 +10,7 @@
 #include <csignal>
 #include <thread>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -283,6 +284,20 @@ TEST(Cli, ScheduleKeepsAnExistingFileUnlessForce) {
   }
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
+// "--p2p-power -0" is zero: summary.json never holds a negative zero.
+TEST(Cli, NegativeZeroPowerIsZero) {
+  testing::TempDir dir;
+  const auto out = dir.path() / "o";
+  const auto r = run("optimize --quiet --planner graph-cut --profile " +
+                     testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                     " --stages 8 --microbatches 2 --p2p-power -0 --unit-time 0.005 --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(out / "summary.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["inputs"]["p2p_power_w"].get<double>(), 0.0);
+  EXPECT_FALSE(std::signbit(j["inputs"]["p2p_power_w"].get<double>())) << j["inputs"].dump();
 }
 
 // `--out -` writes only to stdout: a failed write there (full disk, closed descriptor) is an
