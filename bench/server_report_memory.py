@@ -7,7 +7,11 @@ instruction entries each (13.6 MB, within the documented limits), printing the s
 memory (VmRSS) every 5 reports. Before the malloc_trim() after large bodies (http_server.cpp) it
 grew by ~40 MiB per report; since, it stays flat.
 
-Usage (from the repository root): bench/server_report_memory.py build/cli/perseus [REPORTS=20]
+Usage (from the repository root): bench/server_report_memory.py build/cli/perseus [REPORTS=20] [MAX_GROWTH_MIB]
+
+With MAX_GROWTH_MIB it is a regression test (ctest server_report_memory): it exits 1 when the
+RSS after the last report exceeds the RSS after the first by more than that (before the fix:
+~40 MiB per report; since: a few MiB in all).
 """
 import json
 import os
@@ -23,6 +27,8 @@ import urllib.request
 def main():
     binary = sys.argv[1]
     reports = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    max_growth_mib = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    after_first = None
     d = tempfile.mkdtemp(prefix="perseus-mem-")
     serve = subprocess.Popen([binary, "serve", "--db", d + "/db.sqlite", "--port", "0", "--port-file", d + "/port"],
                              stderr=open(d + "/serve.log", "w"))
@@ -63,8 +69,14 @@ def main():
             report = json.dumps({"iteration": i, "time_s": 1.0, "instructions": [entry] * 140000}).encode()
             status, body = request("POST", f"/v1/jobs/{job}/ranks/0/measurements", report)
             assert status == 202, body
-            if (i + 1) % 5 == 0:
+            if i == 0:
+                after_first = rss_mib()
+            if (i + 1) % 5 == 0 or i + 1 == reports:
                 print(f"{i + 1},{rss_mib()}", flush=True)
+        growth = rss_mib() - after_first
+        if max_growth_mib is not None and growth > max_growth_mib:
+            print(f"FAIL: the server's RSS grew by {growth} MiB over reports 2..{reports} (limit {max_growth_mib} MiB)")
+            return 1
     finally:
         serve.terminate()
         serve.wait()
@@ -72,4 +84,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
