@@ -46,6 +46,16 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def test_the_watchdog_ships_beside_the_extension(self):
+        # The client looks for perseus-watchdog next to _perseus first: a package copied to
+        # another machine or installed (cmake --install) brings its watchdog along.
+        import subprocess
+        exe = os.path.join(os.path.dirname(perseus._perseus.__file__), "perseus-watchdog")
+        self.assertTrue(os.access(exe, os.X_OK), exe)
+        usage = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(usage.returncode, 0)
+        self.assertIn("--fd and --parent are required", usage.stderr)
+
     def test_conflicting_registration_raises(self):
         # Issue 16 row 3: rank 1 is registered as (dp 0, pp 1); a process claiming rank 1 at
         # pp_rank 0 must not silently run stage 0's plan.
