@@ -317,6 +317,41 @@ TEST(Cli, FailedWritesToStandardOutputExitOne) {
   }
 }
 
+// A write that fails part-way (here EFBIG: the file size limit stands in for a full disk, with
+// SIGXFSZ ignored so the write returns the error): exit 1, the message names the file and the
+// OS reason, the earlier output folder or file is untouched and no temporary is left.
+TEST(Cli, WritesThatFailMidwayLeaveTheEarlierOutput) {
+  testing::TempDir dir;
+  const std::string out = (dir.path() / "out").string(), sched = (dir.path() / "sched.csv").string();
+  const std::string optimize = "optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                               " --stages 4 --microbatches 8 --p2p-power 75 --out " + out;
+  const std::string schedule = "schedule --stages 8 --microbatches 64 --out " + sched;
+  ASSERT_EQ(run(optimize).status, 0);
+  ASSERT_EQ(run(schedule).status, 0);
+  const std::string earlier = testing::slurp(dir.path() / "out" / "summary.json");
+  const std::string earlier_sched = testing::slurp(sched);
+  for (const auto& [args, path] : {std::pair{optimize, out}, std::pair{schedule + " --force", sched}}) {
+    // 4 blocks (2 KiB in dash's 512-byte units): smaller than each output.
+    const std::string cmd = "trap '' XFSZ; ulimit -f 4; exec " + std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string text;
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), p)) text += buf.data();
+    const int rc = ::pclose(p);
+    ASSERT_TRUE(WIFEXITED(rc)) << cmd;
+    EXPECT_EQ(WEXITSTATUS(rc), 1) << cmd << ": " << text;
+    EXPECT_NE(text.find(path), std::string::npos) << text;
+    EXPECT_NE(text.find("File too large"), std::string::npos) << text;
+  }
+  EXPECT_EQ(testing::slurp(dir.path() / "out" / "summary.json"), earlier);
+  EXPECT_EQ(testing::slurp(sched), earlier_sched);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"out", "sched.csv"}));
+}
+
 // SIGINT or SIGTERM while optimize runs: the process exits 128 + signal, the output folder is
 // the earlier one or (signal after the commit) the complete new one, and no hidden temporary
 // (.out.partial-PID, .out.old-PID) is left. The signal is sent once the run's temporary
