@@ -11,6 +11,7 @@
 
 #include "perseus/frontier.hpp"
 #include "perseus/problem.hpp"
+#include "perseus/server/store.hpp"
 #include "test_util.hpp"
 
 namespace perseus::server::testing {
@@ -177,6 +178,53 @@ void expect_served_plan(const json& served, const Frontier& fr, const Dag& dag, 
 // frontier re-derived for a plan never served before is the same as before (identical plans).
 // Issue 20: a partial frontier (planning_budget_s 0: stopped before the first graph-cut step,
 // deterministic) is stored with every plan and stays partial after the restart.
+TEST(Durability, ReadyJobsStoreReportsWithoutTheirComputations) {
+  // A report's per-computation entries serve the straggler loop (in memory) and nothing after
+  // it: a ready job stores the report without them (their count instead), so a long training
+  // run does not fill the disk; counts and energy survive a restart.
+  TempDir dir;
+  const std::string db = dir.file("perseus.db");
+  std::string job;
+  json info_before;
+  {
+    ServeProcess p(dir, db);
+    ASSERT_GT(p.port(), 0);
+    Api api(p.port());
+    auto c = api.post("/v1/jobs", profile_job(1, 8));
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    wait_status(api, job, "ready");
+    const std::string base = "/v1/jobs/" + job;
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", 2}, {"dp_rank", 0}, {"pp_rank", 2}, {"tp_rank", 0}}).status, 201);
+    json entries = json::array();
+    for (int mb = 0; mb < 4; ++mb)
+      for (const char* kind : {"forward", "backward"})
+        entries.push_back({{"instruction", kind}, {"microbatch", mb}, {"freq_mhz", 1410}, {"time_s", 0.01}, {"energy_j", 2.0}});
+    ASSERT_EQ(api.post(base + "/ranks/2/measurements",
+                       {{"iteration", 0}, {"time_s", 1.0}, {"energy_j", 16.0}, {"instructions", entries}}).status, 202);
+    ASSERT_EQ(api.post(base + "/ranks/2/measurements", {{"iteration", 1}, {"time_s", 1.0}}).status, 202);
+    info_before = api.get(base).j;
+    EXPECT_EQ(p.terminate(), 0);
+  }
+  {
+    Store store(db);
+    const auto stored = store.measurements(job);
+    ASSERT_EQ(stored.size(), 2u);
+    const json first = json::parse(stored[0].body_json);
+    EXPECT_FALSE(first.contains("instructions")) << first;
+    EXPECT_EQ(first["instructions_count"], 8);
+    EXPECT_EQ(first["energy_j"], 16.0);
+    const json second = json::parse(stored[1].body_json);
+    EXPECT_EQ(second["iteration"], 1);
+    EXPECT_FALSE(second.contains("instructions_count")) << "a report without entries is stored as it came: " << second;
+  }
+  ServeProcess p(dir, db);
+  ASSERT_GT(p.port(), 0);
+  Api api(p.port());
+  EXPECT_EQ(api.get("/v1/jobs/" + job).j["measurements"], info_before["measurements"]);
+  EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks/2/measurements", {{"iteration", 0}, {"time_s", 1.0}}).j["duplicate"], true);
+}
+
 TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
   TempDir dir;
   const std::string db = dir.file("perseus.db");

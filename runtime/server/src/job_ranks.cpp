@@ -354,7 +354,19 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     const double time_s = (*m)["time_s"].get<double>();
     const bool energy_known = m->contains("energy_j") && (*m)["energy_j"].is_number();
     const double energy_j = energy_known ? (*m)["energy_j"].get<double>() : 0.0;  // the stored JSON keeps "unknown"
-    const std::string text = m->dump();
+    // Stored: the whole report while a profiling sweep needs it (replayed after a restart),
+    // else without its per-computation entries, which nothing reads once the straggler loop
+    // has seen them (20 KB per rank and iteration at 96 microbatches: a week of training would
+    // fill the disk).
+    std::string text;
+    if (m->contains("instructions") && !(profiling && j->status == kStatusProfiling)) {
+      json compact = *m;
+      compact["instructions_count"] = compact["instructions"].size();
+      compact.erase("instructions");
+      text = compact.dump();
+    } else {
+      text = m->dump();
+    }
     const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, text, now);
     results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
