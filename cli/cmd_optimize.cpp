@@ -64,7 +64,7 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
       ->capture_default_str()
       ->check(number_in(1e-7, 10, "s"));
-  cmd->add_option("--sample", cfg->sample, "Write every K-th plan (plus first and last); 0 = at most 100 plans")
+  cmd->add_option("--sample", cfg->sample, "Write every K-th plan (plus first and last); 0 = at most 100 plans, fewer on pipelines over ~7,400 computations (about 128 MiB of plan files)")
       ->capture_default_str()
       ->check(integer_in(0, 1'000'000'000));
   cmd->add_option("--format", *zeus, "Plan file format: perseus (JSON) or zeus (JSON + Zeus freqs_pipeline_*.py)")
@@ -217,6 +217,11 @@ void register_optimize(CLI::App& app) {
                "P_block until T)\n", s.t_max_s, s.energy_at_t_max_j);
     if (s.partial) fmt::print("  PARTIAL frontier ({}): {}\n", s.partial_reason, s.partial_detail);
     fmt::print("wrote {} ({} plan files, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written);
+    if (s.plan_files_capped) {
+      fmt::print("  (fewer plan files than 100 on this large pipeline: about {} MiB of them at most by default; "
+                 "--sample K writes every K-th of the {} plans)\n",
+                 kDefaultPlanFilesBytes >> 20, s.num_plans);
+    }
     if (*report) {
       ReportOptions ro;
       ro.on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };

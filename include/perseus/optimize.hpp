@@ -67,6 +67,9 @@ struct OptimizeSummary {
   double max_deadline_gap_pct = 0;     ///< Frontier::max_deadline_gap_pct(), %.
   std::size_t num_plans = 0;      ///< Frontier points.
   std::size_t plans_written = 0;  ///< Plan files written (sampling).
+  /// The default sampling wrote fewer than 100 plans of more than that because of the byte
+  /// cap (default_max_plan_files()).
+  bool plan_files_capped = false;
   std::int64_t num_steps = 0;     ///< Graph-cut steps.
   double solve_time_s = 0;        ///< Frontier solve wall time, s.
   /// The solve was stopped by time_budget_s or max_points (Frontier::partial()): the
@@ -78,9 +81,22 @@ struct OptimizeSummary {
   std::vector<std::string> approximations;
 };
 
+/// The default plan sampling (sample = 0) of a DAG of `num_ops` computations writes at most
+/// this many bytes of plan files, estimating kPlanFileBytesPerOp bytes per computation and plan
+/// (a perseus plan file: 170–180 B per computation): 100 plans up to ~7,400 computations, fewer
+/// above (a 4 × 5,000 pipeline wrote 629 MB in 20 s before this cap).
+inline constexpr std::size_t kDefaultPlanFilesBytes = std::size_t{128} << 20;
+inline constexpr std::size_t kPlanFileBytesPerOp = 180;
+
+/// Most plans the default sampling (sample = 0) writes for a DAG of `num_ops` computations
+/// (0: unknown, no byte cap): min(100, kDefaultPlanFilesBytes / (num_ops × kPlanFileBytesPerOp)),
+/// at least 2 (the slowest plan and T_min's).
+std::size_t default_max_plan_files(std::size_t num_ops);
+
 /// Indices of the frontier plans to write: every `sample`-th from the slowest (index 0),
-/// plus the last (T_min). sample = 0 picks K so that at most 100 plans are written.
-std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample);
+/// plus the last (T_min). sample = 0 picks K so that at most default_max_plan_files(num_ops)
+/// plans are written.
+std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample, std::size_t num_ops = 0);
 
 /// What optimize() computed: the problem, its frontier and the all-max baseline.
 struct OptimizeResult {

@@ -140,10 +140,19 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
 
 }  // namespace
 
-std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample) {
+std::size_t default_max_plan_files(std::size_t num_ops) {
+  if (num_ops == 0) return 100;
+  return std::clamp<std::size_t>(kDefaultPlanFilesBytes / (num_ops * kPlanFileBytesPerOp), 2, 100);
+}
+
+std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample, std::size_t num_ops) {
   std::vector<std::size_t> out;
   if (num_plans == 0) return out;
-  std::size_t k = sample > 0 ? static_cast<std::size_t>(sample) : std::max<std::size_t>(1, (num_plans + 98) / 99);
+  // sample = 0: every K-th plan plus the last, at most m plans in all.
+  const std::size_t m = default_max_plan_files(num_ops);
+  // K = ceil((n − 1) / (m − 1)): indices 0, K, ..., at most (m − 1) K >= n − 1, so with the
+  // last one at most m.
+  std::size_t k = sample > 0 ? static_cast<std::size_t>(sample) : std::max<std::size_t>(1, (num_plans + m - 3) / (m - 1));
   for (std::size_t i = 0; i < num_plans; i += k) out.push_back(i);
   if (out.back() != num_plans - 1) out.push_back(num_plans - 1);
   return out;
@@ -216,12 +225,14 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   // The profile as planned (fitted to the schedule, timeline overheads included): `perseus report` needs it for power
   // colours and re-evaluation, from any working folder and after the input file moved.
   write_file(tmp / "profile.csv", format_profile_csv(r.problem.profile));
-  const auto indices = sample_plan_indices(pts.size(), cfg.sample);
+  const auto indices = sample_plan_indices(pts.size(), cfg.sample, static_cast<std::size_t>(dag.num_ops()));
   r.frontier.for_each_plan(indices, [&](std::size_t i, const FrequencyPlan& plan) {
     write_file(tmp / "plans" / plan_json_file_name(i), plan_json_text(dag, plan, i));
     if (cfg.zeus_format) write_file(tmp / "plans" / zeus_plan_file_name(i), zeus_plan_text(dag, plan, i));
   }, threads);
   r.summary.plans_written = indices.size();
+  r.summary.plan_files_capped = cfg.sample == 0 && default_max_plan_files(static_cast<std::size_t>(dag.num_ops())) < 100 &&
+                                pts.size() > indices.size();
   write_file(tmp / "summary.json", summary_json(r, cfg).dump(2) + "\n");  // last: marks the folder complete
   folder.commit();
 }

@@ -338,7 +338,30 @@ TEST(Frontier, ParallelPlansMatchSerialAndPropagateErrors) {
 TEST(Sampling, KeepsFirstAndLast) {
   EXPECT_EQ(sample_plan_indices(5, 2), (std::vector<std::size_t>{0, 2, 4}));
   EXPECT_EQ(sample_plan_indices(6, 4), (std::vector<std::size_t>{0, 4, 5}));
-  EXPECT_LE(sample_plan_indices(10000, 0).size(), 101u);
+  EXPECT_LE(sample_plan_indices(10000, 0).size(), 100u);
+  for (std::size_t n : {1, 2, 3, 99, 100, 101, 641, 10000}) {
+    const auto idx = sample_plan_indices(n, 0);
+    EXPECT_LE(idx.size(), 100u) << n;
+    EXPECT_EQ(idx.size(), std::min<std::size_t>(n, idx.size())) << n;
+    EXPECT_EQ(idx.front(), 0u);
+    EXPECT_EQ(idx.back(), n - 1);
+  }
+  EXPECT_EQ(sample_plan_indices(100, 0).size(), 100u) << "up to 100 plans: all of them";
+}
+
+TEST(Sampling, DefaultCapsThePlanFileBytesOfLargePipelines) {
+  // 100 plans up to kDefaultPlanFilesBytes / (100 × kPlanFileBytesPerOp) ≈ 7,456 computations.
+  EXPECT_EQ(default_max_plan_files(0), 100u);
+  EXPECT_EQ(default_max_plan_files(7000), 100u);
+  EXPECT_EQ(default_max_plan_files(20000), kDefaultPlanFilesBytes / (20000 * kPlanFileBytesPerOp));
+  EXPECT_EQ(default_max_plan_files(100000000), 2u) << "the slowest plan and T_min's, whatever the size";
+  for (std::size_t ops : {20000, 131072}) {
+    const auto idx = sample_plan_indices(893, 0, ops);
+    EXPECT_LE(idx.size(), default_max_plan_files(ops)) << ops;
+    EXPECT_LE(idx.size() * ops * kPlanFileBytesPerOp, kDefaultPlanFilesBytes) << ops;
+    EXPECT_EQ(idx.back(), 892u);
+  }
+  EXPECT_EQ(sample_plan_indices(893, 1, 20000).size(), 893u) << "an explicit --sample is not capped";
 }
 
 // Issue 22: dominance has a relative tolerance. On the user trial's llama profile (4 stages,
