@@ -4,7 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -223,6 +227,79 @@ TEST(Durability, ReadyJobsStoreReportsWithoutTheirComputations) {
   Api api(p.port());
   EXPECT_EQ(api.get("/v1/jobs/" + job).j["measurements"], info_before["measurements"]);
   EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks/2/measurements", {{"iteration", 0}, {"time_s", 1.0}}).j["duplicate"], true);
+}
+
+/// Rows of `job` in the store's tables (read while the server runs: WAL allows it).
+int rows_of_job(const std::string& db_path, const std::string& job) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return -1;
+  int total = 0;
+  for (const char* table : {"jobs", "ranks", "assignments", "plans", "stragglers", "decisions", "measurements"}) {
+    sqlite3_stmt* st = nullptr;
+    const std::string sql = std::string("SELECT COUNT(*) FROM ") + table + " WHERE job_id = ?";
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) total = -1000000;
+    sqlite3_bind_text(st, 1, job.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) total += sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return total;
+}
+
+TEST(Durability, WritesRacingADeleteLeaveNoRows) {
+  // Measurements and stragglers posted while the job is deleted: once DELETE has answered,
+  // nothing of the job is in the store (before the fix, writes that had found the job committed
+  // after the delete in about 1 round of 4), and of concurrent DELETEs exactly one gets 200.
+  // Event-driven: the DELETEs go out once every writer has had a write accepted; the writers
+  // stop at their first 404.
+  TempDir dir;
+  const std::string db = dir.file("perseus.db");
+  ServeProcess p(dir, db);
+  ASSERT_GT(p.port(), 0);
+  Api api(p.port());
+  for (int round = 0; round < 12; ++round) {
+    auto c = api.post("/v1/jobs", profile_job(2, 8));
+    ASSERT_EQ(c.status, 201) << c.body;
+    const std::string job = c.j["job_id"], base = "/v1/jobs/" + job;
+    wait_status(api, job, "ready");
+    for (int r = 0; r < 4; ++r)
+      ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", 0}, {"pp_rank", r}, {"tp_rank", 0}}).status, 201);
+    constexpr int kWriters = 6;
+    std::atomic<int> started{0}, unexpected{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        Api mine(p.port());
+        bool counted = false;
+        for (std::int64_t it = 0;; ++it) {
+          const auto r = w < 4 ? mine.post(base + "/ranks/" + std::to_string(w) + "/measurements",
+                                           {{"iteration", it}, {"time_s", 1.0}})
+                               : mine.post(base + "/stragglers", {{"pipeline", w % 2}, {"slowdown", 1.1 + 0.01 * (it % 7)}});
+          if (r.status == 404) break;
+          if (r.status != 202 && r.status != 200) {
+            ++unexpected;
+            break;
+          }
+          if (!counted) counted = true, ++started;
+        }
+      });
+    }
+    while (started.load() < kWriters && unexpected.load() == 0) std::this_thread::yield();
+    std::atomic<int> deleted{0};
+    std::vector<std::thread> deleters;
+    for (int d = 0; d < 3; ++d)
+      deleters.emplace_back([&] {
+        Api mine(p.port());
+        const int status = mine.del(base).status;
+        if (status == 200) ++deleted;
+        else if (status != 404) ++unexpected;
+      });
+    for (auto& t : deleters) t.join();
+    for (auto& t : writers) t.join();
+    ASSERT_EQ(unexpected.load(), 0) << "round " << round;
+    EXPECT_EQ(deleted.load(), 1) << "round " << round;
+    EXPECT_EQ(rows_of_job(db, job), 0) << "round " << round;
+  }
 }
 
 TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {

@@ -494,7 +494,17 @@ Reply JobManager::get_job(const std::string& job_id) {
 Reply JobManager::delete_job(const std::string& job_id) {
   auto j = find(job_id);
   if (!j) throw ApiError(404, "unknown_job", fmt::format("no job \"{}\"", job_id.substr(0, 64)));
-  store_.delete_job(job_id);  // committed first: a failed delete leaves the job as it was
+  {
+    // Under the job's own lock, which every writer holds while it checks `deleted` and commits:
+    // no write of this job lands after the delete's commit (no orphan rows), and of concurrent
+    // DELETEs exactly one finds the job. The map lock is taken after this one is released
+    // (metrics_text() takes the map's, then a job's).
+    std::unique_lock lock(j->mu);
+    if (j->deleted) throw ApiError(404, "unknown_job", fmt::format("no job \"{}\"", job_id.substr(0, 64)));
+    store_.delete_job(job_id);  // committed first: a failed delete leaves the job as it was
+    j->deleted = true;
+    j->deleted_flag = true;  // a running solve of this job stops at its next step
+  }
   {
     std::unique_lock lock(mu_);
     if (auto it = jobs_.find(job_id); it != jobs_.end() && it->second == j) {
@@ -506,9 +516,6 @@ Reply JobManager::delete_job(const std::string& job_id) {
       }
     }
   }
-  j->deleted_flag = true;  // a running solve of this job stops at its next step
-  std::unique_lock lock(j->mu);
-  j->deleted = true;
   return {200, json{{"job_id", job_id}, {"deleted", true}}.dump()};
 }
 
