@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/core.h>
@@ -222,6 +223,17 @@ struct Client::Impl {
   // Accepts a fetched plan if newer. Caller holds mu.
   void offer_plan(RankPlan p) {
     st.job_status = p.job_status;
+    // The server answers a since_version it never issued with its plan in force: an older
+    // version means it went back (restored from an older database). Follow it, once warned.
+    if (latest && p.version < latest->version) {
+      fmt::print(stderr, "perseus client: rank {}: WARNING: the server's plan version went back from {} to {} (was it "
+                 "restored from an older database?); following the server\n", opt.ranks.rank, latest->version, p.version);
+      if (!check_plan(p)) return;
+      refused_version = -1;
+      latest = std::make_shared<const RankPlan>(std::move(p));
+      plan_pending.store(true);
+      return;
+    }
     if (latest && p.version <= latest->version) return;
     if (p.version <= refused_version || !check_plan(p)) return;
     latest = std::make_shared<const RankPlan>(std::move(p));
@@ -318,14 +330,20 @@ struct Client::Impl {
       lock.lock();
       in_flight = 0;
       if (r.ok()) {
-        const auto rejected = static_cast<std::int64_t>(r.rejected.size());
+        // Only rejections of iterations of this batch count, each once: a server naming others
+        // (or none) cannot push the counters below zero.
+        std::set<std::int64_t> rejected_iterations;
+        for (const auto& [iteration, why] : r.rejected) {
+          const bool ours = std::any_of(batch.begin(), batch.end(), [&](const auto& m) { return m.iteration == iteration; });
+          if (ours && !rejected_iterations.insert(iteration).second) continue;
+          fmt::print(stderr, "perseus client: rank {}: server rejected {} {}: {}\n", opt.ranks.rank,
+                     ours ? "the report of iteration" : "an item this batch does not hold, iteration", iteration, why);
+        }
+        const auto rejected = std::min(static_cast<std::int64_t>(rejected_iterations.size()),
+                                       static_cast<std::int64_t>(n) - dropped);
         st.reports_sent += static_cast<std::int64_t>(n) - dropped - rejected;
         st.reports_dropped += dropped;
         st.reports_rejected += rejected;
-        for (const auto& [iteration, why] : r.rejected) {
-          fmt::print(stderr, "perseus client: rank {}: server rejected the report of iteration {}: {}\n",
-                     opt.ranks.rank, iteration, why);
-        }
         // The server already had an iteration this client posts for the first time: another
         // live process reports as this rank (its reports and ours overwrite nothing: the first
         // stays, the other is lost), or this trainer resumed from iterations it had reported.

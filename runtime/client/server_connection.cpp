@@ -6,6 +6,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <set>
+#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -139,7 +141,11 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
   const json j = json::parse(body);  // throws json::parse_error (a std::exception)
   RankPlan plan;
   try {
-    plan.version = j.at("version").get<std::int64_t>();
+    const json& version = j.at("version");
+    if (!version.is_number_integer() || (version.is_number_unsigned() && version.get<std::uint64_t>() > kMaxPlanVersion) ||
+        version.get<std::int64_t>() < 0 || version.get<std::int64_t>() > static_cast<std::int64_t>(kMaxPlanVersion))
+      throw std::runtime_error(fmt::format("\"version\" must be an integer in [0, 2^53], got {}", version.dump().substr(0, 40)));
+    plan.version = version.get<std::int64_t>();
     if (j.contains("job_status") && j["job_status"].is_string()) plan.job_status = j["job_status"].get<std::string>();
     if (j.contains("iteration_time_s") && j["iteration_time_s"].is_number())
       plan.iteration_time_s = j["iteration_time_s"].get<double>();
@@ -171,7 +177,17 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("malformed plan response: {}", e.what()));
   }
-  if (shape.microbatches > 0) check_plan_shape(plan, shape, pp_rank);
+  if (shape.microbatches > 0) {
+    check_plan_shape(plan, shape, pp_rank);
+  } else {  // shape unknown: each computation once all the same
+    std::set<std::tuple<int, int, std::string>> seen;
+    for (std::size_t k = 0; k < plan.instructions.size(); ++k) {
+      const PlanInstruction& i = plan.instructions[k];
+      if (!seen.emplace(i.stage, i.microbatch, i.instruction).second)
+        throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} appears twice", k,
+                                             i.instruction, i.stage, i.microbatch));
+    }
+  }
   return plan;
 }
 
@@ -323,16 +339,19 @@ CallResult ServerConnection::register_rank(const std::vector<int>& supported_fre
                               res->status, impl_->url);
       return r;
     }
-    auto count = [&](const char* key) {
+    // Within the server's own job limits (docs/http-api.md), else unknown: the shape bounds the
+    // plan bytes the client accepts, so an answer cannot lift that bound.
+    auto count = [&](const char* key, std::int64_t max) {
       const auto it = j.find(key);
-      return it != j.end() && it->is_number_integer() && it->get<std::int64_t>() > 0 &&
-                     it->get<std::int64_t>() <= (1 << 20)
+      return it != j.end() && it->is_number_integer() &&
+                     !(it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(max)) &&
+                     it->get<std::int64_t>() > 0 && it->get<std::int64_t>() <= max
                  ? static_cast<int>(it->get<std::int64_t>())
                  : 0;
     };
-    impl_->shape.microbatches = count("microbatches");  // 0 (unknown) from an older server
-    impl_->shape.chunks = count("chunks");
-    impl_->shape.pp = count("pp");
+    impl_->shape.microbatches = count("microbatches", kMaxJobMicrobatches);  // 0 (unknown) from an older server
+    impl_->shape.chunks = impl_->shape.microbatches > 0 ? count("chunks", kMaxJobChunks) : 0;
+    impl_->shape.pp = count("pp", kMaxJobPp);
   }
   return r;
 }
@@ -404,7 +423,12 @@ CallResult ServerConnection::post_measurements(const std::vector<IterationMeasur
     try {  // per-item acceptance: {"rejected":[{"iteration":I,"error":"..."}]}
       const json j = json::parse(res->body);
       if (auto it = j.find("rejected"); it != j.end() && it->is_array()) {
-        for (const auto& x : *it) r.rejected.emplace_back(x.value("iteration", std::int64_t{-1}), x.value("error", std::string()));
+        for (const auto& x : *it) {  // iteration -1: none given (the server's null for a non-object item)
+          if (!x.is_object()) continue;
+          const auto i = x.find("iteration"), e = x.find("error");
+          r.rejected.emplace_back(i != x.end() && i->is_number_integer() ? i->get<std::int64_t>() : -1,
+                                  e != x.end() && e->is_string() ? e->get<std::string>() : std::string());
+        }
       }
       if (batch.size() == 1 && j.is_object() && j.value("duplicate", false)) {  // a single report's answer
         r.duplicates.push_back(batch.front().iteration);

@@ -304,6 +304,66 @@ TEST_F(Guards, PlanUpdatesAreCheckedAgainstTheShape) {
   EXPECT_EQ(c->stats().plan_version, 1);
 }
 
+// A registration answer beyond the server's own job limits (microbatches 2^20, chunks 2^20)
+// would lift the plan-size bound to ~10^15 bytes: it leaves the shape unknown instead, and
+// the bound at its default (16 MiB).
+TEST_F(Guards, ARegistrationShapeBeyondTheServersLimitsIsNotBelieved) {
+  for (const char* reply : {R"({"pp":4,"microbatches":1048576,"chunks":1048576})", R"({"pp":4,"microbatches":4096,"chunks":65})",
+                            R"({"pp":4,"microbatches":4097,"chunks":1})", R"({"pp":4,"microbatches":-3,"chunks":1})"}) {
+    server_.set_registration_reply(reply);
+    ServerConnection conn(server_.url(), "secret", "job1", RankInfo{0, 0, 0, 0}, 5.0);
+    ASSERT_TRUE(conn.register_rank({1410}).ok()) << reply;
+    EXPECT_LE(conn.max_plan_bytes(), std::max(kDefaultMaxPlanBytes, kPlanBytesSlack + kPlanBytesPerInstruction * 3 *
+                                                                           kMaxJobMicrobatches * kMaxJobChunks))
+        << reply;
+    EXPECT_LE(conn.shape().chunks, kMaxJobChunks) << reply;
+    EXPECT_LE(conn.shape().microbatches, kMaxJobMicrobatches) << reply;
+  }
+  server_.set_registration_reply(R"({"pp":4,"microbatches":1048576,"chunks":1048576})");
+  ServerConnection big(server_.url(), "secret", "job1", RankInfo{0, 0, 0, 0}, 5.0);
+  ASSERT_TRUE(big.register_rank({1410}).ok());
+  EXPECT_EQ(big.shape().microbatches, 0);
+  EXPECT_EQ(big.max_plan_bytes(), kDefaultMaxPlanBytes);
+  server_.set_registration_reply(R"({"pp":4,"microbatches":4096,"chunks":64})");  // the server's largest job
+  ServerConnection conn(server_.url(), "secret", "job1", RankInfo{0, 0, 0, 0}, 5.0);
+  ASSERT_TRUE(conn.register_rank({1410}).ok());
+  EXPECT_EQ(conn.shape().microbatches, 4096);
+  EXPECT_EQ(conn.max_plan_bytes(), kPlanBytesSlack + kPlanBytesPerInstruction * 3 * 4096 * 64);
+}
+
+// A server naming iterations the batch does not hold (or none) in its "rejected" list cannot
+// push the counters below zero: only the batch's own iterations count, each once.
+TEST_F(Guards, RejectionsOfIterationsNotSentAreNotCounted) {
+  server_.set_plan(0, make_plan(1, {{"forward", 1410}, {"backward", 1410}}));
+  for (int k = 0; k < 100; ++k) server_.add_foreign_rejection({{"iteration", 1000000 + k}, {"error", "not yours"}});
+  server_.add_foreign_rejection({{"iteration", nullptr}, {"error", "measurements[0] is not an object"}});
+  server_.add_foreign_rejection(nlohmann::json("not an object"));
+  server_.reject_iteration(2);
+  auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+  for (int it = 0; it < 4; ++it) run_step(*c, {"forward", "backward"});
+  ASSERT_TRUE(c->flush_reports(60));
+  const auto st = c->stats();
+  EXPECT_EQ(st.reports_rejected, 1);
+  EXPECT_EQ(st.reports_sent, 3);
+  EXPECT_EQ(st.reports_dropped, 0);
+}
+
+// A server restored from an older database answers the client's since_version, which it
+// never issued, with its plan in force: the client follows it (with a warning) instead of
+// ignoring every plan below the version it had.
+TEST_F(Guards, AServerWhosePlanVersionWentBackIsFollowed) {
+  server_.set_plan(0, make_plan(50, {{"forward", 1410}, {"backward", 1410}}));
+  auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+  ASSERT_EQ(c->plan().version, 50);
+  server_.restore_plan(0, make_plan(3, {{"forward", 1200}, {"backward", 1200}}));
+  ASSERT_TRUE(wait_for([&] { return c->stats().latest_plan_version == 3; }, 60)) << c->stats().latest_plan_version;
+  run_step(*c, {"forward", "backward"});
+  EXPECT_EQ(c->stats().plan_version, 3);
+  EXPECT_EQ(c->plan().instructions[0].freq_mhz, 1200);
+  server_.set_plan(0, make_plan(4, {{"forward", 1300}, {"backward", 1300}}));  // and newer ones after it
+  ASSERT_TRUE(wait_for([&] { return c->stats().latest_plan_version == 4; }, 60));
+}
+
 // A registration answered with something other than a JSON object is not a Perseus server:
 // create() fails naming it, instead of counting the rank as registered.
 TEST_F(Guards, ARegistrationAnswerThatIsNotJsonFailsCreate) {
@@ -341,7 +401,9 @@ TEST_F(Guards, ACounterGlitchCostsOnlyTheAffectedValues) {
     EXPECT_EQ(j["instructions"][0].contains("energy_j"), !glitch) << it;
     EXPECT_TRUE(j["instructions"][1].contains("energy_j")) << it;
     EXPECT_TRUE(j["instructions"][0].contains("time_s")) << it;
-    if (j.contains("energy_j")) EXPECT_GE(j["energy_j"].get<double>(), 0.0);
+    if (j.contains("energy_j")) {
+      EXPECT_GE(j["energy_j"].get<double>(), 0.0);
+    }
   }
   const auto st = c->stats();
   EXPECT_EQ(st.energy_unknown, 2);

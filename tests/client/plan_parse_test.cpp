@@ -85,5 +85,28 @@ TEST(PlanParse, ShapeMustMatchTheRegistration) {
   EXPECT_NE(refusal(body).find("needs one forward and one backward"), std::string::npos) << refusal(body);
 }
 
+TEST(PlanParse, VersionMustBeAnIntegerInRange) {
+  // A version of 3.7 was truncated to 3 and applied; 1e30 was cast out of range (undefined);
+  // INT64_MAX froze every later plan (since_version could never be passed).
+  for (const json& bad : {json(3.7), json(1e30), json(-1), json((std::int64_t{1} << 53) + 1), json(INT64_MAX),
+                          json(UINT64_MAX), json("3"), json(nullptr)}) {
+    json body = plan_of(1, 2);
+    body["version"] = bad;
+    EXPECT_NE(refusal(body).find("\"version\""), std::string::npos) << bad.dump() << ": " << refusal(body);
+  }
+  json body = plan_of(1, 2);
+  body["version"] = std::int64_t{1} << 53;
+  EXPECT_EQ(refusal(body), "");
+}
+
+TEST(PlanParse, EachComputationOnceEvenWithoutAShape) {
+  // An answer without a usable shape (older server, or values beyond the server's limits):
+  // the shape checks cannot run, but a computation listed twice is still refused.
+  json body = plan_of(1, 2);
+  body["instructions"].push_back(body["instructions"][0]);
+  const std::string why = refusal(body, JobShape{});
+  EXPECT_NE(why.find("#4: forward of stage 1 microbatch 0 appears twice"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace perseus::runtime

@@ -53,7 +53,20 @@ class StubServer {
 
   void set_plan(int rank, runtime::RankPlan plan) {
     std::lock_guard lock(mu_);
+    issued_[rank] = std::max(issued_.count(rank) ? issued_[rank] : -1, plan.version);
     plans_[rank] = std::move(plan);
+  }
+  /// Like perseus serve restored from an older database: `plan` is in force and no later
+  /// version was ever issued (a since_version beyond it is answered with it).
+  void restore_plan(int rank, runtime::RankPlan plan) {
+    std::lock_guard lock(mu_);
+    issued_[rank] = plan.version;
+    plans_[rank] = std::move(plan);
+  }
+  /// An item added to the "rejected" list of every measurements answer (a misbehaving server).
+  void add_foreign_rejection(nlohmann::json item) {
+    std::lock_guard lock(mu_);
+    foreign_rejections_.push_back(std::move(item));
   }
   /// Highest plan version answered with 200 to `rank` (-1 = none).
   std::int64_t served_version(int rank) const {
@@ -149,7 +162,9 @@ class StubServer {
       auto it = plans_.find(rank);
       if (it == plans_.end()) return error(res, 404, "not_found", "no plan for rank");
       const auto& p = it->second;
-      if (req.has_param("since_version") && std::stoll(req.get_param_value("since_version")) >= p.version) {
+      // As perseus serve: 304 unless newer, or since_version is one never issued.
+      if (req.has_param("since_version") && std::stoll(req.get_param_value("since_version")) >= p.version &&
+          std::stoll(req.get_param_value("since_version")) <= issued_[rank]) {
         res.status = 304;
         return;
       }
@@ -182,6 +197,7 @@ class StubServer {
       } else {
         add(j);
       }
+      for (const auto& item : foreign_rejections_) rejected.push_back(item);
       res.status = 202;
       res.set_content(nlohmann::json{{"rejected", rejected}}.dump(), "application/json");
     });
@@ -195,6 +211,8 @@ class StubServer {
   mutable std::mutex mu_;
   std::map<int, runtime::RankPlan> plans_;
   std::map<int, std::int64_t> served_;
+  std::map<int, std::int64_t> issued_;  // highest version set per rank (restore_plan lowers it)
+  std::vector<nlohmann::json> foreign_rejections_;
   std::map<int, std::vector<int>> registered_;
   std::map<int, std::vector<int>> coords_;
   std::map<int, std::string> raw_plans_;

@@ -91,6 +91,11 @@ TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   }
   EXPECT_EQ(api.get(base + "/ranks/0/plan?since_version=2").status, 304);
   EXPECT_EQ(api.get(base + "/ranks/0/plan?since_version=1").status, 200);
+  // A version this job never issued (a client ahead of a server restored from an older
+  // database): the plan in force, so that the client can follow the server again.
+  const auto ahead = api.get(base + "/ranks/0/plan?since_version=50");
+  EXPECT_EQ(ahead.status, 200);
+  EXPECT_EQ(ahead.j["version"], 2);
 
   // Measurements: idempotent per (rank, iteration); batch form.
   json m = {{"iteration", 1}, {"time_s", 1.5}, {"energy_j", 300.0}, {"plan_version", 2},

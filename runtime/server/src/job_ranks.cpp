@@ -236,7 +236,9 @@ Reply JobManager::get_plan(const std::string& job_id, std::int64_t rank, std::op
   const Assignment& a = j->pipelines[r.dp_rank];
   if (!a.plan)
     throw ApiError(409, "no_plan", "the job has no plan yet (profiling waits for supported_freqs_mhz)");
-  if (since && a.version <= *since) {
+  // A since_version this job never issued (a client ahead of a server restored from an older
+  // database): 200 with the plan in force, so that the client can follow the server again.
+  if (since && a.version <= *since && *since <= j->version_counter) {
     counters_.plan_not_modified++;
     return {304, {}};
   }

@@ -98,16 +98,22 @@ struct JobShape {
   }
 };
 
-/// Parses and checks a plan response body before any of it can reach a GPU. Every
-/// computation needs "instruction" (forward, backward, backward_input or backward_weight),
+/// Parses and checks a plan response body before any of it can reach a GPU. "version" must
+/// be an integer in [0, 2^53]. Every computation needs "instruction" (forward, backward, backward_input or backward_weight),
 /// "stage", "microbatch" (integers >= 0) and "freq_mhz" (an integer in [1, 100000] MHz: a
 /// float, string or 2^32 + 1305 is refused, never narrowed). With the shape known
 /// (shape.microbatches > 0): at most shape.max_instructions() computations, microbatches in
 /// [0, microbatches), each computation once, one forward and one backward (or backward_input,
-/// plus backward_weight in all or none) per (stage, microbatch); with shape.pp > 0 and
+/// plus backward_weight in all or none) per (stage, microbatch) (shape unknown: still each
+/// computation once); with shape.pp > 0 and
 /// pp_rank >= 0 also stages of this rank only (stage % pp == pp_rank, stage < pp x chunks).
 /// Throws std::runtime_error naming the computation and field.
 RankPlan parse_plan_json(const std::string& body, const JobShape& shape = {}, int pp_rank = -1);
+
+/// The server's hard limits on a job (docs/http-api.md, "Limits"): a registration answer
+/// outside them leaves the shape unknown. Largest plan version accepted: 2^53.
+inline constexpr std::int64_t kMaxJobMicrobatches = 4096, kMaxJobChunks = 64, kMaxJobPp = 1024;
+inline constexpr std::uint64_t kMaxPlanVersion = std::uint64_t{1} << 53;
 
 /// Largest plan response accepted before the job's shape is known, bytes.
 inline constexpr std::size_t kDefaultMaxPlanBytes = std::size_t{16} << 20;
