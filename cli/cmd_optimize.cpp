@@ -216,7 +216,8 @@ void register_optimize(CLI::App& app) {
     fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J  (for a straggler's deadline T: E includes waiting at "
                "P_block until T)\n", s.t_max_s, s.energy_at_t_max_j);
     if (s.partial) fmt::print("  PARTIAL frontier ({}): {}\n", s.partial_reason, s.partial_detail);
-    fmt::print("wrote {} ({} plan files, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written);
+    fmt::print("wrote {} ({} plan{}, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written,
+               cfg->zeus_format ? "s, each as JSON and as a Zeus .py file" : s.plans_written == 1 ? " file" : " files");
     if (s.plan_files_capped) {
       fmt::print("  (fewer plan files than 100 on this large pipeline: about {} MiB of them at most by default; "
                  "--sample K writes every K-th of the {} plans)\n",

@@ -174,7 +174,11 @@ std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& poi
 /// graph-cut steps, so memory is O(ops + total frequency changes).
 class Frontier {
  public:
-  /// The frontier, slowest first: time_s strictly decreasing, energy_j strictly increasing.
+  /// The frontier, slowest first: time_s strictly decreasing; energy_j − p_block_w × R × time_s
+  /// strictly increasing (R = GPUs per pipeline; every point is the cheapest plan for a deadline
+  /// of its own time with the GPUs blocking at P_block until it). With PlannerMode::kGraphCut
+  /// energy_j itself strictly increases; with kCertified, plans slower than the energy minimum
+  /// (the straggler regime) can draw more energy_j than a faster one.
   const std::vector<FrontierPoint>& points() const { return points_; }
   /// Number of frontier points (frequency plans).
   std::size_t size() const { return points_.size(); }
