@@ -206,6 +206,11 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       slot = std::max(slot, t);
     }
   }
+  std::map<std::tuple<int, int, int>, int> top_clock;  // (dp_rank or -1, stage, kind) -> highest MHz profiled
+  for (const auto& [key, t] : profile) {
+    int& top = top_clock[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}];
+    top = std::max(top, std::get<3>(key));
+  }
   const auto profiled = [&](int dp, int stage, InstructionKind kind, int f) -> const double* {
     for (int d : {dp, -1}) {
       const auto it = profile.find({d, stage, static_cast<int>(kind), f});
@@ -215,8 +220,10 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   };
   // perseus_frontier.csv: measured times.
   std::map<int, std::pair<double, bool>> measured;
+  std::map<int, int> measured_line;  // plan -> its line in perseus_frontier.csv
+  const std::string frontier_path = (fs::path(dir) / "perseus_frontier.csv").string();
   {
-    const std::string path = (fs::path(dir) / "perseus_frontier.csv").string();
+    const std::string& path = frontier_path;
     std::unique_ptr<Reader<3>> r;
     const std::string cols = open_csv<3>(r, path, 0, "plan", "time_s", "all_max_frequency");
     char *pl = nullptr, *tm = nullptr, *am = nullptr;
@@ -224,7 +231,12 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time_s", tm);
       if (t <= 0) fail(w, "time_s", fmt::format("expected an iteration time > 0 s, got {}", t));
-      measured[to_int(w, "plan", pl)] = {t, to_int(w, "all_max_frequency", am) != 0};
+      const int plan = to_int(w, "plan", pl);
+      const int flag = to_int(w, "all_max_frequency", am);
+      if (flag != 0 && flag != 1) fail(w, "all_max_frequency", fmt::format("expected 0 or 1, got {}", flag));
+      if (const auto [it, fresh] = measured_line.emplace(plan, w.line); !fresh)
+        fail(w, "plan", fmt::format("duplicate row for plan {} (first on line {})", plan, it->second));
+      measured[plan] = {t, flag == 1};
     }
   }
   // perseus_plans.csv: per-plan, per-replica frequencies, checked against our 1F1B order. The
@@ -316,6 +328,24 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     }
     plan_times.push_back(std::move(times));
     plan_freqs.push_back(f);
+    // A plan flagged all-max calibrates the overhead: every computation must run at the
+    // highest clock time_profile.csv has for its stage and kind.
+    if (m->second.second) {
+      for (std::size_t d = 0; d < f.size(); ++d)
+        for (int i = 0; i < n; ++i) {
+          const Computation& c = dag.op(i);
+          int top = 0;
+          for (const int kd : {per_replica ? static_cast<int>(d) : -1, -1})
+            if (const auto it = top_clock.find({kd, c.stage, static_cast<int>(c.kind)}); it != top_clock.end())
+              top = std::max(top, it->second);
+          if (f[d][i] != top)
+            fail(Where{frontier_path, measured_line[plan]}, "all_max_frequency",
+                 fmt::format("plan {} is flagged all-max but runs stage {} {} microbatch {}{} at {} MHz, not the "
+                             "highest profiled clock {} MHz",
+                             plan, c.stage, to_string(c.kind), c.microbatch,
+                             per_replica ? fmt::format(" (dp_rank {})", d) : std::string(), f[d][i], top));
+        }
+    }
     RealPlanCheck chk;
     chk.plan = plan;
     chk.all_max = m->second.second;

@@ -221,6 +221,19 @@ TEST(Validation, Errors) {
     TinyWorkload w("3,0,0,forward,0,1000,1\n");
     expect_error(w.path(), "perseus_frontier.csv: no measured time for plan 3");
   }
+  {  // a plan measured twice: the second row would silently win
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n1,10.5,1,0\n1,99.0,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv:4: field 'plan': duplicate row for plan 1 (first on line 3)");
+  }
+  {  // flagged all-max but plan 1 runs F(0,1) at 500 MHz: it would calibrate the overhead
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n1,10.5,1,1\n");
+    expect_error(w.path(), "perseus_frontier.csv:3: field 'all_max_frequency': plan 1 is flagged all-max but runs "
+                           "stage 0 forward microbatch 1 at 500 MHz, not the highest profiled clock 1000 MHz");
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,2\n1,10.5,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv:2: field 'all_max_frequency': expected 0 or 1, got 2");
+  }
   {  // a header and no plans: an error, not a table of zeros
     TinyWorkload w;
     w.dir.write("perseus_plans.csv", "plan,stage,order,instruction,microbatch,frequency_mhz\n");
