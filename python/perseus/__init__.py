@@ -90,8 +90,9 @@ def profile_rows_to_csv(rows):
 
     Raises InputError naming the row and field when a row lacks a field or holds a value a
     profile cannot (stage < 0, an instruction outside forward/backward/backward_input/
-    backward_weight, a clock outside [1, 100000] MHz, time <= 0 s, energy < 0 J, NaN or inf);
-    TypeError when a row is not a mapping.
+    backward_weight, a clock outside [1, 100000] MHz, time <= 0 s, energy < 0 J, NaN or inf),
+    and wherever parse_profile would refuse the text (its ranges, a duplicate row, no rows):
+    the text returned always parses. TypeError when a row is not a mapping.
     """
     from collections.abc import Mapping
 
@@ -113,4 +114,16 @@ def profile_rows_to_csv(rows):
                 % (i, {k: r[k] for k in ("stage", "freq_mhz", "time_s", "energy_j")})
             )
         lines.append("%d,%s,%d,%r,%r" % (stage, r["instruction"], freq, time_s, energy_j))
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    # The profile parser's own checks (ranges, duplicate rows, at least one row): never a CSV
+    # that parse_profile would then refuse. CSV line L is row L - 2.
+    try:
+        parse_profile(text, "profile_rows_to_csv")
+    except InputError as e:
+        line = getattr(e, "line", 0) or 0
+        import re
+
+        what = str(e).split(": ", 1)[1] if ": " in str(e) else str(e)
+        what = re.sub(r"first on line (\d+)", lambda m: "first as row %d" % (int(m.group(1)) - 2), what)
+        raise InputError("row %d: %s" % (line - 2, what) if line >= 2 else "profile_rows_to_csv: %s" % what) from None
+    return text

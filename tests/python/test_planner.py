@@ -57,6 +57,21 @@ class ProfileTest(unittest.TestCase):
                 self.assertIn(needle, str(cm.exception))
         with self.assertRaises(TypeError):
             perseus.profile_rows_to_csv([3])
+        # Whatever parse_profile refuses is refused here too, naming the row: its ranges, a
+        # duplicate row, no rows at all (each returned text before, then refused by parse_profile).
+        rows = [r for r in perseus.load_profile(GPT3_PROFILE).rows() if r["stage"] < 1]
+        for bad_rows, needle in (
+            (rows[:1] + [dict(rows[1], time_s=1e300)], "row 1: field 'time'"),
+            (rows[:1] + [dict(rows[1], energy_j=1e13)], "row 1: field 'energy'"),
+            ([dict(r, stage=70000) for r in rows], "row 0: field 'stage'"),
+            (rows + rows[:1], "row %d: field 'frequency': duplicate row for stage 0 forward at %d MHz (first as row 0)"
+             % (len(rows), rows[0]["freq_mhz"])),
+            ([], "no data rows"),
+        ):
+            with self.subTest(needle=needle):
+                with self.assertRaises(perseus.InputError) as cm:
+                    perseus.profile_rows_to_csv(bad_rows)
+                self.assertIn(needle, str(cm.exception))
         text = perseus.profile_rows_to_csv(r for r in perseus.load_profile(GPT3_PROFILE).rows() if r["stage"] < 2)
         self.assertEqual(perseus.parse_profile(text).num_stages, 2)
 
