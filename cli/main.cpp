@@ -44,6 +44,14 @@ void exit_cleanly_on_signals(int argc, char** argv) {
   }).detach();
 }
 
+/// A failure after a signal began the exit (a plan file written into the temporary folder the
+/// signal thread just removed) is a consequence of the interruption, not an error: leave the
+/// message and the exit status to that thread, which _exit()s right after the removal.
+void wait_if_interrupted() {
+  if (!perseus::outputs_interrupted()) return;
+  for (;;) ::pause();
+}
+
 /// Exit status once a command is done: 1 when anything it wrote to stdout did not arrive
 /// (`--out -` into a full disk or a closed pipe), which would otherwise pass as success.
 int stdout_status() {
@@ -97,9 +105,11 @@ int main(int argc, char** argv) {
     }
     return 2;  // usage errors: exit status 2
   } catch (const perseus::InputError& e) {
+    wait_if_interrupted();
     fmt::print(stderr, "perseus: error: {}\n", perseus::cli::phrase_input_error(e));
     return 1;
   } catch (const std::exception& e) {
+    wait_if_interrupted();
     fmt::print(stderr, "perseus: internal error: {}\n", e.what());
     return 3;
   }

@@ -22,6 +22,11 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 /// _exit() (it takes a mutex, so it is not for a signal handler itself). Thread-safe.
 void remove_unfinished_outputs();
 
+/// True once remove_unfinished_outputs() ran: the process is about to exit on a signal, and a
+/// write that failed meanwhile (its temporary folder removed under it) is not an error to
+/// report. Thread-safe.
+bool outputs_interrupted();
+
 /// Writes `text` to `path` (no rename: for files inside an OutputFolder's temporary folder).
 /// Throws InputError "PATH: cannot write the file: REASON" (PATH as it will be in the output
 /// folder, not the temporary one).

@@ -132,6 +132,11 @@ void remove_unfinished_outputs() {
   g_unfinished.clear();
 }
 
+bool outputs_interrupted() {
+  const std::lock_guard lock(g_unfinished_mutex);
+  return g_exiting;
+}
+
 void check_output_file(const std::string& path, bool force, const std::string& field) {
   if (const std::string kind = special_kind(path); !kind.empty()) {
     throw InputError(field, fmt::format("{}: is {}, not a regular file; refusing to replace it (give a file name; "

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
@@ -372,7 +373,10 @@ TEST(Cli, InterruptedOptimizeLeavesNoTemporaries) {
   for (const int sig : {SIGINT, SIGTERM}) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
+    const std::string err = (dir.path() / ("err-" + std::to_string(sig) + ".txt")).string();
     if (pid == 0) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) ::dup2(fd, STDERR_FILENO);
       ::execl(PERSEUS_BINARY, "perseus", "optimize", "--quiet", "--profile", profile.c_str(), "--stages", "8",
               "--microbatches", "48", "--p2p-power", "70.38", "--sample", "1", "--out", out.c_str(), nullptr);
       ::_exit(127);
@@ -390,6 +394,14 @@ TEST(Cli, InterruptedOptimizeLeavesNoTemporaries) {
     ASSERT_EQ(done, pid);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_TRUE(WEXITSTATUS(status) == 128 + sig || WEXITSTATUS(status) == 0) << WEXITSTATUS(status);
+    if (WEXITSTATUS(status) == 128 + sig) {
+      // Only the interruption is reported: not a write that failed because the signal thread
+      // removed the temporary folder under it ("cannot write the file: No such file...").
+      const std::string text = testing::slurp(err);
+      EXPECT_NE(text.find("interrupted ("), std::string::npos) << text;
+      EXPECT_EQ(text.find("error"), std::string::npos) << text;
+    }
+    std::filesystem::remove(err);
     EXPECT_EQ(temporaries(), 0);
     // Interrupted before its commit: the earlier folder, untouched; after it (or finished before
     // the signal): the new folder, complete. Never anything in between.
