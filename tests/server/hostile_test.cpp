@@ -40,6 +40,22 @@ ServerOptions small_limits() {
   return opt;
 }
 
+// The scheme of an Authorization header is case-insensitive (RFC 7235 §2.1); the token is not.
+TEST(Hostile, BearerSchemeIsCaseInsensitive) {
+  TempDir dir;
+  LocalServer srv(dir.file("h.db"), small_limits());
+  for (const std::string& scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", "Authorization: " + scheme + " " + kToken + "\r\n", false)));
+    EXPECT_EQ(raw_status(c.read_response()), 200) << scheme;
+  }
+  for (const std::string& header : {"Bearer" + kToken, "Bearerx " + kToken, "Basic " + kToken, "Bearer " + kToken + "X"}) {
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", "Authorization: " + header + "\r\n", false)));
+    EXPECT_EQ(raw_status(c.read_response()), 401) << header;
+  }
+}
+
 // Row 2: a chunked body past the limit, before auth, is refused without reading it.
 TEST(Hostile, ChunkedBodyBeforeAuthRefusedAtHeaders) {
   TempDir dir;

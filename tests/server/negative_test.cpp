@@ -92,6 +92,13 @@ TEST_F(Negative, WrongTypesAndRanges) {
   expect_error(api.post("/v1/jobs", j), 422, "bad csv");
   j = profile_job(2, 4);  // profile has 8 stages
   expect_error(api.post("/v1/jobs", j), 422, "stage count");
+  for (const char* name : {"a\nforged log line", "\x1b[31mred", "tab\there", "del\x7f"}) {
+    j = profile_job();
+    j["name"] = name;
+    const auto r = api.post("/v1/jobs", j);
+    expect_error(r, 422, "control character in name");
+    EXPECT_NE(r.body.find("must not contain control characters"), std::string::npos) << r.body;
+  }
   j = profile_job();
   j["zeus_plans"] = {"[[1410]]"};
   expect_error(api.post("/v1/jobs", j), 422, "zeus plan shape");

@@ -195,11 +195,14 @@ void check_param(std::string_view pattern, const std::string& raw, const std::st
   parse_index(decoded, name);  // beyond 64 bits: "rank must be a non-negative integer (at most ...), got ..."
 }
 
-/// The bearer token of an Authorization header ("" when there is none).
+/// The bearer token of an Authorization header ("" when there is none). The scheme name is
+/// case-insensitive (RFC 7235 §2.1): "Bearer", "bearer" and "BEARER" all name it.
 std::string_view bearer_token(const std::string& header) {
-  static constexpr std::string_view kPrefix = "Bearer ";
-  if (header.size() <= kPrefix.size() || header.compare(0, kPrefix.size(), kPrefix) != 0) return {};
-  return std::string_view(header).substr(kPrefix.size());
+  static constexpr std::string_view kScheme = "bearer";
+  if (header.size() <= kScheme.size() + 1 || header[kScheme.size()] != ' ') return {};
+  for (std::size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return {};
+  return std::string_view(header).substr(kScheme.size() + 1);
 }
 
 /// True for a Content-Type the JSON routes accept: none, application/json, any "+json" type, or

@@ -31,6 +31,14 @@ JobSpec JobSpec::from_json(const json& body) {
   require_object(body, "request body");
   JobSpec s;
   s.name = get_string(body, "name", std::string(), 256);
+  // Shown in listings, logs and terminals: no control characters (a newline or an ANSI escape
+  // would forge log lines or recolour a terminal).
+  for (std::size_t i = 0; i < s.name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s.name[i]);
+    if (c < 0x20 || c == 0x7f)
+      throw ApiError(422, "invalid_field",
+                     fmt::format("field \"name\" must not contain control characters, got byte 0x{:02x} at offset {}", c, i));
+  }
   s.pp = static_cast<int>(get_int(body, "pp", std::nullopt, 1, kMaxPp));
   s.dp = static_cast<int>(get_int(body, "dp", 1, 1, kMaxDp));
   s.tp = static_cast<int>(get_int(body, "tp", 1, 1, kMaxTp));
