@@ -36,6 +36,14 @@ InstructionKind kind_arg(const std::string& name) {
       name));
 }
 
+/// A stage argument of a Profile accessor: in [0, num_stages), else InputError naming it (a
+/// stage the profile does not have is a caller's mistake, not an empty list).
+void check_stage_arg(const Profile& p, int stage) {
+  if (stage < 0 || stage >= p.num_stages())
+    throw InputError("stage", fmt::format("must be in [0, {}) for this profile ({} stage{}), got {}", p.num_stages(),
+                                          p.num_stages(), p.num_stages() == 1 ? "" : "s", stage));
+}
+
 /// A plan as the dict of plan_NNNNN.json, through the one plan JSON writer (plan_json()).
 py::dict plan_dict(const Dag& dag, const FrequencyPlan& plan, std::optional<std::size_t> index) {
   return py::module_::import("json").attr("loads")(plan_json(dag, plan, index).dump());
@@ -139,6 +147,7 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
       .def(
           "points",
           [](const Profile& p, int stage, const std::string& instr) {
+            check_stage_arg(p, stage);
             py::list out;
             for (const auto& pt : p.points(stage, kind_arg(instr))) {
               py::dict d;
@@ -151,16 +160,19 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
           },
           py::arg("stage"), py::arg("instruction"),
           "Operating points of (stage, instruction) as [{'freq_mhz', 'time_s', 'energy_j'}], highest "
-          "frequency first; [] when absent. Raises InputError for an unknown instruction name.")
+          "frequency first; [] when the stage has no such rows. Raises InputError for an unknown instruction "
+          "name or a stage outside [0, num_stages).")
       .def(
           "max_freq_mhz",
           [](const Profile& p, std::optional<int> stage, std::optional<std::string> instr) {
             if (!stage && !instr) return p.max_freq_mhz();
             if (!stage || !instr) throw InputError("max_freq_mhz: give both stage and instruction, or neither");
+            check_stage_arg(p, *stage);
             return p.max_freq_mhz(*stage, kind_arg(*instr));
           },
           py::arg("stage") = py::none(), py::arg("instruction") = py::none(),
-          "Highest frequency, MHz: of (stage, instruction) (0 when absent), or of the whole profile.")
+          "Highest frequency, MHz: of (stage, instruction) (0 when the stage has no such rows), or of the whole "
+          "profile. Raises InputError for a stage outside [0, num_stages).")
       .def(
           "rows",
           [](const Profile& p) {

@@ -42,6 +42,17 @@ class ProfileTest(unittest.TestCase):
         again = perseus.load_profile(out)
         self.assertEqual(again.rows(), prof.rows())
 
+    def test_profile_accessors_refuse_a_stage_the_profile_lacks(self):
+        prof = perseus.load_profile(GPT3_PROFILE)
+        self.assertEqual(prof.points(7, "backward")[0]["freq_mhz"], prof.max_freq_mhz(7, "backward"))
+        self.assertEqual(prof.points(0, "backward_input"), [])  # a stage without such rows: empty
+        for call in (lambda: prof.points(8, "forward"), lambda: prof.points(-1, "forward"),
+                     lambda: prof.max_freq_mhz(99, "forward")):
+            with self.assertRaises(perseus.InputError) as cm:
+                call()
+            self.assertEqual(cm.exception.field, "stage")
+            self.assertIn("must be in [0, 8)", str(cm.exception))
+
     def test_profile_rows_to_csv_checks_every_row(self):
         good = {"stage": 0, "instruction": "forward", "freq_mhz": 1410, "time_s": 0.01, "energy_j": 3.0}
         for bad, needle in (
