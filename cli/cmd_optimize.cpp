@@ -193,8 +193,9 @@ void register_optimize(CLI::App& app) {
       fmt::print(stderr, "note: --max-lp-solves had no effect: the bound came from the hull walk, not LP solves "
                          "(--bound lp to use them)\n");
     }
-    fmt::print("Perseus frontier: {} plans from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut steps, {:.3f} s)\n",
-               s.num_plans, s.t_max_s, s.t_min_s, s.num_steps, s.solve_time_s);
+    fmt::print("Perseus frontier: {} plan{} from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut step{}, {:.3f} s)\n",
+               s.num_plans, s.num_plans == 1 ? "" : "s", s.t_max_s, s.t_min_s, s.num_steps, s.num_steps == 1 ? "" : "s",
+               s.solve_time_s);
     fmt::print("  all-max baseline:  T = {:.4f} s, E = {:.1f} J\n", s.allmax_time_s, s.allmax_energy_j);
     fmt::print("  Perseus at T_min:  T = {:.4f} s, E = {:.1f} J  -> intrinsic bloat removed: {:.2f}% energy\n",
                s.t_min_s, s.energy_at_t_min_j, s.intrinsic_saving_pct);

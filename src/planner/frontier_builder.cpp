@@ -197,13 +197,16 @@ Frontier FrontierBuilder::run() {
     const double done = t_max_units > t_min_units ? static_cast<double>(t_max_units - walk_.iteration_units()) /
                                                          static_cast<double>(t_max_units - t_min_units)
                                                    : 1.0;
+    const std::string jump = f_.stop_reason == Frontier::StopReason::kMaxPoints && opt_.max_points == 1
+                                 ? std::string("the frontier is the all-max plan alone")
+                                 : fmt::format("the frontier jumps from T = {:.6g} s to the all-max plan",
+                                               raw_points_.back().first.time_s);
     f_.partial_detail = fmt::format(
-        "{} reached after {} graph-cut steps, {:.1f} % of the T_max -> T_min range; the frontier jumps from T = {:.6g} s "
-        "to the all-max plan{}",
+        "{} reached after {} graph-cut step{}, {:.1f} % of the T_max -> T_min range; {}{}",
         f_.stop_reason == Frontier::StopReason::kTimeBudget
             ? fmt::format("time budget of {} s", opt_.time_budget_s)
             : fmt::format("{} frontier point{} (max points)", opt_.max_points, opt_.max_points == 1 ? "" : "s"),
-        step, 100 * done, raw_points_.back().first.time_s,
+        step, step == 1 ? "" : "s", 100 * done, jump,
         opt_.mode == PlannerMode::kCertified ? "; the LP stage (lower bound, LP-rounded plans) was skipped" : "");
     return true;
   };

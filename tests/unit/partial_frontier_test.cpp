@@ -99,6 +99,8 @@ TEST_P(PartialFrontier, MaxPointsGivesExactlyThatManyPoints) {
     EXPECT_TRUE(f.partial()) << k;
     EXPECT_EQ(f.stop_reason, Frontier::StopReason::kMaxPoints) << k;
     EXPECT_FALSE(f.partial_detail.empty());
+    // K = 1 keeps the all-max plan alone: the detail must not name a point the frontier lacks.
+    if (k == 1) EXPECT_NE(f.partial_detail.find("the all-max plan alone"), std::string::npos) << f.partial_detail;
     // A bounded solve finds nothing the full solve misses: every graph-cut point it kept is
     // matched or beaten by the full frontier at its time.
     for (const auto& p : f.points()) {
