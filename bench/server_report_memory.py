@@ -14,14 +14,9 @@ RSS after the last report exceeds the RSS after the first by more than that (bef
 ~40 MiB per report; since: a few MiB in all).
 """
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
+
+from bench_server import BenchServer
 
 
 def main():
@@ -29,32 +24,9 @@ def main():
     reports = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     max_growth_mib = int(sys.argv[3]) if len(sys.argv) > 3 else None
     after_first = None
-    d = tempfile.mkdtemp(prefix="perseus-mem-")
-    serve = subprocess.Popen([binary, "serve", "--db", d + "/db.sqlite", "--port", "0", "--port-file", d + "/port"],
-                             stderr=open(d + "/serve.log", "w"))
+    server = BenchServer(binary, "perseus-mem-")
+    request, rss_mib = server.request, server.rss_mib
     try:
-        for _ in range(1000):
-            if os.path.exists(d + "/port") and open(d + "/port").read().strip():
-                break
-            time.sleep(0.01)
-        port = int(open(d + "/port").read())
-        token = open(d + "/db.sqlite.token").read().strip()
-
-        def request(method, path, body):
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                       headers={"Authorization": "Bearer " + token,
-                                                "Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(r, timeout=120) as resp:
-                    return resp.status, resp.read()
-            except urllib.error.HTTPError as e:
-                return e.code, e.read()
-
-        def rss_mib():
-            with open(f"/proc/{serve.pid}/status") as f:
-                return int(next(l for l in f if l.startswith("VmRSS")).split()[1]) // 1024
-
         profile = open("tests/data/cases/llama_a100_4st.csv").read()
         status, body = request("POST", "/v1/jobs", {"pp": 4, "dp": 1, "microbatches": 8, "p2p_power_w": 75,
                                                     "profile_csv": profile})
@@ -78,9 +50,8 @@ def main():
             print(f"FAIL: the server's RSS grew by {growth} MiB over reports 2..{reports} (limit {max_growth_mib} MiB)")
             return 1
     finally:
-        serve.terminate()
-        serve.wait()
-        shutil.rmtree(d, ignore_errors=True)  # the database holds every report
+        server.stop()
+        server.remove()
 
 
 if __name__ == "__main__":

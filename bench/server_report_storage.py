@@ -10,37 +10,22 @@ without its entries (88 bytes); before, the whole report was stored (17,436 byte
 Usage (from the repository root): bench/server_report_storage.py build/cli/perseus [REPORTS=200]
 """
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
+
+from bench_server import BenchServer
 
 
 def main():
     binary = sys.argv[1]
     reports = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    d = tempfile.mkdtemp(prefix="perseus-storage-")
-    serve = subprocess.Popen([binary, "serve", "--db", d + "/db.sqlite", "--port", "0", "--port-file", d + "/port"],
-                             stderr=open(d + "/serve.log", "w"))
+    server = BenchServer(binary, "perseus-storage-")
     try:
-        for _ in range(1000):
-            if os.path.exists(d + "/port") and open(d + "/port").read().strip():
-                break
-            time.sleep(0.01)
-        port = int(open(d + "/port").read())
-        token = open(d + "/db.sqlite.token").read().strip()
-
         def request(method, path, body=None):
-            data = None if body is None else json.dumps(body).encode()
-            r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                       headers={"Authorization": "Bearer " + token,
-                                                "Content-Type": "application/json"})
-            with urllib.request.urlopen(r, timeout=120) as resp:
-                return json.loads(resp.read() or b"null")
+            status, text = server.request(method, path, body)
+            assert status < 300, (status, text)
+            return json.loads(text or b"null")
 
         profile = open("tests/data/cases/llama_a100_4st.csv").read()
         job = request("POST", "/v1/jobs", {"pp": 4, "dp": 1, "microbatches": 96, "p2p_power_w": 75,
@@ -54,16 +39,14 @@ def main():
             batch = [{"iteration": i, "time_s": 1.0, "energy_j": 600.0, "instructions": entries}
                      for i in range(first, min(reports, first + 50))]
             request("POST", f"/v1/jobs/{job}/ranks/0/measurements", {"measurements": batch})
-    finally:
-        serve.terminate()
-        serve.wait()
-    try:
-        con = sqlite3.connect(d + "/db.sqlite")
+        server.stop()
+        con = sqlite3.connect(server.db)
         n, mean = con.execute("SELECT COUNT(*), AVG(length(body_json)) FROM measurements").fetchone()
         con.close()
         print(f"{n} reports of {len(entries)} entries: {mean:.0f} bytes stored per report")
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        server.stop()
+        server.remove()
 
 
 if __name__ == "__main__":
