@@ -197,10 +197,25 @@ def find_perseus_binary(binary=None):
                            "or build it: make test)")
 
 
+def _die_with_parent():
+    """In the forked child, before exec: SIGTERM it when the thread that started it dies
+    (Linux PR_SET_PDEATHSIG), so a killed training script leaves no ``perseus serve`` behind."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the server then outlives a killed parent, as before
+        pass
+
+
 class LocalServer:
     """Runs ``perseus serve`` on 127.0.0.1 with a free port, an in-memory database and a fresh
-    random token (written to a 0600 file, never on the command line). Use as a context
-    manager; attributes ``url``, ``token``, ``api`` (an :class:`API`).
+    random token (written to a 0600 file, never on the command line, removed once the server
+    has read it). Use as a context manager; attributes ``url``, ``token``, ``api`` (an
+    :class:`API`). The server gets SIGTERM when the thread that started it dies (Linux
+    PR_SET_PDEATHSIG), so a training script killed with SIGTERM or SIGKILL leaves no server
+    running; start it from the thread that lives as long as you need it.
 
     binary: see :func:`find_perseus_binary`; args: extra ``perseus serve`` options;
     startup_timeout_s: how long to wait for it to listen, s. Raises ServerStartError.
@@ -238,7 +253,7 @@ class LocalServer:
         log = open(self.log_path or os.path.join(self._dir, "serve.log"), "w")
         cmd = [self.binary, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
                "--db", ":memory:", "--token-file", token_file] + self.args
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + self.startup_timeout_s
         while not os.path.exists(port_file):
@@ -261,6 +276,9 @@ class LocalServer:
                     self.stop()
                     raise ServerStartError("perseus serve does not answer /v1/health") from None
                 time.sleep(0.02)
+        # The server read the token at start: the file need not outlive that (a killed Python
+        # process leaves no admin token on disk).
+        os.unlink(token_file)
         return self
 
     def log(self):

@@ -46,6 +46,36 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def test_a_killed_script_leaves_no_local_server_or_token(self):
+        # A training script killed with SIGKILL (no __exit__ runs): its LocalServer gets SIGTERM
+        # from the kernel (PR_SET_PDEATHSIG) and the admin token file is already gone.
+        import subprocess
+        import sys
+        import time
+
+        script = ("import os, sys\n"
+                  "from perseus.server import LocalServer\n"
+                  "s = LocalServer(os.environ.get('PERSEUS_BINARY')).start()\n"
+                  "print(s.proc.pid, s._dir, flush=True)\n"
+                  "os.kill(os.getpid(), 9)\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, -9, out.stderr)
+        pid, folder = out.stdout.split()
+        self.addCleanup(lambda: __import__("shutil").rmtree(folder, ignore_errors=True))
+        self.assertFalse(os.path.exists(os.path.join(folder, "token")))
+
+        def alive():
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    return f.read().split(")")[-1].split()[0] != "Z"
+            except FileNotFoundError:
+                return False
+
+        deadline = time.monotonic() + 60  # the kernel's signal arrives at once; the bound only stops a hang
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertFalse(alive(), "perseus serve %s outlived the killed script" % pid)
+
     def test_the_watchdog_ships_beside_the_extension(self):
         # The client looks for perseus-watchdog next to _perseus first: a package copied to
         # another machine or installed (cmake --install) brings its watchdog along.
