@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -105,8 +107,12 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
   c.source = source;
   std::istringstream in{std::string(text)};
   int line_no = 0;
+  std::map<std::string, int> first_line;  // single-value directive -> the line that gave it
   for (std::string raw; std::getline(in, raw);) {
     ++line_no;
+    // A NUL would cut every message quoting the line (and the path it names) short.
+    if (raw.find('\0') != std::string::npos)
+      throw InputError::in_file(source, line_no, "config", "the line contains a NUL byte");
     if (const auto hash = raw.find('#'); hash != std::string::npos) raw.erase(hash);
     std::istringstream words(raw);
     LineParser p{source, line_no, "", {}};
@@ -114,6 +120,14 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
     for (std::string w; words >> w;) p.words.push_back(w);
     const auto& w = p.words;
     const std::string& d = p.directive;
+    // Every directive but allow sets one value: a second one would silently win.
+    static const std::set<std::string> kSingle = {"socket",  "socket_mode", "socket_group", "state_dir",
+                                                  "backend", "library",     "dry_run_log",  "gpus",
+                                                  "rate_limit", "max_clients"};
+    if (kSingle.count(d) != 0) {
+      if (const auto [it, fresh] = first_line.emplace(d, line_no); !fresh)
+        p.fail(d, fmt::format("given twice (first on line {}); give it once", it->second));
+    }
     if (d == "socket") {
       p.want(1, 1, "socket PATH");
       if (w[0].front() != '/') p.fail(d, fmt::format("'{}' must be an absolute path", w[0]));

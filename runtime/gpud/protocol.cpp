@@ -69,7 +69,13 @@ Request parse_request(std::string_view line) {
       ++keys;
     }
   } else {
-    bad(fmt::format("unknown op '{}' (expected hello, clocks, lock, unlock or energy)", op.substr(0, 32)));
+    // Control bytes (a NUL would end the message in C strings) shown as \xNN.
+    std::string shown;
+    for (const char ch : op.substr(0, 32)) {
+      const auto c = static_cast<unsigned char>(ch);
+      shown += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, ch);
+    }
+    bad(fmt::format("unknown op '{}' (expected hello, clocks, lock, unlock or energy)", shown));
   }
   if (j.size() != keys) {
     for (const auto& [k, v] : j.items()) {

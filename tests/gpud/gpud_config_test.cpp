@@ -75,6 +75,13 @@ TEST(GpudConfig, ErrorsNameFileLineAndField) {
   EXPECT_EQ(error_of("socket /x.sock\n"), "gpud.conf: field 'allow': no allow rule: nobody could use the helper (add e.g. "
                                           "'allow * group:perseus')");
   EXPECT_EQ(error_of(""), error_of("# only a comment\n"));
+  // A single-value directive given twice: the second would silently win.
+  EXPECT_EQ(error_of("socket /a.sock\nallow * uid:0\nsocket /b.sock\n"),
+            "gpud.conf:3: field 'socket': given twice (first on line 1); give it once");
+  EXPECT_EQ(error_of("allow * uid:0\nallow 0 uid:1\nbackend dry-run\ngpus 0\n"), "accepted") << "allow rules add up";
+  // A NUL byte: named, not copied into the message (it would cut the message short).
+  const std::string with_nul = error_of(std::string("allow * uid:0\n\0junk\n", 20));
+  EXPECT_EQ(with_nul, "gpud.conf:2: field 'config': the line contains a NUL byte");
 }
 
 TEST(GpudConfig, MissingFileIsAnInputError) {

@@ -42,6 +42,9 @@ TEST(GpudProtocol, MalformedRequestsAreRefusedWithTheReason) {
   EXPECT_NE(refusal(R"({"op":"lock","gpu":0,"gpu":1,"mhz":1410})").find("'gpu' appears more than once"),
             std::string::npos);
   EXPECT_NE(refusal(R"({"op":"set_power_limit","gpu":0})").find("unknown op 'set_power_limit'"), std::string::npos);
+  // A NUL or escape byte in the op is shown as \xNN, not copied (it cut the message short).
+  EXPECT_NE(refusal(R"({"op":"lo\u0000ck\u001b","gpu":0})").find("unknown op 'lo\\x00ck\\x1b' (expected"), std::string::npos)
+      << refusal(R"({"op":"lo\u0000ck\u001b","gpu":0})");
   EXPECT_NE(refusal(R"({"op":"lock","gpu":0})").find("missing field 'mhz'"), std::string::npos);
   EXPECT_NE(refusal(R"({"op":"lock","gpu":"0","mhz":1410})").find("'gpu' must be an integer"), std::string::npos);
   EXPECT_NE(refusal(R"({"op":"lock","gpu":-1,"mhz":1410})").find("0..255, got -1"), std::string::npos);
