@@ -162,6 +162,14 @@ int monitor(const MonitorArgs& args) {
       if (devices.empty()) {
         no_gpu = gpud ? "the gpud helper lets this user use no GPU" : rocm ? "ROCm SMI reports 0 GPUs" : "NVML reports 0 GPUs";
       }
+    } else if (!gpud) {
+      // A GPU number the machine lacks is the caller's mistake, not "no GPU on this machine".
+      const int n = rocm ? runtime::rocm_smi_device_count(args.rocm_smi_library)
+                         : runtime::nvml_device_count(args.nvml_library);
+      if (n > 0 && devices.back() >= n) {
+        throw InputError(fmt::format("monitor: -d {}: this machine has {} {} GPU{} (indices 0..{}); command not run",
+                                     devices.back(), n, rocm ? "AMD" : "NVIDIA", n == 1 ? "" : "s", n - 1));
+      }
     }
     for (int d : devices) {
       DeviceMeter m;

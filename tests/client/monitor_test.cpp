@@ -1,6 +1,7 @@
 // `perseus monitor`: energy through (fake) NVML, exit status passthrough, no-GPU machines.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -31,6 +32,19 @@ TEST(Monitor, ReportsTimeAndEnergyOfEveryGpu) {
     EXPECT_GT(g["energy_j"].get<double>(), 5.0);  // fake GPU: 100 W x >= 0.2 s
     EXPECT_LT(g["energy_j"].get<double>(), 1000.0);
   }
+}
+
+// -d naming a GPU the machine lacks is the caller's mistake: an error naming it and the
+// machine's count, the command not run (it said "no NVIDIA GPU can be measured", exit 4).
+TEST(Monitor, AGpuNumberTheMachineLacksIsNamed) {
+  TempDir dir;
+  const pid_t pid = spawn({PERSEUS_BINARY, "monitor", "--nvml-library", FAKE_NVML_PATH, "-d", "5", "--allow-no-gpu",
+                           "--", "touch", dir.file("ran")},
+                          {{"FAKE_NVML_DEVICES", "2"}}, dir.file("out.txt"));
+  EXPECT_EQ(exit_code(wait_exit(pid)), 1);
+  const std::string out = read_file(dir.file("out.txt"));
+  EXPECT_NE(out.find("-d 5: this machine has 2 NVIDIA GPUs (indices 0..1); command not run"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
 }
 
 TEST(Monitor, PassesTheCommandsExitStatusThrough) {
