@@ -68,29 +68,62 @@ double steady_now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The command's pid while it runs, and a SIGTERM/SIGHUP that arrived before it was known.
+volatile sig_atomic_t g_child_pid = 0;
+volatile sig_atomic_t g_pending_signal = 0;
+
+void forward_to_child(int sig) {
+  if (g_child_pid > 0) {
+    ::kill(static_cast<pid_t>(g_child_pid), sig);
+  } else {
+    g_pending_signal = sig;
+  }
+}
+
 // Runs the command; *t0_s/*t1_s: steady-clock times right before the spawn and right after
 // the wait (the command's lifetime, the interval energy is integrated over).
 int run_command(const std::vector<std::string>& command, double* t0_s, double* t1_s) {
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  // Like time(1): Ctrl-C goes to the command; we wait for it and still report.
-  struct sigaction ignore {}, old_int {}, old_quit {};
+  // Like time(1): Ctrl-C goes to the command; we wait for it and still report. SIGTERM and
+  // SIGHUP sent to the monitor alone (a job scheduler) are passed on to the command, so it
+  // never runs on unsupervised; the monitor then reports and exits with its status.
+  struct sigaction ignore {}, forward {}, old_int {}, old_quit {}, old_term {}, old_hup {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
+  forward.sa_handler = forward_to_child;
+  sigemptyset(&forward.sa_mask);
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
+  sigaction(SIGTERM, &forward, &old_term);
+  sigaction(SIGHUP, &forward, &old_hup);
+  // The command gets the default actions back (an ignored SIGINT would be inherited: Ctrl-C
+  // would not stop a command that keeps the dispositions it is given, such as sleep).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
   *t0_s = steady_now_s();
-  const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   int status = 0;
   if (rc == 0) {
+    g_child_pid = pid;
+    if (g_pending_signal != 0) ::kill(pid, g_pending_signal);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    g_child_pid = 0;
   }
   *t1_s = steady_now_s();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
   if (rc != 0) {
     fmt::print(stderr, "perseus monitor: cannot run '{}': {}\n", command[0], std::strerror(rc));
     return kExitCannotRun;

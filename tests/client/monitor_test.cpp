@@ -1,5 +1,6 @@
 // `perseus monitor`: energy through (fake) NVML, exit status passthrough, no-GPU machines.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -45,6 +46,28 @@ TEST(Monitor, AGpuNumberTheMachineLacksIsNamed) {
   const std::string out = read_file(dir.file("out.txt"));
   EXPECT_NE(out.find("-d 5: this machine has 2 NVIDIA GPUs (indices 0..1); command not run"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
+}
+
+// SIGTERM to the monitor alone (a job scheduler) reaches the command, which never runs on
+// unsupervised; the monitor reports and exits with the command's status. SIGINT reaches a
+// command that keeps its dispositions (sleep): the monitor ignores it, the command must not
+// inherit that. Event-driven: the signals go out once the command wrote its pid.
+TEST(Monitor, SignalsReachTheCommand) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    TempDir dir;
+    const std::string pid_file = dir.file("pid");
+    const pid_t monitor = spawn({PERSEUS_BINARY, "monitor", "--nvml-library", FAKE_NVML_PATH, "--json",
+                                 dir.file("m.json"), "--", "sh", "-c", "echo $$ > " + pid_file + ".tmp && mv " +
+                                 pid_file + ".tmp " + pid_file + " && exec sleep 60"},
+                                {{"FAKE_NVML_DEVICES", "1"}}, dir.file("out.txt"));
+    ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(pid_file); }, 60)) << read_file(dir.file("out.txt"));
+    const pid_t child = std::stoi(read_file(pid_file));
+    ::kill(sig == SIGTERM ? monitor : child, sig);  // Ctrl-C reaches both; the monitor ignores it
+    if (sig == SIGINT) ::kill(monitor, SIGINT);
+    EXPECT_EQ(exit_code(wait_exit(monitor)), 128 + sig) << read_file(dir.file("out.txt"));
+    EXPECT_NE(::kill(child, 0), 0) << "the command outlived the monitor";
+    EXPECT_TRUE(std::filesystem::exists(dir.file("m.json"))) << "the monitor still reports";
+  }
 }
 
 TEST(Monitor, PassesTheCommandsExitStatusThrough) {
