@@ -327,15 +327,15 @@ void register_monitor(CLI::App& app) {
   cmd->add_option("-d,--device", args->devices, "GPU index to measure (repeatable; default: all GPUs)")
       ->allow_extra_args(false)
       ->check(integer_in(0, 255));
-  cmd->add_option("--nvml-library", args->nvml_library,
+  CLI::Option* nvml_library = cmd->add_option("--nvml-library", args->nvml_library,
                   "NVML library to dlopen (default: $PERSEUS_NVML_LIBRARY or libnvidia-ml.so.1)");
   cmd->add_option("--backend", args->backend,
                   "GPU library: nvml (NVIDIA), rocm-smi (AMD) or gpud (readings through the perseus gpud helper)")
       ->check(CLI::IsMember({"nvml", "rocm-smi", "gpud"}))
       ->capture_default_str();
-  cmd->add_option("--rocm-smi-library", args->rocm_smi_library,
+  CLI::Option* rocm_smi_library = cmd->add_option("--rocm-smi-library", args->rocm_smi_library,
                   "ROCm SMI library to dlopen (default: $PERSEUS_ROCM_SMI_LIBRARY or librocm_smi64.so)");
-  cmd->add_option("--gpud-socket", args->gpud_socket,
+  CLI::Option* gpud_socket = cmd->add_option("--gpud-socket", args->gpud_socket,
                   "gpud backend: the helper's socket (default: $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock)");
   cmd->add_option("--json", args->json_path,
                   "Also write the result as JSON to this file (written atomically; checked before CMD runs)")
@@ -346,7 +346,14 @@ void register_monitor(CLI::App& app) {
   cmd->add_flag("--allow-no-gpu", args->allow_no_gpu, "Run the command even when no GPU can be measured");
   cmd->add_option("command", args->command, "Command and its arguments (after --)")->required();
   cmd->footer("Usage: perseus monitor [OPTIONS] -- CMD [ARGS...]");
-  cmd->callback([args] {
+  cmd->callback([args, nvml_library, rocm_smi_library, gpud_socket] {
+    // An option of another backend would be silently ignored: say so instead.
+    for (const auto& [opt, backend] : {std::pair{nvml_library, "nvml"}, std::pair{rocm_smi_library, "rocm-smi"},
+                                       std::pair{gpud_socket, "gpud"}}) {
+      if (opt->count() > 0 && args->backend != backend)
+        throw CLI::ValidationError(opt->get_name(), fmt::format("applies to --backend {} only; the backend is {}",
+                                                                backend, args->backend));
+    }
     const int status = monitor(*args);
     std::fflush(stdout);
     std::fflush(stderr);

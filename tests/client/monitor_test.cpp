@@ -178,7 +178,9 @@ TEST(Monitor, OptionValuesOutOfRangeAreUsageErrors) {
   int n = 0;
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
            {"--interval", "0"}, {"--interval", "-1"}, {"--interval", "nan"}, {"--interval", "1e9"},
-           {"-d", "-1"}, {"-d", "x"}, {"--json", ""}}) {
+           {"-d", "-1"}, {"-d", "x"}, {"--json", ""},
+           // an option of another backend (the default nvml) would be ignored silently
+           {"--gpud-socket", "/run/x.sock"}, {"--rocm-smi-library", "/x.so"}}) {
     std::vector<std::string> argv = {PERSEUS_BINARY, "monitor"};
     argv.insert(argv.end(), bad.begin(), bad.end());
     for (const char* a : {"--", "touch"}) argv.push_back(a);
