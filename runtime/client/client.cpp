@@ -290,24 +290,33 @@ struct Client::Impl {
   // Posts a batch; when the server refuses a batch of several for good (an older server that
   // validates batches whole), posts each report alone so that the valid ones are kept.
   // Returns the result for the batch as a whole (kOk when every report was settled).
+  // A report the server refuses as invalid (422) is rejected, counted as a batch item the
+  // server names in "rejected" would be (reports_rejected); other refusals drop it.
   CallResult post(ServerConnection& conn, const std::vector<IterationMeasurement>& batch, std::int64_t* dropped) {
     CallResult r = conn.post_measurements(batch);
-    if (r.status != CallStatus::kPermanent || batch.size() == 1) {
-      if (r.status == CallStatus::kPermanent) *dropped += 1;
-      return r;
+    if (r.status == CallStatus::kPermanent && batch.size() == 1 && r.http_status == 422) {
+      CallResult rejected;
+      rejected.rejected.emplace_back(batch.front().iteration, r.message);
+      return rejected;
     }
+    if (r.status != CallStatus::kPermanent || batch.size() == 1) return r;
+    CallResult settled;
     for (const auto& m : batch) {
       CallResult one = conn.post_measurements({m});
       if (one.status == CallStatus::kRetryable) return one;  // try the whole batch again later
-      if (one.status == CallStatus::kPermanent) {
+      if (one.status == CallStatus::kPermanent && one.http_status == 422) {
+        settled.rejected.emplace_back(m.iteration, one.message);
+      } else if (one.status == CallStatus::kPermanent) {
         ++*dropped;
         std::lock_guard lock(mu);
         note_failure(one);
         fmt::print(stderr, "perseus client: rank {}: server refused the report of iteration {}: {}\n", opt.ranks.rank,
                    m.iteration, one.message);
+      } else {
+        settled.rejected.insert(settled.rejected.end(), one.rejected.begin(), one.rejected.end());
       }
     }
-    return CallResult{};
+    return settled;
   }
 
   void report_loop() {

@@ -348,6 +348,23 @@ TEST_F(Guards, RejectionsOfIterationsNotSentAreNotCounted) {
   EXPECT_EQ(st.reports_dropped, 0);
 }
 
+// A report refused as invalid (422) counts as rejected whether it went alone or in a batch
+// (alone it counted as dropped and as a server failure).
+TEST_F(Guards, AReportRefusedAloneCountsAsRejected) {
+  server_.set_plan(0, make_plan(1, {{"forward", 1410}, {"backward", 1410}}));
+  server_.refuse_single_with_422(1);
+  auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+  for (int it = 0; it < 3; ++it) {
+    run_step(*c, {"forward", "backward"});
+    ASSERT_TRUE(c->flush_reports(60));  // one report per post
+  }
+  const auto st = c->stats();
+  EXPECT_EQ(st.reports_rejected, 1);
+  EXPECT_EQ(st.reports_sent, 2);
+  EXPECT_EQ(st.reports_dropped, 0);
+  EXPECT_EQ(st.server_failures, 0);
+}
+
 // A server restored from an older database answers the client's since_version, which it
 // never issued, with its plan in force: the client follows it (with a warning) instead of
 // ignoring every plan below the version it had.

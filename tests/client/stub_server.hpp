@@ -63,6 +63,12 @@ class StubServer {
     issued_[rank] = plan.version;
     plans_[rank] = std::move(plan);
   }
+  /// A report of `iteration` posted alone is refused whole with 422 (as perseus serve refuses an
+  /// invalid single report).
+  void refuse_single_with_422(std::int64_t iteration) {
+    std::lock_guard lock(mu_);
+    refused_single_.insert(iteration);
+  }
   /// An item added to the "rejected" list of every measurements answer (a misbehaving server).
   void add_foreign_rejection(nlohmann::json item) {
     std::lock_guard lock(mu_);
@@ -195,6 +201,8 @@ class StubServer {
       if (j.contains("measurements")) {
         for (const auto& m : j["measurements"]) add(m);
       } else {
+        if (refused_single_.count(j.at("iteration").get<std::int64_t>()) != 0)
+          return error(res, 422, "invalid_field", "test refuses this report");
         add(j);
       }
       for (const auto& item : foreign_rejections_) rejected.push_back(item);
@@ -213,6 +221,7 @@ class StubServer {
   std::map<int, std::int64_t> served_;
   std::map<int, std::int64_t> issued_;  // highest version set per rank (restore_plan lowers it)
   std::vector<nlohmann::json> foreign_rejections_;
+  std::set<std::int64_t> refused_single_;
   std::map<int, std::vector<int>> registered_;
   std::map<int, std::vector<int>> coords_;
   std::map<int, std::string> raw_plans_;
