@@ -136,6 +136,8 @@ struct Client::Impl {
   std::atomic<std::int64_t> version_in_use{-1};
   bool registered = false;
   JobShape shape;  // the job's shape from the registration (under mu once the threads run)
+  /// shape.microbatches for the training thread's report (0: unknown), without taking mu.
+  std::atomic<int> job_microbatches{0};
   std::string registration_error;  // a permanent refusal of the registration (e.g. 409)
   std::int64_t refused_version = -1;  // newest plan version refused by check_plan
   bool warned_snap = false;
@@ -261,6 +263,7 @@ struct Client::Impl {
       lock.lock();
       if (need_register && reg_ok) {
         shape = conn.shape();
+        job_microbatches.store(shape.microbatches);
         registered = true;
         st.registered = true;
         wake.notify_all();  // the reporter may start
@@ -408,6 +411,7 @@ struct Client::Impl {
       CallResult r = registered ? CallResult{} : conn.register_rank(supported_mhz);
       if (r.ok()) {
         shape = conn.shape();
+        job_microbatches.store(shape.microbatches);
         registered = true;
         st.registered = true;
         RankPlan p;
@@ -627,7 +631,13 @@ void Client::on_instruction_end(std::string_view name) {
   const int applied = im.controller->applied_mhz();
   m.freq_mhz = applied > 0 ? applied : (im.cur_freq > 0 ? im.cur_freq : im.supported_mhz.front());
   if (im.cur_planned_freq > 0 && m.freq_mhz == im.cur_freq) m.planned_freq_mhz = im.cur_planned_freq;
-  im.current.instructions.push_back(std::move(m));
+  // A computation the job does not have (after a plan mismatch with strict off: a name that is
+  // no instruction kind, or a microbatch beyond the job's) would make the server refuse the whole
+  // report: it is left out, the step's time and energy still go.
+  const int job_mb = im.job_microbatches.load(std::memory_order_relaxed);
+  const bool known = m.instruction == "forward" || m.instruction == "backward" || m.instruction == "backward_input" ||
+                     m.instruction == "backward_weight";
+  if (known && (job_mb <= 0 || m.microbatch < job_mb)) im.current.instructions.push_back(std::move(m));
   im.in_instr = false;
   ++im.pos;
 }

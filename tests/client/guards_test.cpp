@@ -365,6 +365,35 @@ TEST_F(Guards, AReportRefusedAloneCountsAsRejected) {
   EXPECT_EQ(st.server_failures, 0);
 }
 
+// After a plan mismatch with the error caught (strict off), the step's report leaves out the
+// computations the job does not have (a name that is no instruction kind, a microbatch beyond
+// the job's): perseus serve refuses a report holding them, so the step's time was lost.
+TEST_F(Guards, AMismatchedStepReportsOnlyTheJobsComputations) {
+  server_.set_registration_reply(R"({"pp":1,"microbatches":1,"chunks":1})");
+  server_.set_plan(0, make_plan(1, {{"forward", 1410}, {"backward", 1410}}));
+  auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
+  c->on_step_begin();
+  for (const char* name : {"forward", "backward", "optimizer", "forward"}) {
+    try {
+      c->on_instruction_begin(name);
+    } catch (const ClientError&) {  // the mismatch, reported once
+    }
+    c->on_instruction_end(name);
+  }
+  try {
+    c->on_step_end();
+  } catch (const ClientError&) {  // more computations than planned
+  }
+  ASSERT_TRUE(c->flush_reports(60));
+  const auto got = server_.measurements(0);
+  ASSERT_EQ(got.count(0), 1u);
+  const auto& list = got.at(0)["instructions"];
+  ASSERT_EQ(list.size(), 2u) << got.at(0).dump();
+  EXPECT_EQ(list[0]["instruction"], "forward");
+  EXPECT_EQ(list[1]["instruction"], "backward");
+  EXPECT_GT(got.at(0)["time_s"].get<double>(), 0.0);
+}
+
 // A server restored from an older database answers the client's since_version, which it
 // never issued, with its plan in force: the client follows it (with a warning) instead of
 // ignoring every plan below the version it had.
