@@ -6,8 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <set>
-#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -93,6 +91,22 @@ int plan_int(const json& item, const char* key, std::int64_t lo, std::int64_t hi
   return static_cast<int>(it->get<std::int64_t>());
 }
 
+/// Records computation #k's kind for its (stage, microbatch) in `seen` (a bit per kind:
+/// forward 1, backward 2, backward_input 4, backward_weight 8) and returns its bit; throws
+/// when that computation was listed already.
+unsigned note_once(std::map<std::pair<int, int>, unsigned>& seen, const PlanInstruction& i, std::size_t k) {
+  const unsigned bit = i.instruction == "forward"          ? 1u
+                       : i.instruction == "backward"       ? 2u
+                       : i.instruction == "backward_input" ? 4u
+                                                           : 8u;
+  unsigned& kinds = seen[{i.stage, i.microbatch}];
+  if (kinds & bit)
+    throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} appears twice", k,
+                                         i.instruction, i.stage, i.microbatch));
+  kinds |= bit;
+  return bit;
+}
+
 void check_plan_shape(const RankPlan& plan, const JobShape& shape, int pp_rank) {
   const int mb = shape.microbatches, chunks = std::max(shape.chunks, 1);
   // Per (stage, microbatch): which kinds appear (bit per kind).
@@ -106,16 +120,7 @@ void check_plan_shape(const RankPlan& plan, const JobShape& shape, int pp_rank) 
     if (shape.pp > 0 && pp_rank >= 0 && (i.stage >= shape.pp * chunks || i.stage % shape.pp != pp_rank))
       throw std::runtime_error(fmt::format("computation #{}: stage {} is not a stage of pp_rank {} (pp {}, {} chunk{})",
                                            k, i.stage, pp_rank, shape.pp, chunks, chunks == 1 ? "" : "s"));
-    const unsigned bit = i.instruction == "forward"          ? 1u
-                         : i.instruction == "backward"       ? 2u
-                         : i.instruction == "backward_input" ? 4u
-                                                             : 8u;
-    unsigned& kinds = seen[{i.stage, i.microbatch}];
-    if (kinds & bit)
-      throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} appears twice", k,
-                                           i.instruction, i.stage, i.microbatch));
-    kinds |= bit;
-    if (bit == 8u) ++weights;
+    if (note_once(seen, i, k) == 8u) ++weights;
   }
   const std::size_t expected = static_cast<std::size_t>(mb) * static_cast<std::size_t>(chunks);
   std::size_t full_pairs = 0;
@@ -180,13 +185,8 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
   if (shape.microbatches > 0) {
     check_plan_shape(plan, shape, pp_rank);
   } else {  // shape unknown: each computation once all the same
-    std::set<std::tuple<int, int, std::string>> seen;
-    for (std::size_t k = 0; k < plan.instructions.size(); ++k) {
-      const PlanInstruction& i = plan.instructions[k];
-      if (!seen.emplace(i.stage, i.microbatch, i.instruction).second)
-        throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} appears twice", k,
-                                             i.instruction, i.stage, i.microbatch));
-    }
+    std::map<std::pair<int, int>, unsigned> seen;
+    for (std::size_t k = 0; k < plan.instructions.size(); ++k) note_once(seen, plan.instructions[k], k);
   }
   return plan;
 }

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -120,11 +119,9 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
     for (std::string w; words >> w;) p.words.push_back(w);
     const auto& w = p.words;
     const std::string& d = p.directive;
-    // Every directive but allow sets one value: a second one would silently win.
-    static const std::set<std::string> kSingle = {"socket",  "socket_mode", "socket_group", "state_dir",
-                                                  "backend", "library",     "dry_run_log",  "gpus",
-                                                  "rate_limit", "max_clients"};
-    if (kSingle.count(d) != 0) {
+    // Every directive but allow sets one value: a second one would silently win. (An unknown
+    // directive is refused at its first line, below, so it never reaches this check twice.)
+    if (d != "allow") {
       if (const auto [it, fresh] = first_line.emplace(d, line_no); !fresh)
         p.fail(d, fmt::format("given twice (first on line {}); give it once", it->second));
     }
