@@ -5,7 +5,7 @@ Starts `perseus serve` on a fresh database in a temporary folder, creates a read
 with 96 microbatches from tests/data/cases/llama_a100_4st.csv, registers rank 0 and posts
 REPORTS iteration reports of 192 per-computation entries each (in batches of 50), then prints
 the mean stored body per report (SQLite `length(body_json)`). A ready job stores a report
-without its entries (88 bytes); before, the whole report was stored (17,436 bytes).
+without its entries (88 bytes); before (a build of commit 1b1d92d), the whole report was stored (17,436 bytes).
 
 Usage (from the repository root): bench/server_report_storage.py build/cli/perseus [REPORTS=200]
 """

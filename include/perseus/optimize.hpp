@@ -84,7 +84,7 @@ struct OptimizeSummary {
 /// The default plan sampling (sample = 0) of a DAG of `num_ops` computations writes at most
 /// this many bytes of plan files, estimating kPlanFileBytesPerOp bytes per computation and plan
 /// (a perseus plan file: 170–180 B per computation): 100 plans up to ~7,400 computations, fewer
-/// above (a 4 × 5,000 pipeline wrote 629 MB in 20 s before this cap).
+/// above (docs/performance.md "Bounded solves": a 4 × 5,000 pipeline wrote 629 MB before this cap, 125 MB since).
 inline constexpr std::size_t kDefaultPlanFilesBytes = std::size_t{128} << 20;
 inline constexpr std::size_t kPlanFileBytesPerOp = 180;
 
