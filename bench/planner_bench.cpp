@@ -210,6 +210,9 @@ int run(int argc, char** argv) {
       // PERSEUS_BENCH_POLISH_S=S: PlannerOptions::polish_time_s of the certified planner (window search).
       if (const char* s = std::getenv("PERSEUS_BENCH_POLISH_S"); s != nullptr && *s && mode2 == perseus::PlannerMode::kCertified)
         opt.polish_time_s = number(s, "PERSEUS_BENCH_POLISH_S");
+      // PERSEUS_BENCH_REFINE_GAP=PCT: PlannerOptions::refine_gap_pct (where the LP stage refines).
+      if (const char* s = std::getenv("PERSEUS_BENCH_REFINE_GAP"); s != nullptr && *s && mode2 == perseus::PlannerMode::kCertified)
+        opt.refine_gap_pct = number(s, "PERSEUS_BENCH_REFINE_GAP");
       const double c0 = cpu_s();
       const perseus::Frontier f = perseus::solve_frontier(dag, p, opt);
       const double cpu = cpu_s() - c0;

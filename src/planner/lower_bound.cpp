@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include <ClpEventHandler.hpp>
+#include <ClpDualRowDantzig.hpp>
 #include <ClpSimplex.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <fmt/core.h>
@@ -191,6 +192,11 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   lp_->model.setLogLevel(0);
   lp_->model.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
   lp_->model.setOptimizationDirection(1.0);
+  // Dantzig's rule (largest infeasibility) instead of CLP's default steepest edge: on these
+  // small, well-scaled LPs the cheaper iterations win (GPT-3 A100 8 x 12: LP solves 0.047 ->
+  // 0.037 s for 40 solves, 8 x 48: whole certified solve 1.25 -> 0.94 s; docs/planner2.md).
+  ClpDualRowDantzig dantzig;
+  lp_->model.setDualRowPivotAlgorithm(dantzig);
 }
 
 HullLowerBound::~HullLowerBound() = default;
