@@ -1,6 +1,8 @@
 // Loopback integration: profile job, 2 DP x 8 PP ranks, plans, measurements, straggler switch.
 #include <atomic>
+#include <algorithm>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -281,6 +283,44 @@ TEST_F(ServerFlow, MaxJobsHoldsUnderConcurrentCreates) {
   const auto zero = api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 0.0}});
   EXPECT_EQ(zero.status, 422) << zero.body;
   EXPECT_NE(zero.body.find("got 0"), std::string::npos) << zero.body;
+}
+
+// /metrics has per-pipeline series only for pipelines with data (a report, a straggler
+// decision): a job of many pipelines costs nothing there until they report.
+TEST_F(ServerFlow, MetricsHaveSeriesOnlyForPipelinesWithData) {
+  LocalServer srv(dir.file("p.db"));
+  Api api(srv.port());
+  auto rank_list = [](int f) {
+    json l = json::array();
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "forward"}, {"microbatch", m}, {"freq_mhz", f}});
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "backward"}, {"microbatch", m}, {"freq_mhz", f}});
+    return l;
+  };
+  const json body = {{"pp", 2}, {"dp", 5000}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 60.0},
+                     {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(1000), rank_list(1000)}}},
+                                {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(1400), rank_list(1400)}}}}}};
+  const auto created = api.post("/v1/jobs", body);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string job = created.j["job_id"], base = "/v1/jobs/" + job;
+  auto series = [&] {
+    const auto m = api.get("/metrics");
+    EXPECT_EQ(m.status, 200);
+    std::vector<std::string> lines;
+    std::istringstream in(m.body);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("perseus_pipeline_", 0) == 0 && line.find("job=\"" + job + "\"") != std::string::npos)
+        lines.push_back(line);
+    return lines;
+  };
+  EXPECT_TRUE(series().empty()) << series().front();
+  ASSERT_EQ(api.post(base + "/stragglers", {{"pipeline", 4321}, {"iteration_time_s", 1.5}}).status, 200);
+  // The decision gives every pipeline a predicted saving (so each has series now); the
+  // straggler gauge is 1 for the declared pipeline alone.
+  std::vector<std::string> stragglers;
+  for (const auto& l : series())
+    if (l.rfind("perseus_pipeline_straggler{", 0) == 0 && l.substr(l.size() - 2) == " 1") stragglers.push_back(l);
+  ASSERT_EQ(stragglers.size(), 1u);
+  EXPECT_NE(stragglers[0].find("pipeline=\"4321\",origin=\"declared\"}"), std::string::npos) << stragglers[0];
 }
 
 }  // namespace

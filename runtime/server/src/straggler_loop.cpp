@@ -75,11 +75,14 @@ void StragglerLoop::append_metrics(const std::string& job_id, int num_pipelines,
     families[family] += fmt::format("{}{{job=\"{}\"{}}} {}\n", family, job_id, labels, v);
   };
   for (int d = 0; d < num_pipelines; ++d) {
+    const bool is = stragglers.count(d) > 0;
+    const auto median = detector ? detector->time_s(d) : std::nullopt;
+    // A pipeline that never reported and is no straggler has no series: a job of dp 65,536
+    // would otherwise expose 65,536 series before its first report.
+    if (!is && !median && !last_time_s.count(d) && !predicted_saving_j.count(d) && !measured_saving_j.count(d)) continue;
     const std::string pl = fmt::format(",pipeline=\"{}\"", d);
     if (auto it = last_time_s.find(d); it != last_time_s.end()) add("perseus_pipeline_iteration_time_seconds", pl, it->second);
-    if (detector)
-      if (auto m = detector->time_s(d)) add("perseus_pipeline_median_iteration_time_seconds", pl, *m);
-    const bool is = stragglers.count(d) > 0;
+    if (median) add("perseus_pipeline_median_iteration_time_seconds", pl, *median);
     const std::string origin_label = is ? (origin.count(d) ? origin.at(d) : "declared") : "none";
     add("perseus_pipeline_straggler", pl + fmt::format(",origin=\"{}\"", origin_label), is ? 1 : 0);
     if (auto it = predicted_saving_j.find(d); it != predicted_saving_j.end())
