@@ -53,6 +53,7 @@ struct MonitorArgs {
   std::string json_path;
   double interval_s = 0.1;
   bool allow_no_gpu = false;
+  bool force = false;  // replace an existing --json file
   std::vector<std::string> command;
 };
 
@@ -136,12 +137,16 @@ int run_command(const std::vector<std::string>& command, double* t0_s, double* t
 // Checks, before CMD runs, that the --json file can be written where it will be: a temporary
 // file in its folder is created and removed (the result is written the same way, then renamed
 // into place). A run of hours must not end in "cannot write" with its numbers lost.
-void check_json_writable(const std::string& path) {
+// An existing file is kept unless `force` (a run's numbers are not lost to the next run's).
+void check_json_writable(const std::string& path, bool force) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  check_output_file(path, /*force=*/true, "json");  // a device, FIFO or link is never replaced
   if (fs::is_directory(path, ec)) {
     throw InputError(fmt::format("monitor: --json {}: is a folder, not a file; command not run", path));
+  }
+  check_output_file(path, /*force=*/true, "json");  // a device, FIFO or link is never replaced
+  if (!force && fs::exists(path, ec)) {
+    throw InputError(fmt::format("monitor: --json {}: exists; pass --force to replace it; command not run", path));
   }
   const fs::path target(path);
   const fs::path probe = target.parent_path() / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid());
@@ -175,7 +180,7 @@ int write_json_or_report(const std::string& path, const nlohmann::json& out, int
 int monitor(const MonitorArgs& args) {
   if (args.command.empty()) throw InputError("monitor: no command given (usage: perseus monitor -- CMD [ARGS...])");
   if (!(args.interval_s > 0)) throw InputError("monitor: --interval must be > 0");
-  if (!args.json_path.empty()) check_json_writable(args.json_path);
+  if (!args.json_path.empty()) check_json_writable(args.json_path, args.force);
   std::vector<int> devices = args.devices;
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
@@ -338,8 +343,10 @@ void register_monitor(CLI::App& app) {
   CLI::Option* gpud_socket = cmd->add_option("--gpud-socket", args->gpud_socket,
                   "gpud backend: the helper's socket (default: $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock)");
   cmd->add_option("--json", args->json_path,
-                  "Also write the result as JSON to this file (written atomically; checked before CMD runs)")
+                  "Also write the result as JSON to this file (written atomically; checked before CMD runs; an "
+                  "existing file is kept unless --force)")
       ->check(non_empty_path("a JSON output file"));
+  cmd->add_flag("--force", args->force, "Replace an existing --json file");
   cmd->add_option("--interval", args->interval_s, "Power sampling period, s, for GPUs without an energy counter")
       ->check(positive_number_up_to(3600, "s"))
       ->capture_default_str();

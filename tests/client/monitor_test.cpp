@@ -114,6 +114,22 @@ TEST(Monitor, UnwritableJsonIsRefusedBeforeTheCommandRuns) {
   EXPECT_EQ(exit_code(wait_exit(folder)), 1) << read_file(dir.file("out2.txt"));
   EXPECT_NE(read_file(dir.file("out2.txt")).find("is a folder"), std::string::npos) << read_file(dir.file("out2.txt"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
+  // An existing file is kept (the last run's numbers), unless --force.
+  std::ofstream(dir.file("m.json")) << "{\"earlier\": 1}\n";
+  const pid_t exists = spawn({PERSEUS_BINARY, "monitor", "--json", dir.file("m.json"), "--", "touch", dir.file("ran")},
+                             {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out3.txt"));
+  EXPECT_EQ(exit_code(wait_exit(exists)), 1) << read_file(dir.file("out3.txt"));
+  EXPECT_NE(read_file(dir.file("out3.txt")).find("exists; pass --force to replace it; command not run"), std::string::npos)
+      << read_file(dir.file("out3.txt"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ran")));
+  EXPECT_EQ(read_file(dir.file("m.json")), "{\"earlier\": 1}\n");
+  const pid_t forced = spawn({PERSEUS_BINARY, "monitor", "--force", "--json", dir.file("m.json"), "--", "touch",
+                              dir.file("ran")},
+                             {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out4.txt"));
+  EXPECT_EQ(exit_code(wait_exit(forced)), 0) << read_file(dir.file("out4.txt"));
+  EXPECT_TRUE(nlohmann::json::parse(read_file(dir.file("m.json"))).contains("energy_j"));
+  std::filesystem::remove(dir.file("ran"));
+  for (const char* f : {"m.json", "out3.txt", "out4.txt"}) std::filesystem::remove(dir.file(f));
   // Nothing but the two outputs in the folder: no temporary left behind.
   int entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.is_regular_file() ? 1 : 0;
@@ -204,6 +220,7 @@ std::pair<nlohmann::json, std::string> monitor_with(const TempDir& dir, const st
                                                     std::map<std::string, std::string> env = {},
                                                     std::vector<std::string> command = {"true"}) {
   std::ofstream(dir.file("scenario")) << scenario;
+  std::filesystem::remove(dir.file("m.json"));  // --json keeps an existing file
   env["FAKE_NVML_SCENARIO"] = dir.file("scenario");
   std::vector<std::string> argv = {PERSEUS_BINARY, "monitor", "--nvml-library", FAKE_NVML_PATH, "--json", dir.file("m.json"),
                                    "--interval", "0.01", "--"};
