@@ -138,6 +138,16 @@ void bind_planner(py::module_& m) {
 Time/energy profile: for each (stage, instruction) the measured operating points
 (frequency MHz, time s, energy J of ONE microbatch on ONE GPU). Source: Perseus (SOSP'24) §4.1.
 Create with perseus.load_profile() or perseus.parse_profile().)doc")
+      // Profile.__new__(Profile) would give an object whose C++ profile was never built (every
+      // method then read garbage or crashed): refused. Instances from load_profile() /
+      // parse_profile() are made by pybind11 directly, not through __new__.
+      .def_static(
+          "__new__",
+          [](const py::args&, const py::kwargs&) -> py::object {
+            throw py::type_error("perseus.Profile cannot be created directly; use perseus.load_profile(path) or "
+                                 "perseus.parse_profile(text)");
+          },
+          "Refused: use perseus.load_profile() or perseus.parse_profile().")
       .def_property_readonly("num_stages", &Profile::num_stages, "Number of stages (max stage id + 1).")
       .def_readonly("source", &Profile::source, "Where the profile came from (file path or a description).")
       .def("has", [](const Profile& p, int stage, const std::string& instr) { return p.has(stage, kind_arg(instr)); },

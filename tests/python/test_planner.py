@@ -139,6 +139,21 @@ class ProfileTest(unittest.TestCase):
         self.assertIn("3", msg)  # line 3
         self.assertIn("time", msg)
 
+    def test_a_profile_cannot_be_made_without_its_loader(self):
+        """Profile.__new__ gave an object whose C++ profile was never built: points() crashed
+        the interpreter and num_stages read garbage. Refused with a TypeError naming the loaders."""
+        for make in (lambda: perseus.Profile.__new__(perseus.Profile), lambda: perseus.Profile()):
+            with self.assertRaises(TypeError) as cm:
+                make()
+            self.assertIn("load_profile", str(cm.exception))
+
+        class Sub(perseus.Profile):
+            pass
+
+        with self.assertRaises(TypeError):
+            Sub.__new__(Sub)
+        self.assertEqual(perseus.parse_profile(first_stages_csv(2)).num_stages, 2)
+
     def test_nul_in_a_path_is_refused(self):
         """A path with a NUL would be cut there by the OS ("p.csv\0.bak" opened p.csv): refused
         with InputError (a ValueError) naming the keyword, before any file is opened or written."""
