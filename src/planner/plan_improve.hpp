@@ -83,8 +83,9 @@ bool ruin_and_recreate(const Dag& dag, const std::vector<const Candidates*>& can
 /// slower, or makes one op faster and lets fill_slack() spend the freed time, where the
 /// iteration still ends by deadline_s and the effective energy Σ (E − p_block_w × t) (hence
 /// the energy at the deadline) drops; first improvement, at most max_rounds moves.
-/// Cost per round O(ops² × clocks² × (ops + edges)) with pairs, O(ops × clocks × (ops +
-/// edges)) without. Returns true when `choice` changed.
+/// A move changes an op's clock by at most 8 candidates (kPairMoveClocks). Cost per round
+/// O(ops² × 8² × (ops + edges)) with pairs, O(ops × 8 × (ops + edges)) without. Returns true
+/// when `choice` changed.
 bool improve_by_pairs(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
                       double deadline_s, std::vector<std::uint16_t>& choice, int max_rounds, bool pairs = true);
 
