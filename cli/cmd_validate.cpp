@@ -52,6 +52,8 @@ void register_validate(CLI::App& app) {
       }
     std::vector<RealGpuValidation> results;
     for (const auto& d : *dirs) results.push_back(validate_real_gpu(d, {}, *p2p_latency));
+    for (const auto& r : results)
+      for (const auto& w : r.warnings) fmt::print(stderr, "warning: {}\n", w);
     if (*per_plan) {
       fmt::print("workload,plan,all_max,measured_s,dag_s,predicted_s,error_pct,model_s,model_error_pct\n");
       for (const auto& r : results) {

@@ -11,7 +11,13 @@ inline constexpr long kMaxProfileStages = 1 << 16;   ///< Profile stage ids 0..k
 inline constexpr int kMaxScheduleStageId = 99999;    ///< Schedule CSV stage ids 0..this.
 inline constexpr int kMaxMicrobatchId = 999999;      ///< Schedule CSV microbatch ids 0..this.
 inline constexpr long kMaxFrequencyMhz = 100000;     ///< SM clocks 1..this MHz.
-inline constexpr double kMaxOpTimeS = 1e5;           ///< One computation: time in (0, this] s.
+/// One computation of one microbatch: time in [kMinOpTimeS, kMaxOpTimeS] s. A kernel launch
+/// alone takes microseconds; below that, starts and ends of a long pipeline's computations
+/// would round to the same double.
+inline constexpr double kMinOpTimeS = 1e-6;
+inline constexpr double kMaxOpTimeS = 1e5;
+/// A measured iteration: time in (0, this] s (about 4 months).
+inline constexpr double kMaxIterationTimeS = 1e7;
 inline constexpr double kMaxOpEnergyJ = 1e12;        ///< One computation: energy in [0, this] J.
 inline constexpr double kMaxPBlockW = 1e5;           ///< P_block in [0, this] W.
 /// An input file (profile, schedule, plan, validation CSVs, JSON) read whole: at most this

@@ -43,6 +43,9 @@ struct RealGpuValidation {
   double median_model_error_pct = 0;      ///< Median model_error_pct (signed), non-all-max plans.
   double median_abs_model_error_pct = 0;  ///< Median |model_error_pct|, non-all-max plans.
   double max_abs_model_error_pct = 0;     ///< Max |model_error_pct|, non-all-max plans.
+  /// Conditions the numbers above are honest about but a user should see (e.g. a P2P latency
+  /// so large that no per-computation overhead fits); one sentence each, naming the workload.
+  std::vector<std::string> warnings;
 };
 
 /// Predicts every measured plan's iteration time of a real-GPU workload folder.
@@ -67,7 +70,9 @@ struct RealGpuValidation {
 /// for all) is simulated as its own pipeline and the iteration is the slowest replica's; the
 /// gradient all-reduce after it is per-iteration work outside the DAG (in the constant).
 /// Checks that each row's `order` matches our 1F1B order. Throws InputError naming file, line
-/// and field on missing files/columns, bad values, a frequency absent from time_profile.csv,
+/// and field on missing files/columns, bad values (a computation's time outside
+/// [limits::kMinOpTimeS, kMaxOpTimeS], an iteration time outside (0, kMaxIterationTimeS]), no
+/// plan flagged all-max or no other plan to score, a frequency absent from time_profile.csv,
 /// an order mismatch, a duplicate profile row, TP GPUs of a stage at different clocks, a rank
 /// outside info.json's dp/tp, and on a bad p2p_latency_s (field "p2p_latency_s").
 RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOptions& options = {},

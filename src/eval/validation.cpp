@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +12,8 @@
 #include <tuple>
 
 #include <fmt/core.h>
+
+#include "perseus/input_limits.hpp"
 #include <nlohmann/json.hpp>
 
 #include "csv_fields.hpp"
@@ -66,6 +69,11 @@ constexpr const char* kFolderFormat =
 template <int N, class... Cols>
 std::string open_csv(std::unique_ptr<Reader<N>>& reader, const std::string& path, int optional, Cols... cols) {
   if (!fs::exists(path)) throw InputError(fmt::format("{}: file not found ({})", path, kFolderFormat));
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(fmt::format("{}: is a folder, not a CSV file ({})", path, kFolderFormat));
+  if (std::ifstream probe(path); !probe) {  // the CSV reader would see an empty file
+    throw InputError(fmt::format("{}: cannot read the file: {}", path, std::strerror(errno)));
+  }
   const std::string names[] = {cols...};
   std::string columns;
   for (int i = 0; i < N - optional; ++i) columns += (columns.empty() ? "" : ",") + names[i];
@@ -194,7 +202,9 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     while (next_row(*r, path, cols, st, in, fr, tm, dpr, tpr)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time", tm);
-      if (t <= 0) fail(w, "time", fmt::format("expected a duration > 0 s, got {}", t));
+      if (!(t >= limits::kMinOpTimeS && t <= limits::kMaxOpTimeS))
+        fail(w, "time", fmt::format("expected a duration in [{}, {}] s (one computation of one microbatch), got {}",
+                                    limits::kMinOpTimeS, limits::kMaxOpTimeS, t));
       const int dp = dpr ? rank_field(w, "dp_rank", dpr, out.dp, "dp") : -1;
       const int tp = rank_field(w, "tp_rank", tpr, out.tp, "tp");
       const int stage = to_int(w, "stage", st), kind = static_cast<int>(to_kind(w, in)), f = to_int(w, "frequency", fr);
@@ -230,7 +240,8 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     while (next_row(*r, path, cols, pl, tm, am)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time_s", tm);
-      if (t <= 0) fail(w, "time_s", fmt::format("expected an iteration time > 0 s, got {}", t));
+      if (!(t > 0 && t <= limits::kMaxIterationTimeS))
+        fail(w, "time_s", fmt::format("expected an iteration time in (0, {}] s, got {}", limits::kMaxIterationTimeS, t));
       const int plan = to_int(w, "plan", pl);
       const int flag = to_int(w, "all_max_frequency", am);
       if (flag != 0 && flag != 1) fail(w, "all_max_frequency", fmt::format("expected 0 or 1, got {}", flag));
@@ -353,6 +364,19 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     chk.dag_time_s = replica_max(plan_times.size() - 1, std::vector<double>(n, 0.0));
     out.plans.push_back(chk);
   }
+  // Both ways to account for what the DAG leaves out are calibrated on the all-max plans and
+  // judged on the others: without either kind there is nothing to calibrate or to score.
+  const auto all_max_plans = std::count_if(out.plans.begin(), out.plans.end(), [](const auto& p) { return p.all_max; });
+  if (all_max_plans == 0) {
+    throw InputError(fmt::format("{}: no plan is flagged all_max_frequency = 1, so the overheads cannot be calibrated "
+                                 "(the all-max warm-up runs, plans 0 and 1 in the artifact's folders; {})",
+                                 frontier_path, kFolderFormat));
+  }
+  if (static_cast<std::size_t>(all_max_plans) == out.plans.size()) {
+    throw InputError(fmt::format("{}: every measured plan is flagged all_max_frequency = 1, so no plan is left to "
+                                 "score ({})",
+                                 frontier_path, kFolderFormat));
+  }
   std::vector<double> gaps;
   for (const auto& p : out.plans) {
     if (p.all_max) gaps.push_back(p.measured_time_s - p.dag_time_s);
@@ -371,6 +395,19 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     return replica_max(i, extra);
   };
   out.overheads.op_overhead_s = calibrate_op_overhead(out.plans, model_time, dag);
+  if (out.overheads.op_overhead_s == 0 && p2p_latency_s > 0) {
+    double simulated = 0, measured_mean = 0;
+    for (std::size_t i = 0; i < out.plans.size(); ++i)
+      if (out.plans[i].all_max) simulated += model_time(i, 0), measured_mean += out.plans[i].measured_time_s;
+    if (simulated >= measured_mean) {
+      out.warnings.push_back(fmt::format(
+          "{}: with a P2P latency of {} s alone the all-max plans' mean simulated time ({:.6g} s) is already at or "
+          "above their mean measured time ({:.6g} s): the per-computation overhead is 0 and the overhead model "
+          "overestimates every plan; a smaller --p2p-latency fits this workload",
+          out.workload, p2p_latency_s, simulated / static_cast<double>(all_max_plans),
+          measured_mean / static_cast<double>(all_max_plans)));
+    }
+  }
   std::vector<double> abs_err, dag_err, model_err, abs_model_err;
   for (std::size_t i = 0; i < out.plans.size(); ++i) {
     auto& p = out.plans[i];

@@ -124,8 +124,9 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
                                              : ""));
     }
     const double time = parse_double(ctx, "time", time_s);
-    if (time <= 0 || time > limits::kMaxOpTimeS) {
-      fail(ctx, "time", fmt::format("expected a duration in (0, {}] s, got {}", limits::kMaxOpTimeS, time));
+    if (!(time >= limits::kMinOpTimeS && time <= limits::kMaxOpTimeS)) {
+      fail(ctx, "time", fmt::format("expected a duration in [{}, {}] s (one computation of one microbatch), got {}",
+                                    limits::kMinOpTimeS, limits::kMaxOpTimeS, time));
     }
     const double energy = parse_double(ctx, "energy", energy_s);
     if (energy < 0 || energy > limits::kMaxOpEnergyJ) {

@@ -148,6 +148,10 @@ TEST(ProfileErrors, TimeAndEnergyRanges) {
   EXPECT_NE(e.find("p.csv:2: field 'time'"), std::string::npos) << e;
   e = error_of(head + "0,forward,1410,1e308,1\n");
   EXPECT_NE(e.find("p.csv:2: field 'time'"), std::string::npos) << e;
+  // Below a microsecond a long pipeline's computations would start and end at the same double
+  // (plan files with end_s == start_s, which the report then refused).
+  e = error_of(head + "0,forward,1410,1e-300,1\n");
+  EXPECT_NE(e.find("p.csv:2: field 'time': expected a duration in [1e-06, 100000] s"), std::string::npos) << e;
   e = error_of(head + "0,forward,1410,0.1,1e300\n");
   EXPECT_NE(e.find("p.csv:2: field 'energy'"), std::string::npos) << e;
   e = error_of(head + "0,forward,1410,0.1,-1\n");

@@ -6,6 +6,8 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "perseus/error.hpp"
 #include "test_util.hpp"
 
@@ -189,6 +191,59 @@ TEST(Validation, ThreeDimensionalErrors) {
   }
 }
 
+
+// Absurd measurements are refused with the optimizer's ranges, and a run without the all-max
+// plans that calibrate the overheads (or without a plan to score) is an error, not a table of
+// 300-digit numbers or a silent overhead of 0.
+TEST(Validation, ImpossibleMeasurementsAndMissingCalibrationPlans) {
+  {
+    TinyWorkload w("", "0,forward,900,1e300,0,1,1\n");
+    expect_error(w.path(), "time_profile.csv:7: field 'time': expected a duration in [1e-06, 100000] s");
+  }
+  {
+    TinyWorkload w("", "0,forward,900,1e-300,0,1,1\n");
+    expect_error(w.path(), "time_profile.csv:7: field 'time': expected a duration in [1e-06, 100000] s");
+  }
+  {
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,1e300,1,1\n1,10.5,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv:2: field 'time_s': expected an iteration time in (0, 10000000] s");
+  }
+  {
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,0\n1,10.5,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv: no plan is flagged all_max_frequency = 1");
+  }
+  {  // plan 0 alone, all-max: nothing to score
+    TinyWorkload w;
+    std::ifstream in(w.dir.path() / "perseus_plans.csv");
+    std::string kept, line;
+    while (std::getline(in, line))
+      if (line.rfind("plan,", 0) == 0 || line.rfind("0,", 0) == 0) kept += line + "\n";
+    w.dir.write("perseus_plans.csv", kept);
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n");
+    expect_error(w.path(), "perseus_frontier.csv: every measured plan is flagged all_max_frequency = 1");
+  }
+  {  // a folder or an unreadable file is named as such, not as an empty file
+    TinyWorkload w;
+    std::filesystem::remove(w.dir.path() / "perseus_plans.csv");
+    std::filesystem::create_directory(w.dir.path() / "perseus_plans.csv");
+    expect_error(w.path(), "perseus_plans.csv: is a folder, not a CSV file");
+  }
+}
+
+// A P2P latency longer than the all-max plans' measured gap leaves no per-computation overhead
+// to calibrate: the result says so instead of silently clamping it at 0.
+TEST(Validation, LatencyBeyondTheMeasuredGapIsAWarning) {
+  TinyWorkload w;
+  EXPECT_TRUE(validate_real_gpu(w.path(), {}, 0.01).warnings.empty());
+  const RealGpuValidation r = validate_real_gpu(w.path(), {}, 5.0);
+  EXPECT_EQ(r.overheads.op_overhead_s, 0.0);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("the per-computation overhead is 0 and the overhead model overestimates"),
+            std::string::npos)
+      << r.warnings[0];
+}
 
 TEST(Validation, Errors) {
   {
