@@ -67,7 +67,7 @@ std::string text(const json& obj, const std::string& source, const std::string& 
 }
 
 /// Reads plans/plan_NNNNN.json into a FrequencyPlan on `dag`: with the profile, times and
-/// energies come from it (and must agree with the file's time_s); without, durations come
+/// energies come from it (and must agree with the file's time_s and energy_j); without, durations come
 /// from start_s/end_s and energies are 0.
 FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* profile, double p_block_w) {
   const std::string src = path.string();
@@ -89,6 +89,17 @@ FrequencyPlan load_plan(const fs::path& path, const Dag& dag, const Profile* pro
         fmt::format("{}: field 'time_s' is {} s but the profile {} gives {} s for this plan; was the "
                     "profile changed? Pass the profile used by optimize with --profile",
                     src, file_time_s, profile->source, plan.timeline.time_s));
+  }
+  // Energies too: a profile with the same times but other energies would draw the baselines
+  // from it beside the plans' own numbers (summary.json, frontier.csv).
+  if (const auto e = j.find("energy_j"); e != j.end() && e->is_number()) {
+    const double file_energy_j = e->get<double>();
+    if (std::abs(plan.total_energy_j() - file_energy_j) > 1e-6 * std::abs(file_energy_j) + 1e-9) {
+      throw InputError(fmt::format(
+          "{}: field 'energy_j' is {} J but the profile {} gives {} J for this plan; was the profile changed? Pass the "
+          "profile used by optimize with --profile",
+          src, file_energy_j, profile->source, plan.total_energy_j()));
+    }
   }
   return plan;
 }

@@ -283,6 +283,14 @@ TEST(ReportErrors, PlanFileProblems) {
   }
   e = report_error(job.out);
   EXPECT_NE(e.find("field 'time_s' is 99 s but the profile"), std::string::npos) << e;
+  {  // the same times with other energies: the profile (or the file) was changed
+    auto j = nlohmann::json::parse(good);
+    j["energy_j"] = j["energy_j"].get<double>() + 40.0;
+    std::ofstream(plan) << j.dump(1);
+  }
+  e = report_error(job.out);
+  EXPECT_NE(e.find(plan.filename().string() + ": field 'energy_j' is "), std::string::npos) << e;
+  EXPECT_NE(e.find("was the profile changed?"), std::string::npos) << e;
   std::ofstream(plan) << "[1, 2";
   e = report_error(job.out);
   EXPECT_NE(e.find(plan.filename().string() + ":1: field '[2]': malformed JSON at column 5"), std::string::npos) << e;
