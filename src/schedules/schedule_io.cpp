@@ -94,8 +94,14 @@ bool parse_action(std::string_view field, const std::string& source, const Where
   if (mb.empty())
     throw InputError(fmt::format("{}: {} has no microbatch id (e.g. {}{}0)", where, quote_input(field), stage, kind));
   if (!parse_id(mb, kMaxMicrobatchId, microbatch)) {
-    throw InputError(
-        fmt::format("{}: {}: microbatch id must be an integer 0..{}", where, quote_input(field), kMaxMicrobatchId));
+    const std::size_t sep = mb.find_first_of(";\t|");
+    throw InputError(fmt::format(
+        "{}: {}: microbatch id must be an integer 0..{}{}", where, quote_input(field), kMaxMicrobatchId,
+        sep == std::string_view::npos
+            ? std::string()
+            : fmt::format("; the row looks separated by {} (a spreadsheet's export): a schedule CSV separates its "
+                          "actions with commas",
+                          quote_input(mb.substr(sep, 1)))));
   }
   out = {stage, microbatch, k};
   return true;
@@ -204,10 +210,27 @@ void reject_stray_ids(const Schedule& s, const std::vector<std::vector<Where>>& 
             at(source, wheres[r][i]), format_action(c), c.stage, stages - 1, layout));
       }
       if (c.microbatch >= microbatches) {
+        // A rank that runs this microbatch's forward and backward is more likely complete than
+        // a typo: then the rows without any action of it are named too.
+        const auto has = [&](int rank, bool backward) {
+          return std::any_of(s.order[rank].begin(), s.order[rank].end(), [&](const Computation& o) {
+            return o.microbatch == c.microbatch && o.stage == c.stage && (o.kind != InstructionKind::kForward) == backward;
+          });
+        };
+        std::string lacking;
+        if (has(r, false) && has(r, true)) {
+          for (int q = 0; q < ranks; ++q)
+            if (std::none_of(s.order[q].begin(), s.order[q].end(),
+                             [&](const Computation& o) { return o.microbatch == c.microbatch; }))
+              lacking += fmt::format("{}line {} (rank {})", lacking.empty() ? "" : ", ", wheres[q].front().line, q);
+        }
         throw InputError(fmt::format(
             "{}: '{}': microbatch {} is out of range; expected a microbatch id in 0..{}, the microbatches the rest "
-            "of the file runs",
-            at(source, wheres[r][i]), format_action(c), c.microbatch, microbatches - 1));
+            "of the file runs{}",
+            at(source, wheres[r][i]), format_action(c), c.microbatch, microbatches - 1,
+            lacking.empty() ? std::string()
+                            : fmt::format(" (or, if the file runs microbatch {}, {} has no action of it)", c.microbatch,
+                                          lacking)));
       }
     }
 }

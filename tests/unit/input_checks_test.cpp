@@ -91,6 +91,16 @@ TEST(CliInputChecks, ScheduleCsvActionOutOfRangeNamesTheRange) {
   EXPECT_TRUE(has(error_of("0F0,2F0,2B0,0B0,4F0\n1F0,3F0,3B0,1B0\n"),
                   "s.csv:1 (rank 0), action 5: '4F0': stage 4 is out of range; expected a stage id in 0..3, the "
                   "stages the rest of the file runs (2 ranks x 2 chunk(s) of stages)"));
+  // A microbatch one rank runs whole (forward and backward) and another rank lacks: both readings
+  // are named, the lacking line among them.
+  EXPECT_EQ(error_of("0F0,0F1,0B0,0B1\n1F0,1B0\n"),
+            "s.csv:1 (rank 0), action 2: '0F1': microbatch 1 is out of range; expected a microbatch id in 0..0, the "
+            "microbatches the rest of the file runs (or, if the file runs microbatch 1, line 2 (rank 1) has no action "
+            "of it)");
+  // Another separator is named (the action would run into the next one).
+  EXPECT_TRUE(has(error_of("0F0;0B0\n1F0;1B0\n"), "; the row looks separated by ';' (a spreadsheet's export): a "
+                                                    "schedule CSV separates its actions with commas"));
+  EXPECT_TRUE(has(error_of("0F0\t0B0\n1F0\t1B0\n"), "the row looks separated by '\\t'"));
   // A missing computation (no stray id) still says which one.
   EXPECT_TRUE(has(error_of("0F0,0B0,0F1,0B1\n1F0,1B0,1F1\n"), "computation '1B1' is missing"));
   // Through the CLI: exit 1 with the same message.
