@@ -98,7 +98,7 @@ void bind_extras(py::module_& m) {
       "emulate",
       [](const py::object& profile, Strict<int> stages, Strict<int> microbatches, std::vector<Real> slowdowns,
          Strict<int> pipelines, Strict<int> global_batch, std::optional<Real> p2p_power_w, Strict<int> tp_degree,
-         double time_scale, double unit_time_s) {
+         Real time_scale, Real unit_time_s) {
         if (!p2p_power_w) {  // as perseus.optimize and `perseus emulate --p2p-power` (required there)
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus emulate --p2p-power`); a silent 0 W changes every plan");
@@ -117,8 +117,8 @@ void bind_extras(py::module_& m) {
         cfg.global_batch = global_batch.value;
         cfg.p_block_w = p2p_power_w->value;
         cfg.tp_degree = tp_degree.value;
-        cfg.time_scale = time_scale;
-        cfg.unit_time_s = unit_time_s;
+        cfg.time_scale = time_scale.value;
+        cfg.unit_time_s = unit_time_s.value;
         EmulationResult res;
         {
           py::gil_scoped_release release;

@@ -150,13 +150,15 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
           "Refused: use perseus.load_profile() or perseus.parse_profile().")
       .def_property_readonly("num_stages", &Profile::num_stages, "Number of stages (max stage id + 1).")
       .def_readonly("source", &Profile::source, "Where the profile came from (file path or a description).")
-      .def("has", [](const Profile& p, int stage, const std::string& instr) { return p.has(stage, kind_arg(instr)); },
+      .def("has",
+           [](const Profile& p, Strict<int> stage, const std::string& instr) { return p.has(stage.value, kind_arg(instr)); },
            py::arg("stage"), py::arg("instruction"),
            "True when the profile has a point for (stage, instruction). Raises InputError for an unknown "
            "instruction name.")
       .def(
           "points",
-          [](const Profile& p, int stage, const std::string& instr) {
+          [](const Profile& p, Strict<int> stage_arg, const std::string& instr) {
+            const int stage = stage_arg.value;  // an int, never a bool
             check_stage_arg(p, stage);
             py::list out;
             for (const auto& pt : p.points(stage, kind_arg(instr))) {
@@ -174,7 +176,8 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
           "name or a stage outside [0, num_stages).")
       .def(
           "max_freq_mhz",
-          [](const Profile& p, std::optional<int> stage, std::optional<std::string> instr) {
+          [](const Profile& p, std::optional<Strict<int>> stage_arg, std::optional<std::string> instr) {
+            const std::optional<int> stage = strict_value(stage_arg);
             if (!stage && !instr) return p.max_freq_mhz();
             if (!stage || !instr) throw InputError("max_freq_mhz: give both stage and instruction, or neither");
             check_stage_arg(p, *stage);
@@ -253,12 +256,17 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       "optimize",
       [](const py::object& profile_arg, std::optional<Strict<int>> stages_arg,
          std::optional<Strict<int>> microbatches_arg, const py::object& schedule_arg,
-         std::optional<Strict<int>> chunks_arg, std::optional<Real> p2p_power_arg, double backward_input_fraction,
-         double unit_time_s, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
-         Strict<int> threads_arg, std::optional<double> time_budget_s,
-         std::optional<Strict<std::int64_t>> max_points_arg, double op_overhead_s, double p2p_latency_s,
-         double polish_s, Strict<int> max_lp_solves_arg, const std::string& planner, const std::string& bound) {
+         std::optional<Strict<int>> chunks_arg, std::optional<Real> p2p_power_arg, Real backward_input_fraction_arg,
+         Real unit_time_arg, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
+         Strict<int> threads_arg, std::optional<Real> time_budget_arg,
+         std::optional<Strict<std::int64_t>> max_points_arg, Real op_overhead_arg, Real p2p_latency_arg,
+         Real polish_arg, Strict<int> max_lp_solves_arg, const std::string& planner, const std::string& bound) {
         auto opt_value = [](const auto& a) { return a ? std::optional(a->value) : std::nullopt; };
+        // Real: a number but never a bool (unit_time_s=True would silently be 1 s).
+        const double backward_input_fraction = backward_input_fraction_arg.value, unit_time_s = unit_time_arg.value,
+                     op_overhead_s = op_overhead_arg.value, p2p_latency_s = p2p_latency_arg.value,
+                     polish_s = polish_arg.value;
+        const std::optional<double> time_budget_s = opt_value(time_budget_arg);
         const std::optional<int> stages = opt_value(stages_arg), microbatches = opt_value(microbatches_arg),
                                  chunks = opt_value(chunks_arg);
         const std::optional<std::int64_t> max_points = opt_value(max_points_arg);
@@ -444,7 +452,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
       py::arg("schedule") = "1f1b", py::arg("chunks") = py::none(), py::arg("p2p_power_w") = py::none(),
       py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
-      py::arg("reclaim_slack") = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
+      py::arg("reclaim_slack").noconvert() = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
       py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
       py::arg("planner") = "certified", py::arg("bound") = "auto",

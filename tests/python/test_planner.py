@@ -139,6 +139,29 @@ class ProfileTest(unittest.TestCase):
         self.assertIn("3", msg)  # line 3
         self.assertIn("time", msg)
 
+    def test_bools_are_not_numbers_and_none_is_not_false(self):
+        """True is an int in Python: unit_time_s=True would silently be 1 s, stage=True stage 1,
+        reclaim_slack=None False. Each is a TypeError."""
+        prof = perseus.parse_profile(first_stages_csv(2))
+        cases = [
+            lambda: prof.points(True, "forward"),
+            lambda: prof.has(True, "forward"),
+            lambda: prof.max_freq_mhz(True, "forward"),
+            lambda: perseus.optimize(prof, 2, 3, p2p_power_w=80.0, unit_time_s=True),
+            lambda: perseus.optimize(prof, 2, 3, p2p_power_w=80.0, reclaim_slack=None),
+            lambda: perseus.optimize(prof, 2, 3, p2p_power_w=80.0, time_budget_s=True),
+            lambda: perseus.optimize(prof, 2, 3, p2p_power_w=80.0, op_overhead_s=False),
+        ]
+        if perseus.HAVE_EMULATE:
+            cases.append(lambda: perseus.emulate(prof, 2, 3, slowdowns=[1.1], pipelines=2, p2p_power_w=80.0,
+                                                 time_scale=True))
+        for i, call in enumerate(cases):
+            with self.subTest(case=i), self.assertRaises(TypeError):
+                call()
+        # The same values as numbers still work.
+        self.assertTrue(prof.points(0, "forward"))
+        perseus.optimize(prof, 2, 3, p2p_power_w=80.0, unit_time_s=1e-3, reclaim_slack=False, time_budget_s=10)
+
     def test_a_profile_cannot_be_made_without_its_loader(self):
         """Profile.__new__ gave an object whose C++ profile was never built: points() crashed
         the interpreter and num_stages read garbage. Refused with a TypeError naming the loaders."""
