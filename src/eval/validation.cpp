@@ -208,6 +208,12 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       const int dp = dpr ? rank_field(w, "dp_rank", dpr, out.dp, "dp") : -1;
       const int tp = rank_field(w, "tp_rank", tpr, out.tp, "tp");
       const int stage = to_int(w, "stage", st), kind = static_cast<int>(to_kind(w, in)), f = to_int(w, "frequency", fr);
+      if (stage < 0 || stage >= out.num_ranks) {
+        fail(w, "stage", fmt::format("expected 0..{} (info.json 'pp' = {}), got {}", out.num_ranks - 1, out.num_ranks, stage));
+      }
+      if (f < 1 || f > limits::kMaxFrequencyMhz) {
+        fail(w, "frequency", fmt::format("expected a clock in MHz (1..{}), got {}", limits::kMaxFrequencyMhz, f));
+      }
       if (!seen.insert({dp, tp, stage, kind, f}).second) {
         fail(w, "frequency", fmt::format("duplicate row for stage {} {} at {} MHz (dp_rank {}, tp_rank {})", stage,
                                          to_string(static_cast<InstructionKind>(kind)), f, dp < 0 ? 0 : dp, tp));
@@ -261,6 +267,7 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     const std::string cols = open_csv<8>(r, path, 2, "plan", "stage", "order", "instruction", "microbatch",
                                          "frequency_mhz", "dp_rank", "tp_rank");
     per_replica = r->has_column("dp_rank");
+    std::map<std::tuple<int, int, int, int>, int> plan_row_line;  // (plan, dp, tp, op) -> first line
     char *pl = nullptr, *st = nullptr, *od = nullptr, *in = nullptr, *mb = nullptr, *fr = nullptr, *dpr = nullptr,
          *tpr = nullptr;
     while (next_row(*r, path, cols, pl, st, od, in, mb, fr, dpr, tpr)) {
@@ -283,6 +290,12 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       }
       const int dp = rank_field(w, "dp_rank", dpr, out.dp, "dp");
       const int tp = rank_field(w, "tp_rank", tpr, out.tp, "tp");
+      if (const auto [it, fresh] = plan_row_line.emplace(std::make_tuple(plan, dp, tp, op), w.line); !fresh) {
+        fail(w, "plan", fmt::format("duplicate row for plan {} stage {} {} microbatch {}{} (first on line {})", plan,
+                                    c.stage, to_string(c.kind), c.microbatch,
+                                    out.dp > 1 || out.tp > 1 ? fmt::format(" (dp_rank {}, tp_rank {})", dp, tp) : "",
+                                    it->second));
+      }
       auto& f = freqs[plan];
       if (f.empty()) f.assign(per_replica ? replicas : 1, std::vector<int>(n, 0));
       const int mhz = to_int(w, "frequency_mhz", fr);
@@ -303,6 +316,11 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     throw InputError(fmt::format("{}/perseus_plans.csv: no plans (the file has no rows below its header); expected the "
                                  "frequencies of at least one measured plan ({})",
                                  dir, kFolderFormat));
+  }
+  for (const auto& [plan, line] : measured_line) {  // a measured time without its plan would be dropped silently
+    if (!freqs.count(plan)) {
+      fail(Where{frontier_path, line}, "plan", fmt::format("plan {} has no rows in perseus_plans.csv", plan));
+    }
   }
   // Per plan and replica: profiled durations. The iteration of a data-parallel job is its
   // slowest replica's (they meet at the gradient all-reduce, which is not in the DAG).

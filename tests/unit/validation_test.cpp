@@ -224,6 +224,24 @@ TEST(Validation, ImpossibleMeasurementsAndMissingCalibrationPlans) {
     w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n");
     expect_error(w.path(), "perseus_frontier.csv: every measured plan is flagged all_max_frequency = 1");
   }
+  {  // profile rows outside the pipeline or the clock range are named where they are
+    TinyWorkload w("", "7,forward,1000,1.0,0,1,1\n");
+    expect_error(w.path(), "time_profile.csv:7: field 'stage': expected 0..1 (info.json 'pp' = 2), got 7");
+  }
+  {
+    TinyWorkload w("", "0,forward,-1410,1.0,0,1,1\n");
+    expect_error(w.path(), "time_profile.csv:7: field 'frequency': expected a clock in MHz (1..100000), got -1410");
+  }
+  {  // the same computation of a plan twice: the last row would silently win
+    TinyWorkload w("1,0,0,forward,0,1000,1\n");
+    expect_error(w.path(), "perseus_plans.csv:18: field 'plan': duplicate row for plan 1 stage 0 forward microbatch 0 "
+                           "(first on line 10)");
+  }
+  {  // a measured plan without its frequencies would be dropped silently
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n1,10.5,1,0\n9,11,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv:4: field 'plan': plan 9 has no rows in perseus_plans.csv");
+  }
   {  // a folder or an unreadable file is named as such, not as an empty file
     TinyWorkload w;
     std::filesystem::remove(w.dir.path() / "perseus_plans.csv");
