@@ -41,7 +41,21 @@ void register_validate(CLI::App& app) {
       ->capture_default_str()
       ->check(number_in(0, 3600, "s"));
   cmd->callback([dirs, markdown, per_plan, p2p_latency, force] {
-    if (!markdown->empty()) check_output_file(*markdown, *force, "markdown");  // before the work
+    if (!markdown->empty()) {  // before the work
+      check_output_file(*markdown, *force, "markdown");
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      const fs::path parent = fs::path(*markdown).parent_path();
+      if (!parent.empty() && !fs::is_directory(parent, ec)) {
+        throw InputError("markdown", fmt::format("{}: the folder {} does not exist", *markdown, parent.string()));
+      }
+      for (const auto& d : *dirs)
+        for (const char* input : {"info.json", "time_profile.csv", "perseus_frontier.csv", "perseus_plans.csv"})
+          if (fs::equivalent(*markdown, fs::path(d) / input, ec)) {
+            throw InputError("markdown", fmt::format("{} is {}/{}, an input of this run; give another file",
+                                                     *markdown, d, input));
+          }
+    }
     for (std::size_t i = 0; i < dirs->size(); ++i)
       for (std::size_t j = 0; j < i; ++j) {
         std::error_code ec;

@@ -445,6 +445,19 @@ TEST(Cli, ValidateMarkdownFollowsTheOutputRules) {
   const auto forced = run("validate --real-gpu " + w + " --markdown " + mine + " --force");
   EXPECT_EQ(forced.status, 0) << forced.output;
   EXPECT_NE(testing::slurp(mine).find("| a100_pp4_bert-huge-uncased |"), std::string::npos) << testing::slurp(mine);
+  // A missing folder is found before the work (no table printed, then an error), and an input
+  // of the run is never the output, even with --force.
+  const auto missing = run("validate --real-gpu " + w + " --markdown " + dir.path().string() + "/no/such/x.md");
+  EXPECT_EQ(missing.status, 1) << missing.output;
+  EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
+  EXPECT_EQ(missing.output.find("| a100_pp4_bert-huge-uncased |"), std::string::npos) << missing.output;
+  std::filesystem::copy(w, dir.path() / "copy", std::filesystem::copy_options::recursive);
+  const std::string copy = (dir.path() / "copy").string();
+  const std::string before = testing::slurp(copy + "/info.json");
+  const auto input = run("validate --real-gpu " + copy + " --markdown " + copy + "/info.json --force");
+  EXPECT_EQ(input.status, 1) << input.output;
+  EXPECT_NE(input.output.find("an input of this run"), std::string::npos) << input.output;
+  EXPECT_EQ(testing::slurp(copy + "/info.json"), before);
   const auto twice = run("validate --real-gpu " + w + " --real-gpu " + w + "/");
   EXPECT_EQ(twice.status, 1) << twice.output;
   EXPECT_NE(twice.output.find("are the same folder"), std::string::npos) << twice.output;
