@@ -317,6 +317,18 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         if (!(polish_s >= 0 && polish_s <= 86400)) {
           throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", polish_s));
         }
+        // As `perseus optimize`: keywords that cannot act on a graph-cut solve are accepted but said so.
+        if (*planner_mode == PlannerMode::kGraphCut) {
+          for (const auto& [set, name] : {std::pair{max_lp_solves != PlannerOptions{}.max_lp_solves, "max_lp_solves"},
+                                          {polish_s > 0, "polish_s"}, {*bound_method != BoundMethod::kAuto, "bound"}}) {
+            if (set && PyErr_WarnEx(PyExc_UserWarning,
+                                    fmt::format("{} has no effect with planner='graph-cut' (it computes no bound)", name)
+                                        .c_str(),
+                                    1) != 0) {
+              throw py::error_already_set();  // warnings turned into errors (-W error)
+            }
+          }
+        }
         // The one problem assembly (perseus/problem.hpp): the same schedules (names or a CSV
         // file) and profile fitting as `perseus optimize` and the server.
         ProblemSpec spec;

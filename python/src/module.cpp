@@ -53,6 +53,11 @@ void bind_errors(py::module_& m) {
       "the attributes `field` (the keyword argument, CSV column or JSON key; '' if none), `source`\n"
       "(file name; '' if none) and `line` (1-based; 0 if none) say the same as data.\n"
       "Subclass of ValueError.";
+  // Defaults on the class, so an InputError raised from Python (perseus.InputError("...")) has
+  // them too.
+  error.attr("field") = "";
+  error.attr("source") = "";
+  error.attr("line") = 0;
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -162,6 +162,25 @@ class ProfileTest(unittest.TestCase):
         self.assertTrue(prof.points(0, "forward"))
         perseus.optimize(prof, 2, 3, p2p_power_w=80.0, unit_time_s=1e-3, reclaim_slack=False, time_budget_s=10)
 
+    def test_bound_keywords_with_the_graph_cut_planner_warn(self):
+        """As `perseus optimize` warns for --bound / --max-lp-solves / --polish with --planner graph-cut."""
+        prof = perseus.parse_profile(first_stages_csv(2))
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            perseus.optimize(prof, 2, 3, p2p_power_w=80.0, planner="graph-cut", bound="lp")
+            perseus.optimize(prof, 2, 3, p2p_power_w=80.0, planner="graph-cut")
+        msgs = [str(w.message) for w in caught]
+        self.assertEqual(msgs, ["bound has no effect with planner='graph-cut' (it computes no bound)"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with self.assertRaises(UserWarning):
+                perseus.optimize(prof, 2, 3, p2p_power_w=80.0, planner="graph-cut", max_lp_solves=40)
+
+    def test_an_input_error_raised_from_python_has_the_attributes(self):
+        e = perseus.InputError("x")
+        self.assertEqual((e.field, e.source, e.line), ("", "", 0))
+
     def test_a_profile_cannot_be_made_without_its_loader(self):
         """Profile.__new__ gave an object whose C++ profile was never built: points() crashed
         the interpreter and num_stages read garbage. Refused with a TypeError naming the loaders."""
