@@ -411,6 +411,11 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   }
   // T_min: the fastest written plan; lowest energy: the written plan with the least energy.
   const long fast_idx = plan_files.rbegin()->first;
+  // The T_min plan is the frontier's last; a folder whose file of it is missing (removed, or
+  // not written) draws the fastest one it has, and says which.
+  const std::string fastest_title =
+      fast_idx == num_plans - 1 ? std::string("Fastest plan")
+                                : fmt::format("Fastest written plan (the T_min plan, plan {}, has no file)", num_plans - 1);
   long green_idx = plan_files.begin()->first;
   for (const auto& [idx, path] : plan_files) {
     if (static_cast<std::size_t>(idx) < frontier.size() && static_cast<std::size_t>(green_idx) < frontier.size() &&
@@ -460,7 +465,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   to.color_range = std::make_pair(std::min(r1.first, r2.first), std::max(r1.second, r2.second));
   TimelineOptions to_fast = to, to_green = to;
   to_fast.id_prefix = "fast-";
-  to_fast.title = fmt::format("Fastest plan (plan {}): T = {:.4f} s, E = {:.1f} J", fast_idx, fast.timeline.time_s,
+  to_fast.title = fmt::format("{} (plan {}): T = {:.4f} s, E = {:.1f} J", fastest_title, fast_idx, fast.timeline.time_s,
                               fast.total_energy_j());
   to_green.id_prefix = "green-";
   to_green.title = fmt::format("Lowest-energy plan written (plan {}): T = {:.4f} s, E = {:.1f} J", green_idx,
@@ -538,7 +543,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Per-stage frequency histograms</h2>\n<div class=\"row\">\n";
   HistogramOptions ho;
   ho.width_px = 700;
-  ho.title = fmt::format("Fastest plan (plan {})", fast_idx);
+  ho.title = fmt::format("{} (plan {})", fastest_title, fast_idx);
   h += "<div>" + render_frequency_histogram_svg(dag, fast, ho) + "</div>\n";
   ho.title = fmt::format("Lowest-energy plan (plan {})", green_idx);
   h += "<div>" + render_frequency_histogram_svg(dag, green, ho) + "</div>\n</div>\n";

@@ -297,6 +297,21 @@ TEST(ReportErrors, PlanFileProblems) {
   EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
 }
 
+// The T_min plan's file removed: the report draws the fastest plan it has and says it is not T_min.
+TEST(Report, AMissingTminPlanFileIsSaid) {
+  Job job;
+  fs::path last;
+  for (const auto& e : fs::directory_iterator(fs::path(job.out) / "plans"))
+    if (last.empty() || e.path() > last) last = e.path();
+  write_report(job.out);
+  EXPECT_NE(slurp(fs::path(job.out) / "report.html").find("Fastest plan (plan "), std::string::npos);
+  fs::remove(last);
+  write_report(job.out);
+  const std::string html = slurp(fs::path(job.out) / "report.html");
+  EXPECT_NE(html.find("Fastest written plan (the T_min plan, plan "), std::string::npos);
+  EXPECT_EQ(html.find("Fastest plan (plan "), std::string::npos);
+}
+
 TEST(ReportErrors, FrontierCsvFromAnotherRunIsRefused) {
   Job job;
   const fs::path csv = fs::path(job.out) / "frontier.csv";
