@@ -56,6 +56,7 @@ void register_emulate(CLI::App& app) {
       "emulate", "Emulate data-parallel pipelines with one straggler: energy of Perseus vs EnvPipe, Zeus and all-max");
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
+      ->check(non_empty_path("a profile CSV file"))
       ->check(CLI::ExistingFile);
   cmd->add_option("--stages", cfg->num_ranks, "GPUs (pipeline stages) per pipeline")->required()->check(integer_in(1, 1 << 20));
   cmd->add_option("--microbatches", cfg->microbatches, "Microbatches per iteration")->required()->check(integer_in(1, 1 << 20));

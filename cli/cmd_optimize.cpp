@@ -29,6 +29,7 @@ void register_optimize(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("optimize", "Compute the iteration time-energy Pareto frontier of a profile");
   cmd->add_option("--profile", cfg->profile_path, "Profile CSV: stage,instruction,frequency,time,energy")
       ->required()
+      ->check(non_empty_path("a profile CSV file"))
       ->check(CLI::ExistingFile);
   cmd->add_option("--stages", cfg->problem.num_ranks, "GPUs (pipeline stages) per pipeline (required unless --schedule is a file)")
       ->check(integer_in(1, 1 << 20));

@@ -27,6 +27,7 @@ void register_validate(CLI::App& app) {
                   "(plan,time_s,all_max_frequency) and perseus_plans.csv (plan,stage,order,instruction,microbatch,"
                   "frequency_mhz); docs/validation.md, \"Folder format\"")
       ->required()
+      ->check(non_empty_path("a workload folder"))
       ->check(CLI::ExistingDirectory);
   auto force = std::make_shared<bool>(false);
   cmd->add_option("--markdown", *markdown,

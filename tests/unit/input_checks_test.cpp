@@ -131,6 +131,19 @@ TEST(CliInputChecks, EmptyOutPathIsAUsageError) {
     EXPECT_TRUE(has(r.output, std::string("--out: expected ") + what + ", got an empty path")) << args << "\n"
                                                                                                   << r.output;
   }
+  // Input paths likewise (they said "File does not exist: ").
+  const std::pair<const char*, const char*> inputs[] = {
+      {"optimize --profile '' --stages 4 --microbatches 8 --p2p-power 75 --out x",
+       "--profile: expected a profile CSV file, got an empty path ''"},
+      {"emulate --profile '' --stages 4 --microbatches 8 --pipelines 2 --p2p-power 75 --slowdown 1.1 --out x",
+       "--profile: expected a profile CSV file, got an empty path ''"},
+      {"validate --real-gpu ''", "--real-gpu: expected a workload folder, got an empty path ''"},
+  };
+  for (const auto& [args, message] : inputs) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, message)) << args << "\n" << r.output;
+  }
 }
 
 // `perseus report ''` is an empty path (exit 2, naming the argument), not a missing DIR; so are
