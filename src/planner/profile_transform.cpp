@@ -2,6 +2,7 @@
 #include "perseus/profile_transform.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "perseus/error.hpp"
 
@@ -94,17 +95,22 @@ Profile fit_profile_to_schedule(Profile profile, const Schedule& schedule, doubl
     }
   }
   if (schedule.split_backward) {
-    bool lacks = false;
+    std::vector<int> lacking;  // stages without backward_input/backward_weight rows
     for (int s = 0; s < profile.num_stages(); ++s) {
-      lacks = lacks || !profile.has(s, InstructionKind::kBackwardInput) || !profile.has(s, InstructionKind::kBackwardWeight);
+      if (!profile.has(s, InstructionKind::kBackwardInput) || !profile.has(s, InstructionKind::kBackwardWeight))
+        lacking.push_back(s);
     }
-    if (lacks) {
+    if (!lacking.empty()) {
       const std::string source = profile.source;
       profile = split_backward_profile(profile, backward_input_fraction);
       profile.source = source;
       if (approximations) {
+        const bool all = static_cast<int>(lacking.size()) == profile.num_stages();
         approximations->push_back(fmt::format(
-            "profile has no backward_input/backward_weight rows: backward split {:g}/{:g} into I/W (time and energy)",
+            "{} no backward_input/backward_weight rows: backward split {:g}/{:g} into I/W (time and energy)",
+            all ? std::string("profile has")
+                : fmt::format("stage{} {} of the profile {}", lacking.size() > 1 ? "s" : "", fmt::join(lacking, ", "),
+                              lacking.size() > 1 ? "have" : "has"),
             backward_input_fraction, 1 - backward_input_fraction));
       }
     }

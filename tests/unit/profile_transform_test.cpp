@@ -5,6 +5,7 @@
 
 #include "perseus/error.hpp"
 #include "perseus/profile_transform.hpp"
+#include "perseus/schedule.hpp"
 #include "test_util.hpp"
 
 namespace perseus {
@@ -67,6 +68,24 @@ TEST(ProfileTransform, SplitBackward) {
   const Profile k = split_backward_profile(m);
   EXPECT_DOUBLE_EQ(k.points(0, InstructionKind::kBackwardInput)[0].time_s, 1.5);
   EXPECT_DOUBLE_EQ(k.points(1, InstructionKind::kBackwardInput)[0].time_s, 2.0);
+}
+
+// The note of a split names the stages it split: a profile whose stage 0 has measured I/W rows
+// is not a profile without them.
+TEST(ProfileTransform, SplitNoteNamesTheStagesSplit) {
+  const Schedule zb = make_schedule("zb-h1", 2, 2, 1);
+  std::vector<std::string> notes;
+  (void)fit_profile_to_schedule(two_gpus(), zb, 0.5, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "profile has no backward_input/backward_weight rows: backward split 0.5/0.5 into I/W (time and energy)");
+  Profile m = two_gpus();
+  m.add(0, InstructionKind::kBackwardInput, {1410, 1.5, 1.0});
+  m.add(0, InstructionKind::kBackwardWeight, {1410, 0.5, 1.0});
+  notes.clear();
+  (void)fit_profile_to_schedule(m, zb, 0.5, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "stage 1 of the profile has no backward_input/backward_weight rows: backward split 0.5/0.5 into I/W "
+                      "(time and energy)");
 }
 
 TEST(ProfileTransform, Errors) {
