@@ -61,7 +61,9 @@ inline constexpr std::size_t kMaxQuotedBytes = 80;
 /// `text` (an input value: a CSV field, a JSON string) made safe to print in one line of an
 /// error message: a backslash becomes `\\`, tab, CR and LF `\t`, `\r`, `\n`, other control
 /// characters (C0, DEL, C1 such as the 8-bit CSI) and bytes that are not UTF-8 `\xNN` or
-/// `\u00NN`, so a value cannot forge terminal output; at most its first `max_bytes` bytes
+/// `\u00NN`, invisible and direction-changing characters (zero-width spaces and joiners, bidi
+/// marks, embeddings, overrides and isolates, U+2028/U+2029, a byte order mark) `\uNNNN`, so a
+/// value cannot forge terminal output or hide a character; at most its first `max_bytes` bytes
 /// (never half a character), then "…" when cut.
 std::string escape_input(std::string_view text, std::size_t max_bytes = kMaxQuotedBytes);
 

@@ -71,6 +71,16 @@ std::size_t utf8_length(std::string_view text, std::size_t i) {
 
 constexpr char kHex[] = "0123456789ABCDEF";
 
+/// Invisible or direction-changing characters of the Basic Multilingual Plane that would hide
+/// inside a quoted value or reorder the line around it: zero-width and bidirectional marks
+/// (U+200B..U+200F), the line and paragraph separators and bidirectional embeddings/overrides
+/// (U+2028..U+202E), word joiner and invisible operators, bidirectional isolates (U+2060..U+206F),
+/// and the byte order mark / zero-width no-break space (U+FEFF).
+bool invisible(char32_t cp) {
+  return (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x206F) ||
+         cp == 0xFEFF;
+}
+
 }  // namespace
 
 std::string escape_input(std::string_view text, std::size_t max_bytes) {
@@ -95,6 +105,11 @@ std::string escape_input(std::string_view text, std::size_t max_bytes) {
     } else if (n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {  // C1: U+0080..U+009F
       const auto d = static_cast<unsigned char>(text[i + 1]);
       out += {'\\', 'u', '0', '0', kHex[d >> 4], kHex[d & 15]};
+    } else if (const char32_t cp = n == 3 ? ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(text[i + 1]) & 0x3Fu) << 6) |
+                                               (static_cast<unsigned char>(text[i + 2]) & 0x3Fu)
+                                         : 0;
+               invisible(cp)) {
+      out += {'\\', 'u', kHex[(cp >> 12) & 15], kHex[(cp >> 8) & 15], kHex[(cp >> 4) & 15], kHex[cp & 15]};
     } else {
       out.append(text.substr(i, n));
     }

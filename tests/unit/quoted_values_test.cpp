@@ -54,6 +54,12 @@ TEST(QuoteInput, ControlCharactersAndInvalidBytesAreEscaped) {
   EXPECT_EQ(quote_input("\xff\xfe"), "'\\xFF\\xFE'");        // not UTF-8
   EXPECT_EQ(quote_input("\xed\xa0\x80"), "'\\xED\\xA0\\x80'");  // a UTF-16 surrogate is not UTF-8
   EXPECT_EQ(quote_input("C:\\tmp"), "'C:\\\\tmp'");  // a backslash is doubled: "\n" in the text stays distinct
+  // Invisible and direction-changing characters would hide in the quote or reorder the line.
+  EXPECT_EQ(quote_input("\xef\xbb\xbf" "0"), "'\\uFEFF0'");                // a BOM in the middle of a file
+  EXPECT_EQ(quote_input("forward\xe2\x80\x8b"), "'forward\\u200B'");     // zero-width space
+  EXPECT_EQ(quote_input("a\xe2\x80\xae" "b"), "'a\\u202Eb'");                // right-to-left override
+  EXPECT_EQ(quote_input("\xe2\x81\xa6x"), "'\\u2066x'");                  // left-to-right isolate
+  EXPECT_EQ(quote_input("caf\xc3\xa9 \xe2\x82\xac \xe4\xb8\xad"), "'caf\xc3\xa9 \xe2\x82\xac \xe4\xb8\xad'");  // text stays
   // Each escape counts the input bytes it stands for.
   const std::string newlines(1000, '\n');
   EXPECT_EQ(quote_input(newlines), "'" + [] {
