@@ -265,7 +265,8 @@ std::string emulation_csv_text(const std::vector<EmulationRow>& rows) {
   std::string csv =
       "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n";
   for (const EmulationRow& r : rows) {
-    csv += fmt::format("{},{},{:.6f},{:.3f},{:.4f},{:.4f},{:.4f}\n", r.method, r.slowdown, r.chosen_time_s,
+    // Times and energies with 9 significant digits: a --time-scale of 1e-9 must not print 0.000000.
+    csv += fmt::format("{},{},{:.9g},{:.9g},{:.4f},{:.4f},{:.4f}\n", r.method, r.slowdown, r.chosen_time_s,
                        r.cluster_energy_j, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
   }
   return csv;

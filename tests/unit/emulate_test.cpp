@@ -190,6 +190,18 @@ TEST(EmulateCli, WritesCsvAndTable) {
                                                "perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max"}));
 }
 
+// emulation.csv keeps 9 significant digits of times and energies: with --time-scale 1e-9 a
+// fixed 6 decimals printed every time as 0.000000.
+TEST(Emulate, CsvKeepsSmallTimesAndEnergies) {
+  EmulationRow r;
+  r.method = "perseus";
+  r.slowdown = 1.1;
+  r.chosen_time_s = 3.25e-9;
+  r.cluster_energy_j = 1.5e-6;
+  const std::string text = emulation_csv_text({r});
+  EXPECT_NE(text.find("perseus,1.1,3.25e-09,1.5e-06,"), std::string::npos) << text;
+}
+
 // An --out that cannot become a folder is refused before the emulation runs (no table, exit 1),
 // naming the reason; nothing is created.
 TEST(EmulateCli, UnusableOutFolderIsRefusedBeforeWork) {
