@@ -15,6 +15,7 @@
 
 #include "perseus/baselines.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/profile_transform.hpp"
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
@@ -48,6 +49,16 @@ double number(const json& obj, const std::string& source, const std::string& pre
     throw InputError(fmt::format("{}: field '{}{}': expected a finite number, got {}", source, prefix, name, v.dump()));
   }
   return v.get<double>();
+}
+
+/// number() within [lo, hi] (a hand-edited summary.json with t_min_s -1 would draw nonsense axes).
+double number_in(const json& obj, const std::string& source, const std::string& prefix, const char* name, double lo,
+                 double hi) {
+  const double v = number(obj, source, prefix, name);
+  if (v < lo || v > hi) {
+    throw InputError(fmt::format("{}: field '{}{}': expected a number in [{}, {}], got {}", source, prefix, name, lo, hi, v));
+  }
+  return v;
 }
 
 long integer(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
@@ -318,15 +329,17 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const long microbatches = integer(in, ss, ip, "microbatches");
   const std::string schedule_name = text(in, ss, ip, "schedule");
   const long chunks = in.contains("chunks") ? integer(in, ss, ip, "chunks") : 1;
-  const double p_block_w = number(in, ss, ip, "p2p_power_w");
-  const double t_min_s = number(sum, ss, "", "t_min_s");
-  const double e_t_min_j = number(sum, ss, "", "energy_at_t_min_j");
-  const double t_max_s = number(sum, ss, "", "t_max_s");
-  const double e_t_max_j = number(sum, ss, "", "energy_at_t_max_j");
-  const double allmax_t = number(sum, ss, "", "allmax_time_s");
-  const double allmax_e = number(sum, ss, "", "allmax_energy_j");
-  const double saving = number(sum, ss, "", "intrinsic_saving_pct");
+  constexpr double kTimeS = limits::kMaxIterationTimeS, kEnergyJ = 1e18;
+  const double p_block_w = number_in(in, ss, ip, "p2p_power_w", 0, limits::kMaxPBlockW);
+  const double t_min_s = number_in(sum, ss, "", "t_min_s", 0, kTimeS);
+  const double e_t_min_j = number_in(sum, ss, "", "energy_at_t_min_j", 0, kEnergyJ);
+  const double t_max_s = number_in(sum, ss, "", "t_max_s", t_min_s, kTimeS);
+  const double e_t_max_j = number_in(sum, ss, "", "energy_at_t_max_j", 0, kEnergyJ);
+  const double allmax_t = number_in(sum, ss, "", "allmax_time_s", 0, kTimeS);
+  const double allmax_e = number_in(sum, ss, "", "allmax_energy_j", 0, kEnergyJ);
+  const double saving = number_in(sum, ss, "", "intrinsic_saving_pct", -1e6, 100);
   const long num_plans = integer(sum, ss, "", "num_plans");
+  if (num_plans < 1) throw InputError(fmt::format("{}: field 'num_plans': expected >= 1, got {}", ss, num_plans));
   // An emulation beside the frontier (perseus emulate into this folder) is shown as part of
   // this run: it must be of this pipeline (emulate checks it; a folder assembled by hand may not be).
   if (const fs::path ej = dir / "emulation.json"; fs::exists(ej, ec)) {

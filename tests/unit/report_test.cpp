@@ -251,6 +251,13 @@ TEST(ReportErrors, BadFolderAndSummary) {
   std::ofstream(sum) << std::regex_replace(good, std::regex("\"microbatches\": 3"), "\"microbatches\": 4");
   e = report_error(job.out);
   EXPECT_NE(e.find("ranks[0] must list 8 computations, as the schedule runs on that rank"), std::string::npos) << e;
+  // Hand-edited numbers outside their ranges are named, not drawn.
+  std::ofstream(sum) << std::regex_replace(good, std::regex("\"t_min_s\": [0-9.e+-]+"), "\"t_min_s\": -1");
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 't_min_s': expected a number in [0, 10000000], got -1"), std::string::npos) << e;
+  std::ofstream(sum) << std::regex_replace(good, std::regex("\"p2p_power_w\": [0-9.e+-]+"), "\"p2p_power_w\": -5");
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 'inputs.p2p_power_w': expected a number in [0, 100000], got -5"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
 }
 
