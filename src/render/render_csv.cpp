@@ -11,6 +11,7 @@
 
 #include "csv_fields.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/render.hpp"
 
 namespace perseus {
@@ -67,6 +68,9 @@ double csv_number(const CsvTable& t, std::size_t row, int col) {
 
 }  // namespace render_detail
 
+/// Largest iteration energy a frontier CSV may give, J (10^18 J: far beyond any cluster).
+constexpr double kMaxIterationEnergyJ = 1e18;
+
 std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool require_label) {
   const auto t = render_detail::read_csv_table(path);
   const int tc = t.column({"time_s", "time"});
@@ -88,13 +92,14 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
     PlotPoint p;
     p.time_s = render_detail::csv_number(t, i, tc);
     p.energy_j = render_detail::csv_number(t, i, ec);
-    if (p.time_s <= 0) {
-      throw InputError(fmt::format("{}:{}: field '{}': expected an iteration time > 0 s, got {}", path, t.lines[i],
-                                   t.header[tc], t.rows[i][tc]));
+    // Ranges as the readers of measurements (a 1e300 point would draw 300-digit axis labels).
+    if (!(p.time_s > 0 && p.time_s <= limits::kMaxIterationTimeS)) {
+      throw InputError(fmt::format("{}:{}: field '{}': expected an iteration time > 0 s (at most {} s), got {}", path,
+                                   t.lines[i], t.header[tc], limits::kMaxIterationTimeS, t.rows[i][tc]));
     }
-    if (p.energy_j < 0) {
-      throw InputError(fmt::format("{}:{}: field '{}': expected an energy >= 0 J, got {}", path, t.lines[i],
-                                   t.header[ec], t.rows[i][ec]));
+    if (!(p.energy_j >= 0 && p.energy_j <= kMaxIterationEnergyJ)) {
+      throw InputError(fmt::format("{}:{}: field '{}': expected an energy >= 0 J (at most {} J), got {}", path,
+                                   t.lines[i], t.header[ec], kMaxIterationEnergyJ, t.rows[i][ec]));
     }
     p.label = lc >= 0 ? t.rows[i][lc] : std::to_string(i);
     out.push_back(std::move(p));

@@ -384,9 +384,14 @@ TEST(PlotPointsCsv, ErrorsNameFileLineAndField) {
             std::string::npos);
   EXPECT_NE(err("time,energy\n1,2,3\n").find("p.csv:2: expected 2 fields"), std::string::npos);
   EXPECT_NE(err("time,energy\n1,inf\n").find("field 'energy'"), std::string::npos);
-  EXPECT_NE(err("time_s,energy_j\n1,2\n-1,2\n").find("p.csv:3: field 'time_s': expected an iteration time > 0 s, got -1"),
+  EXPECT_NE(err("time_s,energy_j\n1,2\n-1,2\n").find("p.csv:3: field 'time_s': expected an iteration time > 0 s (at most 10000000 s), got -1"),
             std::string::npos);
-  EXPECT_NE(err("time_s,energy_j\n1,-2\n").find("p.csv:2: field 'energy_j': expected an energy >= 0 J, got -2"),
+  EXPECT_NE(err("time_s,energy_j\n1e300,2\n").find("p.csv:2: field 'time_s': expected an iteration time > 0 s (at most "
+                                                  "10000000 s), got 1e300"),
+            std::string::npos);
+  EXPECT_NE(err("time_s,energy_j\n1,1e300\n").find("p.csv:2: field 'energy_j': expected an energy >= 0 J"),
+            std::string::npos);
+  EXPECT_NE(err("time_s,energy_j\n1,-2\n").find("p.csv:2: field 'energy_j': expected an energy >= 0 J"),
             std::string::npos);
   EXPECT_NE(err("").find("empty file"), std::string::npos);
   EXPECT_NE(err("name,time_s\n\"unterminated,1\n").find("unterminated quoted field"), std::string::npos);
