@@ -352,6 +352,28 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
                                    "with this folder's pipeline, or remove emulation.csv/.json)",
                                    es, e_stages, e_mbs, ss, quote_input(schedule_name), stages, microbatches));
     }
+    // The same pipeline is not enough: P_block, the time unit and the profile change every number
+    // (the profile shows in T_min, which the emulation records unscaled).
+    const auto differs = [](double a, double b, double rel) { return std::abs(a - b) > rel * std::max(std::abs(a), std::abs(b)); };
+    // (Each compared where both files have it: older emulation.json files lack some.)
+    const auto both = [&](const char* name) { return e.contains(name) && in.contains(name); };
+    const bool overheads = (in.contains("p2p_latency_s") && number(in, ss, ip, "p2p_latency_s") != 0) ||
+                           (in.contains("op_overhead_s") && number(in, ss, ip, "op_overhead_s") != 0);
+    std::string why;
+    if (both("p2p_power_w") && differs(number(e, es, "", "p2p_power_w"), p_block_w, 1e-12)) {
+      why = fmt::format("P_block {} W vs this run's {} W", number(e, es, "", "p2p_power_w"), p_block_w);
+    } else if (both("unit_time_s") && differs(number(e, es, "", "unit_time_s"), number(in, ss, ip, "unit_time_s"), 1e-12)) {
+      why = fmt::format("time unit {} s vs this run's {} s", number(e, es, "", "unit_time_s"),
+                        number(in, ss, ip, "unit_time_s"));
+    } else if (e.contains("t_min_unscaled_s") && !overheads &&  // emulate models no timeline overheads
+               differs(number(e, es, "", "t_min_unscaled_s"), t_min_s, 1e-9)) {
+      why = fmt::format("T_min {} s vs this run's {} s (another profile?)", number(e, es, "", "t_min_unscaled_s"), t_min_s);
+    }
+    if (!why.empty()) {
+      throw InputError(fmt::format("{}: an emulation with {}: the two are from different runs (re-run perseus emulate "
+                                   "with this folder's inputs, or remove emulation.csv/.json)",
+                                   es, why));
+    }
   }
   Schedule schedule = report_schedule(schedule_name, stages, microbatches, chunks, dir, ss);
 

@@ -379,6 +379,19 @@ TEST(ReportErrors, EmulationOfAnotherPipelineIsRefused) {
   EXPECT_NE(e.find("an emulation of 4 stages x 8 microbatches (1f1b), but"), std::string::npos) << e;
   EXPECT_NE(e.find("run of 2 stages x 3 microbatches: the two are from different runs"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+  // The same pipeline with another P_block, unit or profile (T_min) is another run too.
+  const double t_min = nlohmann::json::parse(slurp(fs::path(job.out) / "summary.json"))["t_min_s"].get<double>();
+  auto emulation = [&](double p_block, double unit, double t) {
+    nlohmann::json j = {{"pipelines", 2},     {"stages", 2},       {"microbatches", 3},       {"tp", 1},
+                        {"time_scale", 1.0},  {"p2p_power_w", p_block}, {"unit_time_s", unit}, {"t_min_s", t},
+                        {"t_min_unscaled_s", t}};
+    std::ofstream(fs::path(job.out) / "emulation.json") << j.dump();
+    return report_error(job.out);
+  };
+  EXPECT_EQ(emulation(40, 0.01, t_min), "");
+  EXPECT_NE(emulation(83.64, 0.01, t_min).find("an emulation with P_block 83.64 W vs this run's 40 W"), std::string::npos);
+  EXPECT_NE(emulation(40, 0.001, t_min).find("time unit 0.001 s vs this run's 0.01 s"), std::string::npos);
+  EXPECT_NE(emulation(40, 0.01, 1.1 * t_min).find("(another profile?)"), std::string::npos);
 }
 
 // A plan file lists each rank's computations in execution order: read against another
