@@ -21,6 +21,20 @@ class ServerFlow : public ::testing::Test {
   TempDir dir;
 };
 
+/// A job of `dp` pipelines of 2 stages x 2 microbatches with two precomputed plans: all at
+/// 1000 MHz (2 s, 100 J) and all at 1400 MHz (1 s, 150 J). Ready at once (no solve).
+json two_plan_job(int dp) {
+  auto rank_list = [](int f) {
+    json l = json::array();
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "forward"}, {"microbatch", m}, {"freq_mhz", f}});
+    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "backward"}, {"microbatch", m}, {"freq_mhz", f}});
+    return l;
+  };
+  return {{"pp", 2}, {"dp", dp}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 60.0},
+          {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(1000), rank_list(1000)}}},
+                     {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(1400), rank_list(1400)}}}}}};
+}
+
 TEST_F(ServerFlow, PlansMeasurementsAndStragglers) {
   LocalServer srv(dir.file("s.db"));
   Api api(srv.port());
@@ -247,15 +261,7 @@ TEST_F(ServerFlow, MaxJobsHoldsUnderConcurrentCreates) {
   ServerOptions opt;
   opt.max_jobs = 12;
   LocalServer srv(dir.file("m.db"), opt);
-  auto rank_list = [](int f) {
-    json l = json::array();
-    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "forward"}, {"microbatch", m}, {"freq_mhz", f}});
-    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "backward"}, {"microbatch", m}, {"freq_mhz", f}});
-    return l;
-  };
-  const json body = {{"pp", 2}, {"dp", 2}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 60.0},
-                     {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(1000), rank_list(1000)}}},
-                                {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(1400), rank_list(1400)}}}}}};
+  const json body = two_plan_job(2);
   std::atomic<int> created{0}, refused{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t)
@@ -290,15 +296,7 @@ TEST_F(ServerFlow, MaxJobsHoldsUnderConcurrentCreates) {
 TEST_F(ServerFlow, MetricsHaveSeriesOnlyForPipelinesWithData) {
   LocalServer srv(dir.file("p.db"));
   Api api(srv.port());
-  auto rank_list = [](int f) {
-    json l = json::array();
-    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "forward"}, {"microbatch", m}, {"freq_mhz", f}});
-    for (int m = 0; m < 2; ++m) l.push_back({{"instruction", "backward"}, {"microbatch", m}, {"freq_mhz", f}});
-    return l;
-  };
-  const json body = {{"pp", 2}, {"dp", 5000}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 60.0},
-                     {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {rank_list(1000), rank_list(1000)}}},
-                                {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {rank_list(1400), rank_list(1400)}}}}}};
+  const json body = two_plan_job(5000);
   const auto created = api.post("/v1/jobs", body);
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string job = created.j["job_id"], base = "/v1/jobs/" + job;

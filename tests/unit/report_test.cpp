@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <tuple>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -239,25 +240,22 @@ TEST(ReportErrors, BadFolderAndSummary) {
   Job job;
   const fs::path sum = fs::path(job.out) / "summary.json";
   const std::string good = slurp(sum);
-  std::ofstream(sum) << std::regex_replace(good, std::regex("\"stages\": 2"), "\"stages\": \"two\"");
-  e = report_error(job.out);
-  EXPECT_NE(e.find("field 'inputs.stages': expected an integer, got \"two\""), std::string::npos) << e;
-  std::ofstream(sum) << std::regex_replace(good, std::regex("\"t_min_s\""), "\"t_minimum\"");
-  e = report_error(job.out);
-  EXPECT_NE(e.find("summary.json: missing field 't_min_s'"), std::string::npos) << e;
-  std::ofstream(sum) << std::regex_replace(good, std::regex("\"schedule\": \"1f1b\""), "\"schedule\": \"zigzag\"");
-  e = report_error(job.out);
-  EXPECT_NE(e.find("field 'inputs.schedule': 'zigzag' is neither a schedule name"), std::string::npos) << e;
-  std::ofstream(sum) << std::regex_replace(good, std::regex("\"microbatches\": 3"), "\"microbatches\": 4");
-  e = report_error(job.out);
-  EXPECT_NE(e.find("ranks[0] must list 8 computations, as the schedule runs on that rank"), std::string::npos) << e;
-  // Hand-edited numbers outside their ranges are named, not drawn.
-  std::ofstream(sum) << std::regex_replace(good, std::regex("\"t_min_s\": [0-9.e+-]+"), "\"t_min_s\": -1");
-  e = report_error(job.out);
-  EXPECT_NE(e.find("field 't_min_s': expected a number in [0, 10000000], got -1"), std::string::npos) << e;
-  std::ofstream(sum) << std::regex_replace(good, std::regex("\"p2p_power_w\": [0-9.e+-]+"), "\"p2p_power_w\": -5");
-  e = report_error(job.out);
-  EXPECT_NE(e.find("field 'inputs.p2p_power_w': expected a number in [0, 100000], got -5"), std::string::npos) << e;
+  // Each edit of a good summary.json (pattern -> replacement) and the error it must give; the
+  // last two are hand-edited numbers outside their ranges, named rather than drawn.
+  const std::tuple<const char*, const char*, const char*> edits[] = {
+      {"\"stages\": 2", "\"stages\": \"two\"", "field 'inputs.stages': expected an integer, got \"two\""},
+      {"\"t_min_s\"", "\"t_minimum\"", "summary.json: missing field 't_min_s'"},
+      {"\"schedule\": \"1f1b\"", "\"schedule\": \"zigzag\"", "field 'inputs.schedule': 'zigzag' is neither a schedule name"},
+      {"\"microbatches\": 3", "\"microbatches\": 4", "ranks[0] must list 8 computations, as the schedule runs on that rank"},
+      {"\"t_min_s\": [0-9.e+-]+", "\"t_min_s\": -1", "field 't_min_s': expected a number in [0, 10000000], got -1"},
+      {"\"p2p_power_w\": [0-9.e+-]+", "\"p2p_power_w\": -5",
+       "field 'inputs.p2p_power_w': expected a number in [0, 100000], got -5"},
+  };
+  for (const auto& [pattern, replacement, expected] : edits) {
+    std::ofstream(sum) << std::regex_replace(good, std::regex(pattern), replacement);
+    e = report_error(job.out);
+    EXPECT_NE(e.find(expected), std::string::npos) << pattern << ": " << e;
+  }
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
 }
 
