@@ -12,13 +12,12 @@
 #include <tuple>
 
 #include <fmt/core.h>
-
-#include "perseus/input_limits.hpp"
 #include <nlohmann/json.hpp>
 
 #include "csv_fields.hpp"
 #include "csv_header.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/json_input.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"

@@ -8,6 +8,7 @@
 
 #include "job.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/runtime/clock_check.hpp"
@@ -145,7 +146,7 @@ json validated_measurement(const json& m, const JobSpec& spec) {
   require_object(m, "measurement");
   json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
               // An iteration takes time: 0 s is a broken timer, not a measurement (it would pull the mean down).
-              {"time_s", get_number(m, "time_s", std::nullopt, 1e-9, 1e7)},
+              {"time_s", get_number(m, "time_s", std::nullopt, 1e-9, limits::kMaxIterationTimeS)},
               {"plan_version", get_int(m, "plan_version", 0, 0, INT64_MAX)}};
   if (m.contains("energy_j") && !m["energy_j"].is_null()) out["energy_j"] = get_number(m, "energy_j", 0.0, 0, 1e13);
   check_power(m, "measurement");

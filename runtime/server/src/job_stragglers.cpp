@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "job.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
 
@@ -54,7 +55,7 @@ Reply JobManager::post_straggler(const std::string& job_id, const json& body) {
   if (has_slowdown == has_time)
     throw ApiError(422, "invalid_field", "give exactly one of \"slowdown\" (>= 1) or \"iteration_time_s\" (s)");
   double slowdown = has_slowdown ? get_number(body, "slowdown", std::nullopt, 1.0, 1000.0) : 0.0;
-  const double t_given = has_time ? get_number(body, "iteration_time_s", std::nullopt, 1e-9, 1e7) : 0.0;
+  const double t_given = has_time ? get_number(body, "iteration_time_s", std::nullopt, 1e-9, limits::kMaxIterationTimeS) : 0.0;
   StoredStraggler s;
   {
     std::shared_lock lock(j->mu);
