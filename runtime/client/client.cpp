@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "perseus/error.hpp"
+#include "perseus/profile.hpp"
 #include "perseus/runtime/gpu_lock_record.hpp"
 #include "perseus/runtime/watchdog.hpp"
 #include "signal_guard.hpp"
@@ -635,9 +636,7 @@ void Client::on_instruction_end(std::string_view name) {
   // no instruction kind, or a microbatch beyond the job's) would make the server refuse the whole
   // report: it is left out, the step's time and energy still go.
   const int job_mb = im.job_microbatches.load(std::memory_order_relaxed);
-  const bool known = m.instruction == "forward" || m.instruction == "backward" || m.instruction == "backward_input" ||
-                     m.instruction == "backward_weight";
-  if (known && (job_mb <= 0 || m.microbatch < job_mb)) im.current.instructions.push_back(std::move(m));
+  if (parse_instruction_kind(m.instruction) && (job_mb <= 0 || m.microbatch < job_mb)) im.current.instructions.push_back(std::move(m));
   im.in_instr = false;
   ++im.pos;
 }

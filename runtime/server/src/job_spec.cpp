@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include "perseus/runtime/job_limits.hpp"
 #include "perseus/server/api_error.hpp"
 
 namespace perseus::server {
@@ -12,8 +13,8 @@ namespace perseus::server {
 using nlohmann::json;
 
 namespace {
-constexpr std::int64_t kMaxPp = 1024, kMaxDp = 65536, kMaxTp = 1024, kMaxWorld = 1 << 20;
-constexpr std::int64_t kMaxMicrobatches = 4096, kMaxChunks = 64, kMaxOps = 4'000'000;
+using runtime::kMaxJobChunks, runtime::kMaxJobComputations, runtime::kMaxJobDp, runtime::kMaxJobMicrobatches,
+    runtime::kMaxJobPp, runtime::kMaxJobTp, runtime::kMaxJobWorld;
 constexpr std::size_t kMaxPayload = std::size_t{1} << 30;
 }  // namespace
 
@@ -39,14 +40,14 @@ JobSpec JobSpec::from_json(const json& body) {
       throw ApiError(422, "invalid_field",
                      fmt::format("field \"name\" must not contain control characters, got byte 0x{:02x} at offset {}", c, i));
   }
-  s.pp = static_cast<int>(get_int(body, "pp", std::nullopt, 1, kMaxPp));
-  s.dp = static_cast<int>(get_int(body, "dp", 1, 1, kMaxDp));
-  s.tp = static_cast<int>(get_int(body, "tp", 1, 1, kMaxTp));
-  if (std::int64_t{s.pp} * s.dp * s.tp > kMaxWorld)
-    throw ApiError(422, "invalid_field", fmt::format("pp*dp*tp must be at most {}", kMaxWorld));
-  s.microbatches = static_cast<int>(get_int(body, "microbatches", std::nullopt, 1, kMaxMicrobatches));
-  s.chunks = static_cast<int>(get_int(body, "chunks", 1, 1, kMaxChunks));
-  if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxOps)
+  s.pp = static_cast<int>(get_int(body, "pp", std::nullopt, 1, kMaxJobPp));
+  s.dp = static_cast<int>(get_int(body, "dp", 1, 1, kMaxJobDp));
+  s.tp = static_cast<int>(get_int(body, "tp", 1, 1, kMaxJobTp));
+  if (std::int64_t{s.pp} * s.dp * s.tp > kMaxJobWorld)
+    throw ApiError(422, "invalid_field", fmt::format("pp*dp*tp must be at most {}", kMaxJobWorld));
+  s.microbatches = static_cast<int>(get_int(body, "microbatches", std::nullopt, 1, kMaxJobMicrobatches));
+  s.chunks = static_cast<int>(get_int(body, "chunks", 1, 1, kMaxJobChunks));
+  if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxJobComputations)
     throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
   // Required, as `perseus optimize --p2p-power` is: a silent 0 W changes every plan.

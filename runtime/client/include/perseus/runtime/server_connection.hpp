@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "perseus/runtime/job_limits.hpp"  // a registration answer beyond them leaves the shape unknown
+
 namespace perseus::runtime {
 
 /// Ranks of one training process. rank is the global rank; dp/pp/tp ranks are its
@@ -109,11 +111,6 @@ struct JobShape {
 /// pp_rank >= 0 also stages of this rank only (stage % pp == pp_rank, stage < pp x chunks).
 /// Throws std::runtime_error naming the computation and field.
 RankPlan parse_plan_json(const std::string& body, const JobShape& shape = {}, int pp_rank = -1);
-
-/// The server's hard limits on a job (docs/http-api.md, "Limits"): a registration answer
-/// outside them leaves the shape unknown. Largest plan version accepted: 2^53.
-inline constexpr std::int64_t kMaxJobMicrobatches = 4096, kMaxJobChunks = 64, kMaxJobPp = 1024;
-inline constexpr std::uint64_t kMaxPlanVersion = std::uint64_t{1} << 53;
 
 /// Largest plan response accepted before the job's shape is known, bytes.
 inline constexpr std::size_t kDefaultMaxPlanBytes = std::size_t{16} << 20;
