@@ -193,8 +193,8 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   lp_->model.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
   lp_->model.setOptimizationDirection(1.0);
   // Dantzig's rule (largest infeasibility) instead of CLP's default steepest edge: on these
-  // small, well-scaled LPs the cheaper iterations win (GPT-3 A100 8 x 12: LP solves 0.047 ->
-  // 0.037 s for 40 solves, 8 x 48: whole certified solve 1.25 -> 0.94 s; docs/planner2.md).
+  // small, well-scaled LPs the cheaper iterations win (certified GPT-3 A100 8 x 12..48 solves
+  // 12-23 % faster, measured alternately with the default rule; docs/planner2.md "Session 13").
   ClpDualRowDantzig dantzig;
   lp_->model.setDualRowPivotAlgorithm(dantzig);
 }
