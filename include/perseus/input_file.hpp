@@ -17,8 +17,11 @@ namespace perseus {
 /// given to keep_stream_input() returns the text kept then. `what` names the file in messages
 /// ("the file", "profile", "schedule file"). Throws InputError:
 /// "PATH: cannot open WHAT: REASON" (the system's reason, or "it is a folder, not a file"),
-/// "PATH: cannot read WHAT: REASON" (a read error), or "PATH: cannot read WHAT: it is larger
-/// than N bytes (M MiB), the most an input file may have".
+/// "PATH: cannot read WHAT: REASON" (a read error), "PATH: cannot read WHAT: it is larger
+/// than N bytes (M MiB), the most an input file may have", or, for a stream only, as soon as its
+/// first NUL byte arrives, "PATH:LINE: contains a NUL byte (expected text; a binary stream?)"
+/// (every input is CSV or JSON text; /dev/urandom is not read up to the limit first; a regular
+/// file's parser reports such a byte with its column).
 std::string read_input_file(const std::string& path, std::string_view what = "the file",
                             std::size_t max_bytes = limits::kMaxInputFileBytes);
 

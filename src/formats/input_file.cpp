@@ -72,9 +72,20 @@ Fd open_input(const std::string& path, std::string_view what, struct stat& st) {
   return f;
 }
 
+/// Throws "PATH:LINE: contains a NUL byte (expected text; a binary stream?)" if text[from, to)
+/// has a NUL byte (every input is text: CSV or JSON).
+void reject_nul(const std::string& text, std::size_t from, std::size_t to, const std::string& path) {
+  const auto* nul = static_cast<const char*>(std::memchr(text.data() + from, '\0', to - from));
+  if (nul == nullptr) return;
+  const long line = 1 + std::count(text.data(), nul, '\n');
+  throw InputError::in_file(path, line, "", "contains a NUL byte (expected text; a binary stream?)");
+}
+
 /// Reads `fd` to its end, at most `max_bytes` (checked as it reads), straight into the string.
+/// A stream (`regular` false) is also refused at its first NUL byte, as it arrives: a binary
+/// stream such as /dev/urandom is not read up to the size limit first.
 std::string read_all(int fd, const std::string& path, std::string_view what, std::size_t max_bytes,
-                     std::size_t size_hint) {
+                     std::size_t size_hint, bool regular) {
   std::string text;
   std::size_t size = 0;
   while (true) {
@@ -85,6 +96,7 @@ std::string read_all(int fd, const std::string& path, std::string_view what, std
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
     if (n == 0) break;
+    if (!regular) reject_nul(text, size, size + static_cast<std::size_t>(n), path);
     size += static_cast<std::size_t>(n);
     if (size > max_bytes) too_large(path, what, max_bytes);
   }
@@ -105,7 +117,7 @@ std::string read_input_file(const std::string& path, std::string_view what, std:
   // A regular file's size is known: refuse it before reading (it is checked again as it is read,
   // in case the file grows meanwhile).
   if (regular && static_cast<std::size_t>(st.st_size) > max_bytes) too_large(path, what, max_bytes);
-  return read_all(f.fd, path, what, max_bytes, regular ? static_cast<std::size_t>(st.st_size) : 0);
+  return read_all(f.fd, path, what, max_bytes, regular ? static_cast<std::size_t>(st.st_size) : 0, regular);
 }
 
 void keep_stream_input(const std::string& path, std::string_view what) {

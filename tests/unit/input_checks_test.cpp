@@ -152,9 +152,9 @@ TEST(CliInputChecks, EmptyReportPathsAreUsageErrors) {
   const std::pair<const char*, std::string> cases[] = {
       {"report ''", "DIR: expected the output folder of perseus optimize, got an empty path ''"},
       {"report --job ''", "--job: expected a job export file, got an empty path ''"},
-      {"report out --profile ''", "--profile: expected a profile CSV file, got an empty path ''"},
-      {"report out --reference ''", "--reference: expected a reference frontier CSV file, got an empty path ''"},
-      {"report out --points ' '", "--points: expected a points CSV file, got an empty path ' '"},
+      {"report / --profile ''", "--profile: expected a profile CSV file, got an empty path ''"},
+      {"report / --reference ''", "--reference: expected a reference frontier CSV file, got an empty path ''"},
+      {"report / --points ' '", "--points: expected a points CSV file, got an empty path ' '"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = run(args);

@@ -417,10 +417,23 @@ TEST(ReportCli, ReportCommandAndOptimizeFlag) {
   auto r = run("report " + job.out);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("report.html"), std::string::npos) << r.output;
+  // A missing folder or input file is a usage error (exit 2), as `optimize --profile` is; a
+  // folder without summary.json is bad input (exit 1).
   r = run("report " + (job.tmp.path() / "missing").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("DIR: Directory does not exist: " + (job.tmp.path() / "missing").string()),
+            std::string::npos)
+      << r.output;
+  for (const char* opt : {"--profile", "--reference", "--points"}) {
+    r = run("report " + job.out + " " + opt + " " + (job.tmp.path() / "missing.csv").string());
+    EXPECT_EQ(r.status, 2) << opt << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string(opt) + ": File does not exist"), std::string::npos) << r.output;
+  }
+  r = run("report --job " + (job.tmp.path() / "missing.json").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = run("report " + job.tmp.path().string());
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("perseus: error:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("not a folder"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("summary.json: missing"), std::string::npos) << r.output;
   const std::string out2 = (job.tmp.path() / "o2").string();
   r = run("optimize --quiet --report --profile " + job.profile +
           " --stages 2 --microbatches 3 --p2p-power 40 "
