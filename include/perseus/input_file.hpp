@@ -34,4 +34,10 @@ std::string read_input_file(const std::string& path, std::string_view what = "th
 /// (its reader reports it as usual). Thread-safe. Throws InputError as read_input_file().
 void keep_stream_input(const std::string& path, std::string_view what = "the file");
 
+/// Sets the function called when a blocking open() or read() of an input is interrupted by a
+/// signal (EINTR), before it is retried. It may throw to abandon the read: the Python bindings
+/// raise the pending KeyboardInterrupt there, so Ctrl-C ends perseus.load_profile() of a FIFO
+/// that has no writer. nullptr (the default) just retries. Process-wide and thread-safe.
+void set_input_interrupt_hook(void (*hook)());
+
 }  // namespace perseus

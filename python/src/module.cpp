@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 
 #ifndef PERSEUS_VERSION
 #define PERSEUS_VERSION "0.0.0"
@@ -74,9 +75,20 @@ void bind_errors(py::module_& m) {
 
 }  // namespace perseus::python
 
+namespace {
+/// set_input_interrupt_hook(): a signal interrupted a blocking read of an input (a FIFO with no
+/// writer blocks in open()): its Python handler runs now, and KeyboardInterrupt (or what the
+/// handler raises) ends the read instead of a retry. The GIL is released around those reads.
+void raise_pending_python_signal() {
+  const pybind11::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+}
+}  // namespace
+
 PYBIND11_MODULE(_perseus, m) {
   m.doc() = "Perseus C++ core (planner, runtime client). Use the `perseus` package, not this module.";
   m.attr("__version__") = PERSEUS_VERSION;
+  perseus::set_input_interrupt_hook(&raise_pending_python_signal);
   perseus::python::bind_errors(m);
   perseus::python::bind_planner(m);
   perseus::python::bind_client(m);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +41,13 @@ std::optional<std::string> kept_text(const std::string& path) {
   return it->second;
 }
 
+std::atomic<void (*)()> g_interrupt_hook{nullptr};
+
+/// After an EINTR: the hook (set_input_interrupt_hook()) may throw; then the call is retried.
+void interrupted() {
+  if (void (*hook)() = g_interrupt_hook.load()) hook();
+}
+
 [[noreturn]] void too_large(const std::string& path, std::string_view what, std::size_t max_bytes) {
   const std::string mib = max_bytes % (1 << 20) == 0 ? fmt::format(" ({} MiB)", max_bytes >> 20) : "";
   throw InputError(
@@ -66,7 +74,7 @@ Fd open_input(const std::string& path, std::string_view what, struct stat& st) {
   Fd f;
   do {
     f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  } while (f.fd < 0 && errno == EINTR);
+  } while (f.fd < 0 && errno == EINTR && (interrupted(), true));
   if (f.fd < 0) throw InputError(fmt::format("{}: cannot open {}: {}", path, what, std::strerror(errno)));
   if (::fstat(f.fd, &st) != 0) throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
   return f;
@@ -93,7 +101,10 @@ std::string read_all(int fd, const std::string& path, std::string_view what, std
       text.resize(std::min(std::max<std::size_t>({text.size() * 2, size_hint + 1, 1 << 16}), max_bytes + 1));
     }
     const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      interrupted();
+      continue;
+    }
     if (n < 0) throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
     if (n == 0) break;
     if (!regular) reject_nul(text, size, size + static_cast<std::size_t>(n), path);
@@ -133,5 +144,7 @@ void keep_stream_input(const std::string& path, std::string_view what) {
   const std::lock_guard lock(k.mutex);
   k.texts.emplace(path, std::move(text));
 }
+
+void set_input_interrupt_hook(void (*hook)()) { g_interrupt_hook.store(hook); }
 
 }  // namespace perseus

@@ -228,6 +228,38 @@ class ProfileTest(unittest.TestCase):
         self.assertFalse(os.path.exists(cut))
         self.assertEqual(perseus.load_profile(os.fsencode(real)).rows(), prof.rows())  # bytes paths work
 
+    def test_ctrl_c_ends_load_profile_of_a_fifo_without_writer(self):
+        """Session 13's trial: load_profile() of a FIFO nobody writes to blocks in open() (as
+        everywhere on Unix), and Ctrl-C did nothing: the library retried the interrupted call.
+        SIGINT now raises KeyboardInterrupt there."""
+        import signal
+        import sys
+        import time
+        fifo = os.path.join(temp_dir(self), "profile.csv")
+        os.mkfifo(fifo)
+        code = ("import perseus, sys\ntry:\n    perseus.load_profile(sys.argv[1])\n"
+                "except KeyboardInterrupt:\n    sys.exit(7)\n")
+        child = subprocess.Popen([sys.executable, "-c", code, fifo], env=dict(os.environ))
+        self.addCleanup(child.kill)
+        # The event: the child blocked opening the FIFO (the kernel's wait for a writer).
+        # A kernel that hides wait channels reads "0" as for a running process: after two minutes
+        # without seeing it, the test is skipped (never failed: the deadline is not a margin).
+        wchan, give_up = "/proc/%d/wchan" % child.pid, time.monotonic() + 120
+        while child.poll() is None:
+            with open(wchan) as f:
+                if f.read().strip() == "wait_for_partner":
+                    break
+            if time.monotonic() > give_up:
+                self.skipTest("cannot see the child block on the FIFO (/proc/PID/wchan)")
+            time.sleep(0.01)
+        self.assertIsNone(child.poll(), "the child ended before blocking on the FIFO")
+        child.send_signal(signal.SIGINT)
+        try:
+            status = child.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.fail("SIGINT did not end load_profile() of a FIFO without a writer")
+        self.assertEqual(status, 7)
+
     def test_wrong_stage_count(self):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.parse_profile(first_stages_csv(2), "two.csv", expected_stages=3)
