@@ -85,17 +85,28 @@ void fail(const std::string& source, long line, std::string_view field, const st
   throw InputError::in_file(source, line, std::string(field), what);
 }
 
-double to_double(const std::string& source, long line, std::string_view field, std::string_view s) {
+namespace {
+/// `s` without one leading '+' before a digit or '.' ("+1" and "+.5", as Python and spreadsheets
+/// read them; std::from_chars refuses the sign). "+-1", "++1" and "+" stay refused.
+std::string_view without_plus(std::string_view s) {
+  return s.size() > 1 && s[0] == '+' && (s[1] == '.' || (s[1] >= '0' && s[1] <= '9')) ? s.substr(1) : s;
+}
+}  // namespace
+
+double to_double(const std::string& source, long line, std::string_view field, std::string_view text) {
+  const std::string_view s = without_plus(text);
   double value = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    fail(source, line, field, fmt::format("expected a number, got {}", quote_input(s)));
+    fail(source, line, field, fmt::format("expected a number, got {}", quote_input(text)));
   }
-  if (!std::isfinite(value)) fail(source, line, field, fmt::format("expected a finite number, got {}", quote_input(s)));
+  if (!std::isfinite(value))
+    fail(source, line, field, fmt::format("expected a finite number, got {}", quote_input(text)));
   return value;
 }
 
-long to_int(const std::string& source, long line, std::string_view field, std::string_view s) {
+long to_int(const std::string& source, long line, std::string_view field, std::string_view text) {
+  const std::string_view s = without_plus(text);
   long value = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (!s.empty() && ec == std::errc() && ptr == s.data() + s.size()) return value;
@@ -106,7 +117,7 @@ long to_int(const std::string& source, long line, std::string_view field, std::s
       std::abs(d) < 1e9) {
     return static_cast<long>(d);
   }
-  fail(source, line, field, fmt::format("expected an integer, got {}", quote_input(s)));
+  fail(source, line, field, fmt::format("expected an integer, got {}", quote_input(text)));
 }
 
 }  // namespace perseus::csv

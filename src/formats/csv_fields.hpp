@@ -33,10 +33,12 @@ std::vector<std::string> split_line(std::string_view line, const std::string& so
 /// Throws InputError::in_file(source, line, field, what): "SOURCE:LINE: field 'FIELD': WHAT".
 [[noreturn]] void fail(const std::string& source, long line, std::string_view field, const std::string& what);
 
-/// A finite number. Throws "...: field 'F': expected a number, got 'X'" (or "a finite number").
+/// A finite number (decimal, optional exponent, one optional leading '+' or '-').
+/// Throws "...: field 'F': expected a number, got 'X'" (or "a finite number").
 double to_double(const std::string& source, long line, std::string_view field, std::string_view text);
 
-/// An integer; integral floats such as "1410.0" (pandas) are accepted. Throws "expected an integer".
+/// An integer (one optional leading '+' or '-'); integral floats such as "1410.0" (pandas) are
+/// accepted. Throws "expected an integer".
 long to_int(const std::string& source, long line, std::string_view field, std::string_view text);
 
 }  // namespace perseus::csv

@@ -140,6 +140,13 @@ TEST(ProfileErrors, NonNumericNanInf) {
   EXPECT_NE(e.find("'frequency'"), std::string::npos) << e;
   e = error_of(head + "zero,forward,1410,0.1,1\n");
   EXPECT_NE(e.find("'stage'"), std::string::npos) << e;
+  // One leading '+' is a sign, as in Python and spreadsheets (session 13's trial: "+1" was
+  // refused while "1e0" was read); two signs or a lone '+' are not numbers.
+  EXPECT_EQ(error_of(head + "+0,forward,+1410,+.1,+2e1\n+0,backward,1410.0,0.2,40\n"), "");
+  for (const char* bad : {"++0.1", "+-0.1", "+", "+ 1", "+inf"}) {
+    e = error_of(head + "0,forward,1410," + bad + ",20\n0,backward,1410,0.2,40\n");
+    EXPECT_NE(e.find("p.csv:2: field 'time': expected a"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 TEST(ProfileErrors, TimeAndEnergyRanges) {
