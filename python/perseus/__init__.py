@@ -66,6 +66,52 @@ if HAVE_RENDER:  # bound when the C++ library has perseus/render.hpp
     from ._perseus import render_frontier_svg, render_timeline_svg, write_report  # noqa: F401
 
 
+def _keyword_hints(f):
+    """`f` (a bound C++ function) whose unknown keyword arguments are named, with the nearest
+    accepted keyword: pybind11 only says "incompatible function arguments" and lists the whole
+    signature (session 13's trial: ``optimize(..., microbatchs=12)``). Every other error, and the
+    result, are f's own."""
+    import difflib
+    import functools
+    import re
+
+    name = f.__name__
+    # pybind11's docstring starts with the signature(s): "name(a: int, *, b: float = 0.5) -> dict".
+    params = set()
+    for line in (f.__doc__ or "").splitlines():
+        m = re.match(r"\s*(?:\d+\. )?%s\((.*)\) ->" % re.escape(name), line)
+        if m:
+            params.update(re.findall(r"(?:^|, |\*, )(\w+): ", m.group(1)))
+
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except TypeError as e:
+            unknown = [k for k in kwargs if k not in params]
+            if not params or not unknown or "incompatible function arguments" not in str(e):
+                raise
+            hints = []
+            for k in unknown:
+                near = difflib.get_close_matches(k, sorted(params), n=1)
+                hints.append("%r%s" % (k, " (did you mean %r?)" % near[0] if near else ""))
+            raise TypeError(
+                "%s() got an unexpected keyword argument%s %s; it takes %s"
+                % (name, "s" if len(hints) > 1 else "", ", ".join(hints), ", ".join(sorted(params)))
+            ) from None
+
+    return call
+
+
+load_profile, parse_profile, optimize, schedule = map(_keyword_hints, (load_profile, parse_profile, optimize, schedule))
+if HAVE_EMULATE:
+    emulate = _keyword_hints(emulate)
+if HAVE_RENDER:
+    render_frontier_svg, render_timeline_svg, write_report = map(
+        _keyword_hints, (render_frontier_svg, render_timeline_svg, write_report)
+    )
+
+
 def _row_number(row, i, key, integer):
     """Field `key` of row `i` as a finite int (integer) or float; InputError naming both otherwise."""
     import math

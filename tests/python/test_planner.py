@@ -260,6 +260,29 @@ class ProfileTest(unittest.TestCase):
             self.fail("SIGINT did not end load_profile() of a FIFO without a writer")
         self.assertEqual(status, 7)
 
+    def test_a_keyword_typo_names_the_keyword_and_the_nearest_accepted_one(self):
+        """Session 13's trial: optimize(..., microbatchs=12) said only "incompatible function
+        arguments" and listed the whole signature."""
+        prof = perseus.parse_profile(first_stages_csv(2))
+        with self.assertRaises(TypeError) as cm:
+            perseus.optimize(prof, stages=2, microbatchs=4, p2p_power_w=80)
+        self.assertIn("optimize() got an unexpected keyword argument 'microbatchs' (did you mean 'microbatches'?)",
+                      str(cm.exception))
+        self.assertIn("; it takes backward_input_fraction, bound, chunks,", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            perseus.optimize(prof, stages=2, microbatches=4, p2p_power=80, zzz=1)
+        self.assertIn("unexpected keyword arguments 'p2p_power' (did you mean 'p2p_power_w'?), 'zzz';",
+                      str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            perseus.load_profile(GPT3_PROFILE, stages=8)
+        self.assertIn("load_profile() got an unexpected keyword argument 'stages'; it takes expected_stages, path",
+                      str(cm.exception))
+        with self.assertRaises(TypeError) as cm:  # a known keyword of the wrong type: pybind11's own message
+            perseus.optimize(prof, stages="2", microbatches=4, p2p_power_w=80)
+        self.assertIn("incompatible function arguments", str(cm.exception))
+        self.assertEqual(perseus.optimize.__name__, "optimize")
+        self.assertIn("p2p_power_w", perseus.optimize.__doc__)  # help() still shows the signature
+
     def test_wrong_stage_count(self):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.parse_profile(first_stages_csv(2), "two.csv", expected_stages=3)
