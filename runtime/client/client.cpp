@@ -455,9 +455,10 @@ struct Client::Impl {
     wake.notify_all();
     if (poller.joinable()) poller.join();
     if (reporter.joinable()) reporter.join();
+    bool reset = true;  // the clocks are known to be unlocked (or were never touched)
     if (controller) {
       detail::unguard_controller(controller.get());
-      controller->stop(true);
+      reset = controller->stop(true);
       if (!opt.freq_log_path.empty()) {
         try {
           controller->write_log(opt.freq_log_path);
@@ -466,8 +467,24 @@ struct Client::Impl {
         }
       }
     }
-    watchdog.disarm();
-    lock_record.release();
+    if (reset) {
+      watchdog.disarm();
+      lock_record.release();
+    } else {
+      // Never leave a GPU locked quietly: the watchdog (its own driver session) tries; if it
+      // cannot either, the lock record keeps its text, so the next client on this GPU resets it.
+      fmt::print(stderr, "perseus client: rank {}: WARNING: the final clock reset failed ({}); handing it to the "
+                         "watchdog\n", opt.ranks.rank, controller->last_error());
+      if (watchdog.reset_now()) {
+        lock_record.release();
+      } else {
+        fmt::print(stderr, "perseus client: rank {}: WARNING: the GPU's clocks could not be reset and may stay locked; "
+                           "the next Perseus client on this GPU resets them{}\n", opt.ranks.rank,
+                   lock_record.path().empty() ? " only if it has a lock record (none here)" :
+                                                " (lock record " + lock_record.path() + " kept)");
+        lock_record.abandon();
+      }
+    }
     std::lock_guard lock(mu);
     if (!outbox.empty()) {
       fmt::print(stderr, "perseus client: rank {}: {} measurement report(s) not delivered at exit\n", opt.ranks.rank,

@@ -65,18 +65,23 @@ void FrequencyController::flush() {
   idle_cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || stopped_; });
 }
 
-void FrequencyController::stop(bool reset_clocks) {
+bool FrequencyController::stop(bool reset_clocks) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) {
-      if (!thread_.joinable()) return;
+      if (!thread_.joinable()) return !reset_clocks || last_reset_ok_;
     } else {
-      if (reset_clocks) queue_.push_back(Request{0, -1, -1, elapsed_s()});
+      if (reset_clocks) {
+        last_reset_ok_ = false;  // until the reset queued here succeeds
+        queue_.push_back(Request{0, -1, -1, elapsed_s()});
+      }
       stopping_ = true;
     }
   }
   cv_.notify_one();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  std::lock_guard lock(mutex_);
+  return !reset_clocks || (stopped_ && last_reset_ok_);
 }
 
 void FrequencyController::run() {
@@ -153,6 +158,7 @@ void FrequencyController::handle(const Request& req, bool superseded) {
   std::lock_guard lock(mutex_);
   applied_mhz_ = applied;
   applied_known_ = known;
+  if (req.freq_mhz == 0) last_reset_ok_ = e.outcome == FreqOutcome::kReset;
   log_.push_back(std::move(e));
   while (log_.size() > options_.max_log_entries) log_.pop_front();
 }

@@ -78,6 +78,12 @@ void GpuLockRecord::release() {
   fd_ = -1;
 }
 
+void GpuLockRecord::abandon() {
+  if (fd_ < 0) return;
+  ::close(fd_);  // drops the flock; the owner text stays for the next claim
+  fd_ = -1;
+}
+
 GpuLockRecord GpuLockRecord::claim(GpuControl& gpu, const std::string& dir_in) {
   GpuLockRecord rec;
   const std::string uuid = gpu.uuid();

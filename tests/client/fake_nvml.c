@@ -32,7 +32,10 @@
  *                             lacks it
  *   lost DEV READ             from energy read READ on (that read included), every call on
  *                             DEV answers NVML_ERROR_GPU_IS_LOST (15)
- *   delay_ms FUNC MS          FUNC sleeps MS milliseconds before answering */
+ *   delay_ms FUNC MS          FUNC sleeps MS milliseconds before answering
+ *   reset_fails_after_set on  nvmlDeviceResetGpuLockedClocks answers NVML_ERROR_UNKNOWN (999) in a
+ *                             process that has locked a clock (the trainer), not in one that
+ *                             only resets (the watchdog) */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdarg.h>
@@ -95,6 +98,9 @@ static void record(const char* fmt, ...) {
   (void)w;
   close(fd);
 }
+
+static int g_reset_fails_after_set = 0; /* scenario: reset_fails_after_set on */
+static int g_has_set = 0;               /* this process called nvmlDeviceSetGpuLockedClocks */
 
 static int env_int(const char* name, int dflt) {
   const char* v = getenv(name);
@@ -195,6 +201,8 @@ static void load(void) {
       add_name_rule(g_not_supported, &g_num_not_supported, dev, 0);
     } else if (strcmp(key, "missing") == 0) {
       add_name_rule(g_missing, &g_num_missing, dev, 0);
+    } else if (strcmp(key, "reset_fails_after_set") == 0) {
+      g_reset_fails_after_set = strcmp(dev, "on") == 0;
     } else if (strcmp(key, "delay_ms") == 0) {
       char* v = strtok_r(NULL, " \t\r\n", &save);
       add_name_rule(g_delay, &g_num_delay, dev, v != NULL ? atoi(v) : 0);
@@ -242,6 +250,7 @@ nvmlReturn_t nvmlInit_v2(void) {
   /* Every session re-reads the scenario (tests change it between clients of one process). */
   g_loaded = 0;
   g_num_rules = g_num_not_supported = g_num_missing = g_num_delay = 0;
+  g_reset_fails_after_set = 0;
   memset(g_reads, 0, sizeof g_reads);
   memset(g_lost_call, 0, sizeof g_lost_call);
   load();
@@ -325,6 +334,7 @@ static char* lock_file(unsigned i, char* buf, size_t n) {
 
 nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int min_mhz, unsigned int max_mhz) {
   record("nvmlDeviceSetGpuLockedClocks %u %u %u", device_index(d), min_mhz, max_mhz);
+  g_has_set = 1;
   int rc = device_call(d, "nvmlDeviceSetGpuLockedClocks");
   if (rc >= 0) return rc;
   rc = env_int("FAKE_NVML_SET_RESULT", 0);
@@ -343,6 +353,7 @@ nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d) {
   record("nvmlDeviceResetGpuLockedClocks %u", device_index(d));
   int rc = device_call(d, "nvmlDeviceResetGpuLockedClocks");
   if (rc >= 0) return rc;
+  if (g_reset_fails_after_set && g_has_set) return 999; /* NVML_ERROR_UNKNOWN */
   char path[512];
   if (lock_file(d->index, path, sizeof path) != NULL) unlink(path);
   return 0;

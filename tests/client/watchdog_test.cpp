@@ -3,6 +3,9 @@
 // found through LD_LIBRARY_PATH (the default dlopen name), which records every call.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -39,14 +42,14 @@ class Watchdog : public ::testing::Test {
     server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
     server_.start();
   }
-  pid_t start_trainer(bool hang) {
+  pid_t start_trainer(bool hang, std::map<std::string, std::string> env = {}) {
     std::vector<std::string> argv = {TEST_TRAINER, "--url", server_.url(), "--token", "secret", "--job", "job1",
                                      "--backend", "nvml", "--stages", "1", "--microbatches", "1",
                                      "--iterations", "2", "--watchdog", WATCHDOG, "--progress", dir_.file("progress"),
                                      "--no-coalesce"};
     if (hang) argv.push_back("--hang");
-    return spawn(argv, {{"LD_LIBRARY_PATH", FAKE_NVML_DIR}, {"FAKE_NVML_LOG", log()}, {"PERSEUS_LOCK_DIR", dir_.file("locks")}},
-                 dir_.file("out.txt"));
+    env.insert({{"LD_LIBRARY_PATH", FAKE_NVML_DIR}, {"FAKE_NVML_LOG", log()}, {"PERSEUS_LOCK_DIR", dir_.file("locks")}});
+    return spawn(argv, env, dir_.file("out.txt"));
   }
   std::string log() const { return dir_.file("nvml.log"); }
   bool ready() const { return read_file(dir_.file("progress")).find("ready") != std::string::npos; }
@@ -103,6 +106,49 @@ TEST_F(Watchdog, SigtermResetsClocksAndTheTrainerStillDiesBySigterm) {
   const int status = wait_exit(trainer);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
   ASSERT_TRUE(wait_for([&] { return resetters().count(trainer) == 1; }, 10)) << read_file(log());
+}
+
+// Code review (session 14): when the client's final reset failed at close, it was only logged;
+// then the watchdog was disarmed and the lock record emptied, so the GPU stayed locked at the
+// plan's last clock with both safety nets gone. Now the watchdog resets it (its own session).
+TEST_F(Watchdog, AFailedFinalResetIsHandedToTheWatchdog) {
+  const std::string state = dir_.file("state");
+  std::filesystem::create_directories(state);
+  const std::string scenario = dir_.file("scenario");
+  std::ofstream(scenario) << "reset_fails_after_set on\n";
+  const pid_t trainer = start_trainer(false, {{"FAKE_NVML_SCENARIO", scenario}, {"FAKE_NVML_STATE_DIR", state}});
+  const int status = wait_exit(trainer);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output();
+  const auto pids = resetters();
+  EXPECT_EQ(pids.count(trainer), 1u) << read_file(log());  // it tried, and failed
+  EXPECT_EQ(pids.size(), 2u) << read_file(log());          // the watchdog reset, before the trainer exited
+  EXPECT_FALSE(std::filesystem::exists(state + "/locked_0")) << "clocks left locked\n" << output();
+  EXPECT_NE(output().find("the final clock reset failed"), std::string::npos) << output();
+  for (const auto& f : std::filesystem::directory_iterator(dir_.file("locks")))
+    EXPECT_EQ(read_file(f.path().string()), "") << f.path();  // released: nothing stale
+}
+
+// ... and when nobody can reset them, the lock record keeps its text, so the next client on the
+// GPU resets them at start (as after a container teardown).
+TEST_F(Watchdog, ClocksNobodyCouldResetAreResetByTheNextClient) {
+  const std::string state = dir_.file("state");
+  std::filesystem::create_directories(state);
+  const std::string scenario = dir_.file("scenario");
+  std::ofstream(scenario) << "not_supported nvmlDeviceResetGpuLockedClocks\n";
+  const pid_t trainer = start_trainer(false, {{"FAKE_NVML_SCENARIO", scenario}, {"FAKE_NVML_STATE_DIR", state}});
+  ASSERT_TRUE(WIFEXITED(wait_exit(trainer))) << output();
+  EXPECT_TRUE(std::filesystem::exists(state + "/locked_0")) << output();
+  EXPECT_NE(output().find("could not be reset and may stay locked"), std::string::npos) << output();
+  int records = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir_.file("locks"))) {
+    ++records;
+    EXPECT_NE(read_file(f.path().string()).find("pid " + std::to_string(trainer)), std::string::npos) << f.path();
+  }
+  EXPECT_EQ(records, 1);
+  const pid_t next = start_trainer(false, {{"FAKE_NVML_STATE_DIR", state}});
+  ASSERT_EQ(wait_exit(next), 0) << output();
+  EXPECT_NE(output().find("reset the clock lock left by a client that died"), std::string::npos) << output();
+  EXPECT_FALSE(std::filesystem::exists(state + "/locked_0")) << output();
 }
 
 }  // namespace

@@ -70,8 +70,11 @@ class FrequencyController {
   /// Blocks until every request made so far has been handled (tests, shutdown).
   void flush();
   /// Handles pending requests, then (if reset_clocks) removes the clock lock, and joins the
-  /// thread. Idempotent; safe to call from any thread but the controller's.
-  void stop(bool reset_clocks = true);
+  /// thread. Idempotent; safe to call from any thread but the controller's. Returns false when
+  /// reset_clocks was asked and that final reset failed (the backend threw) or did not run:
+  /// the clocks may still be locked, and the caller must leave the reset to someone else (the
+  /// client hands it to its watchdog and keeps its lock record).
+  bool stop(bool reset_clocks = true);
 
   /// Clock in force, MHz, as far as the controller knows (0 = unlocked or unknown).
   int applied_mhz() const;
@@ -112,6 +115,7 @@ class FrequencyController {
   bool stopped_ = false;
   int applied_mhz_ = 0;
   bool applied_known_ = false;
+  bool last_reset_ok_ = false;  ///< the last reset request reached the backend and succeeded
   int failures_ = 0;
   std::string last_error_;
   std::thread thread_;

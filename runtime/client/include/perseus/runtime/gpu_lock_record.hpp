@@ -35,6 +35,10 @@ class GpuLockRecord {
   static GpuLockRecord claim(GpuControl& gpu, const std::string& dir = "");
   /// Empties the record and drops the flock. Idempotent.
   void release();
+  /// Drops the flock but keeps the record's text, for when the clocks could not be reset: the
+  /// next claim of this GPU (any client, after this one) finds a stale record and resets them.
+  /// Idempotent; release() after it does nothing.
+  void abandon();
   /// The record's path ("" when none).
   const std::string& path() const { return path_; }
   /// True when claim() found and reset a stale lock.

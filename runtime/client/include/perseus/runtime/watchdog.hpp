@@ -25,6 +25,11 @@ class Watchdog {
   bool start(const std::string& executable, const std::vector<std::string>& backend_args, std::string* error);
   /// Tells the watchdog to exit without touching the clocks and reaps it. Idempotent.
   void disarm();
+  /// Has the watchdog reset the clocks now, as if the trainer had died (its pipe is closed
+  /// without the disarm byte), and waits for it: for when the client's own final reset failed
+  /// (a fresh process with its own driver session may succeed). Returns true when the watchdog
+  /// reports the reset done (exit status 0); false when it failed or no watchdog runs.
+  bool reset_now();
   /// Process id of the watchdog (0 when none).
   pid_t pid() const { return pid_; }
 
