@@ -96,14 +96,25 @@ GpuLockRecord GpuLockRecord::claim(GpuControl& gpu, const std::string& dir_in) {
     return rec;
   }
   const std::string path = dir + "/gpu-" + uuid + ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // The directory may be shared by every user (/tmp/perseus-gpu-locks when /run/perseus cannot
+  // be made): never follow a symbolic link planted there, never write a file with other names
+  // (a hard link), and make only a file of our own writable by all.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0666);
   if (fd < 0) {
     fmt::print(stderr, "perseus client: WARNING: cannot open the lock record {}: {}; stale clock locks will not be "
                        "detected\n",
-               path, std::strerror(errno));
+               path, errno == ELOOP ? "it is a symbolic link" : std::strerror(errno));
     return rec;
   }
-  ::fchmod(fd, 0666);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    fmt::print(stderr, "perseus client: WARNING: the lock record {} is not a regular file with one name; it is left "
+                       "alone and stale clock locks will not be detected\n",
+               path);
+    return rec;
+  }
+  if (st.st_uid == ::geteuid()) ::fchmod(fd, 0666);  // another user's client may claim this GPU next
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string owner = read_all(fd);
     ::close(fd);

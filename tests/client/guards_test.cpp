@@ -479,6 +479,35 @@ TEST_F(Guards, LockRecordsRefuseALiveOwnerAndResetStaleLocks) {
   EXPECT_FALSE(again.reset_stale());
 }
 
+// Code review (session 14): in a lock directory every user can write (/tmp/perseus-gpu-locks), a
+// planted symbolic or hard link named like a GPU's record made the client chmod 0666, truncate
+// and overwrite the file it pointed to. Such a record is now left alone (no record, a warning).
+TEST_F(Guards, ALockRecordThatIsALinkIsLeftAlone) {
+  FakeNvmlEnv env(dir_, "");
+  auto gpu = nvml();
+  const std::string locks = dir_.file("locks");
+  std::filesystem::create_directories(locks);
+  const std::string victim = dir_.file("victim.txt");
+  std::ofstream(victim) << "precious\n";
+  std::filesystem::permissions(victim, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string record = locks + "/gpu-" + gpu->uuid() + ".lock";
+  for (const bool symbolic : {true, false}) {
+    std::filesystem::remove(record);
+    if (symbolic) std::filesystem::create_symlink(victim, record);
+    else std::filesystem::create_hard_link(victim, record);
+    GpuLockRecord r = GpuLockRecord::claim(*gpu, locks);
+    EXPECT_TRUE(r.path().empty()) << symbolic;
+    r.release();
+    EXPECT_EQ(read_file(victim), "precious\n") << symbolic;
+    EXPECT_EQ(std::filesystem::status(victim).permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << symbolic;
+  }
+  std::filesystem::remove(record);
+  GpuLockRecord fine = GpuLockRecord::claim(*gpu, locks);  // a plain record is claimed as before
+  EXPECT_EQ(fine.path(), record);
+}
+
 TEST_F(Guards, ClocksLeftLockedByAKilledContainerAreResetAtTheNextStart) {
   server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
   std::ofstream(dir_.file("scenario")) << "";
