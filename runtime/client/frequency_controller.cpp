@@ -129,7 +129,7 @@ void FrequencyController::handle(const Request& req, bool superseded) {
     if (failures_ == 0) fmt::print(stderr, "perseus client: clock change {}\n", e.error);
     ++failures_;
     last_error_ = e.error;
-  } else if (req.freq_mhz > 0 && known && applied == req.freq_mhz) {
+  } else if (req.freq_mhz > 0 && known && applied == req.freq_mhz && !gpu_->lock_may_be_lost()) {
     e.outcome = FreqOutcome::kRedundant;
   } else {
     try {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -47,6 +48,18 @@ class GpudConnection {
     }
   }
   const std::string& path() const { return path_; }
+  /// Connections made so far (a reconnect after a hang-up increments it).
+  std::uint64_t generation() const { return generation_; }
+  /// True when the helper closed the connection (it stopped or was restarted), checked without
+  /// blocking; false while it is open or when none is.
+  bool peer_closed() const {
+    if (fd_ < 0) return false;
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if ((p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) return true;
+    char c = 0;
+    return (p.revents & POLLIN) != 0 && ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  }
 
  private:
   void connect() {
@@ -63,6 +76,7 @@ class GpudConnection {
                                  path_, why));
     }
     buf_.clear();
+    ++generation_;
   }
   void send(const std::string& line) {
     std::size_t done = 0;
@@ -105,6 +119,7 @@ class GpudConnection {
   std::string path_;
   int fd_ = -1;
   std::string buf_;
+  std::uint64_t generation_ = 0;
 };
 
 class GpudGpu final : public GpuControl {
@@ -166,6 +181,10 @@ class GpudGpu final : public GpuControl {
   // The helper resets the clocks when this process's connection closes or the process
   // exits: no watchdog process is needed.
   std::vector<std::string> watchdog_args() const override { return {}; }
+  bool lock_may_be_lost() override {
+    std::lock_guard lock(mutex_);
+    return locked_mhz_ > 0 && (conn_.generation() != locked_generation_ || conn_.peer_closed());
+  }
 
  private:
   std::optional<double> reading(const char* key) {
@@ -180,10 +199,25 @@ class GpudGpu final : public GpuControl {
     if (!r.value("ok", false)) {
       throw GpuError(fmt::format("perseus gpud refused {}: {} ({})", what, r.value("message", "?"), r.value("error", "?")));
     }
+    if (op == Op::kLock) {
+      locked_mhz_ = mhz;
+      locked_generation_ = conn_.generation();
+    } else if (op == Op::kUnlock) {
+      locked_mhz_ = 0;
+    } else if (locked_mhz_ > 0 && conn_.generation() != locked_generation_) {
+      // This call reconnected: the helper reset the GPU when the old connection closed. Lock
+      // it again, so a reading (e.g. a profiling sweep's) is taken at the clock it is labelled
+      // with; if that fails, lock_may_be_lost() stays true and the controller's next request
+      // is applied.
+      const json again = conn_.call(Request{Op::kLock, index_, locked_mhz_});
+      if (again.value("ok", false)) locked_generation_ = conn_.generation();
+    }
     return r;
   }
 
   GpudConnection conn_;
+  int locked_mhz_ = 0;                     ///< clock this object locked (0 = none), MHz
+  std::uint64_t locked_generation_ = 0;    ///< the connection it was locked on
   int index_ = 0;
   std::string uuid_;
   std::string how_;

@@ -11,6 +11,7 @@
 #include "gpud_test_util.hpp"
 #include "perseus/client.h"
 #include "perseus/gpud/protocol.hpp"
+#include "perseus/runtime/frequency_controller.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "perseus/runtime/gpu_identity.hpp"
 
@@ -255,6 +256,37 @@ TEST_F(Gpud, ARestartedHelperResetsWhatItsKilledPredecessorLeftLockedAndClientsR
       << gpud_.log();
   g->set_locked_clocks(1005);  // the client reconnects on its own
   EXPECT_EQ(gpud_.gpu_state(1), "1005\n");
+}
+
+// Code review (session 14): a client reconnected silently after the helper restarted; the
+// helper had unlocked the GPU, yet the client believed its clock still in force, so the frequency
+// controller skipped the same clock as redundant and readings were taken (and labelled) at a
+// clock the GPU no longer had.
+TEST_F(Gpud, AfterTheHelperRestartsTheClientLocksItsClockAgain) {
+  ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
+  std::shared_ptr<perseus::runtime::GpuControl> g = make_gpud_gpu(gpu(1), gpud_.socket());
+  perseus::runtime::FrequencyController ctl(g);
+  ctl.request(1200);
+  ctl.flush();
+  ASSERT_EQ(gpud_.gpu_state(1), "1200\n");
+  EXPECT_FALSE(g->lock_may_be_lost());
+  gpud_.kill(SIGKILL);
+  ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();  // resets what was left locked
+  ASSERT_FALSE(gpud_.gpu_locked(1));
+  EXPECT_TRUE(g->lock_may_be_lost());
+  ctl.request(1200);  // the clock the controller believes in force: applied again, not skipped
+  ctl.flush();
+  EXPECT_EQ(gpud_.gpu_state(1), "1200\n") << gpud_.log();
+  EXPECT_EQ(ctl.log().back().outcome, perseus::runtime::FreqOutcome::kApplied);
+  // A reading that reconnects locks the clock again too.
+  gpud_.kill(SIGKILL);
+  ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
+  ASSERT_FALSE(gpud_.gpu_locked(1));
+  EXPECT_TRUE(g->total_energy_j().has_value());
+  EXPECT_EQ(gpud_.gpu_state(1), "1200\n") << gpud_.log();
+  EXPECT_FALSE(g->lock_may_be_lost());
+  ctl.stop(true);
+  EXPECT_FALSE(gpud_.gpu_locked(1));
 }
 
 TEST_F(Gpud, RefusesToStartOverALiveHelperOrANonSocketFileOrAWorldWritableMode) {

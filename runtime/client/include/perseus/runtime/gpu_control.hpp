@@ -63,6 +63,11 @@ class GpuControl {
   /// after the training process died (e.g. {"--backend","nvml","--device","0"}). Empty when
   /// no reset from another process is needed or possible (simulated GPU).
   virtual std::vector<std::string> watchdog_args() const { return {}; }
+  /// True when a clock this object locked may have been released behind its back since
+  /// (gpud: the helper's connection closed, e.g. the helper restarted, and the helper resets a
+  /// GPU whose client connection closes). The frequency controller then applies the next
+  /// request even when it equals the clock it believes in force. Default: false.
+  virtual bool lock_may_be_lost() { return false; }
 };
 
 struct GpuSelector;
