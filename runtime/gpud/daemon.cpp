@@ -159,16 +159,26 @@ struct Gpud::Impl {
 
   std::string state_file(int gpu) const { return cfg.state_dir + "/locked-" + std::to_string(gpu); }
 
-  void record_lock(const GpuSlot& g) {
-    std::ofstream f(state_file(g.index) + ".tmp");
-    f << g.owner_who << "\n";
-    f.close();
-    std::error_code ec;
-    std::filesystem::rename(state_file(g.index) + ".tmp", state_file(g.index), ec);
+  /// Writes GPU `gpu`'s lock record (its owner `who`) durably, before the clock is locked: a
+  /// temporary written and fsynced, then renamed into place. Returns "" when it is in place, else
+  /// why not (then nothing is locked: a helper killed afterwards could not reset the GPU).
+  std::string record_lock(int gpu, const std::string& who) {
+    const std::string path = state_file(gpu), tmp = path + ".tmp", text = who + "\n";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return fmt::format("{}: {}", tmp, std::strerror(errno));
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+      const std::string why = fmt::format("{}: {}", written ? path : tmp, std::strerror(written ? errno : err));
+      ::unlink(tmp.c_str());
+      return why;
+    }
+    return "";
   }
-  void forget_lock(const GpuSlot& g) {
+  void forget_lock(int gpu) {
     std::error_code ec;
-    std::filesystem::remove(state_file(g.index), ec);
+    std::filesystem::remove(state_file(gpu), ec);
   }
 
   // Worker side: reset g's clock on behalf of `why`; the lock record goes only when it worked.
@@ -180,7 +190,7 @@ struct Gpud::Impl {
       } else {
         note("GPU {}: clocks reset ({}; was locked by {})", g.index, why, g.owner_who);
       }
-      forget_lock(g);
+      forget_lock(g.index);
     } catch (const std::exception& e) {
       note("GPU {}: FAILED to reset clocks ({}): {}", g.index, why, e.what());
     }
@@ -237,12 +247,27 @@ struct Gpud::Impl {
             c.reply(error_reply("unsupported_clock", fmt::format("GPU {}: {}", g.index, check.reason)));
             return;
           }
-          g.ctl->set_locked_clocks(r.mhz);
+          // The record (who holds it; a restarted helper resets it) goes first: a clock is never
+          // locked without it.
           const bool new_owner = g.owner != c.id;
+          if (new_owner) {
+            if (const std::string why = record_lock(g.index, c.who); !why.empty()) {
+              note("GPU {}: not locked for {}: cannot write its lock record ({})", g.index, c.who, why);
+              c.reply(error_reply("gpu_error", fmt::format("GPU {}: not locked: the helper cannot write the lock record "
+                                                           "it needs to reset the GPU after a crash ({})",
+                                                           g.index, why)));
+              return;
+            }
+          }
+          try {
+            g.ctl->set_locked_clocks(r.mhz);
+          } catch (...) {
+            if (new_owner) forget_lock(g.index);  // nothing was locked for this owner
+            throw;
+          }
           g.owner = c.id;
           g.owner_who = c.who;
           g.locked_mhz = r.mhz;
-          if (new_owner) record_lock(g);  // who holds it; a restarted helper resets it
           note("GPU {}: locked at {} MHz by {}", g.index, r.mhz, c.who);
           c.reply({{"ok", true}, {"gpu", g.index}, {"mhz", r.mhz}});
           return;
@@ -253,7 +278,7 @@ struct Gpud::Impl {
             return;
           }
           g.ctl->reset_locked_clocks();
-          if (g.owner != 0) forget_lock(g);
+          if (g.owner != 0) forget_lock(g.index);
           note("GPU {}: unlocked by {}", g.index, c.who);
           g.owner = 0;
           g.owner_who.clear();

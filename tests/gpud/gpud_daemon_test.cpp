@@ -289,6 +289,31 @@ TEST_F(Gpud, AfterTheHelperRestartsTheClientLocksItsClockAgain) {
   EXPECT_FALSE(gpud_.gpu_locked(1));
 }
 
+// Code review (session 14): the helper wrote a GPU's lock record after locking the clock and
+// ignored write errors, so with state_dir unwritable (full, read-only, replaced) a helper killed
+// afterwards left the GPU locked. The record now comes first; without it nothing is locked.
+TEST_F(Gpud, NoClockIsLockedWithoutItsLockRecord) {
+  ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
+  const std::string state = dir_.file("state");
+  std::filesystem::remove_all(state);
+  std::ofstream(state) << "not a folder\n";  // even root cannot write below a regular file
+  auto g = make_gpud_gpu(gpu(0), gpud_.socket());
+  try {
+    g->set_locked_clocks(1005);
+    FAIL() << "locked without a lock record";
+  } catch (const GpuError& e) {
+    EXPECT_NE(std::string(e.what()).find("not locked: the helper cannot write the lock record"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(gpud_.gpu_locked(0));
+  EXPECT_NE(gpud_.log().find("GPU 0: not locked for uid="), std::string::npos) << gpud_.log();
+  std::filesystem::remove(state);
+  std::filesystem::create_directories(state);
+  g->set_locked_clocks(1005);  // with its record in place
+  EXPECT_EQ(gpud_.gpu_state(0), "1005\n");
+  EXPECT_TRUE(std::filesystem::exists(state + "/locked-0"));
+}
+
 TEST_F(Gpud, RefusesToStartOverALiveHelperOrANonSocketFileOrAWorldWritableMode) {
   ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
   TempDir other;
