@@ -11,6 +11,7 @@
 
 #ifdef PERSEUS_PY_HAVE_CLIENT
 #include "perseus/client.h"
+#include "perseus/runtime/client.hpp"  // kMaxBufferedReports
 #endif
 
 namespace perseus::python {
@@ -248,11 +249,11 @@ clock request in order (exact logs, for tests).)doc")
       .def(py::init([](const std::string& server_url, const std::string& job_id, const py::object& rank,
                        const py::object& dp_rank, const py::object& pp_rank, const py::object& tp_rank,
                        std::optional<std::string> token, const py::object& device_index, const std::string& backend,
-                       std::optional<std::string> profile_path, double sim_time_scale, double sim_blocking_power_w,
+                       std::optional<std::string> profile_path, Real sim_time_scale, Real sim_blocking_power_w,
                        std::optional<std::string> nvml_library_path, std::optional<std::string> dry_run_log_path,
-                       std::optional<std::string> freq_log_path, double request_timeout_s, double startup_timeout_s,
-                       double plan_poll_interval_s, unsigned max_buffered_reports, bool enable_watchdog,
-                       std::optional<std::string> watchdog_path, bool handle_signals, long long first_iteration,
+                       std::optional<std::string> freq_log_path, Real request_timeout_s, Real startup_timeout_s,
+                       Real plan_poll_interval_s, Strict<long long> max_buffered_reports, bool enable_watchdog,
+                       std::optional<std::string> watchdog_path, bool handle_signals, Strict<long long> first_iteration,
                        bool coalesce_clock_requests, std::optional<std::string> device_uuid,
                        std::optional<std::string> device_pci_bus_id, std::optional<std::string> gpud_socket_path,
                        std::optional<std::string> rocm_smi_library_path) {
@@ -267,19 +268,32 @@ clock request in order (exact logs, for tests).)doc")
              o.device_index = rank_arg(device_index, "device_index");
              o.backend = backend;
              o.profile_path = profile_path;
-             o.sim_time_scale = sim_time_scale;
-             o.sim_blocking_power_w = sim_blocking_power_w;
+             // Python's defaults are explicit, so 0 is not "the default" (as in the C config)
+             // but a mistake: refused by name, like a negative value.
+             for (const auto& [name, v] : {std::pair{"sim_time_scale", sim_time_scale.value},
+                                           std::pair{"request_timeout_s", request_timeout_s.value},
+                                           std::pair{"plan_poll_interval_s", plan_poll_interval_s.value}}) {
+               if (v == 0) raise_status(PERSEUS_ERR_INVALID_ARGUMENT, fmt::format("{} must be > 0, got 0", name));
+             }
+             if (max_buffered_reports.value < 1 ||
+                 max_buffered_reports.value > static_cast<long long>(perseus::runtime::kMaxBufferedReports)) {
+               raise_status(PERSEUS_ERR_INVALID_ARGUMENT,
+                            fmt::format("max_buffered_reports must be an integer in [1, {}], got {}",
+                                        perseus::runtime::kMaxBufferedReports, max_buffered_reports.value));
+             }
+             o.sim_time_scale = sim_time_scale.value;
+             o.sim_blocking_power_w = sim_blocking_power_w.value;
              o.nvml_library_path = nvml_library_path;
              o.dry_run_log_path = dry_run_log_path;
              o.freq_log_path = freq_log_path;
-             o.request_timeout_s = request_timeout_s;
-             o.startup_timeout_s = startup_timeout_s;
-             o.plan_poll_interval_s = plan_poll_interval_s;
-             o.max_buffered_reports = max_buffered_reports;
+             o.request_timeout_s = request_timeout_s.value;
+             o.startup_timeout_s = startup_timeout_s.value;
+             o.plan_poll_interval_s = plan_poll_interval_s.value;
+             o.max_buffered_reports = static_cast<unsigned>(max_buffered_reports.value);
              o.enable_watchdog = enable_watchdog;
              o.watchdog_path = watchdog_path;
              o.handle_signals = handle_signals;
-             o.first_iteration = first_iteration;
+             o.first_iteration = first_iteration.value;
              o.coalesce_clock_requests = coalesce_clock_requests;
              o.device_uuid = device_uuid;
              o.device_pci_bus_id = device_pci_bus_id;
@@ -289,13 +303,13 @@ clock request in order (exact logs, for tests).)doc")
            }),
            py::arg("server_url"), py::arg("job_id"), py::kw_only(), py::arg("rank"), py::arg("dp_rank") = 0,
            py::arg("pp_rank") = 0, py::arg("tp_rank") = 0, py::arg("token") = py::none(), py::arg("device_index") = 0,
-           py::arg("backend") = "nvml", py::arg("profile_path") = py::none(), py::arg("sim_time_scale") = 1.0,
-           py::arg("sim_blocking_power_w") = 0.0, py::arg("nvml_library_path") = py::none(),
+           py::arg("backend") = "nvml", py::arg("profile_path") = py::none(), py::arg("sim_time_scale") = Real{1.0},
+           py::arg("sim_blocking_power_w") = Real{0.0}, py::arg("nvml_library_path") = py::none(),
            py::arg("dry_run_log_path") = py::none(), py::arg("freq_log_path") = py::none(),
-           py::arg("request_timeout_s") = 5.0, py::arg("startup_timeout_s") = 10.0,
-           py::arg("plan_poll_interval_s") = 1.0, py::arg("max_buffered_reports") = 4096,
+           py::arg("request_timeout_s") = Real{5.0}, py::arg("startup_timeout_s") = Real{10.0},
+           py::arg("plan_poll_interval_s") = Real{1.0}, py::arg("max_buffered_reports") = Strict<long long>{4096},
            py::arg("enable_watchdog") = true, py::arg("watchdog_path") = py::none(), py::arg("handle_signals") = true,
-           py::arg("first_iteration") = 0, py::arg("coalesce_clock_requests") = true,
+           py::arg("first_iteration") = Strict<long long>{0}, py::arg("coalesce_clock_requests") = true,
            py::arg("device_uuid") = py::none(), py::arg("device_pci_bus_id") = py::none(),
            py::arg("gpud_socket_path") = py::none(), py::arg("rocm_smi_library_path") = py::none())
       .def("on_step_begin", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_begin(h); }); },

@@ -8,6 +8,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <fmt/core.h>
@@ -61,6 +62,8 @@ perseus_status guarded(const char* what, Fn&& fn) noexcept {
 
 std::string str(const char* s) { return s != nullptr ? s : ""; }
 
+using perseus::runtime::kMaxSimTimeScale;
+
 }  // namespace
 
 extern "C" {
@@ -98,19 +101,23 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
   if (c.server_url == nullptr || c.job_id == nullptr) {
     return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: server_url and job_id are required");
   }
-  // 0 keeps a field's default; a negative or NaN value is a caller's mistake, not a default.
-  for (const auto& [name, value] : {std::pair{"request_timeout_s", c.request_timeout_s},
-                                    std::pair{"plan_poll_interval_s", c.plan_poll_interval_s},
-                                    std::pair{"sim_time_scale", c.sim_time_scale},
-                                    std::pair{"clock_snap_tolerance_mhz", c.clock_snap_tolerance_mhz}}) {
-    if (!(value >= 0) || !std::isfinite(value)) {
+  // 0 keeps a field's default; a negative, NaN or too large value is a caller's mistake, not a
+  // default (a duration becomes a deadline: infinity would overflow the clock).
+  using perseus::runtime::kMaxClientDurationS;
+  for (const auto& [name, value, hi] : {std::tuple{"request_timeout_s", c.request_timeout_s, kMaxClientDurationS},
+                                        std::tuple{"plan_poll_interval_s", c.plan_poll_interval_s, kMaxClientDurationS},
+                                        std::tuple{"sim_time_scale", c.sim_time_scale, kMaxSimTimeScale},
+                                        std::tuple{"clock_snap_tolerance_mhz", c.clock_snap_tolerance_mhz, 1e5}}) {
+    if (!(value >= 0) || !(value <= hi)) {
       return fail(PERSEUS_ERR_INVALID_ARGUMENT,
-                  fmt::format("perseus_client_create: {} must be a finite number >= 0, got {}", name,
-                              value));
+                  fmt::format("perseus_client_create: {} must be a number in [0, {:g}] (0 = the default), got {}",
+                              name, hi, value));
     }
   }
-  if (std::isnan(c.startup_timeout_s)) {
-    return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: startup_timeout_s is NaN");
+  if (!(c.startup_timeout_s <= kMaxClientDurationS)) {  // negative means 0 (client.h); NaN or beyond: refused
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                fmt::format("perseus_client_create: startup_timeout_s must be a number of seconds <= {:g}, got {}",
+                            kMaxClientDurationS, c.startup_timeout_s));
   }
   return guarded("perseus_client_create", [&] {
     auto h = std::make_unique<perseus_client>();

@@ -81,11 +81,25 @@ void check_options(const ClientOptions& o) {
   if (r.rank < 0 || r.dp_rank < 0 || r.pp_rank < 0 || r.tp_rank < 0) {
     bad(fmt::format("ranks must be >= 0 (rank {}, dp {}, pp {}, tp {})", r.rank, r.dp_rank, r.pp_rank, r.tp_rank));
   }
-  if (!(o.request_timeout_s > 0) || !(o.plan_poll_interval_s > 0) || !(o.retry_initial_s > 0) ||
-      !(o.retry_max_s >= o.retry_initial_s) || !(o.startup_timeout_s >= 0)) {
-    bad("timeouts and intervals must be > 0 (retry_max_s >= retry_initial_s, startup_timeout_s >= 0)");
+  // Each becomes a deadline (now + d): infinity or 1e300 would overflow the clock (undefined
+  // behaviour; on x86 the deadline lands in the past and create() stops waiting at once).
+  for (const auto& [name, d, zero_ok] : {std::tuple{"request_timeout_s", o.request_timeout_s, false},
+                                         std::tuple{"startup_timeout_s", o.startup_timeout_s, true},
+                                         std::tuple{"plan_poll_interval_s", o.plan_poll_interval_s, false},
+                                         std::tuple{"retry_initial_s", o.retry_initial_s, false},
+                                         std::tuple{"retry_max_s", o.retry_max_s, false}}) {
+    if (!(zero_ok ? d >= 0 : d > 0) || !(d <= kMaxClientDurationS)) {
+      bad(fmt::format("{} must be a number of seconds in {}0, {:g}], got {}", name, zero_ok ? "[" : "(",
+                      kMaxClientDurationS, d));
+    }
   }
-  if (o.max_buffered_reports == 0 || o.max_batch == 0) bad("max_buffered_reports and max_batch must be > 0");
+  if (!(o.retry_max_s >= o.retry_initial_s)) {
+    bad(fmt::format("retry_max_s ({} s) must be >= retry_initial_s ({} s)", o.retry_max_s, o.retry_initial_s));
+  }
+  if (o.max_buffered_reports == 0 || o.max_buffered_reports > kMaxBufferedReports) {
+    bad(fmt::format("max_buffered_reports must be in [1, {}], got {}", kMaxBufferedReports, o.max_buffered_reports));
+  }
+  if (o.max_batch == 0) bad("max_batch must be > 0");
   // The server takes iteration numbers in [0, 2^53] (exact in a JSON double); beyond, every
   // report would be refused, and the counter would overflow past INT64_MAX.
   if (o.first_iteration < 0 || o.first_iteration > (std::int64_t{1} << 53)) {

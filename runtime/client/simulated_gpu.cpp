@@ -23,8 +23,10 @@ SimulatedGpu::SimulatedGpu(perseus::Profile profile, int stage, double time_scal
     throw std::invalid_argument(
         fmt::format("simulated GPU: stage {} is not in the profile ({} stages)", stage, profile_.num_stages()));
   }
-  if (!(time_scale > 0) || !std::isfinite(time_scale)) {
-    throw std::invalid_argument(fmt::format("simulated GPU: time scale must be > 0, got {}", time_scale));
+  if (!(time_scale >= kMinSimTimeScale && time_scale <= kMaxSimTimeScale)) {
+    throw std::invalid_argument(fmt::format("simulated GPU: time scale must be in [{:g}, {:g}] (real s per simulated "
+                                            "s), got {}",
+                                            kMinSimTimeScale, kMaxSimTimeScale, time_scale));
   }
   if (!(blocking_power_w >= 0) || !std::isfinite(blocking_power_w)) {
     throw std::invalid_argument(fmt::format("simulated GPU: blocking power must be >= 0 W, got {}", blocking_power_w));

@@ -49,6 +49,21 @@ int main(int argc, char** argv) {
   cfg.backend = "no-such-backend";
   CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
   CHECK(strstr(perseus_last_error(), "no-such-backend") != NULL);
+  /* An infinite duration or scale is refused by name (a deadline from it would overflow). */
+  cfg.backend = "dry-run";
+  cfg.startup_timeout_s = 1.0 / 0.0;
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(perseus_last_error(), "startup_timeout_s must be a number of seconds <= 1e+06") != NULL);
+  cfg.startup_timeout_s = 10.0;
+  cfg.request_timeout_s = 1e300;
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(perseus_last_error(), "request_timeout_s must be a number in [0, 1e+06]") != NULL);
+  cfg.request_timeout_s = 5.0;
+  cfg.sim_time_scale = 1e300;
+  CHECK(perseus_client_create(&cfg, &c) == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(perseus_last_error(), "sim_time_scale must be a number in [0, 1e+06]") != NULL);
+  cfg.sim_time_scale = 1.0;
+  cfg.backend = "no-such-backend";
 
   cfg.backend = "dry-run";
   cfg.dry_run_log_path = gpu_log;

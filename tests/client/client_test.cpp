@@ -1,6 +1,9 @@
 // Client against the in-test stub server: plan, order check, refresh, reports, outage.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "perseus/runtime/client.hpp"
 #include "stub_server.hpp"
 #include "test_util.hpp"
@@ -275,6 +278,41 @@ TEST_F(ClientTest, MalformedUrlOrTokenIsAnInvalidArgument) {
   // The server's own URL with a trailing '/' still works.
   auto o = options();
   o.server_url += "/";
+  auto c = Client::create(o, gpu());
+  run_step(*c, kSeq);
+  EXPECT_TRUE(c->flush_reports(5.0));
+}
+
+// Code review (session 14): an infinite or huge timeout passed the "> 0" check, and the
+// deadline now + timeout overflowed the clock (undefined behaviour; on x86 it lands in the past,
+// so create() stopped waiting at once instead of "forever"). Each is refused by name.
+TEST_F(ClientTest, InfiniteOrHugeDurationsAreRefusedByName) {
+  const double inf = std::numeric_limits<double>::infinity();
+  using Field = double ClientOptions::*;
+  const std::pair<Field, const char*> fields[] = {{&ClientOptions::request_timeout_s, "request_timeout_s"},
+                                                  {&ClientOptions::startup_timeout_s, "startup_timeout_s"},
+                                                  {&ClientOptions::plan_poll_interval_s, "plan_poll_interval_s"},
+                                                  {&ClientOptions::retry_max_s, "retry_max_s"}};
+  for (const auto& [field, name] : fields) {
+    for (const double bad : {inf, 1e300, 1e6 * (1 + 1e-9), std::nan("")}) {
+      auto o = options();
+      o.*field = bad;
+      try {
+        Client::create(o, gpu());
+        ADD_FAILURE() << name << " = " << bad << " accepted";
+      } catch (const ClientError& e) {
+        EXPECT_EQ(e.code(), ClientErrc::kInvalidArgument) << name;
+        EXPECT_NE(std::string(e.what()).find(std::string(name) + " must be a number of seconds in"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  auto o = options();
+  o.max_buffered_reports = kMaxBufferedReports + 1;
+  EXPECT_THROW(Client::create(o, gpu()), ClientError);
+  o = options();
+  o.startup_timeout_s = 0;  // allowed: do not wait for an unreachable server
+  o.request_timeout_s = o.retry_max_s = kMaxClientDurationS;
   auto c = Client::create(o, gpu());
   run_step(*c, kSeq);
   EXPECT_TRUE(c->flush_reports(5.0));

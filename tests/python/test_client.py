@@ -217,11 +217,21 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             perseus.Client(self.server.url, self.job_id, rank="0")
         self.assertIn("rank must be an int", str(cm.exception))
+        for kw, value in (("sim_time_scale", True), ("first_iteration", True), ("request_timeout_s", "5"),
+                          ("max_buffered_reports", 1.5)):
+            with self.subTest(keyword=kw, value=value):
+                with self.assertRaises(TypeError):
+                    perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", **{kw: value})
         # Negative or NaN durations and scales, and an iteration number the server cannot take,
         # are the caller's mistakes: refused by name, never turned into a default.
+        # Session 14's trial: 0 silently meant the C default, 1e300 and inf passed (the sleep or
+        # deadline overflowed), max_buffered_reports=-1 or 2**40 gave pybind's overload dump.
         for kw, value in (("request_timeout_s", -3.0), ("plan_poll_interval_s", -1.0),
                           ("sim_time_scale", float("nan")), ("sim_time_scale", -1.0), ("first_iteration", -5),
-                          ("first_iteration", 2**53 + 1)):
+                          ("first_iteration", 2**53 + 1), ("sim_time_scale", 0.0), ("sim_time_scale", 1e300),
+                          ("request_timeout_s", 0.0), ("request_timeout_s", float("inf")),
+                          ("startup_timeout_s", float("inf")), ("plan_poll_interval_s", 1e7),
+                          ("max_buffered_reports", -1), ("max_buffered_reports", 0), ("max_buffered_reports", 2**40)):
             with self.subTest(keyword=kw, value=value):
                 with self.assertRaises(perseus.ClientConfigError) as cm:
                     perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", **{kw: value})

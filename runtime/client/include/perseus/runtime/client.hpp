@@ -34,7 +34,14 @@ class ClientError : public std::runtime_error {
   ClientErrc code_;
 };
 
-/// Client configuration. Times in seconds.
+/// Longest timeout or interval a client takes, s (11.6 days): beyond, a deadline computed
+/// from it would overflow the clock's range (infinity is refused too).
+inline constexpr double kMaxClientDurationS = 1e6;
+/// Most unsent iteration reports a client keeps (memory bound).
+inline constexpr std::size_t kMaxBufferedReports = std::size_t{1} << 20;
+
+/// Client configuration. Times in seconds; every duration in (0, kMaxClientDurationS]
+/// (startup_timeout_s may be 0), else Client::create() throws ClientError naming the field.
 struct ClientOptions {
   std::string server_url;   ///< "http://host:port" of `perseus serve` (a trailing '/' is allowed; no path).
   std::string token;        ///< Bearer token ("" = none); printable ASCII, no space.
@@ -48,7 +55,7 @@ struct ClientOptions {
   double plan_poll_interval_s = 1.0;  ///< Background plan refresh period (also polled at every step end).
   double retry_initial_s = 0.1;       ///< First retry delay after a failed report; doubles up to retry_max_s.
   double retry_max_s = 5.0;
-  std::size_t max_buffered_reports = 4096;  ///< Unsent iteration reports kept; oldest dropped beyond.
+  std::size_t max_buffered_reports = 4096;  ///< Unsent iteration reports kept (1..kMaxBufferedReports); oldest dropped beyond.
   std::size_t max_batch = 64;               ///< Iteration reports per POST.
   bool per_instruction_energy = true;       ///< Read the energy counter around every computation.
   /// When clock requests pile up faster than the driver applies them (NVML takes 10–20 ms),

@@ -13,6 +13,11 @@
 
 namespace perseus::runtime {
 
+/// Range of a simulated GPU's time scale (real s per simulated s): beyond it a sleep of a
+/// computation's time × scale underflows to nothing or overflows the clock.
+inline constexpr double kMinSimTimeScale = 1e-6;
+inline constexpr double kMaxSimTimeScale = 1e6;
+
 /// Simulates the GPU of one pipeline stage for CPU-only machines, tests and demos.
 /// Supported clocks are the profile's frequencies for the stage. compute() "runs" one
 /// computation at the current clock: it sleeps profile time × time_scale of real time and
@@ -23,7 +28,8 @@ namespace perseus::runtime {
 class SimulatedGpu : public GpuControl {
  public:
   /// stage: profile stage this GPU runs (0-based). time_scale: real seconds slept per
-  /// simulated second (> 0; e.g. 0.01 makes a 50 ms computation sleep 0.5 ms).
+  /// simulated second (in [kMinSimTimeScale, kMaxSimTimeScale]; e.g. 0.01 makes a 50 ms
+  /// computation sleep 0.5 ms).
   /// blocking_power_w: power while idle/blocked, W (>= 0).
   /// Throws std::invalid_argument when the stage is not in the profile or the scales are
   /// out of range.
