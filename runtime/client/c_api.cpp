@@ -1,6 +1,8 @@
 // C ABI over perseus::runtime::Client: catches everything, returns status + thread-local message.
 #include "perseus/client.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -233,8 +235,16 @@ perseus_status perseus_client_flush(perseus_client* h, double timeout_s) {
                 fmt::format("perseus_client_flush: timeout_s must be a finite number >= 0 s, got {}", timeout_s));
   }
   return guarded("perseus_client_flush", [&] {
-    h->client->controller().flush();  // clock requests first: stats read after flush are settled
-    if (!h->client->flush_reports(timeout_s)) {
+    // Clock requests first (stats read after flush are settled), then reports, within timeout_s
+    // in all: a backend call that hangs (a gpud helper not answering) cannot block beyond it.
+    const auto start = std::chrono::steady_clock::now();
+    if (!h->client->controller().flush_for(timeout_s)) {
+      throw ClientError(ClientErrc::kGpu, fmt::format("clock requests still pending after {} s (the GPU backend has "
+                                                      "not answered; last error: {})",
+                                                      timeout_s, h->client->controller().last_error()));
+    }
+    const double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!h->client->flush_reports(std::max(0.0, left))) {
       const auto s = h->client->stats();
       throw ClientError(ClientErrc::kServer,
                         fmt::format("{} report(s) still pending after {} s (last error: {})", s.reports_pending,

@@ -65,6 +65,12 @@ void FrequencyController::flush() {
   idle_cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || stopped_; });
 }
 
+bool FrequencyController::flush_for(double timeout_s) {
+  std::unique_lock lock(mutex_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_s)),
+                           [&] { return (queue_.empty() && !busy_) || stopped_; });
+}
+
 bool FrequencyController::stop(bool reset_clocks) {
   {
     std::lock_guard lock(mutex_);

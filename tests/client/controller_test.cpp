@@ -45,6 +45,29 @@ class ScriptedGpu : public GpuControl {
   int resets = 0;
 };
 
+// Code review (session 14): perseus_client_flush(timeout_s) first waited for the clock
+// controller without a bound, so a backend call that hangs (a gpud helper not answering) blocked
+// it far beyond timeout_s. flush_for() is bounded.
+TEST(FrequencyController, FlushForIsBoundedWhileABackendCallHangs) {
+  auto gpu = std::make_shared<ScriptedGpu>();
+  gpu->hold = true;
+  FrequencyController c(gpu);
+  c.request(1200);
+  {
+    std::unique_lock lock(gpu->mu);
+    gpu->cv.wait(lock, [&] { return gpu->entered; });  // the controller is inside the call
+  }
+  EXPECT_FALSE(c.flush_for(0.05));  // the call cannot end before it is released
+  EXPECT_FALSE(c.flush_for(0.0));
+  {
+    std::lock_guard lock(gpu->mu);
+    gpu->hold = false;
+  }
+  gpu->cv.notify_all();
+  EXPECT_TRUE(c.flush_for(600));  // returns as soon as the call ended
+  EXPECT_EQ(c.applied_mhz(), 1200);
+}
+
 TEST(FrequencyController, AppliesSkipsRedundantAndResetsOnStop) {
   TempDir dir;
   auto gpu = std::shared_ptr<GpuControl>(make_dry_run_gpu(0, dir.file("calls.log")));

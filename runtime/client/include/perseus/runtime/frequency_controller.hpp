@@ -69,6 +69,9 @@ class FrequencyController {
   void request_reset();
   /// Blocks until every request made so far has been handled (tests, shutdown).
   void flush();
+  /// Like flush(), for at most timeout_s (s, >= 0): true when every request was handled, false
+  /// at the timeout (a backend call is still running, e.g. a gpud helper that does not answer).
+  bool flush_for(double timeout_s);
   /// Handles pending requests, then (if reset_clocks) removes the clock lock, and joins the
   /// thread. Idempotent; safe to call from any thread but the controller's. Returns false when
   /// reset_clocks was asked and that final reset failed (the backend threw) or did not run:
