@@ -348,8 +348,9 @@ clock request in order (exact logs, for tests).)doc")
             c.call([&](perseus_client* h) { return perseus_client_flush(h, timeout_s); });
           },
           py::arg("timeout_s") = 5.0,
-          "Waits up to timeout_s (s) until every queued report is accepted. Raises ServerRefusedError when "
-          "some are still pending.")
+          "Waits up to timeout_s (s) in all until every queued clock request is applied and every queued "
+          "report is accepted. Raises GpuError when a clock request is still running (the GPU backend does not "
+          "answer), ServerRefusedError when some reports are still pending.")
       .def(
           "stats",
           [](PyClient& c) {
