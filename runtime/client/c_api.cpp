@@ -286,6 +286,9 @@ perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats*
 perseus_status perseus_client_write_freq_log(perseus_client* h, const char* path) {
   PERSEUS_CHECK_HANDLE("perseus_client_write_freq_log");
   if (path == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_write_freq_log: NULL path");
+  if (*path == '\0') {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_write_freq_log: expected a file path, got an empty one");
+  }
   return guarded("perseus_client_write_freq_log", [&] {
     h->client->controller().flush();
     try {

@@ -74,8 +74,13 @@ void check_options(const ClientOptions& o) {
     bad("token has a character not allowed in an HTTP header (a control character, space or non-ASCII byte); "
         "tokens are printable ASCII, e.g. the pjt-... job token");
   }
-  if (o.job_id.empty() || o.job_id.find_first_of("/?#% ") != std::string::npos) {
-    bad(fmt::format("job id {} is empty or has characters not allowed in a URL path", perseus::quote_input(o.job_id)));
+  // A URL path segment: no '/', '?', '#', '%', space, control character (CR/LF would reach the
+  // request line) or non-ASCII byte.
+  if (o.job_id.empty() || o.job_id.find_first_of("/?#% ") != std::string::npos ||
+      std::any_of(o.job_id.begin(), o.job_id.end(), [](char c) { return c < ' ' || c == '\x7f' || (c & 0x80) != 0; })) {
+    bad(fmt::format("job id {} is empty or has characters not allowed in a URL path (printable ASCII other than / ? "
+                    "# % and space)",
+                    perseus::quote_input(o.job_id)));
   }
   const RankInfo& r = o.ranks;
   if (r.rank < 0 || r.dp_rank < 0 || r.pp_rank < 0 || r.tp_rank < 0) {

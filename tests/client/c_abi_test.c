@@ -111,6 +111,8 @@ int main(int argc, char** argv) {
   CHECK(st.applied_mhz == 1005);
   CHECK(perseus_client_write_freq_log(c, freq_log) == PERSEUS_OK);
   CHECK(perseus_client_write_freq_log(c, "/nonexistent-dir/f.csv") == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(perseus_client_write_freq_log(c, "") == PERSEUS_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(perseus_last_error(), "expected a file path, got an empty one") != NULL);
   CHECK(perseus_client_destroy(c) == PERSEUS_OK);
   CHECK(perseus_client_destroy(NULL) == PERSEUS_OK);
 

@@ -275,6 +275,18 @@ TEST_F(ClientTest, MalformedUrlOrTokenIsAnInvalidArgument) {
           << e.what();
     }
   }
+  // Session 14's trial: a job id with CR/LF was sent (and came back inside the server's error).
+  for (const std::string& job : std::vector<std::string>{"job-x\r\n", "a/b", "tab\there", "caf\xc3\xa9", ""}) {
+    auto o = options();
+    o.job_id = job;
+    try {
+      Client::create(o, gpu());
+      ADD_FAILURE() << "job id accepted";
+    } catch (const ClientError& e) {
+      EXPECT_EQ(e.code(), ClientErrc::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("has characters not allowed in a URL path"), std::string::npos) << e.what();
+    }
+  }
   // The server's own URL with a trailing '/' still works.
   auto o = options();
   o.server_url += "/";
