@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -200,7 +201,17 @@ int monitor(const MonitorArgs& args) {
       if (devices.empty()) {
         no_gpu = gpud ? "the gpud helper lets this user use no GPU" : rocm ? "ROCm SMI reports 0 GPUs" : "NVML reports 0 GPUs";
       }
-    } else if (!gpud) {
+    } else if (gpud) {
+      // A GPU the helper does not let this user use is the caller's mistake too (exit 1), unless
+      // it lets them use none (no GPU can be measured: exit 4, below).
+      const std::vector<int> allowed = runtime::gpud_allowed_gpus(args.gpud_socket);
+      for (int d : devices) {
+        if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), d) == allowed.end()) {
+          throw InputError(fmt::format("monitor: -d {}: the gpud helper lets this user use GPU{} {}; command not run", d,
+                                       allowed.size() == 1 ? "" : "s", fmt::join(allowed, ", ")));
+        }
+      }
+    } else {
       // A GPU number the machine lacks is the caller's mistake, not "no GPU on this machine".
       const int n = rocm ? runtime::rocm_smi_device_count(args.rocm_smi_library)
                          : runtime::nvml_device_count(args.nvml_library);
@@ -271,7 +282,15 @@ int monitor(const MonitorArgs& args) {
                         {"gpus", nlohmann::json::array()}};
   double total_j = 0;
   bool all_measured = !meters.empty();
-  fmt::print(stderr, "perseus monitor: '{}' exited with status {} after {:.3f} s\n", args.command[0], status, time_s);
+  // run_command() gives 128 + N for a command killed by signal N (as a shell does): say so.
+  const std::string how = status > 128 && status < 128 + NSIG
+                              ? fmt::format("was killed by signal {} ({}; exit status {})", status - 128,
+                                            sigabbrev_np(status - 128) != nullptr
+                                                ? std::string("SIG") + sigabbrev_np(status - 128)
+                                                : std::string("unknown"),
+                                            status)
+                              : fmt::format("exited with status {}", status);
+  fmt::print(stderr, "perseus monitor: '{}' {} after {:.3f} s\n", args.command[0], how, time_s);
   if (!meters.empty()) fmt::print(stderr, "{:>5} {:>14} {:>12}  {}\n", "gpu", "energy_j", "avg_power_w", "method");
   for (std::size_t i = 0; i < meters.size(); ++i) {
     auto& m = meters[i];
@@ -312,8 +331,14 @@ int monitor(const MonitorArgs& args) {
       fmt::print(stderr, "{:>5} {:>14.3f} {:>12.1f}\n", "total", total_j, time_s > 0 ? total_j / time_s : 0.0);
     } else {
       out["energy_j"] = nullptr;  // a sum over some GPUs is not the total
-      fmt::print(stderr, "{:>5} {:>14} {:>12}  (some GPUs not measured; measured ones: {:.3f} J)\n", "total",
-                 "unknown", "unknown", total_j);
+      const std::size_t measured = std::count_if(out["gpus"].begin(), out["gpus"].end(),
+                                                 [](const nlohmann::json& g) { return !g["energy_j"].is_null(); });
+      if (measured == 0) {
+        fmt::print(stderr, "{:>5} {:>14} {:>12}  (no GPU measured)\n", "total", "unknown", "unknown");
+      } else {
+        fmt::print(stderr, "{:>5} {:>14} {:>12}  ({} of {} GPUs not measured; the measured ones: {:.3f} J)\n", "total",
+                   "unknown", "unknown", meters.size() - measured, meters.size(), total_j);
+      }
     }
   }
   if (!args.json_path.empty()) return write_json_or_report(args.json_path, out, status);

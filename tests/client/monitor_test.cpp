@@ -75,6 +75,14 @@ TEST(Monitor, PassesTheCommandsExitStatusThrough) {
   const pid_t pid = spawn({PERSEUS_BINARY, "monitor", "-d", "0", "--", "sh", "-c", "exit 3"},
                           {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out.txt"));
   EXPECT_EQ(exit_code(wait_exit(pid)), 3) << read_file(dir.file("out.txt"));
+  EXPECT_NE(read_file(dir.file("out.txt")).find("'sh' exited with status 3 after"), std::string::npos);
+  // A command killed by a signal: the signal is named (it said "exited with status 137").
+  const pid_t killed = spawn({PERSEUS_BINARY, "monitor", "-d", "0", "--", "sh", "-c", "kill -9 $$"},
+                             {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out3.txt"));
+  EXPECT_EQ(exit_code(wait_exit(killed)), 137) << read_file(dir.file("out3.txt"));
+  EXPECT_NE(read_file(dir.file("out3.txt")).find("'sh' was killed by signal 9 (SIGKILL; exit status 137) after"),
+            std::string::npos)
+      << read_file(dir.file("out3.txt"));
   const pid_t missing = spawn({PERSEUS_BINARY, "monitor", "--", "/nonexistent/cmd"},
                               {{"PERSEUS_NVML_LIBRARY", FAKE_NVML_PATH}}, dir.file("out2.txt"));
   EXPECT_EQ(exit_code(wait_exit(missing)), 127) << read_file(dir.file("out2.txt"));
@@ -264,6 +272,9 @@ TEST(MonitorAnomalies, NoCounterAndNoPowerIsUnknown) {
   EXPECT_TRUE(j["gpus"][0]["energy_j"].is_null());
   EXPECT_TRUE(j["energy_j"].is_null());
   EXPECT_NE(out.find("unknown"), std::string::npos) << out;
+  // Session 14's trial: the total line said "measured ones: 0.000 J" when none was measured.
+  EXPECT_NE(out.find("(no GPU measured)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("0.000 J"), std::string::npos) << out;
 }
 
 // GPU lost during the command: unknown with a warning; the other GPU is still measured.
@@ -275,6 +286,7 @@ TEST(MonitorAnomalies, LostGpuIsUnknownAndTheOthersAreMeasured) {
   EXPECT_EQ(j["gpus"][1]["anomalies"][0], "gpu_lost");
   EXPECT_TRUE(j["energy_j"].is_null());  // a sum over some GPUs is not the total
   EXPECT_NE(out.find("GPU is lost"), std::string::npos) << out;
+  EXPECT_NE(out.find("(1 of 2 GPUs not measured; the measured ones: "), std::string::npos) << out;
 }
 
 // A 32-bit counter wrapping between the readings is still measured, with a note.

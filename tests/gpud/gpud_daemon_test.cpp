@@ -360,6 +360,20 @@ TEST_F(Gpud, MonitorMeasuresTheAllowedGpusThroughTheHelper) {
   EXPECT_EQ(j["gpus"][0]["index"], 1);
   EXPECT_EQ(j["gpus"][0]["method"], "energy counter");
   EXPECT_GE(j["gpus"][0]["avg_power_w"].get<double>(), 99.0);  // the fake's steady 100 W
+  // Session 14's trial: a GPU the helper does not let this user use exited 4 ("no GPU can be
+  // measured"); docs/client.md: a -d N the machine does not have is an error, exit status 1.
+  for (const char* d : {"5", "0"}) {
+    const pid_t q = spawn({PERSEUS_BINARY, "monitor", "--backend", "gpud", "--gpud-socket", gpud_.socket(), "-d", d,
+                           "--", "touch", dir_.file("ran")},
+                          {}, dir_.file("monitor2.log"));
+    const int st = wait_exit(q, 60);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << d << ": " << read_file(dir_.file("monitor2.log"));
+    EXPECT_NE(read_file(dir_.file("monitor2.log"))
+                  .find(std::string("monitor: -d ") + d + ": the gpud helper lets this user use GPU 1; command not run"),
+              std::string::npos)
+        << read_file(dir_.file("monitor2.log"));
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("ran")));
+  }
 }
 
 TEST_F(Gpud, CAbiSelectsTheGpudBackendAndReportsWhyItCannotBeUsed) {
