@@ -1,0 +1,96 @@
+// Requests that must be refused (or readings that must not be acted on) because what they say
+// is impossible or inconsistent: plans with a computation twice or impossible times,
+// measurements with impossible energies or a computation twice, detections beyond any
+// straggler, and the messages that name what was wrong.
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include "perseus/error.hpp"
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+/// One 1F1B rank list of a pp = 2, 2-microbatch job: (instruction, microbatch, MHz) in the
+/// given order (named entries: the order does not matter).
+json rank_list(int stage, const std::vector<std::tuple<const char*, int, int>>& entries) {
+  json l = json::array();
+  for (const auto& [ins, mb, f] : entries)
+    l.push_back({{"instruction", ins}, {"microbatch", mb}, {"freq_mhz", f}, {"stage", stage}});
+  return l;
+}
+
+json uniform_list(int stage, int f) {
+  return rank_list(stage, {{"forward", 0, f}, {"forward", 1, f}, {"backward", 0, f}, {"backward", 1, f}});
+}
+
+/// A "plans" job of `dp` pipelines of 2 stages x 2 microbatches: all at 1000 MHz (2 s, 100 J)
+/// and all at 1400 MHz (1 s, 150 J; the served one).
+json two_plan_job(int dp) {
+  return {{"pp", 2}, {"dp", dp}, {"microbatches", 2}, {"p2p_power_w", 60.0},
+          {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {uniform_list(0, 1000), uniform_list(1, 1000)}}},
+                     {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {uniform_list(0, 1400), uniform_list(1, 1400)}}}}}};
+}
+
+std::string message(const Resp& r) {
+  return r.j.is_object() && r.j.contains("error") ? r.j["error"]["message"].get<std::string>() : r.body;
+}
+
+class RequestChecks : public ::testing::Test {
+ protected:
+  TempDir dir;
+};
+
+// The trial's plan: rank 0 names forward of microbatch 0 twice (1410 and 900 MHz) and never
+// forward of microbatch 1, which was then served the duplicate's 900 MHz.
+TEST_F(RequestChecks, APlanNamingAComputationTwiceIsRefusedWithTheMissingOne) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(1);
+  job["plans"] = {{{"time_s", 1}, {"energy_j", 1},
+                   {"ranks", {rank_list(0, {{"forward", 0, 1410}, {"forward", 0, 900}, {"backward", 0, 1410},
+                                            {"backward", 1, 1410}}),
+                              uniform_list(1, 1410)}}}};
+  const auto r = api.post("/v1/jobs", job);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "invalid_job") << r.body;
+  EXPECT_NE(message(r).find("plans[0]: ranks[0][1]: forward of microbatch 0 on stage 0 is listed twice (also at "
+                            "ranks[0][0]), and the list lacks forward of microbatch 1 on stage 0"),
+            std::string::npos)
+      << r.body;
+}
+
+// Named entries set the clock of the computation they name, in whatever order they are listed
+// (the served plan is in execution order: forward 0, forward 1, backward 0, backward 1).
+TEST_F(RequestChecks, NamedPlanEntriesSetTheirOwnComputationsClock) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(1);
+  job["plans"] = {{{"time_s", 1}, {"energy_j", 1},
+                   {"ranks", {rank_list(0, {{"backward", 1, 1110}, {"forward", 0, 1410}, {"backward", 0, 1200},
+                                            {"forward", 1, 900}}),
+                              uniform_list(1, 1410)}}}};
+  const auto c = api.post("/v1/jobs", job);
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const auto p = api.get(base + "/ranks/0/plan");
+  ASSERT_EQ(p.status, 200) << p.body;
+  const json& ins = p.j["instructions"];
+  ASSERT_EQ(ins.size(), 4u) << p.body;
+  const std::vector<std::tuple<std::string, int, int>> want = {
+      {"forward", 0, 1410}, {"forward", 1, 900}, {"backward", 0, 1200}, {"backward", 1, 1110}};
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(ins[k]["instruction"], std::get<0>(want[k])) << p.body;
+    EXPECT_EQ(ins[k]["microbatch"], std::get<1>(want[k])) << p.body;
+    EXPECT_EQ(ins[k]["freq_mhz"], std::get<2>(want[k])) << p.body;
+  }
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
