@@ -92,5 +92,44 @@ TEST_F(RequestChecks, NamedPlanEntriesSetTheirOwnComputationsClock) {
   }
 }
 
+// A detection whose slowdown is beyond what a declaration may say (1000) is an impossible
+// reading: not acted on (no pipeline moves to its slowest plan), recorded with its reason, and
+// a plausible slowdown afterwards is still detected.
+TEST_F(RequestChecks, ADetectedSlowdownBeyondTheDeclarableIsIgnoredAndRecorded) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(2);
+  job["straggler_detection"] = {{"window", 1}, {"consecutive", 1}};
+  const auto c = api.post("/v1/jobs", job);
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  for (int r = 0; r < 4; ++r)  // rank = dp_rank * 2 + pp_rank
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}}).status, 201);
+  auto iteration = [&](int it, double slow_time_s) {
+    for (int r = 0; r < 4; ++r) {
+      const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                              {{"iteration", it}, {"time_s", r < 2 ? 1.0 : slow_time_s}, {"plan_version", 1}});
+      ASSERT_EQ(m.status, 202) << m.body;
+    }
+  };
+  iteration(0, 1e7);  // pipeline 1 reports 10^7 times its plan's 1 s (the measurement limit)
+  json info = api.get(base).j;
+  EXPECT_EQ(info["stragglers"], json::array()) << info.dump();
+  EXPECT_EQ(info["decisions_total"], 0) << info.dump();
+  EXPECT_EQ(info["pipelines"][0]["version"], 1) << info.dump();
+  const json& ignored = info["straggler_loop"]["pipelines"][1]["ignored_detection"];
+  ASSERT_TRUE(ignored.is_object()) << info.dump();
+  EXPECT_EQ(ignored["iteration"], 0);
+  EXPECT_DOUBLE_EQ(ignored["slowdown"].get<double>(), 1e7);
+  EXPECT_NE(ignored["reason"].get<std::string>().find("above 1000, the most a straggler may have"), std::string::npos)
+      << ignored.dump();
+  iteration(1, 2.0);  // a plausible straggler: detected, within the declarable range
+  info = api.get(base).j;
+  ASSERT_EQ(info["stragglers"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["stragglers"][0]["pipeline"], 1);
+  EXPECT_DOUBLE_EQ(info["stragglers"][0]["slowdown"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(info["stragglers"][0]["target_time_s"].get<double>(), 2.0);
+}
+
 }  // namespace
 }  // namespace perseus::server::testing
