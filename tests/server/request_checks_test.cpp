@@ -131,5 +131,37 @@ TEST_F(RequestChecks, ADetectedSlowdownBeyondTheDeclarableIsIgnoredAndRecorded) 
   EXPECT_DOUBLE_EQ(info["stragglers"][0]["target_time_s"].get<double>(), 2.0);
 }
 
+// The energy bound and its message agree: 3000 W × time_s + 300 J (one 0.1 s energy-counter
+// update at 3000 W), stated with the values.
+TEST_F(RequestChecks, TheEnergyBoundIsStatedAsApplied) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  const auto c = api.post("/v1/jobs", two_plan_job(1));
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const std::string url = base + "/ranks/0/measurements";
+  auto r = api.post(url, {{"iteration", 1}, {"time_s", 1e-9}, {"energy_j", 300.000004}, {"plan_version", 1}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "implausible_energy") << r.body;
+  EXPECT_NE(message(r).find("measurement: energy_j 300.000004 J is more than a GPU can use in time_s 1e-09 s: the "
+                            "bound is 3000 W × time_s + 300 J (one energy-counter update of 0.1 s at that power) = "
+                            "300.000003 J"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(message(r).find(" W, above"), std::string::npos) << "the old wording named a power the rule never used";
+  // An entry of "instructions" by the same rule.
+  r = api.post(url, {{"iteration", 2}, {"time_s", 2.0}, {"plan_version", 1},
+                     {"instructions", {{{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410},
+                                        {"time_s", 0.5}, {"energy_j", 1800.5}}}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("instructions[0]: instruction 'forward' microbatch 0: energy_j 1800.5 J is more than a "
+                            "GPU can use in time_s 0.5 s: the bound is 3000 W × time_s + 300 J"),
+            std::string::npos)
+      << r.body;
+  // Within the bound: accepted.
+  EXPECT_EQ(api.post(url, {{"iteration", 3}, {"time_s", 0.5}, {"energy_j", 1799.0}, {"plan_version", 1}}).status, 202);
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

@@ -25,8 +25,11 @@ namespace {
 constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
-/// 422 when energy_j over time_s implies an impossible average power (telemetry.hpp, the
-/// bound the client and `perseus monitor` use). `where` names the item.
+/// 422 when energy_j is more than a GPU can draw in time_s: the bound of telemetry.hpp's
+/// plausible_energy(), which the client and `perseus monitor` apply to their own readings,
+/// max_power_w × time_s plus one energy-counter update period at that power (a counter that
+/// ticks every ≤ counter_update_s can put up to that much into a short interval; consecutive
+/// intervals still sum to the true energy). `where` names the item.
 void check_power(const json& obj, const std::string& where) {
   auto e = obj.find("energy_j");
   if (e == obj.end() || e->is_null()) return;  // unknown energy: fine
@@ -34,9 +37,11 @@ void check_power(const json& obj, const std::string& where) {
   const runtime::TelemetryLimits limits;
   if (!runtime::plausible_energy(energy, time, limits))
     throw ApiError(422, "implausible_energy",
-                   fmt::format("{}: energy_j {} J in time_s {} s implies {:.0f} W, above the {:.0f} W a GPU can draw "
-                               "(an energy counter anomaly? leave energy_j out when it is unknown)",
-                               where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
+                   fmt::format("{}: energy_j {} J is more than a GPU can use in time_s {} s: the bound is {} W × "
+                               "time_s + {} J (one energy-counter update of {} s at that power) = {:.9g} J (an energy "
+                               "counter anomaly? leave energy_j out when it is unknown)",
+                               where, energy, time, limits.max_power_w, limits.max_power_w * limits.counter_update_s,
+                               limits.counter_update_s, limits.max_power_w * (time + limits.counter_update_s)));
 }
 
 /// Validates one entry of a measurement's "instructions" against the job (an instruction
