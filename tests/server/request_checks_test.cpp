@@ -163,5 +163,30 @@ TEST_F(RequestChecks, TheEnergyBoundIsStatedAsApplied) {
   EXPECT_EQ(api.post(url, {{"iteration", 3}, {"time_s", 0.5}, {"energy_j", 1799.0}, {"plan_version", 1}}).status, 202);
 }
 
+// A plan's time_s and energy_j are in the ranges of a measured iteration: time in [1e-9, 1e7] s
+// (0 made a straggler's target 0 s), energy in [0, 1e13] J.
+TEST_F(RequestChecks, PlanTimesAndEnergiesAreInTheMeasurementsRanges) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  for (const auto& [key, value, shown] :
+       std::vector<std::tuple<std::string, json, std::string>>{{"time_s", 0, "0"},
+                                                               {"time_s", 1e300, "1e+300"},
+                                                               {"time_s", -1, "-1"},
+                                                               {"time_s", "1", "\"1\""},
+                                                               {"energy_j", -1, "-1"},
+                                                               {"energy_j", 1e14, "100000000000000"}}) {
+    json job = two_plan_job(1);
+    job["plans"][1][key] = value;
+    const auto r = api.post("/v1/jobs", job);
+    EXPECT_EQ(r.status, 422) << key << " " << value << ": " << r.body;
+    const std::string range = key == "time_s" ? "[1e-9, 1e7] s" : "[0, 1e13] J";
+    EXPECT_NE(message(r).find("field \"plans[1]." + key + "\" must be a number in " + range), std::string::npos) << r.body;
+    EXPECT_NE(message(r).find("got " + shown), std::string::npos) << r.body;
+  }
+  json job = two_plan_job(1);
+  job["plans"][1]["time_s"] = 0.001;  // short, but a time
+  EXPECT_EQ(api.post("/v1/jobs", job).status, 201);
+}
+
 }  // namespace
 }  // namespace perseus::server::testing
