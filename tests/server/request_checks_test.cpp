@@ -188,5 +188,36 @@ TEST_F(RequestChecks, PlanTimesAndEnergiesAreInTheMeasurementsRanges) {
   EXPECT_EQ(api.post("/v1/jobs", job).status, 201);
 }
 
+// A report names each computation once; plan_version 0 ("no plan in use yet", what the client
+// sends before its first plan) is accepted and never fed to the straggler loop.
+TEST_F(RequestChecks, AReportNamingAComputationTwiceIsRefused) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  const auto c = api.post("/v1/jobs", two_plan_job(1));
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 201);
+  const std::string url = base + "/ranks/1/measurements";
+  const json fwd0 = {{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410}, {"time_s", 0.1}};
+  json fwd0_staged = fwd0;
+  fwd0_staged["stage"] = 1;
+  const json fwd1 = {{"instruction", "forward"}, {"microbatch", 1}, {"freq_mhz", 1410}, {"time_s", 0.1}};
+  auto r = api.post(url, {{"iteration", 1}, {"time_s", 1.0}, {"plan_version", 1},
+                          {"instructions", {fwd0, fwd1, fwd0_staged}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("instructions[2]: forward of microbatch 0 is listed twice (also instructions[0]); each "
+                            "computation of the iteration is reported once"),
+            std::string::npos)
+      << r.body;
+  // In a batch, that item alone is rejected.
+  r = api.post(url, {{"measurements", {{{"iteration", 2}, {"time_s", 1.0}, {"instructions", {fwd0, fwd0}}},
+                                       {{"iteration", 3}, {"time_s", 1.0}, {"instructions", {fwd0, fwd1}}}}}});
+  EXPECT_EQ(r.status, 202) << r.body;
+  EXPECT_EQ(r.j["accepted"], 1) << r.body;
+  ASSERT_EQ(r.j["rejected"].size(), 1u) << r.body;
+  EXPECT_EQ(r.j["rejected"][0]["index"], 0) << r.body;
+  EXPECT_EQ(api.post(url, {{"iteration", 4}, {"time_s", 1.0}, {"plan_version", 0}}).status, 202);
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

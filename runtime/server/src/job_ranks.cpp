@@ -161,12 +161,25 @@ json validated_measurement(const json& m, const JobSpec& spec) {
     throw ApiError(422, "invalid_field",
                    fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
   json list = json::array();
+  // Each computation of the iteration once: (instruction, microbatch), and the stage with
+  // chunks > 1, where a rank runs several stages (an entry without one cannot be told apart).
+  std::map<std::tuple<std::string, std::int64_t, std::int64_t>, std::size_t> seen;
   for (std::size_t k = 0; k < it->size(); ++k) {
     try {
       list.push_back(validated_instruction((*it)[k], spec, out["time_s"].get<double>()));
     } catch (const ApiError& err) {  // name the element
       throw ApiError(err.status(), err.code(), fmt::format("instructions[{}]: {}", k, err.what()));
     }
+    const json& e = list.back();
+    if (spec.chunks > 1 && !e.contains("stage")) continue;
+    const std::int64_t stage = spec.chunks > 1 ? e["stage"].get<std::int64_t>() : 0;
+    const auto [at, fresh] = seen.try_emplace({e["instruction"].get<std::string>(), e["microbatch"].get<std::int64_t>(), stage}, k);
+    if (!fresh)
+      throw ApiError(422, "invalid_field",
+                     fmt::format("instructions[{}]: {} of microbatch {}{} is listed twice (also instructions[{}]); "
+                                 "each computation of the iteration is reported once",
+                                 k, e["instruction"].get<std::string>(), e["microbatch"].get<std::int64_t>(),
+                                 spec.chunks > 1 ? fmt::format(" on stage {}", stage) : "", at->second));
   }
   out["instructions"] = std::move(list);
   return out;
