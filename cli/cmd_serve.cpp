@@ -208,10 +208,12 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(integer_in(0, 65535));
   cmd->add_option("--port-file", args->port_file, "Write the bound port to this file (atomically, once listening)")
       ->check(non_empty_path("a file for the port"));
-  cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
+  cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)")
+      ->check(non_empty_path("a database file (or :memory:)"));
   cmd->add_option("--token-file", args->token_file,
                   "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
-                  "--db :memory: needs one of the first two); each job also gets its own");
+                  "--db :memory: needs one of the first two); each job also gets its own")
+      ->check(non_empty_path("a token file"));
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(integer_in(1, 256));
@@ -240,8 +242,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(integer_in(1, 256));
   cmd->add_option("--max-jobs", o.max_jobs, "Live job limit")->check(integer_in(1, 100000000));
   cmd->add_option("--zeus-plan", args->zeus_plan,
-                  "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job");
-  cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies");
+                  "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job")
+      ->check(non_empty_path("a Zeus plan file or folder"));
+  cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies")
+      ->check(non_empty_path("a profile CSV file"));
   cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
   cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W")
       ->check(number_in(0, 1e5, "W"));

@@ -1,0 +1,62 @@
+// `perseus serve` start checks: empty paths are usage errors (exit 2), a token or a Zeus
+// setting that cannot work stops the start naming the file or option (exit 1).
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+struct ServeRun {
+  int status = -1;
+  std::string output;
+};
+
+/// Runs `perseus serve ARGS` in `cwd` with $PERSEUS_TOKEN set, stdout and stderr together. Each
+/// case is expected to exit at once; `timeout` only guards against a server that did start.
+ServeRun serve(const std::string& cwd, const std::string& args) {
+  const std::string cmd = "cd '" + cwd + "' && PERSEUS_TOKEN=" + kToken + " timeout 60 " + PERSEUS_BINARY +
+                          " serve --port 0 " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ServeRun r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) r.output += buf.data();
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string write(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir.file(name)) << text;
+  std::filesystem::permissions(dir.file(name), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return dir.file(name);
+}
+
+// `--db ''` was SQLite's temporary database, with the token written to ./.token.
+TEST(ServeCli, EmptyPathsAreUsageErrors) {
+  TempDir dir;
+  const std::pair<std::string, std::string> cases[] = {
+      {"--db ''", "--db: expected a database file (or :memory:), got an empty path ''"},
+      {"--db :memory: --token-file ''", "--token-file: expected a token file, got an empty path ''"},
+      {"--db :memory: --port-file ''", "--port-file: expected a file for the port, got an empty path ''"},
+      {"--db :memory: --zeus-plan ''", "--zeus-plan: expected a Zeus plan file or folder, got an empty path ''"},
+      {"--db :memory: --zeus-profile ''", "--zeus-profile: expected a profile CSV file, got an empty path ''"},
+  };
+  for (const auto& [args, message] : cases) {
+    const ServeRun r = serve(dir.path.string(), args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "nothing written, no .token";
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
