@@ -219,5 +219,42 @@ TEST_F(RequestChecks, AReportNamingAComputationTwiceIsRefused) {
   EXPECT_EQ(api.post(url, {{"iteration", 4}, {"time_s", 1.0}, {"plan_version", 0}}).status, 202);
 }
 
+/// A profile of 2 stages at 1410, 1170 and 900 MHz.
+std::string three_clock_profile() {
+  std::string csv = "stage,instruction,frequency,time,energy\n";
+  for (int stage = 0; stage < 2; ++stage)
+    for (const auto& [f, scale] : {std::pair{1410, 1.0}, std::pair{1170, 1.15}, std::pair{900, 1.4}}) {
+      csv += fmt::format("{},forward,{},{},{}\n", stage, f, 0.03 * scale, 11.0 / scale);
+      csv += fmt::format("{},backward,{},{},{}\n", stage, f, 0.06 * scale, 22.0 / scale);
+    }
+  return csv;
+}
+
+json zeus_job_info(int pp) {
+  return {{"job_id", ""}, {"pp_degree", pp}, {"dp_degree", 1}, {"tp_degree", 1}, {"world_size", pp}};
+}
+
+// A Zeus job serves only its Zeus plans (the profile gives them times; nothing re-plans): a GPU
+// is checked against the plans' clocks for its stage, not every clock of the profile.
+TEST_F(RequestChecks, AZeusRankIsCheckedAgainstThePlansClocksOnly) {
+  ServerOptions opt;
+  opt.zeus_plan_texts = {"[[1410, 1410, 1170, 1170], [1410, 1410, 1410, 1410]]"};
+  opt.zeus_profile_csv = three_clock_profile();
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  const auto job = api.post("/register_job", zeus_job_info(2));
+  ASSERT_EQ(job.status, 200) << job.body;
+  const std::string id = job.j.get<std::string>();
+  auto r = api.post("/register_rank/" + id, {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0},
+                                             {"available_frequencies", {1410}}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = api.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                        {"available_frequencies", {1410}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "unsupported_clock") << r.body;
+  EXPECT_NE(message(r).find(": 1170 MHz (nearest 1410 MHz). "), std::string::npos) << r.body;
+  EXPECT_EQ(message(r).find("900 MHz"), std::string::npos) << r.body;
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

@@ -86,16 +86,18 @@ json registration_reply(const Job& j, const StoredRank& r) {
           {"job_status", j.status}};
 }
 
-/// Clocks the job's plans may give rank r's GPU: the profile's frequencies of the stages and
-/// computations this rank runs, or the explicit plans' clocks of its computations. Caller
-/// holds j.mu.
+/// Clocks the job's plans may give rank r's GPU. A job of explicit plans ("plans",
+/// "zeus_plans") only ever serves those (a straggler switch picks among them): their clocks of
+/// this rank's computations, even when a profile gives them times. A job planned from a
+/// profile may serve any profile clock (its frontier, re-solved after a restart): the
+/// profile's frequencies of the stages and computations this rank runs. Caller holds j.mu.
 std::set<int> planned_clocks(const Job& j, int pp_rank) {
   std::set<int> out;
   const JobModel& m = j.model;
   if (!m.dag || pp_rank >= m.dag->num_ranks()) return out;
   for (int id : m.dag->rank_ops(pp_rank)) {
     const auto& op = m.dag->op(id);
-    if (m.profile) {
+    if (m.profile && m.explicit_plans.empty()) {
       for (const auto& p : m.profile->points(op.stage, op.kind)) out.insert(p.freq_mhz);
     }
     for (const auto& plan : m.explicit_plans)
