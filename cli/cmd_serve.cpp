@@ -107,7 +107,9 @@ std::string resolve_token(const std::string& token_file, const std::string& db_p
   return token;
 }
 
-std::vector<std::string> read_zeus_plans(const std::string& path) {
+/// The texts of the Zeus plan file, or of the folder's *.py files sorted by name; `names`
+/// receives their paths.
+std::vector<std::string> read_zeus_plans(const std::string& path, std::vector<std::string>& names) {
   std::vector<std::string> texts;
   if (path.empty()) return texts;
   namespace fs = std::filesystem;
@@ -117,11 +119,13 @@ std::vector<std::string> read_zeus_plans(const std::string& path) {
       if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
+      names.push_back(f.string());
       texts.push_back(read_text(f.string(), "Zeus plan"));
       parse_zeus_plan(texts.back(), f.string());  // a bad file stops the start, naming its line
     }
     if (texts.empty()) throw InputError(fmt::format("{}: no .py plan files", path));
   } else {
+    names.push_back(path);
     texts.push_back(read_text(path, "Zeus plan"));
     parse_zeus_plan(texts.back(), path);  // not at the first POST /register_job (500)
   }
@@ -148,7 +152,7 @@ struct GeneratedTokenGuard {
 };
 
 void run_serve(ServeArgs& a) {
-  a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan);
+  a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan, a.opt.zeus_plan_names);
   if (!a.zeus_profile.empty()) {
     a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
     parse_profile_csv(a.opt.zeus_profile_csv, a.zeus_profile);  // file, line, field now, not at register_job

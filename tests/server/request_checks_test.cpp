@@ -256,5 +256,57 @@ TEST_F(RequestChecks, AZeusRankIsCheckedAgainstThePlansClocksOnly) {
   EXPECT_EQ(message(r).find("900 MHz"), std::string::npos) << r.body;
 }
 
+// Zeus settings that cannot work are refused when the server starts, naming the setting, not
+// by a 422 to every client at POST /register_job.
+TEST_F(RequestChecks, ZeusSettingsThatCannotWorkStopTheStart) {
+  auto start_error = [&](const ServerOptions& base) {
+    ServerOptions o = base;
+    o.db_path = ":memory:";
+    o.token = kToken;
+    o.port = 0;
+    try {
+      Server s(o);
+      return std::string();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  ServerOptions o;
+  o.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]"};
+  EXPECT_EQ(start_error(o), "");
+  o.zeus_schedule = "bogus";
+  EXPECT_NE(start_error(o).find("--zeus-schedule: 'bogus' is not a schedule name; expected one of "), std::string::npos)
+      << start_error(o);
+  o = {};
+  o.zeus_plan_texts = {"[[1410, 1410], [1410]]"};
+  o.zeus_plan_names = {"z.py"};
+  EXPECT_NE(start_error(o).find("z.py: stage 1 has 1 computations, the schedule has 2"), std::string::npos)
+      << start_error(o);
+  o = {};
+  o.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]", "[[1410, 1410], [1410, 1410], [1410, 1410]]"};
+  EXPECT_NE(start_error(o).find("--zeus-plan (plan 2 of 2): has 3 stage lists, --zeus-plan (plan 1 of 2) has 2"),
+            std::string::npos)
+      << start_error(o);
+  o = {};
+  o.zeus_plan_texts = {"[[1410, 1410], [1300, 1300]]"};
+  o.zeus_profile_csv = three_clock_profile();
+  EXPECT_NE(start_error(o).find("--zeus-plan (plan 1 of 1): plan: 1300 MHz is not in the profile for stage 1"),
+            std::string::npos)
+      << start_error(o);
+}
+
+// What still depends on the client: a pp_degree other than the plans' is the client's mismatch.
+TEST_F(RequestChecks, AZeusJobOfAnotherDepthIsRefusedNamingPpDegree) {
+  ServerOptions opt;
+  opt.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]"};
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  const auto r = api.post("/register_job", zeus_job_info(4));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("JobInfo.pp_degree is 4, but this server's --zeus-plan has 2 stage lists"),
+            std::string::npos)
+      << r.body;
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

@@ -58,5 +58,25 @@ TEST(ServeCli, EmptyPathsAreUsageErrors) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "nothing written, no .token";
 }
 
+// Zeus settings that no registration could use stop the start, naming the option or file.
+TEST(ServeCli, ZeusSettingsAreCheckedAtStart) {
+  TempDir dir;
+  const std::string plan = write(dir, "z4.py", "[[1410, 1410, 1170, 1170], [1410, 1410, 1410, 1410]]\n");
+  ServeRun r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-schedule bogus");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--zeus-schedule: 'bogus' is not a schedule name; expected one of "), std::string::npos)
+      << r.output;
+  const std::string uneven = write(dir, "uneven.py", "[[1410, 1410], [1410]]\n");
+  r = serve(dir.path.string(), "--db :memory: --zeus-plan " + uneven);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(uneven + ": stage 1 has 1 computations, the schedule has 2"), std::string::npos) << r.output;
+  const std::string profile = write(dir, "p.csv",
+                                    "stage,instruction,frequency,time,energy\n0,forward,1410,0.03,11\n"
+                                    "0,backward,1410,0.06,22\n1,forward,1410,0.03,11\n1,backward,1410,0.06,22\n");
+  r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-profile " + profile);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(plan + ": plan: 1170 MHz is not in the profile for stage 0"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace perseus::server::testing
