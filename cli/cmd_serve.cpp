@@ -69,6 +69,9 @@ std::string token_from_file(const std::string& path) {
   if (token.empty()) {
     throw InputError(fmt::format("{}: the token file is empty; expected a bearer token of at least 16 characters", path));
   }
+  if (token.size() < 16)
+    throw InputError(fmt::format("{}: the token in the file has {} characters; expected a bearer token of at least 16",
+                                 path, token.size()));
   return token;
 }
 
@@ -82,6 +85,9 @@ std::string resolve_token(const std::string& token_file, const std::string& db_p
   if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) {
     std::string token = trim(env);
     if (token.empty()) throw InputError("PERSEUS_TOKEN holds only white space; expected a bearer token of at least 16 characters");
+    if (token.size() < 16)
+      throw InputError(fmt::format("PERSEUS_TOKEN holds a token of {} characters; expected a bearer token of at least 16",
+                                   token.size()));
     return token;
   }
   if (db_path == ":memory:") {

@@ -84,9 +84,11 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       if (!e.is_object()) throw bad("must be an object");
       auto f = e.find("freq_mhz");
       if (f == e.end()) f = e.find("frequency_mhz");
-      if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 || f->get<std::int64_t>() > 100000)
-        throw bad("\"freq_mhz\" (or \"frequency_mhz\") must be a positive integer");
-      int op = ops[k];
+      if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 ||
+          f->get<std::int64_t>() > limits::kMaxFrequencyMhz)
+        throw bad(fmt::format("\"freq_mhz\" (or \"frequency_mhz\") must be an integer in [1, {}] MHz, got {}",
+                              limits::kMaxFrequencyMhz, f == e.end() ? std::string("none") : f->dump()));
+      int op = ops[k];  // an entry without a name is the rank's next computation
       auto ins = e.find("instruction");
       auto mb = e.find("microbatch");
       if (ins != e.end() || mb != e.end()) {

@@ -308,5 +308,50 @@ TEST_F(RequestChecks, AZeusJobOfAnotherDepthIsRefusedNamingPpDegree) {
       << r.body;
 }
 
+// Messages name the range and the value, the limit's option, and every unsupported clock.
+TEST_F(RequestChecks, MessagesNameRangesValuesAndLimits) {
+  ServerOptions opt;
+  opt.max_jobs = 1;
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  json job = two_plan_job(1);
+  job["plans"][0]["ranks"][1][2]["freq_mhz"] = 100001;
+  auto r = api.post("/v1/jobs", job);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("plans[0]: ranks[1][2]: \"freq_mhz\" (or \"frequency_mhz\") must be an integer in [1, "
+                            "100000] MHz, got 100001"),
+            std::string::npos)
+      << r.body;
+  job = two_plan_job(1);
+  job["pp"] = 1024;
+  job["dp"] = 1024;
+  job["tp"] = 2;
+  r = api.post("/v1/jobs", job);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("pp*dp*tp must be at most 1048576, got 1024*1024*2 = 2097152"), std::string::npos) << r.body;
+
+  const auto c = api.post("/v1/jobs", profile_job(1, 8));
+  ASSERT_EQ(c.status, 201) << c.body;
+  r = api.post("/v1/jobs", two_plan_job(1));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(message(r).find("the server holds 1 jobs, its limit (--max-jobs 1)"), std::string::npos) << r.body;
+
+  // The bundled profile has 38 clocks per stage (1410 down to 855 MHz): 36 of them unsupported
+  // (1395 MHz is within the 15 MHz tolerance); the message lists the lowest 5 and counts the rest.
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  r = api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                 {"supported_freqs_mhz", {1410}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("915 MHz (nearest 1410 MHz), and 31 more."), std::string::npos) << r.body;
+
+  // A report refused alone counts as a rejection, as an item of a batch does.
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const double before = metric_value(api, "perseus_measurements_rejected_total");
+  EXPECT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 0}}).status, 422);
+  EXPECT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}, {"plan_version", 99}}).status,
+            422);
+  EXPECT_EQ(metric_value(api, "perseus_measurements_rejected_total"), before + 2);
+}
+
 }  // namespace
 }  // namespace perseus::server::testing

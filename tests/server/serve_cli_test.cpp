@@ -58,6 +58,16 @@ TEST(ServeCli, EmptyPathsAreUsageErrors) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "nothing written, no .token";
 }
 
+TEST(ServeCli, AShortTokenNamesItsFile) {
+  TempDir dir;
+  const std::string token = write(dir, "short.token", "abcde\n");
+  const ServeRun r = serve(dir.path.string(), "--db :memory: --token-file " + token);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(token + ": the token in the file has 5 characters; expected a bearer token of at least 16"),
+            std::string::npos)
+      << r.output;
+}
+
 // Zeus settings that no registration could use stop the start, naming the option or file.
 TEST(ServeCli, ZeusSettingsAreCheckedAtStart) {
   TempDir dir;

@@ -112,10 +112,12 @@ std::set<int> planned_clocks(const Job& j, int pp_rank) {
 void check_rank_clocks(const Job& j, const StoredRank& r) {
   if (r.supported_freqs_mhz.empty()) return;
   std::vector<std::string> bad;
+  std::size_t unsupported = 0;
   for (int f : planned_clocks(j, r.pp_rank)) {
     const auto c = runtime::check_clock(f, r.supported_freqs_mhz);
-    if (!c.ok && bad.size() < 5) bad.push_back(fmt::format("{} MHz (nearest {} MHz)", f, c.nearest_mhz));
+    if (!c.ok && unsupported++ < 5) bad.push_back(fmt::format("{} MHz (nearest {} MHz)", f, c.nearest_mhz));
   }
+  if (unsupported > bad.size()) bad.push_back(fmt::format("and {} more", unsupported - bad.size()));
   if (!bad.empty())
     throw ApiError(422, "unsupported_clock",
                    fmt::format("field \"supported_freqs_mhz\": the job's plans for pp_rank {} use clocks this GPU does "
@@ -332,7 +334,12 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       }
     }
   } else {
-    items.push_back(validated_measurement(body, j->spec));
+    try {
+      items.push_back(validated_measurement(body, j->spec));
+    } catch (const ApiError&) {
+      counters_.measurements_rejected++;  // a report refused alone counts, as a batch's refused item does
+      throw;
+    }
     item_index.push_back(0);
   }
 
@@ -368,10 +375,10 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       }
     }
     if (!why.empty()) {
+      counters_.measurements_rejected++;
       if (!batch) throw ApiError(422, "invalid_field", why);
       rejected.push_back({{"index", item_index[k]}, {"iteration", iteration},
                           {"error", fmt::format("invalid_field: measurements[{}]: {}", item_index[k], why)}});
-      counters_.measurements_rejected++;
       continue;
     }
     const double time_s = (*m)["time_s"].get<double>();
