@@ -69,6 +69,9 @@ std::string token_from_file(const std::string& path) {
   if (token.empty()) {
     throw InputError(fmt::format("{}: the token file is empty; expected a bearer token of at least 16 characters", path));
   }
+  if (token.size() < 16)
+    throw InputError(fmt::format("{}: the token in the file has {} characters; expected a bearer token of at least 16",
+                                 path, token.size()));
   return token;
 }
 
@@ -82,6 +85,9 @@ std::string resolve_token(const std::string& token_file, const std::string& db_p
   if (const char* env = std::getenv("PERSEUS_TOKEN"); env && *env) {
     std::string token = trim(env);
     if (token.empty()) throw InputError("PERSEUS_TOKEN holds only white space; expected a bearer token of at least 16 characters");
+    if (token.size() < 16)
+      throw InputError(fmt::format("PERSEUS_TOKEN holds a token of {} characters; expected a bearer token of at least 16",
+                                   token.size()));
     return token;
   }
   if (db_path == ":memory:") {
@@ -107,7 +113,9 @@ std::string resolve_token(const std::string& token_file, const std::string& db_p
   return token;
 }
 
-std::vector<std::string> read_zeus_plans(const std::string& path) {
+/// The texts of the Zeus plan file, or of the folder's *.py files sorted by name; `names`
+/// receives their paths.
+std::vector<std::string> read_zeus_plans(const std::string& path, std::vector<std::string>& names) {
   std::vector<std::string> texts;
   if (path.empty()) return texts;
   namespace fs = std::filesystem;
@@ -117,11 +125,13 @@ std::vector<std::string> read_zeus_plans(const std::string& path) {
       if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
+      names.push_back(f.string());
       texts.push_back(read_text(f.string(), "Zeus plan"));
       parse_zeus_plan(texts.back(), f.string());  // a bad file stops the start, naming its line
     }
     if (texts.empty()) throw InputError(fmt::format("{}: no .py plan files", path));
   } else {
+    names.push_back(path);
     texts.push_back(read_text(path, "Zeus plan"));
     parse_zeus_plan(texts.back(), path);  // not at the first POST /register_job (500)
   }
@@ -148,7 +158,7 @@ struct GeneratedTokenGuard {
 };
 
 void run_serve(ServeArgs& a) {
-  a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan);
+  a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan, a.opt.zeus_plan_names);
   if (!a.zeus_profile.empty()) {
     a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
     parse_profile_csv(a.opt.zeus_profile_csv, a.zeus_profile);  // file, line, field now, not at register_job
@@ -208,10 +218,12 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port", o.port, "TCP port (0: any free port; see --port-file)")->check(integer_in(0, 65535));
   cmd->add_option("--port-file", args->port_file, "Write the bound port to this file (atomically, once listening)")
       ->check(non_empty_path("a file for the port"));
-  cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)");
+  cmd->add_option("--db", o.db_path, "SQLite database file (created if missing)")
+      ->check(non_empty_path("a database file (or :memory:)"));
   cmd->add_option("--token-file", args->token_file,
                   "File holding the admin bearer token (else $PERSEUS_TOKEN, else <db>.token, generated; "
-                  "--db :memory: needs one of the first two); each job also gets its own");
+                  "--db :memory: needs one of the first two); each job also gets its own")
+      ->check(non_empty_path("a token file"));
   cmd->add_flag("--sync-full", o.sync_full, "SQLite synchronous=FULL: survive power loss, not only kill -9");
   cmd->add_option("--threads", o.threads, "HTTP event-loop threads (each serves many connections)")
       ->check(integer_in(1, 256));
@@ -240,8 +252,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--planner-threads", o.planner_threads, "Background frontier solvers")->check(integer_in(1, 256));
   cmd->add_option("--max-jobs", o.max_jobs, "Live job limit")->check(integer_in(1, 100000000));
   cmd->add_option("--zeus-plan", args->zeus_plan,
-                  "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job");
-  cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies");
+                  "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job")
+      ->check(non_empty_path("a Zeus plan file or folder"));
+  cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies")
+      ->check(non_empty_path("a profile CSV file"));
   cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
   cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W")
       ->check(number_in(0, 1e5, "W"));

@@ -2,10 +2,15 @@
 #include "perseus/plan_files.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <utility>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 
 namespace perseus {
 
@@ -50,6 +55,12 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
     throw InputError(where(fmt::format("\"ranks\" must be an array of {} per-rank lists", ranks)));
   std::vector<int> freq(dag.num_ops(), 0);
   if (durations_s) durations_s->assign(dag.num_ops(), 0.0);
+  const auto name_of = [&](int op) {
+    const Computation& c = dag.op(op);
+    return fmt::format("{} of microbatch {} on stage {}", to_string(c.kind), c.microbatch, c.stage);
+  };
+  constexpr std::size_t kUnlisted = SIZE_MAX;
+  std::vector<std::size_t> listed_at(dag.num_ops(), kUnlisted);  // op id -> the entry k of its rank's list naming it
   for (int r = 0; r < dag.num_ranks(); ++r) {
     const json* list = &(*rit)[r];
     const bool plan_file = list->is_object();
@@ -62,6 +73,7 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       list = &*ins;
     }
     const auto& ops = dag.rank_ops(r);
+    std::optional<std::pair<std::size_t, int>> twice;               // the first entry naming a listed op, and the op
     if (!list->is_array() || list->size() != ops.size())
       throw InputError(where(fmt::format("ranks[{}] must list {} computations, as the schedule runs on that rank", r, ops.size())));
     for (std::size_t k = 0; k < ops.size(); ++k) {
@@ -72,9 +84,11 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       if (!e.is_object()) throw bad("must be an object");
       auto f = e.find("freq_mhz");
       if (f == e.end()) f = e.find("frequency_mhz");
-      if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 || f->get<std::int64_t>() > 100000)
-        throw bad("\"freq_mhz\" (or \"frequency_mhz\") must be a positive integer");
-      int op = ops[k];
+      if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 ||
+          f->get<std::int64_t>() > limits::kMaxFrequencyMhz)
+        throw bad(fmt::format("\"freq_mhz\" (or \"frequency_mhz\") must be an integer in [1, {}] MHz, got {}",
+                              limits::kMaxFrequencyMhz, f == e.end() ? std::string("none") : f->dump()));
+      int op = ops[k];  // an entry without a name is the rank's next computation
       auto ins = e.find("instruction");
       auto mb = e.find("microbatch");
       if (ins != e.end() || mb != e.end()) {
@@ -99,8 +113,13 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
                                 ins->get<std::string>(), mb->get<int>(), stage, k, to_string(want.kind),
                                 want.microbatch, want.stage));
         }
+        op = found;  // the entry sets the clock of the computation it names, wherever it stands
       }
-      if (freq[op] != 0) throw bad("computation listed twice");
+      if (listed_at[op] != kUnlisted) {  // named twice: reported after the list, with what it lacks
+        if (!twice) twice = std::pair{k, op};
+        continue;
+      }
+      listed_at[op] = k;
       freq[op] = f->get<int>();
       if (durations_s) {
         const auto start = e.find("start_s"), end = e.find("end_s");
@@ -110,6 +129,20 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
           throw bad("\"start_s\" and \"end_s\" must be numbers (s) with end_s > start_s");
         (*durations_s)[op] = end->get<double>() - start->get<double>();
       }
+    }
+    if (twice) {
+      // The list has as many entries as the rank has computations: one named twice means
+      // another is missing.
+      const auto [k, op] = *twice;
+      std::vector<std::string> missing;
+      std::size_t unlisted = 0;
+      for (int o : ops)
+        if (listed_at[o] == kUnlisted && unlisted++ < 5) missing.push_back(name_of(o));
+      if (unlisted > missing.size()) missing.push_back(fmt::format("{} more", unlisted - missing.size()));
+      throw InputError(where(fmt::format(
+          "ranks[{}][{}]: {} is listed twice (also at ranks[{}][{}]), and the list lacks {}; every computation of "
+          "the rank must appear exactly once",
+          r, k, name_of(op), r, listed_at[op], fmt::join(missing, ", "))));
     }
   }
   return freq;

@@ -525,6 +525,12 @@ struct Server::Impl {
 Server::Server(ServerOptions options) {
   if (options.token.empty()) throw InputError("the server needs a bearer token (--token-file or PERSEUS_TOKEN)");
   if (options.token.size() < 16) throw InputError("the bearer token must be at least 16 characters");
+  ManagerOptions zeus;
+  zeus.zeus_plan_texts = options.zeus_plan_texts;
+  zeus.zeus_profile_csv = options.zeus_profile_csv;
+  zeus.zeus_schedule = options.zeus_schedule;
+  zeus.zeus_p2p_power_w = options.zeus_p2p_power_w;
+  check_zeus_configuration(zeus, options.zeus_plan_names);
   impl_ = std::make_unique<Impl>(std::move(options));
 }
 

@@ -207,7 +207,9 @@ Reply JobManager::create_job_as(const json& body, const std::string& origin) {
     // concurrent creations never exceed --max-jobs together.
     std::unique_lock lock(mu_);
     if (jobs_.size() + reserved_jobs_ >= opt_.max_jobs)
-      throw ApiError(503, "too_many_jobs", fmt::format("the server holds {} jobs (limit); delete some", jobs_.size()));
+      throw ApiError(503, "too_many_jobs",
+                     fmt::format("the server holds {} jobs, its limit (--max-jobs {}); delete some, or restart it "
+                                 "with a higher --max-jobs", jobs_.size() + reserved_jobs_, opt_.max_jobs));
     ++reserved_jobs_;
   }
   struct Release {
@@ -673,7 +675,7 @@ std::string JobManager::metrics_text() const {
   counter("perseus_plan_not_modified_total", "Plan fetches answered 304.", counters_.plan_not_modified.load());
   counter("perseus_measurements_total", "Measurements accepted.", counters_.measurements.load());
   counter("perseus_measurement_duplicates_total", "Repeated measurements ignored.", counters_.measurement_duplicates.load());
-  counter("perseus_measurements_rejected_total", "Measurements of a batch refused one by one (422 per item).",
+  counter("perseus_measurements_rejected_total", "Measurement reports refused (422): alone, or as items of a batch.",
           counters_.measurements_rejected.load());
   counter("perseus_straggler_decisions_total", "Straggler decisions taken.", counters_.straggler_decisions.load());
   counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());

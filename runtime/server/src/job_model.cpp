@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/plan.hpp"
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
@@ -190,15 +191,18 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
       m.explicit_plans.push_back(plan_frequencies_from_json(p, *m.dag, fmt::format("plans[{}]", i)));
       PlanPoint pt{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
       if (m.profile) pt = evaluate(m, spec, m.explicit_plans.back());
-      auto num = [&](const char* key, double& out) {
+      // The ranges of a measured iteration (POST .../measurements): a plan is a prediction of one.
+      auto num = [&](const char* key, double lo, double hi, const char* range, double& out) {
         auto it = p.find(key);
         if (it == p.end() || it->is_null()) return;
-        if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
-          throw InputError(fmt::format("plans[{}]: \"{}\" must be a non-negative number", i, key));
-        out = it->get<double>();
+        const double v = it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+        if (!(v >= lo && v <= hi))
+          throw InputError(fmt::format("field \"plans[{}].{}\" must be a number in {}, got {}", i, key, range,
+                                       it->is_number() ? fmt::format("{}", v) : it->dump()));
+        out = v;
       };
-      num("time_s", pt.time_s);
-      num("energy_j", pt.energy_j);
+      num("time_s", 1e-9, limits::kMaxIterationTimeS, "[1e-9, 1e7] s (an iteration takes time)", pt.time_s);
+      num("energy_j", 0.0, 1e13, "[0, 1e13] J", pt.energy_j);
       if (!std::isfinite(pt.time_s) || !std::isfinite(pt.energy_j))
         throw InputError(fmt::format("plans[{}]: \"time_s\" and \"energy_j\" are required (or give profile_csv)", i));
       m.points.push_back(pt);

@@ -25,8 +25,11 @@ namespace {
 constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
-/// 422 when energy_j over time_s implies an impossible average power (telemetry.hpp, the
-/// bound the client and `perseus monitor` use). `where` names the item.
+/// 422 when energy_j is more than a GPU can draw in time_s: the bound of telemetry.hpp's
+/// plausible_energy(), which the client and `perseus monitor` apply to their own readings,
+/// max_power_w × time_s plus one energy-counter update period at that power (a counter that
+/// ticks every ≤ counter_update_s can put up to that much into a short interval; consecutive
+/// intervals still sum to the true energy). `where` names the item.
 void check_power(const json& obj, const std::string& where) {
   auto e = obj.find("energy_j");
   if (e == obj.end() || e->is_null()) return;  // unknown energy: fine
@@ -34,9 +37,11 @@ void check_power(const json& obj, const std::string& where) {
   const runtime::TelemetryLimits limits;
   if (!runtime::plausible_energy(energy, time, limits))
     throw ApiError(422, "implausible_energy",
-                   fmt::format("{}: energy_j {} J in time_s {} s implies {:.0f} W, above the {:.0f} W a GPU can draw "
-                               "(an energy counter anomaly? leave energy_j out when it is unknown)",
-                               where, energy, time, time > 0 ? energy / time : INFINITY, limits.max_power_w));
+                   fmt::format("{}: energy_j {} J is more than a GPU can use in time_s {} s: the bound is {} W × "
+                               "time_s + {} J (one energy-counter update of {} s at that power) = {:.9g} J (an energy "
+                               "counter anomaly? leave energy_j out when it is unknown)",
+                               where, energy, time, limits.max_power_w, limits.max_power_w * limits.counter_update_s,
+                               limits.counter_update_s, limits.max_power_w * (time + limits.counter_update_s)));
 }
 
 /// Validates one entry of a measurement's "instructions" against the job (an instruction
@@ -81,16 +86,18 @@ json registration_reply(const Job& j, const StoredRank& r) {
           {"job_status", j.status}};
 }
 
-/// Clocks the job's plans may give rank r's GPU: the profile's frequencies of the stages and
-/// computations this rank runs, or the explicit plans' clocks of its computations. Caller
-/// holds j.mu.
+/// Clocks the job's plans may give rank r's GPU. A job of explicit plans ("plans",
+/// "zeus_plans") only ever serves those (a straggler switch picks among them): their clocks of
+/// this rank's computations, even when a profile gives them times. A job planned from a
+/// profile may serve any profile clock (its frontier, re-solved after a restart): the
+/// profile's frequencies of the stages and computations this rank runs. Caller holds j.mu.
 std::set<int> planned_clocks(const Job& j, int pp_rank) {
   std::set<int> out;
   const JobModel& m = j.model;
   if (!m.dag || pp_rank >= m.dag->num_ranks()) return out;
   for (int id : m.dag->rank_ops(pp_rank)) {
     const auto& op = m.dag->op(id);
-    if (m.profile) {
+    if (m.profile && m.explicit_plans.empty()) {
       for (const auto& p : m.profile->points(op.stage, op.kind)) out.insert(p.freq_mhz);
     }
     for (const auto& plan : m.explicit_plans)
@@ -105,10 +112,12 @@ std::set<int> planned_clocks(const Job& j, int pp_rank) {
 void check_rank_clocks(const Job& j, const StoredRank& r) {
   if (r.supported_freqs_mhz.empty()) return;
   std::vector<std::string> bad;
+  std::size_t unsupported = 0;
   for (int f : planned_clocks(j, r.pp_rank)) {
     const auto c = runtime::check_clock(f, r.supported_freqs_mhz);
-    if (!c.ok && bad.size() < 5) bad.push_back(fmt::format("{} MHz (nearest {} MHz)", f, c.nearest_mhz));
+    if (!c.ok && unsupported++ < 5) bad.push_back(fmt::format("{} MHz (nearest {} MHz)", f, c.nearest_mhz));
   }
+  if (unsupported > bad.size()) bad.push_back(fmt::format("and {} more", unsupported - bad.size()));
   if (!bad.empty())
     throw ApiError(422, "unsupported_clock",
                    fmt::format("field \"supported_freqs_mhz\": the job's plans for pp_rank {} use clocks this GPU does "
@@ -156,12 +165,25 @@ json validated_measurement(const json& m, const JobSpec& spec) {
     throw ApiError(422, "invalid_field",
                    fmt::format("field \"instructions\" must be an array of at most {} objects", kMaxInstructions));
   json list = json::array();
+  // Each computation of the iteration once: (instruction, microbatch), and the stage with
+  // chunks > 1, where a rank runs several stages (an entry without one cannot be told apart).
+  std::map<std::tuple<std::string, std::int64_t, std::int64_t>, std::size_t> seen;
   for (std::size_t k = 0; k < it->size(); ++k) {
     try {
       list.push_back(validated_instruction((*it)[k], spec, out["time_s"].get<double>()));
     } catch (const ApiError& err) {  // name the element
       throw ApiError(err.status(), err.code(), fmt::format("instructions[{}]: {}", k, err.what()));
     }
+    const json& e = list.back();
+    if (spec.chunks > 1 && !e.contains("stage")) continue;
+    const std::int64_t stage = spec.chunks > 1 ? e["stage"].get<std::int64_t>() : 0;
+    const auto [at, fresh] = seen.try_emplace({e["instruction"].get<std::string>(), e["microbatch"].get<std::int64_t>(), stage}, k);
+    if (!fresh)
+      throw ApiError(422, "invalid_field",
+                     fmt::format("instructions[{}]: {} of microbatch {}{} is listed twice (also instructions[{}]); "
+                                 "each computation of the iteration is reported once",
+                                 k, e["instruction"].get<std::string>(), e["microbatch"].get<std::int64_t>(),
+                                 spec.chunks > 1 ? fmt::format(" on stage {}", stage) : "", at->second));
   }
   out["instructions"] = std::move(list);
   return out;
@@ -312,7 +334,12 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       }
     }
   } else {
-    items.push_back(validated_measurement(body, j->spec));
+    try {
+      items.push_back(validated_measurement(body, j->spec));
+    } catch (const ApiError&) {
+      counters_.measurements_rejected++;  // a report refused alone counts, as a batch's refused item does
+      throw;
+    }
     item_index.push_back(0);
   }
 
@@ -348,10 +375,10 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       }
     }
     if (!why.empty()) {
+      counters_.measurements_rejected++;
       if (!batch) throw ApiError(422, "invalid_field", why);
       rejected.push_back({{"index", item_index[k]}, {"iteration", iteration},
                           {"error", fmt::format("invalid_field: measurements[{}]: {}", item_index[k], why)}});
-      counters_.measurements_rejected++;
       continue;
     }
     const double time_s = (*m)["time_s"].get<double>();

@@ -44,7 +44,8 @@ JobSpec JobSpec::from_json(const json& body) {
   s.dp = static_cast<int>(get_int(body, "dp", 1, 1, kMaxJobDp));
   s.tp = static_cast<int>(get_int(body, "tp", 1, 1, kMaxJobTp));
   if (std::int64_t{s.pp} * s.dp * s.tp > kMaxJobWorld)
-    throw ApiError(422, "invalid_field", fmt::format("pp*dp*tp must be at most {}", kMaxJobWorld));
+    throw ApiError(422, "invalid_field", fmt::format("pp*dp*tp must be at most {}, got {}*{}*{} = {}", kMaxJobWorld,
+                                                     s.pp, s.dp, s.tp, std::int64_t{s.pp} * s.dp * s.tp));
   s.microbatches = static_cast<int>(get_int(body, "microbatches", std::nullopt, 1, kMaxJobMicrobatches));
   s.chunks = static_cast<int>(get_int(body, "chunks", 1, 1, kMaxJobChunks));
   if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxJobComputations)

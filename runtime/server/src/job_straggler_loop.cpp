@@ -29,7 +29,22 @@ const char* verdict_name(PipelineVerdict::Kind k) {
 void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std::vector<LoopAction>& actions) {
   for (const auto& a : actions) {
     try {
-      if (a.kind == LoopAction::Kind::kDetected) {
+      if (a.kind == LoopAction::Kind::kDetected && !(a.event.slowdown <= kMaxStragglerSlowdown)) {
+        // Beyond what a declaration may say: not a straggler any plan can wait for but an
+        // impossible reading (a broken timer, ms reported as s). Ignored, recorded, and the
+        // detector's count restarts so that a later plausible slowdown is still detected.
+        const std::string why = fmt::format(
+            "measured slowdown {:.6g} (iteration {}) is above {:.0f}, the most a straggler may have; likely a broken "
+            "measurement, not acted on",
+            a.event.slowdown, a.event.iteration, kMaxStragglerSlowdown);
+        {
+          std::lock_guard loop_lock(j->loop.mu);
+          j->loop.detector->set_state(a.event.pipeline, false);
+          j->loop.ignored_detection[a.event.pipeline] = {
+              {"iteration", a.event.iteration}, {"slowdown", a.event.slowdown}, {"reason", why}};
+        }
+        std::fprintf(stderr, "perseus serve: job %s: pipeline %d: %s\n", j->id.c_str(), a.event.pipeline, why.c_str());
+      } else if (a.kind == LoopAction::Kind::kDetected) {
         StoredStraggler s;
         {
           std::shared_lock lock(j->mu);

@@ -54,7 +54,7 @@ Reply JobManager::post_straggler(const std::string& job_id, const json& body) {
   const bool has_time = body.contains("iteration_time_s") && !body["iteration_time_s"].is_null();
   if (has_slowdown == has_time)
     throw ApiError(422, "invalid_field", "give exactly one of \"slowdown\" (>= 1) or \"iteration_time_s\" (s)");
-  double slowdown = has_slowdown ? get_number(body, "slowdown", std::nullopt, 1.0, 1000.0) : 0.0;
+  double slowdown = has_slowdown ? get_number(body, "slowdown", std::nullopt, 1.0, kMaxStragglerSlowdown) : 0.0;
   const double t_given = has_time ? get_number(body, "iteration_time_s", std::nullopt, 1e-9, limits::kMaxIterationTimeS) : 0.0;
   StoredStraggler s;
   {

@@ -49,7 +49,8 @@ json StragglerLoop::pipeline_json(int d) const {
             {"predicted_saving_j_per_iteration", opt_num(predicted_saving_j, d)},
             {"measured_saving_j_per_iteration", opt_num(measured_saving_j, d)},
             {"target_override_s", opt_num(target_override_s, d)},
-            {"reverted", reverted.count(d) > 0}};
+            {"reverted", reverted.count(d) > 0},
+            {"ignored_detection", ignored_detection.count(d) ? ignored_detection.at(d) : json(nullptr)}};
   if (detector) {
     if (auto m = detector->time_s(d)) j["median_iteration_time_s"] = *m;
     if (auto r = detector->ratio(d)) j["measured_over_planned"] = *r;

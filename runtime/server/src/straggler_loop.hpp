@@ -50,6 +50,7 @@ struct StragglerLoop {
   std::map<int, double> measured_saving_j;      ///< pipeline -> measured saving per iteration, J
   std::map<int, std::string> verification;      ///< pipeline -> "pending" | "verified" | "retargeted" | "reverted"
   std::map<int, double> last_time_s;            ///< pipeline -> last complete iteration time, s
+  std::map<int, nlohmann::json> ignored_detection;  ///< pipeline -> the last detection ignored as impossible, and why
   std::map<std::string, std::uint64_t> actions; ///< decision action -> count (metrics)
   std::int64_t current_decision = 0;            ///< id of the decision being verified
 

@@ -3,9 +3,11 @@
 #include <functional>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "job.hpp"
 #include "perseus/error.hpp"
+#include "perseus/schedule.hpp"
 #include "perseus/server/api_error.hpp"
 #include "perseus/server/job_manager.hpp"
 #include "perseus/zeus_plan_file.hpp"
@@ -13,6 +15,63 @@
 namespace perseus::server {
 
 using nlohmann::json;
+
+namespace {
+
+/// Microbatches of a Zeus plan, from its first stage: the forwards (tuple form) or half the
+/// entries (integer form).
+std::int64_t zeus_microbatches(const ZeusPlan& plan) {
+  std::int64_t forwards = 0, entries = 0;
+  for (const auto& e : plan.front()) {
+    if (!e.instruction) ++entries;
+    else if (*e.instruction == "forward") ++forwards;
+  }
+  return forwards > 0 ? forwards : entries / 2;
+}
+
+/// The body of the POST /v1/jobs request that POST /register_job makes.
+json zeus_job_request(const ManagerOptions& o, std::int64_t pp, std::int64_t dp, std::int64_t tp,
+                      std::int64_t microbatches, const std::string& name) {
+  json req = {{"name", name}, {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
+              {"schedule", o.zeus_schedule}, {"p2p_power_w", o.zeus_p2p_power_w},
+              {"zeus_plans", o.zeus_plan_texts}};
+  if (!o.zeus_profile_csv.empty()) req["profile_csv"] = o.zeus_profile_csv;
+  return req;
+}
+
+}  // namespace
+
+void check_zeus_configuration(const ManagerOptions& o, const std::vector<std::string>& plan_names) {
+  if (o.zeus_plan_texts.empty()) return;
+  const auto name = [&](std::size_t i) {
+    return i < plan_names.size() ? plan_names[i] : fmt::format("--zeus-plan (plan {} of {})", i + 1, o.zeus_plan_texts.size());
+  };
+  std::vector<ZeusPlan> plans;
+  for (std::size_t i = 0; i < o.zeus_plan_texts.size(); ++i) plans.push_back(parse_zeus_plan(o.zeus_plan_texts[i], name(i)));
+  const auto names = schedule_names();
+  if (std::find(names.begin(), names.end(), o.zeus_schedule) == names.end())
+    throw InputError(fmt::format("--zeus-schedule: {} is not a schedule name; expected one of {}",
+                                 quote_input(o.zeus_schedule), fmt::join(names, ", ")));
+  // Every job the server will make: the plans' pp (one list per stage), any dp and tp (they do
+  // not change a pipeline's plan). A plan that does not fit its schedule or the profile shows here.
+  const auto pp = static_cast<std::int64_t>(plans.front().size());
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    try {
+      if (static_cast<std::int64_t>(plans[i].size()) != pp)
+        throw InputError(fmt::format("has {} stage lists, {} has {}", plans[i].size(), name(0), pp));
+      JobSpec spec = JobSpec::from_json(zeus_job_request(o, pp, 1, 1, zeus_microbatches(plans.front()), "zeus"));
+      spec.zeus_plans = {o.zeus_plan_texts[i]};
+      prepare_model(spec);
+    } catch (const ApiError& e) {
+      throw InputError(fmt::format("{}: {}", name(i), e.what()));
+    } catch (const InputError& e) {
+      // prepare_model names the plan as the request does ("zeus_plans[0]: ..."): name the file.
+      std::string what = e.phrased(json_field_name);
+      if (what.rfind("zeus_plans[0]: ", 0) == 0) what.erase(0, 15);
+      throw InputError(fmt::format("{}: {}", name(i), what));
+    }
+  }
+}
 
 Reply JobManager::zeus_register_job(const json& body, bool anonymous) {
   require_object(body, "JobInfo");
@@ -29,24 +88,19 @@ Reply JobManager::zeus_register_job(const json& body, bool anonymous) {
   if (opt_.zeus_plan_texts.empty())
     throw ApiError(503, "zeus_not_configured",
                    "this server has no Zeus plan configured (start it with --zeus-plan FILE_OR_DIR)");
-  // Microbatches from the first plan's first stage: forwards (tuple form) or half the entries.
   ZeusPlan first;
   try {
     first = parse_zeus_plan(opt_.zeus_plan_texts.front(), "--zeus-plan");
   } catch (const InputError& e) {
     throw ApiError(500, "zeus_plan_invalid", e.what());
   }
-  std::int64_t forwards = 0, entries = 0;
-  for (const auto& e : first.front()) {
-    if (!e.instruction) ++entries;
-    else if (*e.instruction == "forward") ++forwards;
-  }
-  const std::int64_t microbatches = forwards > 0 ? forwards : entries / 2;
-  json req = {{"name", meta.empty() ? std::string("zeus") : meta},
-              {"pp", pp}, {"dp", dp}, {"tp", tp}, {"microbatches", microbatches},
-              {"schedule", opt_.zeus_schedule}, {"p2p_power_w", opt_.zeus_p2p_power_w},
-              {"zeus_plans", opt_.zeus_plan_texts}};
-  if (!opt_.zeus_profile_csv.empty()) req["profile_csv"] = opt_.zeus_profile_csv;
+  // The server's plans fix the pipeline depth: another pp_degree is this client's mismatch.
+  if (pp != static_cast<std::int64_t>(first.size()))
+    throw ApiError(422, "invalid_field",
+                   fmt::format("JobInfo.pp_degree is {}, but this server's --zeus-plan has {} stage lists (one per "
+                               "pipeline stage): it serves only jobs of pp_degree {}",
+                               pp, first.size(), first.size()));
+  json req = zeus_job_request(opt_, pp, dp, tp, zeus_microbatches(first), meta.empty() ? std::string("zeus") : meta);
   std::unique_lock<std::mutex> quota(anonymous_mu_, std::defer_lock);
   if (anonymous) {
     quota.lock();  // check and insert as one step, so concurrent callers cannot overshoot

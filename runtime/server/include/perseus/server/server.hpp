@@ -34,6 +34,7 @@ struct ServerOptions {
   std::size_t max_jobs = 1000;      ///< Live job limit.
   // Zeus PFO compatibility (POST /register_job etc.).
   std::vector<std::string> zeus_plan_texts;  ///< Plan file texts jobs registered the Zeus way run.
+  std::vector<std::string> zeus_plan_names;  ///< Their names in messages (the files; optional).
   std::string zeus_profile_csv;     ///< Optional profile giving those plans times/energies.
   std::string zeus_schedule = "1f1b";
   double zeus_p2p_power_w = 0;
@@ -50,7 +51,8 @@ struct ServerOptions {
 /// the socket; run() serves until stop() (from any thread or a signal-handling thread).
 class Server {
  public:
-  /// Throws perseus::InputError for bad options (empty token, ...) or an unusable database.
+  /// Throws perseus::InputError for bad options (empty token, Zeus plans that do not fit their
+  /// schedule or profile, ...) or an unusable database.
   explicit Server(ServerOptions options);
   ~Server();
   Server(const Server&) = delete;

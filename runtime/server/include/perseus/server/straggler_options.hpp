@@ -5,6 +5,11 @@
 
 namespace perseus::server {
 
+/// The largest slowdown a straggler may have, T' / T_min: the range of "slowdown" in POST
+/// .../stragglers, and the bound of a detected one (a detection above it is ignored and
+/// recorded, docs/stragglers.md).
+inline constexpr double kMaxStragglerSlowdown = 1000.0;
+
 /// Tuning of detection and verification; a job option ("straggler_detection" object of
 /// POST /v1/jobs, docs/stragglers.md). Defaults were chosen so that 1 % per-computation jitter
 /// never flaps (tests/server/straggler_detector_test.cpp: 0 false detections in 1000 iterations)

@@ -1,0 +1,357 @@
+// Requests that must be refused (or readings that must not be acted on) because what they say
+// is impossible or inconsistent: plans with a computation twice or impossible times,
+// measurements with impossible energies or a computation twice, detections beyond any
+// straggler, and the messages that name what was wrong.
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include "perseus/error.hpp"
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+/// One 1F1B rank list of a pp = 2, 2-microbatch job: (instruction, microbatch, MHz) in the
+/// given order (named entries: the order does not matter).
+json rank_list(int stage, const std::vector<std::tuple<const char*, int, int>>& entries) {
+  json l = json::array();
+  for (const auto& [ins, mb, f] : entries)
+    l.push_back({{"instruction", ins}, {"microbatch", mb}, {"freq_mhz", f}, {"stage", stage}});
+  return l;
+}
+
+json uniform_list(int stage, int f) {
+  return rank_list(stage, {{"forward", 0, f}, {"forward", 1, f}, {"backward", 0, f}, {"backward", 1, f}});
+}
+
+/// A "plans" job of `dp` pipelines of 2 stages x 2 microbatches: all at 1000 MHz (2 s, 100 J)
+/// and all at 1400 MHz (1 s, 150 J; the served one).
+json two_plan_job(int dp) {
+  return {{"pp", 2}, {"dp", dp}, {"microbatches", 2}, {"p2p_power_w", 60.0},
+          {"plans", {{{"time_s", 2.0}, {"energy_j", 100.0}, {"ranks", {uniform_list(0, 1000), uniform_list(1, 1000)}}},
+                     {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {uniform_list(0, 1400), uniform_list(1, 1400)}}}}}};
+}
+
+std::string message(const Resp& r) {
+  return r.j.is_object() && r.j.contains("error") ? r.j["error"]["message"].get<std::string>() : r.body;
+}
+
+class RequestChecks : public ::testing::Test {
+ protected:
+  TempDir dir;
+};
+
+// The trial's plan: rank 0 names forward of microbatch 0 twice (1410 and 900 MHz) and never
+// forward of microbatch 1, which was then served the duplicate's 900 MHz.
+TEST_F(RequestChecks, APlanNamingAComputationTwiceIsRefusedWithTheMissingOne) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(1);
+  job["plans"] = {{{"time_s", 1}, {"energy_j", 1},
+                   {"ranks", {rank_list(0, {{"forward", 0, 1410}, {"forward", 0, 900}, {"backward", 0, 1410},
+                                            {"backward", 1, 1410}}),
+                              uniform_list(1, 1410)}}}};
+  const auto r = api.post("/v1/jobs", job);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "invalid_job") << r.body;
+  EXPECT_NE(message(r).find("plans[0]: ranks[0][1]: forward of microbatch 0 on stage 0 is listed twice (also at "
+                            "ranks[0][0]), and the list lacks forward of microbatch 1 on stage 0"),
+            std::string::npos)
+      << r.body;
+}
+
+// Named entries set the clock of the computation they name, in whatever order they are listed
+// (the served plan is in execution order: forward 0, forward 1, backward 0, backward 1).
+TEST_F(RequestChecks, NamedPlanEntriesSetTheirOwnComputationsClock) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(1);
+  job["plans"] = {{{"time_s", 1}, {"energy_j", 1},
+                   {"ranks", {rank_list(0, {{"backward", 1, 1110}, {"forward", 0, 1410}, {"backward", 0, 1200},
+                                            {"forward", 1, 900}}),
+                              uniform_list(1, 1410)}}}};
+  const auto c = api.post("/v1/jobs", job);
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const auto p = api.get(base + "/ranks/0/plan");
+  ASSERT_EQ(p.status, 200) << p.body;
+  const json& ins = p.j["instructions"];
+  ASSERT_EQ(ins.size(), 4u) << p.body;
+  const std::vector<std::tuple<std::string, int, int>> want = {
+      {"forward", 0, 1410}, {"forward", 1, 900}, {"backward", 0, 1200}, {"backward", 1, 1110}};
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(ins[k]["instruction"], std::get<0>(want[k])) << p.body;
+    EXPECT_EQ(ins[k]["microbatch"], std::get<1>(want[k])) << p.body;
+    EXPECT_EQ(ins[k]["freq_mhz"], std::get<2>(want[k])) << p.body;
+  }
+}
+
+// A detection whose slowdown is beyond what a declaration may say (1000) is an impossible
+// reading: not acted on (no pipeline moves to its slowest plan), recorded with its reason, and
+// a plausible slowdown afterwards is still detected.
+TEST_F(RequestChecks, ADetectedSlowdownBeyondTheDeclarableIsIgnoredAndRecorded) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(2);
+  job["straggler_detection"] = {{"window", 1}, {"consecutive", 1}};
+  const auto c = api.post("/v1/jobs", job);
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  for (int r = 0; r < 4; ++r)  // rank = dp_rank * 2 + pp_rank
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}}).status, 201);
+  auto iteration = [&](int it, double slow_time_s) {
+    for (int r = 0; r < 4; ++r) {
+      const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                              {{"iteration", it}, {"time_s", r < 2 ? 1.0 : slow_time_s}, {"plan_version", 1}});
+      ASSERT_EQ(m.status, 202) << m.body;
+    }
+  };
+  iteration(0, 1e7);  // pipeline 1 reports 10^7 times its plan's 1 s (the measurement limit)
+  json info = api.get(base).j;
+  EXPECT_EQ(info["stragglers"], json::array()) << info.dump();
+  EXPECT_EQ(info["decisions_total"], 0) << info.dump();
+  EXPECT_EQ(info["pipelines"][0]["version"], 1) << info.dump();
+  const json& ignored = info["straggler_loop"]["pipelines"][1]["ignored_detection"];
+  ASSERT_TRUE(ignored.is_object()) << info.dump();
+  EXPECT_EQ(ignored["iteration"], 0);
+  EXPECT_DOUBLE_EQ(ignored["slowdown"].get<double>(), 1e7);
+  EXPECT_NE(ignored["reason"].get<std::string>().find("above 1000, the most a straggler may have"), std::string::npos)
+      << ignored.dump();
+  iteration(1, 2.0);  // a plausible straggler: detected, within the declarable range
+  info = api.get(base).j;
+  ASSERT_EQ(info["stragglers"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["stragglers"][0]["pipeline"], 1);
+  EXPECT_DOUBLE_EQ(info["stragglers"][0]["slowdown"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(info["stragglers"][0]["target_time_s"].get<double>(), 2.0);
+}
+
+// The energy bound and its message agree: 3000 W × time_s + 300 J (one 0.1 s energy-counter
+// update at 3000 W), stated with the values.
+TEST_F(RequestChecks, TheEnergyBoundIsStatedAsApplied) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  const auto c = api.post("/v1/jobs", two_plan_job(1));
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const std::string url = base + "/ranks/0/measurements";
+  auto r = api.post(url, {{"iteration", 1}, {"time_s", 1e-9}, {"energy_j", 300.000004}, {"plan_version", 1}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "implausible_energy") << r.body;
+  EXPECT_NE(message(r).find("measurement: energy_j 300.000004 J is more than a GPU can use in time_s 1e-09 s: the "
+                            "bound is 3000 W × time_s + 300 J (one energy-counter update of 0.1 s at that power) = "
+                            "300.000003 J"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(message(r).find(" W, above"), std::string::npos) << "the old wording named a power the rule never used";
+  // An entry of "instructions" by the same rule.
+  r = api.post(url, {{"iteration", 2}, {"time_s", 2.0}, {"plan_version", 1},
+                     {"instructions", {{{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410},
+                                        {"time_s", 0.5}, {"energy_j", 1800.5}}}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("instructions[0]: instruction 'forward' microbatch 0: energy_j 1800.5 J is more than a "
+                            "GPU can use in time_s 0.5 s: the bound is 3000 W × time_s + 300 J"),
+            std::string::npos)
+      << r.body;
+  // Within the bound: accepted.
+  EXPECT_EQ(api.post(url, {{"iteration", 3}, {"time_s", 0.5}, {"energy_j", 1799.0}, {"plan_version", 1}}).status, 202);
+}
+
+// A plan's time_s and energy_j are in the ranges of a measured iteration: time in [1e-9, 1e7] s
+// (0 made a straggler's target 0 s), energy in [0, 1e13] J.
+TEST_F(RequestChecks, PlanTimesAndEnergiesAreInTheMeasurementsRanges) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  for (const auto& [key, value, shown] :
+       std::vector<std::tuple<std::string, json, std::string>>{{"time_s", 0, "0"},
+                                                               {"time_s", 1e300, "1e+300"},
+                                                               {"time_s", -1, "-1"},
+                                                               {"time_s", "1", "\"1\""},
+                                                               {"energy_j", -1, "-1"},
+                                                               {"energy_j", 1e14, "100000000000000"}}) {
+    json job = two_plan_job(1);
+    job["plans"][1][key] = value;
+    const auto r = api.post("/v1/jobs", job);
+    EXPECT_EQ(r.status, 422) << key << " " << value << ": " << r.body;
+    const std::string range = key == "time_s" ? "[1e-9, 1e7] s" : "[0, 1e13] J";
+    EXPECT_NE(message(r).find("field \"plans[1]." + key + "\" must be a number in " + range), std::string::npos) << r.body;
+    EXPECT_NE(message(r).find("got " + shown), std::string::npos) << r.body;
+  }
+  json job = two_plan_job(1);
+  job["plans"][1]["time_s"] = 0.001;  // short, but a time
+  EXPECT_EQ(api.post("/v1/jobs", job).status, 201);
+}
+
+// A report names each computation once; plan_version 0 ("no plan in use yet", what the client
+// sends before its first plan) is accepted and never fed to the straggler loop.
+TEST_F(RequestChecks, AReportNamingAComputationTwiceIsRefused) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  const auto c = api.post("/v1/jobs", two_plan_job(1));
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 201);
+  const std::string url = base + "/ranks/1/measurements";
+  const json fwd0 = {{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410}, {"time_s", 0.1}};
+  json fwd0_staged = fwd0;
+  fwd0_staged["stage"] = 1;
+  const json fwd1 = {{"instruction", "forward"}, {"microbatch", 1}, {"freq_mhz", 1410}, {"time_s", 0.1}};
+  auto r = api.post(url, {{"iteration", 1}, {"time_s", 1.0}, {"plan_version", 1},
+                          {"instructions", {fwd0, fwd1, fwd0_staged}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("instructions[2]: forward of microbatch 0 is listed twice (also instructions[0]); each "
+                            "computation of the iteration is reported once"),
+            std::string::npos)
+      << r.body;
+  // In a batch, that item alone is rejected.
+  r = api.post(url, {{"measurements", {{{"iteration", 2}, {"time_s", 1.0}, {"instructions", {fwd0, fwd0}}},
+                                       {{"iteration", 3}, {"time_s", 1.0}, {"instructions", {fwd0, fwd1}}}}}});
+  EXPECT_EQ(r.status, 202) << r.body;
+  EXPECT_EQ(r.j["accepted"], 1) << r.body;
+  ASSERT_EQ(r.j["rejected"].size(), 1u) << r.body;
+  EXPECT_EQ(r.j["rejected"][0]["index"], 0) << r.body;
+  EXPECT_EQ(api.post(url, {{"iteration", 4}, {"time_s", 1.0}, {"plan_version", 0}}).status, 202);
+}
+
+/// A profile of 2 stages at 1410, 1170 and 900 MHz.
+std::string three_clock_profile() {
+  std::string csv = "stage,instruction,frequency,time,energy\n";
+  for (int stage = 0; stage < 2; ++stage)
+    for (const auto& [f, scale] : {std::pair{1410, 1.0}, std::pair{1170, 1.15}, std::pair{900, 1.4}}) {
+      csv += fmt::format("{},forward,{},{},{}\n", stage, f, 0.03 * scale, 11.0 / scale);
+      csv += fmt::format("{},backward,{},{},{}\n", stage, f, 0.06 * scale, 22.0 / scale);
+    }
+  return csv;
+}
+
+json zeus_job_info(int pp) {
+  return {{"job_id", ""}, {"pp_degree", pp}, {"dp_degree", 1}, {"tp_degree", 1}, {"world_size", pp}};
+}
+
+// A Zeus job serves only its Zeus plans (the profile gives them times; nothing re-plans): a GPU
+// is checked against the plans' clocks for its stage, not every clock of the profile.
+TEST_F(RequestChecks, AZeusRankIsCheckedAgainstThePlansClocksOnly) {
+  ServerOptions opt;
+  opt.zeus_plan_texts = {"[[1410, 1410, 1170, 1170], [1410, 1410, 1410, 1410]]"};
+  opt.zeus_profile_csv = three_clock_profile();
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  const auto job = api.post("/register_job", zeus_job_info(2));
+  ASSERT_EQ(job.status, 200) << job.body;
+  const std::string id = job.j.get<std::string>();
+  auto r = api.post("/register_rank/" + id, {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0},
+                                             {"available_frequencies", {1410}}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = api.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                        {"available_frequencies", {1410}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "unsupported_clock") << r.body;
+  EXPECT_NE(message(r).find(": 1170 MHz (nearest 1410 MHz). "), std::string::npos) << r.body;
+  EXPECT_EQ(message(r).find("900 MHz"), std::string::npos) << r.body;
+}
+
+// Zeus settings that cannot work are refused when the server starts, naming the setting, not
+// by a 422 to every client at POST /register_job.
+TEST_F(RequestChecks, ZeusSettingsThatCannotWorkStopTheStart) {
+  auto start_error = [&](const ServerOptions& base) {
+    ServerOptions o = base;
+    o.db_path = ":memory:";
+    o.token = kToken;
+    o.port = 0;
+    try {
+      Server s(o);
+      return std::string();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  ServerOptions o;
+  o.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]"};
+  EXPECT_EQ(start_error(o), "");
+  o.zeus_schedule = "bogus";
+  EXPECT_NE(start_error(o).find("--zeus-schedule: 'bogus' is not a schedule name; expected one of "), std::string::npos)
+      << start_error(o);
+  o = {};
+  o.zeus_plan_texts = {"[[1410, 1410], [1410]]"};
+  o.zeus_plan_names = {"z.py"};
+  EXPECT_NE(start_error(o).find("z.py: stage 1 has 1 computations, the schedule has 2"), std::string::npos)
+      << start_error(o);
+  o = {};
+  o.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]", "[[1410, 1410], [1410, 1410], [1410, 1410]]"};
+  EXPECT_NE(start_error(o).find("--zeus-plan (plan 2 of 2): has 3 stage lists, --zeus-plan (plan 1 of 2) has 2"),
+            std::string::npos)
+      << start_error(o);
+  o = {};
+  o.zeus_plan_texts = {"[[1410, 1410], [1300, 1300]]"};
+  o.zeus_profile_csv = three_clock_profile();
+  EXPECT_NE(start_error(o).find("--zeus-plan (plan 1 of 1): plan: 1300 MHz is not in the profile for stage 1"),
+            std::string::npos)
+      << start_error(o);
+}
+
+// What still depends on the client: a pp_degree other than the plans' is the client's mismatch.
+TEST_F(RequestChecks, AZeusJobOfAnotherDepthIsRefusedNamingPpDegree) {
+  ServerOptions opt;
+  opt.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]"};
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  const auto r = api.post("/register_job", zeus_job_info(4));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("JobInfo.pp_degree is 4, but this server's --zeus-plan has 2 stage lists"),
+            std::string::npos)
+      << r.body;
+}
+
+// Messages name the range and the value, the limit's option, and every unsupported clock.
+TEST_F(RequestChecks, MessagesNameRangesValuesAndLimits) {
+  ServerOptions opt;
+  opt.max_jobs = 1;
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  json job = two_plan_job(1);
+  job["plans"][0]["ranks"][1][2]["freq_mhz"] = 100001;
+  auto r = api.post("/v1/jobs", job);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("plans[0]: ranks[1][2]: \"freq_mhz\" (or \"frequency_mhz\") must be an integer in [1, "
+                            "100000] MHz, got 100001"),
+            std::string::npos)
+      << r.body;
+  job = two_plan_job(1);
+  job["pp"] = 1024;
+  job["dp"] = 1024;
+  job["tp"] = 2;
+  r = api.post("/v1/jobs", job);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("pp*dp*tp must be at most 1048576, got 1024*1024*2 = 2097152"), std::string::npos) << r.body;
+
+  const auto c = api.post("/v1/jobs", profile_job(1, 8));
+  ASSERT_EQ(c.status, 201) << c.body;
+  r = api.post("/v1/jobs", two_plan_job(1));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(message(r).find("the server holds 1 jobs, its limit (--max-jobs 1)"), std::string::npos) << r.body;
+
+  // The bundled profile has 38 clocks per stage (1410 down to 855 MHz): 36 of them unsupported
+  // (1395 MHz is within the 15 MHz tolerance); the message lists the lowest 5 and counts the rest.
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  r = api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                 {"supported_freqs_mhz", {1410}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("915 MHz (nearest 1410 MHz), and 31 more."), std::string::npos) << r.body;
+
+  // A report refused alone counts as a rejection, as an item of a batch does.
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  const double before = metric_value(api, "perseus_measurements_rejected_total");
+  EXPECT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 0}}).status, 422);
+  EXPECT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 1}, {"plan_version", 99}}).status,
+            422);
+  EXPECT_EQ(metric_value(api, "perseus_measurements_rejected_total"), before + 2);
+}
+
+}  // namespace
+}  // namespace perseus::server::testing

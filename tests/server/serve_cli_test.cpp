@@ -1,0 +1,92 @@
+// `perseus serve` start checks: empty paths are usage errors (exit 2), a token or a Zeus
+// setting that cannot work stops the start naming the file or option (exit 1).
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+struct ServeRun {
+  int status = -1;
+  std::string output;
+};
+
+/// Runs `perseus serve ARGS` in `cwd` with $PERSEUS_TOKEN set, stdout and stderr together. Each
+/// case is expected to exit at once; `timeout` only guards against a server that did start.
+ServeRun serve(const std::string& cwd, const std::string& args) {
+  const std::string cmd = "cd '" + cwd + "' && PERSEUS_TOKEN=" + kToken + " timeout 60 " + PERSEUS_BINARY +
+                          " serve --port 0 " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ServeRun r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) r.output += buf.data();
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string write(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir.file(name)) << text;
+  std::filesystem::permissions(dir.file(name), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return dir.file(name);
+}
+
+// `--db ''` was SQLite's temporary database, with the token written to ./.token.
+TEST(ServeCli, EmptyPathsAreUsageErrors) {
+  TempDir dir;
+  const std::pair<std::string, std::string> cases[] = {
+      {"--db ''", "--db: expected a database file (or :memory:), got an empty path ''"},
+      {"--db :memory: --token-file ''", "--token-file: expected a token file, got an empty path ''"},
+      {"--db :memory: --port-file ''", "--port-file: expected a file for the port, got an empty path ''"},
+      {"--db :memory: --zeus-plan ''", "--zeus-plan: expected a Zeus plan file or folder, got an empty path ''"},
+      {"--db :memory: --zeus-profile ''", "--zeus-profile: expected a profile CSV file, got an empty path ''"},
+  };
+  for (const auto& [args, message] : cases) {
+    const ServeRun r = serve(dir.path.string(), args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "nothing written, no .token";
+}
+
+TEST(ServeCli, AShortTokenNamesItsFile) {
+  TempDir dir;
+  const std::string token = write(dir, "short.token", "abcde\n");
+  const ServeRun r = serve(dir.path.string(), "--db :memory: --token-file " + token);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(token + ": the token in the file has 5 characters; expected a bearer token of at least 16"),
+            std::string::npos)
+      << r.output;
+}
+
+// Zeus settings that no registration could use stop the start, naming the option or file.
+TEST(ServeCli, ZeusSettingsAreCheckedAtStart) {
+  TempDir dir;
+  const std::string plan = write(dir, "z4.py", "[[1410, 1410, 1170, 1170], [1410, 1410, 1410, 1410]]\n");
+  ServeRun r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-schedule bogus");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--zeus-schedule: 'bogus' is not a schedule name; expected one of "), std::string::npos)
+      << r.output;
+  const std::string uneven = write(dir, "uneven.py", "[[1410, 1410], [1410]]\n");
+  r = serve(dir.path.string(), "--db :memory: --zeus-plan " + uneven);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(uneven + ": stage 1 has 1 computations, the schedule has 2"), std::string::npos) << r.output;
+  const std::string profile = write(dir, "p.csv",
+                                    "stage,instruction,frequency,time,energy\n0,forward,1410,0.03,11\n"
+                                    "0,backward,1410,0.06,22\n1,forward,1410,0.03,11\n1,backward,1410,0.06,22\n");
+  r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-profile " + profile);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(plan + ": plan: 1170 MHz is not in the profile for stage 0"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
