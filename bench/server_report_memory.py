@@ -3,7 +3,8 @@
 
 Starts `perseus serve` on a fresh database in a temporary folder, creates a 4-stage job from
 tests/data/cases/llama_a100_4st.csv, registers rank 0 and posts REPORTS reports of 140,000
-instruction entries each (13.6 MB, within the documented limits), printing the server's resident
+instruction entries each (13.6 MB, within the documented size limits; refused since each names the
+same computation, after the body is parsed and checked), printing the server's resident
 memory (VmRSS) every 5 reports. Before the malloc_trim() after large bodies (http_server.cpp) it
 grew by ~40 MiB per report; since, it stays flat.
 
@@ -40,7 +41,10 @@ def main():
         for i in range(reports):
             report = json.dumps({"iteration": i, "time_s": 1.0, "instructions": [entry] * 140000}).encode()
             status, body = request("POST", f"/v1/jobs/{job}/ranks/0/measurements", report)
-            assert status == 202, body
+            # Since session 14 a report naming a computation twice is refused (422) after the whole
+            # body is parsed and checked: the memory question (parse buffers of a 13.6 MB body)
+            # is the same either way.
+            assert status in (202, 422), body
             if i == 0:
                 after_first = rss_mib()
             if (i + 1) % 5 == 0 or i + 1 == reports:
