@@ -179,6 +179,9 @@ void JobManager::check_anonymous_quota(std::int64_t world_size) const {
 
 std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
   const std::string spec_json = job->spec.to_json().dump();
+  // The job row, its assignments and the plans they name are one transaction: a reload never
+  // finds a job whose assigned plan is missing.
+  Store::Transaction tx(store_);
   for (int attempt = 0;; ++attempt) {
     job->id = new_job_id();
     if (store_.insert_job(job->id, job->created_s, job->auth, spec_json, job->status, job->version_counter,
@@ -189,6 +192,7 @@ std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
   for (const auto& [idx, plan] : job->plans)
     if (idx != kSweepPlanIndex && job->model.explicit_plans.empty())  // sweep steps are re-derived
       store_.put_plan(job->id, idx, freqs_json(plan->freq_mhz));
+  tx.commit();
   std::unique_lock lock(mu_);
   jobs_[job->id] = job;
   if (!job->auth.token_sha256.empty()) token_jobs_[job->auth.token_sha256] = job->id;
@@ -252,7 +256,7 @@ Reply JobManager::create_job_as(const json& body, const std::string& origin) {
       case PlanSource::kProfiling:
         idx = kSweepPlanIndex;
         job->sweep = make_sweep(*job);
-        if (job->sweep) plan = render_sweep_plan(*job);
+        if (job->sweep) plan = render_sweep_plan(*job, *job->sweep);
         job->status = kStatusProfiling;
         break;
     }
@@ -340,10 +344,14 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       } else {
         stored_plans.emplace_back(idx, freqs_json(plan->freq_mhz));
       }
-      // Stored first (each write idempotent; a crash in between re-plans at reload), then applied.
-      store_.set_frontier(j->id, points_json(pts), partial_json, stored_plans);
-      store_.update_assignments(j->id, version, next);
-      store_.set_status(j->id, kStatusReady, "");
+      // Stored first, in one transaction, then applied.
+      {
+        Store::Transaction tx(store_);
+        store_.set_frontier(j->id, points_json(pts), partial_json, stored_plans);
+        store_.update_assignments(j->id, version, next);
+        store_.set_status(j->id, kStatusReady, "");
+        tx.commit();
+      }
       j->frontier = fr;
       j->model.points = pts;
       j->model.partial_reason = fr->partial() ? to_string(fr->stop_reason) : "";
@@ -603,13 +611,14 @@ std::size_t JobManager::load() {
         if (j->sweep) {
           for (const auto& m : store_.measurements(j->id)) {
             auto r = j->ranks.find(m.rank);
-            if (r != j->ranks.end()) feed_sweep(*j, r->second, json::parse(m.body_json));
+            if (r != j->ranks.end()) feed_sweep(*j->sweep, *j, r->second, json::parse(m.body_json));
           }
-          // A crash between storing a measurement and storing the new version: fix it up.
+          // A database written before each report and the step it completes were one
+          // transaction may hold the report without the step's version: fix it up.
           const std::int64_t expected = 1 + j->sweep->step();
           if (j->version_counter < expected) j->version_counter = expected;
           for (auto& a : j->pipelines) a.version = std::max(a.version, expected);
-          j->plans[kSweepPlanIndex] = render_sweep_plan(*j);
+          j->plans[kSweepPlanIndex] = render_sweep_plan(*j, *j->sweep);
           store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
         }
       }
@@ -624,7 +633,11 @@ std::size_t JobManager::load() {
           throw std::runtime_error(fmt::format("stored plan {} is missing", p.plan_index));
       }
       if (sweeping && j->sweep && j->sweep->done()) {
-        finish_profiling(j);  // the crash came between the last step and storing the profile
+        // The crash came between the last step and storing the profile.
+        Store::Transaction tx(store_);
+        auto apply = finish_profiling(j, *j->sweep);
+        tx.commit();
+        apply();
       } else if (j->status == kStatusPlanning) {
         solve = true;
       }

@@ -1,6 +1,7 @@
 // JobManager: rank registration, plan fetches (hot path), measurements, profiling sweep steps.
 #include <cmath>
-
+#include <functional>
+#include <memory>
 #include <set>
 
 #include <fmt/core.h>
@@ -223,7 +224,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   }
   j->slots[{r.dp_rank, r.pp_rank, r.tp_rank}] = r.rank;
   if (new_sweep) {
-    auto plan = render_sweep_plan(*j);
+    auto plan = render_sweep_plan(*j, *j->sweep);
     j->plans[kSweepPlanIndex] = plan;
     for (auto& a : j->pipelines) a.plan = plan;
   }
@@ -252,30 +253,39 @@ Reply JobManager::get_plan(const std::string& job_id, std::int64_t rank, std::op
   return {200, std::move(body)};
 }
 
-void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
-  // Caller holds j->mu exclusively (or owns j alone, during load()).
+std::function<void()> JobManager::finish_profiling(const std::shared_ptr<Job>& j, const Sweep& sweep) {
   std::vector<ProfileRow> rows;
-  for (const auto& row : j->sweep->rows())
+  for (const auto& row : sweep.rows())
     rows.push_back({row.key.stage, static_cast<InstructionKind>(row.key.kind), row.freq_mhz, row.time_s, row.energy_j});
   const std::string csv = profile_csv_text(rows);
+  auto model = std::make_shared<JobModel>();
+  std::shared_ptr<const ServedPlan> plan;
   try {
-    JobModel model = prepare_model(j->spec, csv);
-    auto plan = quick_plan(model, j->spec);
-    store_.set_built_profile(j->id, csv);
-    store_.put_plan(j->id, kQuickPlanIndex, freqs_json(plan->freq_mhz));
-    j->model = std::move(model);
-    j->plans[kQuickPlanIndex] = plan;
-    ++j->version_counter;
-    for (auto& a : j->pipelines) a = {kQuickPlanIndex, j->version_counter, plan};
-    store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
-    j->status = kStatusPlanning;
-    store_.set_status(j->id, j->status, "");
-    start_solve(j, true);
+    *model = prepare_model(j->spec, csv);
+    plan = quick_plan(*model, j->spec);
   } catch (const std::exception& e) {
-    j->status = kStatusFailed;
-    j->error = fmt::format("profiling finished but the profile is unusable: {}", e.what());
-    store_.set_status(j->id, j->status, j->error);
+    const std::string error = fmt::format("profiling finished but the profile is unusable: {}", e.what());
+    store_.set_status(j->id, kStatusFailed, error);
+    return [j, error] {
+      j->status = kStatusFailed;
+      j->error = error;
+    };
   }
+  const std::int64_t version = j->version_counter + 1;
+  std::vector<StoredAssignment> next;
+  for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kQuickPlanIndex, version});
+  store_.set_built_profile(j->id, csv);
+  store_.put_plan(j->id, kQuickPlanIndex, freqs_json(plan->freq_mhz));
+  store_.update_assignments(j->id, version, next);
+  store_.set_status(j->id, kStatusPlanning, "");
+  return [this, j, model, plan, version] {
+    j->model = std::move(*model);
+    j->plans[kQuickPlanIndex] = plan;
+    j->version_counter = version;
+    for (auto& a : j->pipelines) a = {kQuickPlanIndex, version, plan};
+    j->status = kStatusPlanning;
+    start_solve(j, true);
+  };
 }
 
 Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank, const json& body) {
@@ -370,13 +380,38 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     } else {
       text = m->dump();
     }
+    // One transaction per report: the report and the sweep step (or the sweep's end) it causes
+    // are stored together or not at all, and memory changes only once they are committed.
+    Store::Transaction tx(store_);
     const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, text, now);
-    results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
+      results.push_back({{"iteration", iteration}, {"duplicate", true}});
       ++duplicates;
       counters_.measurement_duplicates++;
       continue;
     }
+    std::unique_ptr<Sweep> next_sweep;  // the sweep after this report, installed after the commit
+    std::function<void()> apply_step;
+    if (profiling && j->status == kStatusProfiling && j->sweep) {
+      next_sweep = std::make_unique<Sweep>(*j->sweep);
+      const bool stepped = feed_sweep(*next_sweep, *j, r, *m);
+      if (next_sweep->done()) {  // also when an earlier report's finish failed to commit
+        apply_step = finish_profiling(j, *next_sweep);
+      } else if (stepped) {
+        auto plan = render_sweep_plan(*j, *next_sweep);
+        const std::int64_t version = j->version_counter + 1;
+        std::vector<StoredAssignment> next;
+        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
+        store_.update_assignments(j->id, version, next);
+        apply_step = [j, plan, version] {
+          j->plans[kSweepPlanIndex] = plan;
+          j->version_counter = version;
+          for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
+        };
+      }
+    }
+    tx.commit();
+    results.push_back({{"iteration", iteration}, {"duplicate", false}});
     ++accepted;
     counters_.measurements++;
     {
@@ -389,20 +424,8 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     }
     if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += static_cast<std::int64_t>(text.size());
     if (j->status == kStatusReady) feed_straggler_loop(*j, r, *m, loop_actions);
-    if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
-      if (j->sweep->done()) {
-        finish_profiling(j);
-      } else {
-        auto plan = render_sweep_plan(*j);
-        const std::int64_t version = j->version_counter + 1;
-        std::vector<StoredAssignment> next;
-        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
-        store_.update_assignments(j->id, version, next);  // committed first, then applied
-        j->plans[kSweepPlanIndex] = plan;
-        j->version_counter = version;
-        for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
-      }
-    }
+    if (next_sweep) j->sweep = std::move(next_sweep);
+    if (apply_step) apply_step();
   }
   Reply reply;
   if (!batch) {

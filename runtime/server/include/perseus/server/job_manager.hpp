@@ -24,6 +24,7 @@ namespace perseus::server {
 
 struct Job;
 struct LoopAction;
+class Sweep;
 
 /// An HTTP-independent reply: status code and JSON body (empty for 304).
 struct Reply {
@@ -156,7 +157,13 @@ class JobManager {
   /// Throws 403 quota_exceeded when an anonymous job of `world_size` ranks would pass a quota.
   void check_anonymous_quota(std::int64_t world_size) const;
   void start_solve(const std::shared_ptr<Job>& job, bool assign_when_done);
-  void finish_profiling(const std::shared_ptr<Job>& job);
+  /// Ends a profiling sweep whose last step `sweep` (the job's, or its next state) reached:
+  /// builds the profile and the quick plan, writes them (profile, plan, assignments, status
+  /// "planning"; or status "failed" naming why the profile is unusable) into the caller's open
+  /// Store::Transaction, and returns what applies them to the job (and queues the solve), to be
+  /// run only once that transaction has committed. Caller holds job->mu exclusively (or owns
+  /// the job alone, in load()). Throws std::runtime_error on a store fault (nothing applied).
+  std::function<void()> finish_profiling(const std::shared_ptr<Job>& job, const Sweep& sweep);
   void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);
   /// Applies a straggler set/clear (or, with neither, re-plans after verification) and records
   /// the decision; origin: "declared" (API), "detected" or "verification".
