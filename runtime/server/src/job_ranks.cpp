@@ -135,7 +135,9 @@ void feed_straggler_loop(Job& j, const StoredRank& r, const json& m, std::vector
   std::lock_guard lock(j.loop.mu);
   j.loop.init(j.spec);
   const double expected = std::isfinite(a.plan->point.time_s) ? a.plan->point.time_s : 0.0;
-  const double energy_j = m.contains("energy_j") && m["energy_j"].is_number() ? m["energy_j"].get<double>() : 0.0;
+  // No energy_j: unknown (the client leaves out an impossible counter reading), never 0 J.
+  const std::optional<double> energy_j =
+      m.contains("energy_j") && m["energy_j"].is_number() ? std::optional(m["energy_j"].get<double>()) : std::nullopt;
   for (auto& act : j.loop.feed(r.dp_rank, r.rank, m["iteration"].get<std::int64_t>(), m["time_s"].get<double>(),
                                energy_j, expected))
     out.push_back(std::move(act));
