@@ -102,6 +102,8 @@ std::unique_ptr<Sweep> make_sweep(const Job& job);
 /// Renders the current step of `sweep` (the job's, or the next state of it) as a plan of the
 /// job (index kSweepPlanIndex).
 std::shared_ptr<const ServedPlan> render_sweep_plan(const Job& job, const Sweep& sweep);
+/// Most measurements one POST .../measurements batch may hold (docs/http-api.md, "Limits").
+inline constexpr std::size_t kMaxMeasurementBatch = 10000;
 /// Validates one measurement (iteration, time_s s, energy_j J, plan_version, instructions)
 /// against `spec` and returns only its validated fields (what is stored and replayed: never
 /// the raw body, whose unknown fields could be arbitrarily large); throws ApiError 422 naming

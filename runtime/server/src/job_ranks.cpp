@@ -23,7 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
 /// 422 when energy_j over time_s implies an impossible average power (telemetry.hpp, the
@@ -309,9 +308,9 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
                                    "\"measurements\", not both",
                                    k));
     const json& arr = body["measurements"];
-    if (!arr.is_array() || arr.empty() || arr.size() > kMaxBatch)
+    if (!arr.is_array() || arr.empty() || arr.size() > kMaxMeasurementBatch)
       throw ApiError(422, "invalid_field",
-                     fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxBatch));
+                     fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxMeasurementBatch));
     for (std::size_t i = 0; i < arr.size(); ++i) {
       try {
         items.push_back(validated_measurement(arr[i], j->spec));
