@@ -55,6 +55,14 @@ PlanPoint all_max_point(const JobModel& m, const JobSpec& spec, const std::vecto
 
 }  // namespace
 
+bool ByteQuota::try_reserve(std::int64_t bytes) {
+  std::int64_t used = used_.load();
+  do {
+    if (used + bytes > limit_) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes));
+  return true;
+}
+
 JobManager::JobManager(Store& store, ManagerOptions options) : store_(store), opt_(std::move(options)) {
   for (int i = 0; i < std::max(1, opt_.planner_threads); ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -171,10 +179,10 @@ void JobManager::check_anonymous_quota(std::int64_t world_size) const {
                    fmt::format("jobs made without a token are limited to {} ranks in total (--zeus-no-auth-max-ranks); "
                                "{} are taken and this job has {}",
                                opt_.anonymous_max_ranks, ranks, world_size));
-  if (anonymous_bytes_.load() >= opt_.anonymous_max_bytes)
+  if (anonymous_bytes_.used() >= anonymous_bytes_.limit())
     throw ApiError(403, "quota_exceeded",
                    fmt::format("jobs made without a token have stored {} bytes of measurements, the limit "
-                               "(--zeus-no-auth-max-mb)", anonymous_bytes_.load()));
+                               "(--zeus-no-auth-max-mb)", anonymous_bytes_.used()));
 }
 
 std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
@@ -520,7 +528,7 @@ Reply JobManager::delete_job(const std::string& job_id) {
       if (!j->auth.token_sha256.empty()) token_jobs_.erase(j->auth.token_sha256);
       if (j->auth.origin == kOriginZeusAnonymous) {
         std::lock_guard s(j->stats_mu);
-        anonymous_bytes_ -= j->measurement_bytes;
+        anonymous_bytes_.release(j->measurement_bytes);
       }
     }
   }
@@ -556,7 +564,7 @@ std::size_t JobManager::load() {
     j->id = sj.job_id;
     j->auth = sj.auth;
     j->measurement_bytes = sj.measurement_bytes;
-    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += sj.measurement_bytes;
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_.add(sj.measurement_bytes);
     j->created_s = sj.created_s;
     // The last activity is written by the expiry sweep, so a kill -9 can lose the latest: the
     // restart counts as activity, and no job is expired for requests the store did not see.

@@ -423,7 +423,7 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       if (energy_known) ++j->num_energy_known;
       j->measurement_bytes += static_cast<std::int64_t>(text.size());
     }
-    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += static_cast<std::int64_t>(text.size());
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_.add(static_cast<std::int64_t>(text.size()));
     if (j->status == kStatusReady) feed_straggler_loop(*j, r, *m, loop_actions);
     if (next_sweep) j->sweep = std::move(next_sweep);
     if (apply_step) apply_step();

@@ -128,13 +128,23 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
     if (!j->ranks.count(static_cast<int>(rank)))
       throw ApiError(404, "unknown_rank", fmt::format("rank {} is not registered in job {}", rank, job_id));
   }
-  if (j->auth.origin == kOriginZeusAnonymous) {
-    if (anonymous_bytes_.load() + bytes > opt_.anonymous_max_bytes)
-      throw ApiError(403, "quota_exceeded",
-                     fmt::format("jobs made without a token may store {} bytes of measurements in total "
-                                 "(--zeus-no-auth-max-mb); {} are stored and this result needs {}",
-                                 opt_.anonymous_max_bytes, anonymous_bytes_.load(), bytes));
-  }
+  // The bytes are reserved (check and count in one atomic step) until the results are stored,
+  // which counts what they actually take; then the reservation is given back. So concurrent
+  // results cannot pass the quota together (a request near the limit may be refused while
+  // another is in flight: the reservation is counted with what that one stores).
+  const bool anonymous = j->auth.origin == kOriginZeusAnonymous;
+  if (anonymous && !anonymous_bytes_.try_reserve(bytes))
+    throw ApiError(403, "quota_exceeded",
+                   fmt::format("jobs made without a token may store {} bytes of measurements in total "
+                               "(--zeus-no-auth-max-mb); {} are stored or reserved and this result needs {}",
+                               anonymous_bytes_.limit(), anonymous_bytes_.used(), bytes));
+  struct Release {
+    ByteQuota* quota;
+    std::int64_t bytes;
+    ~Release() {
+      if (quota) quota->release(bytes);
+    }
+  } release{anonymous ? &anonymous_bytes_ : nullptr, bytes};
   std::int64_t next;
   {
     std::unique_lock lock(j->mu);

@@ -50,6 +50,28 @@ struct ManagerOptions {
   std::int64_t anonymous_max_bytes = 64ll << 20;   ///< Measurement text they may store in total, bytes.
 };
 
+/// A byte budget shared by concurrent requests (the measurement text that jobs made without a
+/// token may store): a request reserves what it may add before storing it, atomically with the
+/// check, so that concurrent requests cannot pass the limit together. Thread-safe (lock-free).
+class ByteQuota {
+ public:
+  explicit ByteQuota(std::int64_t limit_bytes) : limit_(limit_bytes) {}
+  /// Counts `bytes` (>= 0) as used if the total stays <= the limit; false, counting nothing,
+  /// when it would pass it.
+  bool try_reserve(std::int64_t bytes);
+  /// Counts `bytes` without a check (what stored jobs hold at load; text actually stored).
+  void add(std::int64_t bytes) { used_ += bytes; }
+  /// Gives back `bytes` counted earlier (an unused reservation, a deleted job's text).
+  void release(std::int64_t bytes) { used_ -= bytes; }
+  /// Bytes counted now, and the limit.
+  std::int64_t used() const { return used_.load(); }
+  std::int64_t limit() const { return limit_; }
+
+ private:
+  std::int64_t limit_;
+  std::atomic<std::int64_t> used_{0};
+};
+
 /// Owns every job. Thread-safe. Methods return a Reply, or throw ApiError for request errors
 /// (4xx) and std::exception for server faults (the HTTP layer answers 500 without details).
 /// Hot path (get_plan) takes only shared locks and touches no database.
@@ -132,7 +154,8 @@ class JobManager {
   std::unordered_map<std::string, std::string> token_jobs_;  // token SHA-256 -> job id (guarded by mu_)
   std::size_t reserved_jobs_ = 0;  // job creations past the --max-jobs check, not yet inserted (guarded by mu_)
   std::mutex anonymous_mu_;                     // serializes anonymous job creation (quota check + insert)
-  std::atomic<std::int64_t> anonymous_bytes_{0};  // measurement text stored by anonymous jobs, bytes
+  // Measurement text stored by anonymous jobs (plus reservations of /result requests in flight), bytes.
+  ByteQuota anonymous_bytes_{opt_.anonymous_max_bytes};
   Counters counters_;
 
   // Planner pool.
