@@ -63,6 +63,10 @@ struct Job {
   std::deque<std::uint64_t> zeus_result_digests;  // recent Zeus /result bodies (retries answered, not re-counted)
 
   std::mutex solve_mu;  // serializes frontier (re)derivation
+  // After a restart, a complete frontier is re-derived on the planner pool when a plan of it is
+  // first needed (guarded by mu): queued or running, and why it failed (empty: it did not).
+  bool rederiving = false;
+  std::string rederive_error;
 
   StragglerLoop loop;  // detection and verification (own mutex; lock after mu)
 

@@ -399,24 +399,23 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
   }
   const bool explicit_plan = !freq.empty();
   if (!explicit_plan) {
-    if (!fr) {  // after a restart: re-derive the frontier (deterministic) once
-      std::lock_guard solve_lock(j->solve_mu);
-      {
-        std::shared_lock lock(j->mu);
-        fr = j->frontier;
+    if (!fr) {
+      // A partial frontier's plans are all stored (start_solve()); a missing one cannot be
+      // re-derived (the wall-clock budget that cut the solve is not reproducible).
+      if (!model.partial_reason.empty())
+        throw std::runtime_error(fmt::format("plan {} of the partial frontier is not stored", idx));
+      // After a restart: re-derived (deterministic, but seconds to minutes) on the planner pool,
+      // so that no HTTP worker thread blocks on a solve.
+      std::unique_lock lock(j->mu);
+      if (!j->rederive_error.empty()) throw std::runtime_error(j->rederive_error);
+      if (!j->frontier) {
+        queue_rederive(j);
+        throw ApiError(503, "frontier_not_ready",
+                       "the job's frontier is being re-derived after a server restart (GET /v1/jobs/{id}: "
+                       "\"frontier\".\"rederiving\"); retry shortly",
+                       1);
       }
-      if (!fr) {
-        // A partial frontier's plans are all stored (start_solve()); a missing one cannot be
-        // re-derived (the wall-clock budget that cut the solve is not reproducible).
-        if (!model.partial_reason.empty())
-          throw std::runtime_error(fmt::format("plan {} of the partial frontier is not stored", idx));
-        fr = solve_model_frontier(
-            model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); }, false);
-        if (fr->size() != model.points.size())
-          throw std::runtime_error("the re-derived frontier differs from the stored one");
-        std::unique_lock lock(j->mu);
-        j->frontier = fr;
-      }
+      fr = j->frontier;
     }
     freq = fr->plan(idx).freq_mhz;
   }
@@ -425,6 +424,44 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
   if (j->deleted || j->plans.count(idx)) return;
   j->plans[idx] = plan;
   if (!explicit_plan) store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+}
+
+void JobManager::queue_rederive(const std::shared_ptr<Job>& job) {
+  if (job->rederiving || job->frontier || job->deleted) return;
+  job->rederiving = true;
+  std::weak_ptr<Job> weak = job;
+  enqueue([this, weak] {
+    auto j = weak.lock();
+    if (!j) return;
+    JobModel model;
+    JobSpec spec;
+    {
+      std::shared_lock lock(j->mu);
+      model = shallow(j->model);
+      spec = j->spec;
+    }
+    std::shared_ptr<const Frontier> fr;
+    std::string error;
+    {
+      std::lock_guard lock(q_mu_);
+      ++solves_started_;
+    }
+    try {
+      fr = solve_model_frontier(
+          model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); }, false);
+      if (fr->size() != model.points.size())
+        error = fmt::format("the re-derived frontier has {} plans, the stored one {}", fr->size(), model.points.size());
+    } catch (const PlanningCancelled&) {
+      fr.reset();  // deleted or shutting down: nothing to record
+    } catch (const std::exception& e) {
+      error = fmt::format("re-deriving the frontier failed: {}", e.what());
+    }
+    std::unique_lock lock(j->mu);
+    if (fr && error.empty()) j->frontier = fr;
+    if (!error.empty()) std::fprintf(stderr, "perseus serve: job %s: %s\n", j->id.c_str(), error.c_str());
+    j->rederive_error = error;
+    j->rederiving = false;
+  });
 }
 
 namespace {
@@ -460,7 +497,8 @@ Reply JobManager::get_job(const std::string& job_id) {
              {"fastest_index", j->model.fastest_index()},
              {"partial", !j->model.partial_reason.empty()},
              {"partial_reason", j->model.partial_reason},
-             {"partial_detail", j->model.partial_detail}};
+             {"partial_detail", j->model.partial_detail},
+             {"rederiving", j->rederiving}};
   if (!j->model.points.empty() && j->model.points.size() <= 20000) {
     json pts = json::array();
     for (const auto& p : j->model.points) pts.push_back({number_or_null(p.time_s), number_or_null(p.energy_j)});

@@ -121,7 +121,13 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
         if (replan) apply_stragglers(j, std::nullopt, std::nullopt, "verification");
       }
     } catch (const ApiError& e) {
-      // The job changed meanwhile (deleted, not ready, straggler cleared): nothing to do.
+      // The job changed meanwhile (deleted, not ready, straggler cleared), or its frontier is
+      // being re-derived after a restart: nothing applied. A detection not applied is forgotten,
+      // so that the detector can report the pipeline again.
+      if (a.kind == LoopAction::Kind::kDetected) {
+        std::lock_guard loop_lock(j->loop.mu);
+        if (j->loop.detector) j->loop.detector->set_state(a.event.pipeline, false);
+      }
       std::fprintf(stderr, "perseus serve: job %s: straggler loop action skipped: %s\n", j->id.c_str(), e.what());
     }
   }

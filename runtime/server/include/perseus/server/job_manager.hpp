@@ -187,7 +187,13 @@ class JobManager {
   /// run only once that transaction has committed. Caller holds job->mu exclusively (or owns
   /// the job alone, in load()). Throws std::runtime_error on a store fault (nothing applied).
   std::function<void()> finish_profiling(const std::shared_ptr<Job>& job, const Sweep& sweep);
+  /// Makes plan `plan_index` of the frontier servable. After a restart a complete frontier is not
+  /// in memory: its re-derivation is queued on the planner pool (never solved on the request's
+  /// thread) and ApiError 503 "frontier_not_ready" with Retry-After is thrown until it is done.
+  /// Throws std::runtime_error when the plan cannot be had (re-derivation failed or differs).
   void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);
+  /// Queues the re-derivation of a ready job's complete frontier (once). Caller holds job->mu.
+  void queue_rederive(const std::shared_ptr<Job>& job);
   /// Applies a straggler set/clear (or, with neither, re-plans after verification) and records
   /// the decision; origin: "declared" (API), "detected" or "verification".
   Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear,
