@@ -20,7 +20,7 @@ struct JobVerdict {
   double measured_time_s = 0;      ///< Median measured iteration time on that plan, s.
   double straggler_time_s = 0;     ///< The straggler's measured iteration time, s.
   double predicted_saving_j = 0;   ///< Predicted saving of this pipeline, J per iteration.
-  double measured_saving_j = 0;    ///< Measured saving of this pipeline, J per iteration.
+  std::optional<double> measured_saving_j;  ///< Measured saving of this pipeline, J per iteration (null: unknown energy).
 };
 
 /// One straggler decision of a job, as the server recorded it.

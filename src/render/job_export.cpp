@@ -79,7 +79,7 @@ JobVerdict read_verdict(const Reader& r, const json& v, const std::string& p, in
   out.measured_time_s = r.number(v, p, "measured_time_s");
   out.straggler_time_s = r.number(v, p, "straggler_time_s");
   out.predicted_saving_j = r.number(v, p, "predicted_saving_j_per_iteration");
-  out.measured_saving_j = r.number(v, p, "measured_saving_j_per_iteration");
+  out.measured_saving_j = r.opt_number(v, p, "measured_saving_j_per_iteration");
   return out;
 }
 

@@ -165,10 +165,11 @@ std::string render_decisions_svg(const JobExport& job, const DecisionsPlotOption
         const double cy = row_y(v.pipeline) + o.row_height_px / 2;
         s += fmt::format(
             "<g class=\"marker verification {}\"><title>{}: pipeline {} {}, measured {:.4f} s vs predicted {:.4f} s "
-            "(straggler {:.4f} s), saving {:.1f} J/iteration measured vs {:.1f} predicted</title>"
+            "(straggler {:.4f} s), saving {} J/iteration measured vs {:.1f} predicted</title>"
             "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.8\"/></g>\n",
             v.verdict, xml_escape(head), v.pipeline, xml_escape(v.verdict), v.measured_time_s, v.predicted_time_s,
-            v.straggler_time_s, v.measured_saving_j, v.predicted_saving_j, num(x), num(cy), num(r * 0.75),
+            v.straggler_time_s, v.measured_saving_j ? fmt::format("{:.1f}", *v.measured_saving_j) : "unknown",
+            v.predicted_saving_j, num(x), num(cy), num(r * 0.75),
             verdict_color(v.verdict));
       }
     } else {  // an action this reader does not know: a plain tick across the rows

@@ -5,7 +5,10 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
+#include <vector>
 
 #include "job.hpp"  // token helpers (private header)
 #include "perseus/server/store.hpp"
@@ -231,6 +234,33 @@ TEST(Authority, AnonymousQuota) {
   EXPECT_EQ(anon.post("/register_job", zeus_job(1)).status, 200) << "deleting frees jobs, ranks and bytes";
   auto r = anon.post("/register_job", zeus_job(1));
   EXPECT_EQ(r.status, 403) << r.body;
+}
+
+// The anonymous byte quota is reserved atomically (check and count in one step): before the fix
+// POST /result read the count without a lock and added its bytes only once stored, so
+// concurrent results could pass the quota together. Deterministic in outcome: whatever the
+// interleaving, exactly `limit` one-byte reservations succeed.
+TEST(Authority, ByteQuotaReservesAtomically) {
+  ByteQuota q(100);
+  EXPECT_TRUE(q.try_reserve(60));
+  EXPECT_FALSE(q.try_reserve(41)) << "60 + 41 > 100";
+  EXPECT_EQ(q.used(), 60) << "a refused reservation counts nothing";
+  EXPECT_TRUE(q.try_reserve(40));
+  q.release(40);
+  EXPECT_EQ(q.used(), 60);
+
+  constexpr int kThreads = 8, kTries = 5000, kLimit = 10007;
+  ByteQuota shared(kLimit);
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kTries; ++i)
+        if (shared.try_reserve(1)) ++granted;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), kLimit);
+  EXPECT_EQ(shared.used(), kLimit);
 }
 
 // The token digest is SHA-256 (FIPS 180-4 test vector "abc"); tokens are fresh and long.

@@ -26,6 +26,25 @@ std::string ready_job(Api& api) {
   return job;
 }
 
+// The job-size bound names the fields, the product, the limit and the value (before: "pp*chunks*
+// microbatches is too large for one job", naming neither).
+TEST(RequestFields, JobSizeBoundNamesTheProductAndTheLimit) {
+  TempDir dir;
+  LocalServer srv(dir.file("f.db"));
+  Api api(srv.port());
+  json body = profile_job(1, 8);
+  body["pp"] = 1024;
+  body["microbatches"] = 4096;
+  auto r = api.post("/v1/jobs", body);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "invalid_field") << r.body;
+  EXPECT_EQ(r.j["error"]["message"],
+            "fields \"pp\", \"chunks\", \"microbatches\": pp*chunks*microbatches*3 (the computations of one "
+            "pipeline iteration) must be at most 4000000, got 1024*1*4096*3 = 12582912")
+      << r.body;
+  EXPECT_EQ(api.get("/v1/jobs").j["jobs"].size(), 0u);
+}
+
 TEST(RequestFields, UnknownFieldsOfControlRoutesAreRefused) {
   TempDir dir;
   LocalServer srv(dir.file("f.db"));

@@ -141,7 +141,7 @@ TEST(Durability, KillNineAndRestartKeepsEverything) {
       break;
     }
   ASSERT_GT(slowdown, 0) << "the frontier is too short for this test";
-  auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", slowdown}});
+  auto s = post_when_frontier_ready(api, job, base + "/stragglers", {{"pipeline", 1}, {"slowdown", slowdown}});
   EXPECT_EQ(s.j["decision"]["plan_index"], expected_index(slowdown));
   ASSERT_EQ(s.status, 200) << s.body;
   auto moved = api.get(base + "/ranks/3/plan");
@@ -360,7 +360,7 @@ TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
     for (int r = 0; r < 16; ++r)
       ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status,
                 201);
-    auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"iteration_time_s", pts[0][0]}});
+    auto s = post_when_frontier_ready(api, job, base + "/stragglers", {{"pipeline", 1}, {"iteration_time_s", pts[0][0]}});
     ASSERT_EQ(s.status, 200) << s.body;
     const int chosen = s.j["decision"]["plan_index"];
     EXPECT_NE(chosen, info["frontier"]["fastest_index"].get<int>());
@@ -372,6 +372,44 @@ TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
     }
   }
   EXPECT_EQ(p.terminate(), 0);
+}
+
+// After a restart a ready job's complete frontier is not in memory. A straggler request that
+// needs a plan never served before no longer solves it on the HTTP worker thread (holding the
+// job's solve lock, for seconds to minutes): the re-derivation is queued on the planner pool
+// and the request is answered 503 frontier_not_ready with Retry-After until it is done.
+TEST(Durability, FrontierIsReDerivedOnThePlannerPoolAfterARestart) {
+  TempDir dir;
+  const std::string db = dir.file("r.db");
+  std::string job;
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    auto c = api.post("/v1/jobs", profile_job(2, 8));
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    wait_status(api, job, "ready");
+  }
+  LocalServer srv(db);
+  Api api(srv.port());
+  const std::string base = "/v1/jobs/" + job;
+  const json info = api.get(base).j;
+  EXPECT_EQ(info["frontier"]["rederiving"], false) << "nothing is solved before it is needed";
+  const double solves = metric_value(api, "perseus_planner_solves_started_total");
+  // A slowdown of 1.3 selects a slower plan than the fastest (the only one stored).
+  const json body = {{"pipeline", 1}, {"slowdown", 1.3}};
+  httplib::Client raw("127.0.0.1", srv.port());
+  auto first = raw.Post((base + "/stragglers").c_str(), {{"Authorization", "Bearer " + kToken}}, body.dump(),
+                        "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 503) << first->body;
+  EXPECT_EQ(first->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(first->body)["error"]["code"], "frontier_not_ready") << first->body;
+  EXPECT_TRUE(api.get(base).j["stragglers"].empty()) << "the refused request changed nothing";
+  auto s = post_when_frontier_ready(api, job, base + "/stragglers", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_NE(s.j["decision"]["plan_index"], info["frontier"]["fastest_index"]);
+  EXPECT_EQ(metric_value(api, "perseus_planner_solves_started_total"), solves + 1) << "solved once, on the pool";
 }
 
 /// Plays the ranks of a profiling job for `iterations` iterations: every rank fetches its plan

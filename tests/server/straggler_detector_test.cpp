@@ -178,7 +178,8 @@ TEST(IterationAggregator, MaxTimeSumEnergyOncePerRank) {
   EXPECT_EQ(s->pipeline, 0);
   EXPECT_EQ(s->iteration, 7);
   EXPECT_DOUBLE_EQ(s->time_s, 1.5);
-  EXPECT_DOUBLE_EQ(s->energy_j, 60);
+  ASSERT_TRUE(s->energy_j);
+  EXPECT_DOUBLE_EQ(*s->energy_j, 60);
   EXPECT_DOUBLE_EQ(s->expected_time_s, 2.0);
   // Iterations far behind the newest are dropped.
   agg.add(0, 0, 1000, 1.0, 1, 1.0);
@@ -248,7 +249,8 @@ TEST(SwitchVerifier, VerifiedWithExactMeasuredSaving) {
   EXPECT_DOUBLE_EQ(p.measured_time_s, 1.19);
   EXPECT_DOUBLE_EQ(p.straggler_time_s, 1.2);
   // (400 + 40·0.2) − (350 + 40·0.01) = 408 − 350.4
-  EXPECT_NEAR(p.measured_saving_j, 57.6, 1e-9);
+  ASSERT_TRUE(p.measured_saving_j);
+  EXPECT_NEAR(*p.measured_saving_j, 57.6, 1e-9);
   EXPECT_FALSE(v.active());
 }
 
@@ -260,7 +262,7 @@ TEST(SwitchVerifier, ClocksIgnoredRetargetsThenReverts) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->verdicts[0].kind, PipelineVerdict::Kind::kRetarget);
   EXPECT_NEAR(r->verdicts[0].new_target_time_s, 1.2 * 1.2 / 1.0, 1e-12);
-  EXPECT_NEAR(r->verdicts[0].measured_saving_j, 0.0, 1e-9);  // nothing saved
+  EXPECT_NEAR(r->verdicts[0].measured_saving_j.value_or(-1), 0.0, 1e-9);  // nothing saved
   v.start(2, {{1, 1.4}}, {{1, 1.44}}, {0}, false);  // re-plan of the same decision
   r = feed(v, 6, 3, 1.2, 1.0, 400);
   ASSERT_TRUE(r);

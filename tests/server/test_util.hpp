@@ -139,6 +139,23 @@ inline json wait_status(Api& api, const std::string& job, const std::string& sta
   return j;
 }
 
+/// POSTs `body` to `path` (a straggler route of `job`); on 503 "frontier_not_ready" (the job's
+/// frontier is re-derived on the planner pool after a restart) waits until GET /v1/jobs/{job}
+/// says "frontier": {"rederiving": false} (an event; timeout_s is a hang guard) and posts again.
+inline Resp post_when_frontier_ready(Api& api, const std::string& job, const std::string& path, const json& body,
+                                     double timeout_s = 120) {
+  Resp r = api.post(path, body);
+  if (r.status != 503 || !r.j.is_object() || r.j["error"]["code"] != "frontier_not_ready") return r;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    const json j = api.get("/v1/jobs/" + job).j;
+    if (j.is_object() && j["frontier"]["rederiving"] == false) return api.post(path, body);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "job " << job << ": the frontier was not re-derived";
+  return r;
+}
+
 /// The value of an unlabelled Prometheus sample `name` in GET /metrics (-1 if absent).
 inline double metric_value(Api& api, const std::string& name) {
   const std::string text = api.get("/metrics").body;

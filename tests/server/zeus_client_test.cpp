@@ -70,6 +70,79 @@ TEST(ZeusClient, RegistersGetsScheduleReportsResult) {
   EXPECT_EQ(v1.get("/v1/jobs/" + id + "/ranks/3/plan").j["instructions"][0]["freq_mhz"], 1200);
 }
 
+// POST /result takes up to 100,000 pairs (docs/http-api.md): more than one measurement batch
+// (10,000) is stored in batches. Before the fix 10,001 pairs were refused with 422 naming a field
+// "measurements" the caller never sent, after the job's iteration counter had moved on.
+TEST(ZeusClient, ResultOfMoreThanOneBatchIsStored) {
+  TempDir dir;
+  ServerOptions opt;
+  opt.zeus_plan_texts = {kPlan};
+  LocalServer srv(dir.file("z.db"), opt);
+  Api api(srv.port());
+  auto job = api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
+                                        {"world_size", 2}});
+  ASSERT_EQ(job.status, 200) << job.body;
+  const std::string id = job.j;
+  ASSERT_EQ(api.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
+  json times = json::array(), energies = json::array();
+  for (int i = 0; i < 10001; ++i) {
+    times.push_back(1.0 + 1e-6 * i);
+    energies.push_back(100.0);
+  }
+  auto r = api.post("/result/" + id, {{"rank", 0}, {"iter_time", times}, {"iter_energy", energies}});
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  EXPECT_EQ(api.get("/v1/jobs/" + id).j["measurements"]["count"], 10001);
+  // Iterations 0..10000 were taken, so the next result's is 10001 (a /v1 report of it is a duplicate).
+  ASSERT_EQ(api.post("/result/" + id, {{"rank", 0}, {"iter_time", {2.0}}, {"iter_energy", {100.0}}}).status, 200);
+  EXPECT_EQ(api.post("/v1/jobs/" + id + "/ranks/0/measurements", {{"iteration", 10001}, {"time_s", 2.0}}).j["duplicate"],
+            true);
+  // Over the limit: refused naming the fields and the limit.
+  times.clear();
+  energies.clear();
+  for (int i = 0; i < 100001; ++i) {
+    times.push_back(1.0);
+    energies.push_back(1.0);
+  }
+  r = api.post("/result/" + id, {{"rank", 0}, {"iter_time", times}, {"iter_energy", energies}});
+  EXPECT_EQ(r.status, 422);
+  const std::string msg = r.j["error"]["message"];
+  EXPECT_NE(msg.find("\"iter_time\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("100000"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("100001"), std::string::npos) << msg;
+}
+
+// A refused result (unregistered rank, anonymous byte quota) takes no iteration numbers: the
+// next accepted result continues where the last accepted one ended.
+TEST(ZeusClient, RefusedResultTakesNoIterations) {
+  TempDir dir;
+  ServerOptions opt;
+  opt.zeus_plan_texts = {kPlan};
+  opt.zeus_require_token = false;
+  opt.zeus_anonymous_max_bytes = 1000;
+  LocalServer srv(dir.file("z.db"), opt);
+  Api anon(srv.port(), ""), admin(srv.port());
+  auto job = anon.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
+                                         {"world_size", 2}});
+  ASSERT_EQ(job.status, 200) << job.body;
+  const std::string id = job.j;
+  ASSERT_EQ(anon.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
+  ASSERT_EQ(anon.post("/result/" + id, {{"rank", 0}, {"iter_time", {1.0, 1.1}}, {"iter_energy", {1.0, 1.0}}}).status, 200);
+  EXPECT_EQ(anon.post("/result/" + id, {{"rank", 1}, {"iter_time", {1.0}}, {"iter_energy", {1.0}}}).status, 404)
+      << "rank 1 is not registered";
+  json times = json::array(), energies = json::array();
+  for (int i = 0; i < 20; ++i) {
+    times.push_back(2.0 + 0.01 * i);
+    energies.push_back(1.0);
+  }
+  auto r = anon.post("/result/" + id, {{"rank", 0}, {"iter_time", times}, {"iter_energy", energies}});
+  ASSERT_EQ(r.status, 403) << r.body;
+  ASSERT_EQ(anon.post("/result/" + id, {{"rank", 0}, {"iter_time", {3.0}}, {"iter_energy", {1.0}}}).status, 200);
+  EXPECT_EQ(admin.get("/v1/jobs/" + id).j["measurements"]["count"], 3);
+  EXPECT_EQ(admin.post("/v1/jobs/" + id + "/ranks/0/measurements", {{"iteration", 2}, {"time_s", 3.0}}).j["duplicate"],
+            true)
+      << "the accepted result after the refusals is iteration 2";
+}
+
 TEST(ZeusClient, TokenRequiredByDefault) {
   TempDir dir;
   ServerOptions opt;

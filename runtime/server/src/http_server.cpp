@@ -501,7 +501,9 @@ struct Server::Impl {
       if (r.segments.size() == 1 && r.segments[0] == "metrics") out.content_type = "text/plain; version=0.0.4";
       return out;
     } catch (const ApiError& e) {
-      return error_response(e.status(), e.code(), e.what());
+      auto r = error_response(e.status(), e.code(), e.what());
+      if (e.retry_after_s() > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s()));
+      return r;
     } catch (const InputError& e) {
       return error_response(422, "invalid_input", e.what());
     } catch (const std::exception& e) {

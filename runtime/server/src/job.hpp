@@ -63,6 +63,10 @@ struct Job {
   std::deque<std::uint64_t> zeus_result_digests;  // recent Zeus /result bodies (retries answered, not re-counted)
 
   std::mutex solve_mu;  // serializes frontier (re)derivation
+  // After a restart, a complete frontier is re-derived on the planner pool when a plan of it is
+  // first needed (guarded by mu): queued or running, and why it failed (empty: it did not).
+  bool rederiving = false;
+  std::string rederive_error;
 
   StragglerLoop loop;  // detection and verification (own mutex; lock after mu)
 
@@ -99,16 +103,20 @@ std::string freqs_json(const std::vector<int>& freq_mhz);
 std::vector<StoredAssignment> stored_assignments(const Job& job);
 /// Builds the sweep of a profiling job from its grid; null if the grid is not known yet.
 std::unique_ptr<Sweep> make_sweep(const Job& job);
-/// Renders the current sweep step as a plan (index kSweepPlanIndex).
-std::shared_ptr<const ServedPlan> render_sweep_plan(const Job& job);
+/// Renders the current step of `sweep` (the job's, or the next state of it) as a plan of the
+/// job (index kSweepPlanIndex).
+std::shared_ptr<const ServedPlan> render_sweep_plan(const Job& job, const Sweep& sweep);
+/// Most measurements one POST .../measurements batch may hold (docs/http-api.md, "Limits").
+inline constexpr std::size_t kMaxMeasurementBatch = 10000;
 /// Validates one measurement (iteration, time_s s, energy_j J, plan_version, instructions)
 /// against `spec` and returns only its validated fields (what is stored and replayed: never
 /// the raw body, whose unknown fields could be arbitrarily large); throws ApiError 422 naming
 /// the field. energy_j may be absent or null (unknown, then left out); when present it must be
 /// plausible for its time_s (runtime/telemetry.hpp's power bound).
 nlohmann::json validated_measurement(const nlohmann::json& m, const JobSpec& spec);
-/// Feeds one measurement JSON (already validated) of a rank into the sweep; true if the
-/// sweep stepped. Caller holds the unique lock. Deterministic (used for replay too).
-bool feed_sweep(Job& job, const StoredRank& rank, const nlohmann::json& measurement);
+/// Feeds one measurement JSON (already validated) of a rank of `job` into `sweep` (the job's
+/// sweep, or a copy that replaces it once the measurement is stored); true if the sweep
+/// stepped. Caller holds the job's lock. Deterministic (used for replay too).
+bool feed_sweep(Sweep& sweep, const Job& job, const StoredRank& rank, const nlohmann::json& measurement);
 
 }  // namespace perseus::server

@@ -55,6 +55,14 @@ PlanPoint all_max_point(const JobModel& m, const JobSpec& spec, const std::vecto
 
 }  // namespace
 
+bool ByteQuota::try_reserve(std::int64_t bytes) {
+  std::int64_t used = used_.load();
+  do {
+    if (used + bytes > limit_) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes));
+  return true;
+}
+
 JobManager::JobManager(Store& store, ManagerOptions options) : store_(store), opt_(std::move(options)) {
   for (int i = 0; i < std::max(1, opt_.planner_threads); ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -171,14 +179,17 @@ void JobManager::check_anonymous_quota(std::int64_t world_size) const {
                    fmt::format("jobs made without a token are limited to {} ranks in total (--zeus-no-auth-max-ranks); "
                                "{} are taken and this job has {}",
                                opt_.anonymous_max_ranks, ranks, world_size));
-  if (anonymous_bytes_.load() >= opt_.anonymous_max_bytes)
+  if (anonymous_bytes_.used() >= anonymous_bytes_.limit())
     throw ApiError(403, "quota_exceeded",
                    fmt::format("jobs made without a token have stored {} bytes of measurements, the limit "
-                               "(--zeus-no-auth-max-mb)", anonymous_bytes_.load()));
+                               "(--zeus-no-auth-max-mb)", anonymous_bytes_.used()));
 }
 
 std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
   const std::string spec_json = job->spec.to_json().dump();
+  // The job row, its assignments and the plans they name are one transaction: a reload never
+  // finds a job whose assigned plan is missing.
+  Store::Transaction tx(store_);
   for (int attempt = 0;; ++attempt) {
     job->id = new_job_id();
     if (store_.insert_job(job->id, job->created_s, job->auth, spec_json, job->status, job->version_counter,
@@ -189,6 +200,7 @@ std::string JobManager::insert_new_job(const std::shared_ptr<Job>& job) {
   for (const auto& [idx, plan] : job->plans)
     if (idx != kSweepPlanIndex && job->model.explicit_plans.empty())  // sweep steps are re-derived
       store_.put_plan(job->id, idx, freqs_json(plan->freq_mhz));
+  tx.commit();
   std::unique_lock lock(mu_);
   jobs_[job->id] = job;
   if (!job->auth.token_sha256.empty()) token_jobs_[job->auth.token_sha256] = job->id;
@@ -254,7 +266,7 @@ Reply JobManager::create_job_as(const json& body, const std::string& origin) {
       case PlanSource::kProfiling:
         idx = kSweepPlanIndex;
         job->sweep = make_sweep(*job);
-        if (job->sweep) plan = render_sweep_plan(*job);
+        if (job->sweep) plan = render_sweep_plan(*job, *job->sweep);
         job->status = kStatusProfiling;
         break;
     }
@@ -342,10 +354,14 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       } else {
         stored_plans.emplace_back(idx, freqs_json(plan->freq_mhz));
       }
-      // Stored first (each write idempotent; a crash in between re-plans at reload), then applied.
-      store_.set_frontier(j->id, points_json(pts), partial_json, stored_plans);
-      store_.update_assignments(j->id, version, next);
-      store_.set_status(j->id, kStatusReady, "");
+      // Stored first, in one transaction, then applied.
+      {
+        Store::Transaction tx(store_);
+        store_.set_frontier(j->id, points_json(pts), partial_json, stored_plans);
+        store_.update_assignments(j->id, version, next);
+        store_.set_status(j->id, kStatusReady, "");
+        tx.commit();
+      }
       j->frontier = fr;
       j->model.points = pts;
       j->model.partial_reason = fr->partial() ? to_string(fr->stop_reason) : "";
@@ -385,24 +401,23 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
   }
   const bool explicit_plan = !freq.empty();
   if (!explicit_plan) {
-    if (!fr) {  // after a restart: re-derive the frontier (deterministic) once
-      std::lock_guard solve_lock(j->solve_mu);
-      {
-        std::shared_lock lock(j->mu);
-        fr = j->frontier;
+    if (!fr) {
+      // A partial frontier's plans are all stored (start_solve()); a missing one cannot be
+      // re-derived (the wall-clock budget that cut the solve is not reproducible).
+      if (!model.partial_reason.empty())
+        throw std::runtime_error(fmt::format("plan {} of the partial frontier is not stored", idx));
+      // After a restart: re-derived (deterministic, but seconds to minutes) on the planner pool,
+      // so that no HTTP worker thread blocks on a solve.
+      std::unique_lock lock(j->mu);
+      if (!j->rederive_error.empty()) throw std::runtime_error(j->rederive_error);
+      if (!j->frontier) {
+        queue_rederive(j);
+        throw ApiError(503, "frontier_not_ready",
+                       "the job's frontier is being re-derived after a server restart (GET /v1/jobs/{id}: "
+                       "\"frontier\".\"rederiving\"); retry shortly",
+                       1);
       }
-      if (!fr) {
-        // A partial frontier's plans are all stored (start_solve()); a missing one cannot be
-        // re-derived (the wall-clock budget that cut the solve is not reproducible).
-        if (!model.partial_reason.empty())
-          throw std::runtime_error(fmt::format("plan {} of the partial frontier is not stored", idx));
-        fr = solve_model_frontier(
-            model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); }, false);
-        if (fr->size() != model.points.size())
-          throw std::runtime_error("the re-derived frontier differs from the stored one");
-        std::unique_lock lock(j->mu);
-        j->frontier = fr;
-      }
+      fr = j->frontier;
     }
     freq = fr->plan(idx).freq_mhz;
   }
@@ -411,6 +426,44 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
   if (j->deleted || j->plans.count(idx)) return;
   j->plans[idx] = plan;
   if (!explicit_plan) store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+}
+
+void JobManager::queue_rederive(const std::shared_ptr<Job>& job) {
+  if (job->rederiving || job->frontier || job->deleted) return;
+  job->rederiving = true;
+  std::weak_ptr<Job> weak = job;
+  enqueue([this, weak] {
+    auto j = weak.lock();
+    if (!j) return;
+    JobModel model;
+    JobSpec spec;
+    {
+      std::shared_lock lock(j->mu);
+      model = shallow(j->model);
+      spec = j->spec;
+    }
+    std::shared_ptr<const Frontier> fr;
+    std::string error;
+    {
+      std::lock_guard lock(q_mu_);
+      ++solves_started_;
+    }
+    try {
+      fr = solve_model_frontier(
+          model, spec, [this, &j] { return shutting_down_.load() || j->deleted_flag.load(); }, false);
+      if (fr->size() != model.points.size())
+        error = fmt::format("the re-derived frontier has {} plans, the stored one {}", fr->size(), model.points.size());
+    } catch (const PlanningCancelled&) {
+      fr.reset();  // deleted or shutting down: nothing to record
+    } catch (const std::exception& e) {
+      error = fmt::format("re-deriving the frontier failed: {}", e.what());
+    }
+    std::unique_lock lock(j->mu);
+    if (fr && error.empty()) j->frontier = fr;
+    if (!error.empty()) std::fprintf(stderr, "perseus serve: job %s: %s\n", j->id.c_str(), error.c_str());
+    j->rederive_error = error;
+    j->rederiving = false;
+  });
 }
 
 namespace {
@@ -446,7 +499,8 @@ Reply JobManager::get_job(const std::string& job_id) {
              {"fastest_index", j->model.fastest_index()},
              {"partial", !j->model.partial_reason.empty()},
              {"partial_reason", j->model.partial_reason},
-             {"partial_detail", j->model.partial_detail}};
+             {"partial_detail", j->model.partial_detail},
+             {"rederiving", j->rederiving}};
   if (!j->model.points.empty() && j->model.points.size() <= 20000) {
     json pts = json::array();
     for (const auto& p : j->model.points) pts.push_back({number_or_null(p.time_s), number_or_null(p.energy_j)});
@@ -514,7 +568,7 @@ Reply JobManager::delete_job(const std::string& job_id) {
       if (!j->auth.token_sha256.empty()) token_jobs_.erase(j->auth.token_sha256);
       if (j->auth.origin == kOriginZeusAnonymous) {
         std::lock_guard s(j->stats_mu);
-        anonymous_bytes_ -= j->measurement_bytes;
+        anonymous_bytes_.release(j->measurement_bytes);
       }
     }
   }
@@ -550,7 +604,7 @@ std::size_t JobManager::load() {
     j->id = sj.job_id;
     j->auth = sj.auth;
     j->measurement_bytes = sj.measurement_bytes;
-    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += sj.measurement_bytes;
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_.add(sj.measurement_bytes);
     j->created_s = sj.created_s;
     // The last activity is written by the expiry sweep, so a kill -9 can lose the latest: the
     // restart counts as activity, and no job is expired for requests the store did not see.
@@ -605,13 +659,14 @@ std::size_t JobManager::load() {
         if (j->sweep) {
           for (const auto& m : store_.measurements(j->id)) {
             auto r = j->ranks.find(m.rank);
-            if (r != j->ranks.end()) feed_sweep(*j, r->second, json::parse(m.body_json));
+            if (r != j->ranks.end()) feed_sweep(*j->sweep, *j, r->second, json::parse(m.body_json));
           }
-          // A crash between storing a measurement and storing the new version: fix it up.
+          // A database written before each report and the step it completes were one
+          // transaction may hold the report without the step's version: fix it up.
           const std::int64_t expected = 1 + j->sweep->step();
           if (j->version_counter < expected) j->version_counter = expected;
           for (auto& a : j->pipelines) a.version = std::max(a.version, expected);
-          j->plans[kSweepPlanIndex] = render_sweep_plan(*j);
+          j->plans[kSweepPlanIndex] = render_sweep_plan(*j, *j->sweep);
           store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
         }
       }
@@ -626,7 +681,11 @@ std::size_t JobManager::load() {
           throw std::runtime_error(fmt::format("stored plan {} is missing", p.plan_index));
       }
       if (sweeping && j->sweep && j->sweep->done()) {
-        finish_profiling(j);  // the crash came between the last step and storing the profile
+        // The crash came between the last step and storing the profile.
+        Store::Transaction tx(store_);
+        auto apply = finish_profiling(j, *j->sweep);
+        tx.commit();
+        apply();
       } else if (j->status == kStatusPlanning) {
         solve = true;
       }

@@ -1,6 +1,7 @@
 // JobManager: rank registration, plan fetches (hot path), measurements, profiling sweep steps.
 #include <cmath>
-
+#include <functional>
+#include <memory>
 #include <set>
 
 #include <fmt/core.h>
@@ -22,7 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kMaxBatch = 10000;
 constexpr std::size_t kMaxInstructions = 200000;
 
 /// 422 when energy_j is more than a GPU can draw in time_s: the bound of telemetry.hpp's
@@ -143,7 +143,9 @@ void feed_straggler_loop(Job& j, const StoredRank& r, const json& m, std::vector
   std::lock_guard lock(j.loop.mu);
   j.loop.init(j.spec);
   const double expected = std::isfinite(a.plan->point.time_s) ? a.plan->point.time_s : 0.0;
-  const double energy_j = m.contains("energy_j") && m["energy_j"].is_number() ? m["energy_j"].get<double>() : 0.0;
+  // No energy_j: unknown (the client leaves out an impossible counter reading), never 0 J.
+  const std::optional<double> energy_j =
+      m.contains("energy_j") && m["energy_j"].is_number() ? std::optional(m["energy_j"].get<double>()) : std::nullopt;
   for (auto& act : j.loop.feed(r.dp_rank, r.rank, m["iteration"].get<std::int64_t>(), m["time_s"].get<double>(),
                                energy_j, expected))
     out.push_back(std::move(act));
@@ -245,7 +247,7 @@ Reply JobManager::register_rank(const std::string& job_id, const json& body) {
   }
   j->slots[{r.dp_rank, r.pp_rank, r.tp_rank}] = r.rank;
   if (new_sweep) {
-    auto plan = render_sweep_plan(*j);
+    auto plan = render_sweep_plan(*j, *j->sweep);
     j->plans[kSweepPlanIndex] = plan;
     for (auto& a : j->pipelines) a.plan = plan;
   }
@@ -274,30 +276,39 @@ Reply JobManager::get_plan(const std::string& job_id, std::int64_t rank, std::op
   return {200, std::move(body)};
 }
 
-void JobManager::finish_profiling(const std::shared_ptr<Job>& j) {
-  // Caller holds j->mu exclusively (or owns j alone, during load()).
+std::function<void()> JobManager::finish_profiling(const std::shared_ptr<Job>& j, const Sweep& sweep) {
   std::vector<ProfileRow> rows;
-  for (const auto& row : j->sweep->rows())
+  for (const auto& row : sweep.rows())
     rows.push_back({row.key.stage, static_cast<InstructionKind>(row.key.kind), row.freq_mhz, row.time_s, row.energy_j});
   const std::string csv = profile_csv_text(rows);
+  auto model = std::make_shared<JobModel>();
+  std::shared_ptr<const ServedPlan> plan;
   try {
-    JobModel model = prepare_model(j->spec, csv);
-    auto plan = quick_plan(model, j->spec);
-    store_.set_built_profile(j->id, csv);
-    store_.put_plan(j->id, kQuickPlanIndex, freqs_json(plan->freq_mhz));
-    j->model = std::move(model);
-    j->plans[kQuickPlanIndex] = plan;
-    ++j->version_counter;
-    for (auto& a : j->pipelines) a = {kQuickPlanIndex, j->version_counter, plan};
-    store_.update_assignments(j->id, j->version_counter, stored_assignments(*j));
-    j->status = kStatusPlanning;
-    store_.set_status(j->id, j->status, "");
-    start_solve(j, true);
+    *model = prepare_model(j->spec, csv);
+    plan = quick_plan(*model, j->spec);
   } catch (const std::exception& e) {
-    j->status = kStatusFailed;
-    j->error = fmt::format("profiling finished but the profile is unusable: {}", e.what());
-    store_.set_status(j->id, j->status, j->error);
+    const std::string error = fmt::format("profiling finished but the profile is unusable: {}", e.what());
+    store_.set_status(j->id, kStatusFailed, error);
+    return [j, error] {
+      j->status = kStatusFailed;
+      j->error = error;
+    };
   }
+  const std::int64_t version = j->version_counter + 1;
+  std::vector<StoredAssignment> next;
+  for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kQuickPlanIndex, version});
+  store_.set_built_profile(j->id, csv);
+  store_.put_plan(j->id, kQuickPlanIndex, freqs_json(plan->freq_mhz));
+  store_.update_assignments(j->id, version, next);
+  store_.set_status(j->id, kStatusPlanning, "");
+  return [this, j, model, plan, version] {
+    j->model = std::move(*model);
+    j->plans[kQuickPlanIndex] = plan;
+    j->version_counter = version;
+    for (auto& a : j->pipelines) a = {kQuickPlanIndex, version, plan};
+    j->status = kStatusPlanning;
+    start_solve(j, true);
+  };
 }
 
 Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank, const json& body) {
@@ -319,9 +330,9 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
                                    "\"measurements\", not both",
                                    k));
     const json& arr = body["measurements"];
-    if (!arr.is_array() || arr.empty() || arr.size() > kMaxBatch)
+    if (!arr.is_array() || arr.empty() || arr.size() > kMaxMeasurementBatch)
       throw ApiError(422, "invalid_field",
-                     fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxBatch));
+                     fmt::format("field \"measurements\" must be a non-empty array of at most {} objects", kMaxMeasurementBatch));
     for (std::size_t i = 0; i < arr.size(); ++i) {
       try {
         items.push_back(validated_measurement(arr[i], j->spec));
@@ -397,13 +408,38 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
     } else {
       text = m->dump();
     }
+    // One transaction per report: the report and the sweep step (or the sweep's end) it causes
+    // are stored together or not at all, and memory changes only once they are committed.
+    Store::Transaction tx(store_);
     const bool inserted = store_.insert_measurement(j->id, r.rank, iteration, time_s, energy_j, text, now);
-    results.push_back({{"iteration", iteration}, {"duplicate", !inserted}});
     if (!inserted) {
+      results.push_back({{"iteration", iteration}, {"duplicate", true}});
       ++duplicates;
       counters_.measurement_duplicates++;
       continue;
     }
+    std::unique_ptr<Sweep> next_sweep;  // the sweep after this report, installed after the commit
+    std::function<void()> apply_step;
+    if (profiling && j->status == kStatusProfiling && j->sweep) {
+      next_sweep = std::make_unique<Sweep>(*j->sweep);
+      const bool stepped = feed_sweep(*next_sweep, *j, r, *m);
+      if (next_sweep->done()) {  // also when an earlier report's finish failed to commit
+        apply_step = finish_profiling(j, *next_sweep);
+      } else if (stepped) {
+        auto plan = render_sweep_plan(*j, *next_sweep);
+        const std::int64_t version = j->version_counter + 1;
+        std::vector<StoredAssignment> next;
+        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
+        store_.update_assignments(j->id, version, next);
+        apply_step = [j, plan, version] {
+          j->plans[kSweepPlanIndex] = plan;
+          j->version_counter = version;
+          for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
+        };
+      }
+    }
+    tx.commit();
+    results.push_back({{"iteration", iteration}, {"duplicate", false}});
     ++accepted;
     counters_.measurements++;
     {
@@ -414,22 +450,10 @@ Reply JobManager::post_measurements(const std::string& job_id, std::int64_t rank
       if (energy_known) ++j->num_energy_known;
       j->measurement_bytes += static_cast<std::int64_t>(text.size());
     }
-    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_ += static_cast<std::int64_t>(text.size());
+    if (j->auth.origin == kOriginZeusAnonymous) anonymous_bytes_.add(static_cast<std::int64_t>(text.size()));
     if (j->status == kStatusReady) feed_straggler_loop(*j, r, *m, loop_actions);
-    if (profiling && j->status == kStatusProfiling && feed_sweep(*j, r, *m)) {
-      if (j->sweep->done()) {
-        finish_profiling(j);
-      } else {
-        auto plan = render_sweep_plan(*j);
-        const std::int64_t version = j->version_counter + 1;
-        std::vector<StoredAssignment> next;
-        for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) next.push_back({d, kSweepPlanIndex, version});
-        store_.update_assignments(j->id, version, next);  // committed first, then applied
-        j->plans[kSweepPlanIndex] = plan;
-        j->version_counter = version;
-        for (auto& a : j->pipelines) a = {kSweepPlanIndex, version, plan};
-      }
-    }
+    if (next_sweep) j->sweep = std::move(next_sweep);
+    if (apply_step) apply_step();
   }
   Reply reply;
   if (!batch) {

@@ -48,8 +48,11 @@ JobSpec JobSpec::from_json(const json& body) {
                                                      s.pp, s.dp, s.tp, std::int64_t{s.pp} * s.dp * s.tp));
   s.microbatches = static_cast<int>(get_int(body, "microbatches", std::nullopt, 1, kMaxJobMicrobatches));
   s.chunks = static_cast<int>(get_int(body, "chunks", 1, 1, kMaxJobChunks));
-  if (std::int64_t{s.pp} * s.chunks * s.microbatches * 3 > kMaxJobComputations)
-    throw ApiError(422, "invalid_field", "pp*chunks*microbatches is too large for one job");
+  if (const std::int64_t ops = std::int64_t{s.pp} * s.chunks * s.microbatches * 3; ops > kMaxJobComputations)
+    throw ApiError(422, "invalid_field",
+                   fmt::format("fields \"pp\", \"chunks\", \"microbatches\": pp*chunks*microbatches*3 (the "
+                               "computations of one pipeline iteration) must be at most {}, got {}*{}*{}*3 = {}",
+                               kMaxJobComputations, s.pp, s.chunks, s.microbatches, ops));
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
   // Required, as `perseus optimize --p2p-power` is: a silent 0 W changes every plan.
   s.p_block_w = get_number(body, "p2p_power_w", std::nullopt, 0.0, 1e5);

@@ -24,6 +24,9 @@ const char* verdict_name(PipelineVerdict::Kind k) {
   return "unknown";
 }
 
+/// A known number, or null (unknown).
+json opt_json(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
+
 }  // namespace
 
 void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std::vector<LoopAction>& actions) {
@@ -75,7 +78,8 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
           auto& loop = j->loop;
           if (j->deleted || a.round.decision_id != loop.current_decision) continue;  // superseded
           json verdicts = json::array();
-          double predicted = 0, measured = 0;
+          double predicted = 0;
+          std::optional<double> measured = 0.0;  // unknown when one pipeline's is
           for (const auto& v : a.round.verdicts) {
             const int d = v.pipeline;
             std::string kind = verdict_name(v.kind);
@@ -97,10 +101,12 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
               replan = true;
             }
             loop.verification[d] = kind;
-            loop.measured_saving_j[d] = v.measured_saving_j;
+            if (v.measured_saving_j) loop.measured_saving_j[d] = *v.measured_saving_j;
+            else loop.measured_saving_j.erase(d);
             const double p = loop.predicted_saving_j.count(d) ? loop.predicted_saving_j.at(d) : 0.0;
             predicted += p;
-            measured += v.measured_saving_j;
+            if (measured && v.measured_saving_j) *measured += *v.measured_saving_j;
+            else measured.reset();
             verdicts.push_back({{"pipeline", d},
                                 {"verdict", kind},
                                 {"predicted_time_s", v.predicted_time_s},
@@ -109,7 +115,7 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
                                 {"new_target_time_s", v.kind == PipelineVerdict::Kind::kRetarget
                                                           ? json(v.new_target_time_s) : json(nullptr)},
                                 {"predicted_saving_j_per_iteration", p},
-                                {"measured_saving_j_per_iteration", v.measured_saving_j}});
+                                {"measured_saving_j_per_iteration", opt_json(v.measured_saving_j)}});
           }
           json decision = {{"id", j->decisions_total + 1},
                            {"time_s", now_s()},
@@ -119,7 +125,7 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
                            {"replans_before", a.round.replans},
                            {"verdicts", verdicts},
                            {"predicted_saving_j_per_iteration", predicted},
-                           {"measured_saving_j_per_iteration", measured},
+                           {"measured_saving_j_per_iteration", opt_json(measured)},
                            {"version", j->version_counter}};
           store_.update_assignments(j->id, j->version_counter, {}, std::nullopt, std::nullopt, decision.dump());
           j->decisions.push_back(decision);
@@ -130,7 +136,13 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
         if (replan) apply_stragglers(j, std::nullopt, std::nullopt, "verification");
       }
     } catch (const ApiError& e) {
-      // The job changed meanwhile (deleted, not ready, straggler cleared): nothing to do.
+      // The job changed meanwhile (deleted, not ready, straggler cleared), or its frontier is
+      // being re-derived after a restart: nothing applied. A detection not applied is forgotten,
+      // so that the detector can report the pipeline again.
+      if (a.kind == LoopAction::Kind::kDetected) {
+        std::lock_guard loop_lock(j->loop.mu);
+        if (j->loop.detector) j->loop.detector->set_state(a.event.pipeline, false);
+      }
       std::fprintf(stderr, "perseus serve: job %s: straggler loop action skipped: %s\n", j->id.c_str(), e.what());
     }
   }

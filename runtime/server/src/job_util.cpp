@@ -81,17 +81,16 @@ std::unique_ptr<Sweep> make_sweep(const Job& job) {
   return std::make_unique<Sweep>(opt, std::vector<SweepKey>(keys.begin(), keys.end()));
 }
 
-std::shared_ptr<const ServedPlan> render_sweep_plan(const Job& job) {
+std::shared_ptr<const ServedPlan> render_sweep_plan(const Job& job, const Sweep& sweep) {
   const Dag& dag = *job.model.dag;
   std::vector<int> freq(dag.num_ops());
   for (int op = 0; op < dag.num_ops(); ++op)
-    freq[op] = job.sweep->freq_mhz({dag.op(op).stage, static_cast<int>(dag.op(op).kind)});
+    freq[op] = sweep.freq_mhz({dag.op(op).stage, static_cast<int>(dag.op(op).kind)});
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return render_plan(dag, kSweepPlanIndex, {nan, nan}, std::move(freq));
 }
 
-bool feed_sweep(Job& job, const StoredRank& rank, const json& m) {
-  if (!job.sweep) return false;
+bool feed_sweep(Sweep& sweep, const Job& job, const StoredRank& rank, const json& m) {
   auto it = m.find("instructions");
   if (it == m.end() || !it->is_array()) return false;
   struct Acc { int n = 0; double t = 0, e = 0; };
@@ -115,7 +114,7 @@ bool feed_sweep(Job& job, const StoredRank& rank, const json& m) {
   }
   bool stepped = false;
   for (const auto& [k, a] : groups)
-    stepped |= job.sweep->add_sample({std::get<0>(k), std::get<1>(k)}, std::get<2>(k), a.t / a.n, a.e / a.n);
+    stepped |= sweep.add_sample({std::get<0>(k), std::get<1>(k)}, std::get<2>(k), a.t / a.n, a.e / a.n);
   return stepped;
 }
 

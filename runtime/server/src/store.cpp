@@ -97,24 +97,52 @@ class Stmt {
   }
 };
 
-/// BEGIN IMMEDIATE ... COMMIT, rolled back if not committed.
+void run_sql(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    throw std::runtime_error(fmt::format("sqlite {}: {}", sql, msg));
+  }
+}
+
+/// Opens a write scope: BEGIN IMMEDIATE, or a savepoint inside an open transaction (the
+/// connection is not in autocommit mode: an outer scope of this thread, which holds the store's
+/// lock). Returns whether it is nested.
+bool begin_scope(sqlite3* db) {
+  const bool nested = sqlite3_get_autocommit(db) == 0;
+  run_sql(db, nested ? "SAVEPOINT perseus_nested" : "BEGIN IMMEDIATE");
+  return nested;
+}
+
+/// Commits a scope (a nested one into its outer transaction). Throws if the database refuses.
+void commit_scope(sqlite3* db, bool nested) { run_sql(db, nested ? "RELEASE perseus_nested" : "COMMIT"); }
+
+/// Undoes a scope's writes (errors ignored: a failed statement may have ended the transaction).
+void rollback_scope(sqlite3* db, bool nested) {
+  if (nested) {
+    sqlite3_exec(db, "ROLLBACK TO perseus_nested", nullptr, nullptr, nullptr);
+    sqlite3_exec(db, "RELEASE perseus_nested", nullptr, nullptr, nullptr);
+  } else {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+/// A write scope of one store method, rolled back if not committed. Inside a
+/// Store::Transaction it is a savepoint of it: the outer transaction decides what is stored.
 class Txn {
  public:
-  explicit Txn(sqlite3* db) : db_(db) { run("BEGIN IMMEDIATE"); }
-  ~Txn() { if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
-  void commit() { run("COMMIT"); done_ = true; }
+  explicit Txn(sqlite3* db) : db_(db), nested_(begin_scope(db)) {}
+  ~Txn() { if (!done_) rollback_scope(db_, nested_); }
+  void commit() {
+    commit_scope(db_, nested_);
+    done_ = true;
+  }
 
  private:
   sqlite3* db_;
+  bool nested_;
   bool done_ = false;
-  void run(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "?";
-      sqlite3_free(err);
-      throw std::runtime_error(fmt::format("sqlite {}: {}", sql, msg));
-    }
-  }
 };
 
 }  // namespace
@@ -197,6 +225,17 @@ Store::Store(const std::string& path, bool sync_full) {
     if (dynamic_cast<const InputError*>(&e)) throw;
     throw InputError(fmt::format("{}: not a usable Perseus database: {}", path, e.what()));
   }
+}
+
+Store::Transaction::Transaction(Store& store) : lock_(store.mu_), db_(store.db_), nested_(begin_scope(db_)) {}
+
+Store::Transaction::~Transaction() {
+  if (!done_) rollback_scope(db_, nested_);
+}
+
+void Store::Transaction::commit() {
+  commit_scope(db_, nested_);
+  done_ = true;
 }
 
 Store::~Store() {

@@ -75,14 +75,15 @@ double median_of(std::vector<double> v) {
 }
 
 std::optional<PipelineSample> IterationAggregator::add(int pipeline, int rank, std::int64_t iteration, double time_s,
-                                                       double energy_j, double expected_time_s) {
+                                                       std::optional<double> energy_j, double expected_time_s) {
   auto& open = open_[pipeline];
   if (!open.empty() && iteration < open.rbegin()->first - kKeep) return std::nullopt;  // too old
   Partial& p = open[iteration];
   if (!p.ranks.emplace(rank, true).second) return std::nullopt;
   if (p.ranks.size() == 1) p.s = {pipeline, iteration, time_s, 0.0, expected_time_s};
   p.s.time_s = std::max(p.s.time_s, time_s);
-  p.s.energy_j += energy_j;
+  if (p.s.energy_j && energy_j) *p.s.energy_j += *energy_j;
+  else p.s.energy_j.reset();  // one unknown rank: the pipeline's energy is unknown
   p.s.expected_time_s = std::max(p.s.expected_time_s, expected_time_s);
   std::optional<PipelineSample> done;
   if (static_cast<int>(p.ranks.size()) >= ranks_) {

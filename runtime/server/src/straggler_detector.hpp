@@ -20,13 +20,16 @@ struct PipelineSample {
   int pipeline = 0;
   std::int64_t iteration = 0;
   double time_s = 0;           ///< max over the pipeline's ranks of their iteration time, s.
-  double energy_j = 0;         ///< Σ over the pipeline's ranks of their iteration energy, J.
+  /// Σ over the pipeline's ranks of their iteration energy, J; unknown (nullopt) when any
+  /// rank's energy is unknown (its report had no energy_j: an impossible counter reading).
+  std::optional<double> energy_j = 0.0;
   double expected_time_s = 0;  ///< The plan's predicted iteration time, s (0: unknown, use 1).
 };
 
 /// Groups per-rank measurements into pipeline iterations. A pipeline iteration is complete
 /// when `ranks_per_pipeline` ranks reported it; its time is the max of their times (the
-/// pipeline finishes with its slowest stage) and its energy their sum. Iterations more than
+/// pipeline finishes with its slowest stage) and its energy their sum (unknown when one of them
+/// is unknown: a partial sum would read as a saving). Iterations more than
 /// `kKeep` behind the newest of a pipeline are dropped unfinished (a lost report).
 class IterationAggregator {
  public:
@@ -34,8 +37,8 @@ class IterationAggregator {
   explicit IterationAggregator(int ranks_per_pipeline) : ranks_(ranks_per_pipeline) {}
   /// Adds one rank's measurement; returns the pipeline's sample when this completed it.
   /// A rank reporting the same iteration twice is counted once (the store drops duplicates).
-  std::optional<PipelineSample> add(int pipeline, int rank, std::int64_t iteration, double time_s, double energy_j,
-                                    double expected_time_s);
+  std::optional<PipelineSample> add(int pipeline, int rank, std::int64_t iteration, double time_s,
+                                    std::optional<double> energy_j, double expected_time_s);
 
  private:
   struct Partial {

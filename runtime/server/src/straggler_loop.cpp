@@ -21,7 +21,7 @@ void StragglerLoop::init(const JobSpec& spec) {
 }
 
 std::vector<LoopAction> StragglerLoop::feed(int pipeline, int rank, std::int64_t iteration, double time_s,
-                                            double energy_j, double expected_time_s) {
+                                            std::optional<double> energy_j, double expected_time_s) {
   std::vector<LoopAction> out;
   const auto sample = aggregator->add(pipeline, rank, iteration, time_s, energy_j, expected_time_s);
   if (!sample) return out;

@@ -47,7 +47,7 @@ struct StragglerLoop {
   std::map<int, double> target_override_s;      ///< pipeline -> re-targeted T'' (verification), s
   std::set<int> reverted;                       ///< pipelines put back on the fastest plan by verification
   std::map<int, double> predicted_saving_j;     ///< pipeline -> predicted saving per iteration, J
-  std::map<int, double> measured_saving_j;      ///< pipeline -> measured saving per iteration, J
+  std::map<int, double> measured_saving_j;      ///< pipeline -> measured saving per iteration, J (absent: unknown)
   std::map<int, std::string> verification;      ///< pipeline -> "pending" | "verified" | "retargeted" | "reverted"
   std::map<int, double> last_time_s;            ///< pipeline -> last complete iteration time, s
   std::map<int, nlohmann::json> ignored_detection;  ///< pipeline -> the last detection ignored as impossible, and why
@@ -58,8 +58,9 @@ struct StragglerLoop {
   void init(const JobSpec& spec);
   /// Feeds one accepted rank measurement measured on the pipeline's current plan, whose
   /// predicted iteration time is expected_time_s. Caller holds mu. Returns actions to take.
-  std::vector<LoopAction> feed(int pipeline, int rank, std::int64_t iteration, double time_s, double energy_j,
-                               double expected_time_s);
+  /// energy_j: the rank's iteration energy, J, or nullopt when its report had none (unknown).
+  std::vector<LoopAction> feed(int pipeline, int rank, std::int64_t iteration, double time_s,
+                               std::optional<double> energy_j, double expected_time_s);
   /// Per-pipeline JSON for GET /v1/jobs/{id} "pipelines" entries (caller holds mu).
   nlohmann::json pipeline_json(int pipeline) const;
   /// Appends this job's Prometheus samples to `families` (metric family name -> sample lines),

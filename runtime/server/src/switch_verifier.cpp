@@ -6,6 +6,19 @@
 
 namespace perseus::server {
 
+namespace {
+
+/// Median energy of the samples whose energy is known; nullopt when none is.
+std::optional<double> median_known_energy(const auto& samples) {
+  std::vector<double> es;
+  for (const PipelineSample& s : samples)
+    if (s.energy_j) es.push_back(*s.energy_j);
+  if (es.empty()) return std::nullopt;
+  return median_of(es);
+}
+
+}  // namespace
+
 SwitchVerifier::SwitchVerifier(StragglerOptions options, int num_pipelines, double p_block_w, int gpus_per_pipeline)
     : opt_(options), p_block_w_(p_block_w), gpus_(gpus_per_pipeline),
       recent_(static_cast<std::size_t>(std::max(0, num_pipelines))) {}
@@ -21,12 +34,9 @@ void SwitchVerifier::start(std::int64_t decision_id, const std::map<int, double>
   decision_id_ = decision_id;
   for (const auto& [d, t] : switched) {
     if (baseline_.count(d) || recent_.at(d).samples.empty()) continue;
-    std::vector<double> ts, es;
-    for (const auto& s : recent_[d].samples) {
-      ts.push_back(s.time_s);
-      es.push_back(s.energy_j);
-    }
-    baseline_[d] = {median_of(ts), median_of(es)};
+    std::vector<double> ts;
+    for (const auto& s : recent_[d].samples) ts.push_back(s.time_s);
+    baseline_[d] = {median_of(ts), median_known_energy(recent_[d].samples)};
   }
   predicted_ = switched;
   targets_ = targets;
@@ -64,20 +74,18 @@ std::optional<VerificationRound> SwitchVerifier::observe(const PipelineSample& s
   round.decision_id = decision_id_;
   round.replans = replans_;
   for (const auto& [d, predicted] : predicted_) {
-    std::vector<double> ts, es;
-    for (const auto& a : after_[d]) {
-      ts.push_back(a.time_s);
-      es.push_back(a.energy_j);
-    }
+    std::vector<double> ts;
+    for (const auto& a : after_[d]) ts.push_back(a.time_s);
     PipelineVerdict v;
     v.pipeline = d;
     v.measured_time_s = median_of(ts);
     v.predicted_time_s = predicted;
     v.straggler_time_s = straggler_t;
-    if (auto b = baseline_.find(d); b != baseline_.end()) {
+    const auto e_after = median_known_energy(after_[d]);
+    if (auto b = baseline_.find(d); b != baseline_.end() && b->second.second && e_after) {
       const double pb = p_block_w_ * gpus_;
-      const double before = b->second.second + pb * std::max(0.0, straggler_t - b->second.first);
-      const double after = median_of(es) + pb * std::max(0.0, straggler_t - v.measured_time_s);
+      const double before = *b->second.second + pb * std::max(0.0, straggler_t - b->second.first);
+      const double after = *e_after + pb * std::max(0.0, straggler_t - v.measured_time_s);
       v.measured_saving_j = before - after;
     }
     const double gap = v.measured_time_s / straggler_t - 1.0;

@@ -25,7 +25,9 @@ struct PipelineVerdict {
   double predicted_time_s = 0;     ///< The new plan's predicted iteration time, s.
   double straggler_time_s = 0;     ///< The straggler's median iteration time meanwhile, s.
   double new_target_time_s = 0;    ///< kRetarget: T'' = T' × straggler / measured, s.
-  double measured_saving_j = 0;    ///< Per iteration vs before the switch (blocking included), J.
+  /// Per iteration vs before the switch (blocking included), J; nullopt when unknown (no
+  /// baseline, or no sample before or after the switch with a known energy).
+  std::optional<double> measured_saving_j;
 };
 
 /// All verdicts of one verification round (every switched pipeline has been measured).
@@ -41,7 +43,8 @@ struct VerificationRound {
 /// of a pipeline over the decision's baseline (Perseus §3.2: without the switch it races at T_min
 /// and blocks until the straggler finishes):
 ///   (E_before + P_block·G·max(0, t_s − t_before)) − (E_after + P_block·G·max(0, t_s − t_after)),
-/// E per pipeline iteration (Σ over its G GPUs), t_s the straggler's median time.
+/// E per pipeline iteration (Σ over its G GPUs), t_s the straggler's median time. E_before and
+/// E_after are medians over the samples whose energy is known; with none, the saving is unknown.
 class SwitchVerifier {
  public:
   /// p_block_w: blocking power of one GPU, W; gpus_per_pipeline: G = pp × tp.
@@ -71,7 +74,7 @@ class SwitchVerifier {
   std::int64_t decision_id_ = 0;
   int replans_ = 0;
   std::map<int, double> predicted_, targets_;
-  std::map<int, std::pair<double, double>> baseline_;  // pipeline -> (time_s, energy_j) before
+  std::map<int, std::pair<double, std::optional<double>>> baseline_;  // pipeline -> (time_s, energy_j) before
   std::set<int> stragglers_;
   std::map<int, std::vector<PipelineSample>> after_;   // switched pipeline -> samples on the new plan
   std::map<int, std::vector<double>> straggler_after_;

@@ -39,6 +39,10 @@ json zeus_job_request(const ManagerOptions& o, std::int64_t pp, std::int64_t dp,
   return req;
 }
 
+constexpr std::size_t kMaxZeusPairs = 100000;  ///< iter_time/iter_energy pairs per POST /result
+/// The largest iteration a measurement may have (validated_measurement()): sizes the stored text.
+constexpr std::int64_t kMaxZeusIteration = std::int64_t{1} << 53;
+
 }  // namespace
 
 void check_zeus_configuration(const ManagerOptions& o, const std::vector<std::string>& plan_names) {
@@ -138,13 +142,23 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
   const auto rank = get_int(body, "rank", std::nullopt, 0, INT32_MAX);
   const json& times = body.contains("iter_time") ? body["iter_time"] : json();
   const json& energies = body.contains("iter_energy") ? body["iter_energy"] : json();
-  if (!times.is_array() || !energies.is_array() || times.size() != energies.size() || times.size() > 100000)
-    throw ApiError(422, "invalid_field", "iter_time and iter_energy must be arrays of equal length (<= 100000)");
+  if (!times.is_array() || !energies.is_array() || times.size() != energies.size() || times.size() > kMaxZeusPairs)
+    throw ApiError(422, "invalid_field",
+                   fmt::format("fields \"iter_time\" and \"iter_energy\" must be arrays of equal length, at most {}; "
+                               "got {} and {} entries",
+                               kMaxZeusPairs, times.is_array() ? std::to_string(times.size()) : "no array",
+                               energies.is_array() ? std::to_string(energies.size()) : "no array"));
   // Every pair is checked here by the measurements' own rules (a pair refused later would be
-  // lost without the caller knowing).
+  // lost without the caller knowing). `bytes`: an upper bound of the text they will store (their
+  // validated fields, with the longest iteration number), for the anonymous quota.
+  std::int64_t bytes = 0;
   for (std::size_t i = 0; i < times.size(); ++i) {
     try {
-      validated_measurement({{"iteration", 0}, {"time_s", times[i]}, {"energy_j", energies[i]}}, j->spec);
+      bytes += static_cast<std::int64_t>(
+          validated_measurement({{"iteration", kMaxZeusIteration}, {"time_s", times[i]}, {"energy_j", energies[i]}},
+                                j->spec)
+              .dump()
+              .size());
     } catch (const ApiError& e) {
       throw ApiError(e.status(), e.code(), fmt::format("iter_time[{0}] / iter_energy[{0}]: {1}", i, e.what()));
     }
@@ -154,36 +168,56 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
   // without counting it again. Kept in memory: a retry across a server restart counts twice.
   constexpr std::size_t kZeusDigestsKept = 4096;
   const std::uint64_t digest = std::hash<std::string>{}(json{rank, times, energies}.dump());
-  json batch = json::array();
+  auto seen_before = [&] {
+    const auto& seen = j->zeus_result_digests;
+    return std::find(seen.begin(), seen.end(), digest) != seen.end();
+  };
+  // Refusals (unknown rank, quota) come before anything (the iteration counter, the retry
+  // digests) changes, so a refused result changes nothing.
+  {
+    std::shared_lock lock(j->mu);
+    if (seen_before()) return {200, "null"};
+    if (!j->ranks.count(static_cast<int>(rank)))
+      throw ApiError(404, "unknown_rank", fmt::format("rank {} is not registered in job {}", rank, job_id));
+  }
+  // The bytes are reserved (check and count in one atomic step) until the results are stored,
+  // which counts what they actually take; then the reservation is given back. So concurrent
+  // results cannot pass the quota together (a request near the limit may be refused while
+  // another is in flight: the reservation is counted with what that one stores).
+  const bool anonymous = j->auth.origin == kOriginZeusAnonymous;
+  if (anonymous && !anonymous_bytes_.try_reserve(bytes))
+    throw ApiError(403, "quota_exceeded",
+                   fmt::format("jobs made without a token may store {} bytes of measurements in total "
+                               "(--zeus-no-auth-max-mb); {} are stored or reserved and this result needs {}",
+                               anonymous_bytes_.limit(), anonymous_bytes_.used(), bytes));
+  struct Release {
+    ByteQuota* quota;
+    std::int64_t bytes;
+    ~Release() {
+      if (quota) quota->release(bytes);
+    }
+  } release{anonymous ? &anonymous_bytes_ : nullptr, bytes};
   std::int64_t next;
   {
     std::unique_lock lock(j->mu);
+    if (seen_before()) return {200, "null"};
     auto& seen = j->zeus_result_digests;
-    if (std::find(seen.begin(), seen.end(), digest) != seen.end()) return {200, "null"};
     seen.push_back(digest);  // reserved now, so a concurrent identical retry is not counted either
     if (seen.size() > kZeusDigestsKept) seen.pop_front();
     next = j->zeus_next_iteration;
     j->zeus_next_iteration += static_cast<std::int64_t>(times.size());
   }
-  for (std::size_t i = 0; i < times.size(); ++i)
-    batch.push_back({{"iteration", next + static_cast<std::int64_t>(i)}, {"time_s", times[i]},
-                     {"energy_j", energies[i]}, {"source", "zeus"}});
-  if (j->auth.origin == kOriginZeusAnonymous) {
-    // What these results would add to the store (each item's text), against the anonymous quota.
-    std::int64_t bytes = 0;
-    for (const auto& item : batch) bytes += static_cast<std::int64_t>(item.dump().size());
-    if (anonymous_bytes_.load() + bytes > opt_.anonymous_max_bytes) {
-      std::unique_lock lock(j->mu);
-      auto& seen = j->zeus_result_digests;
-      if (auto it = std::find(seen.begin(), seen.end(), digest); it != seen.end()) seen.erase(it);
-      throw ApiError(403, "quota_exceeded",
-                     fmt::format("jobs made without a token may store {} bytes of measurements in total "
-                                 "(--zeus-no-auth-max-mb); {} are stored and this result needs {}",
-                                 opt_.anonymous_max_bytes, anonymous_bytes_.load(), bytes));
-    }
-  }
   try {
-    if (!batch.empty()) post_measurements(job_id, rank, json{{"measurements", batch}});
+    // Stored as measurement batches of at most kMaxMeasurementBatch (the /v1 batch limit).
+    // Every pair passed the measurements' checks above, so no item is refused. A store fault
+    // midway (500) leaves the iterations taken: numbers already stored are never reused.
+    for (std::size_t from = 0; from < times.size(); from += kMaxMeasurementBatch) {
+      json batch = json::array();
+      for (std::size_t i = from; i < std::min(times.size(), from + kMaxMeasurementBatch); ++i)
+        batch.push_back({{"iteration", next + static_cast<std::int64_t>(i)}, {"time_s", times[i]},
+                         {"energy_j", energies[i]}});
+      post_measurements(job_id, rank, json{{"measurements", batch}});
+    }
   } catch (...) {  // not stored: forget the digest so that a retry is accepted
     std::unique_lock lock(j->mu);
     auto& seen = j->zeus_result_digests;

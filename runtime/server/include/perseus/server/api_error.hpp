@@ -17,14 +17,18 @@ namespace perseus::server {
 /// Route handlers throw it; the HTTP layer turns it into `{"error": {"code", "message"}}`.
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string code, const std::string& message)
-      : std::runtime_error(message), status_(status), code_(std::move(code)) {}
+  /// `retry_after_s` > 0: the HTTP layer adds `Retry-After: retry_after_s` (a busy state that
+  /// ends by itself, e.g. 503 while a frontier is re-derived).
+  ApiError(int status, std::string code, const std::string& message, int retry_after_s = 0)
+      : std::runtime_error(message), status_(status), code_(std::move(code)), retry_after_s_(retry_after_s) {}
   int status() const { return status_; }
   const std::string& code() const { return code_; }
+  int retry_after_s() const { return retry_after_s_; }
 
  private:
   int status_;
   std::string code_;
+  int retry_after_s_;
 };
 
 /// The JSON error body `{"error": {"code": code, "message": message}}` as text.

@@ -24,6 +24,7 @@ namespace perseus::server {
 
 struct Job;
 struct LoopAction;
+class Sweep;
 
 /// An HTTP-independent reply: status code and JSON body (empty for 304).
 struct Reply {
@@ -47,6 +48,28 @@ struct ManagerOptions {
   std::size_t anonymous_max_jobs = 16;             ///< Live anonymous jobs.
   std::int64_t anonymous_max_ranks = 4096;         ///< Sum of their world sizes (ranks).
   std::int64_t anonymous_max_bytes = 64ll << 20;   ///< Measurement text they may store in total, bytes.
+};
+
+/// A byte budget shared by concurrent requests (the measurement text that jobs made without a
+/// token may store): a request reserves what it may add before storing it, atomically with the
+/// check, so that concurrent requests cannot pass the limit together. Thread-safe (lock-free).
+class ByteQuota {
+ public:
+  explicit ByteQuota(std::int64_t limit_bytes) : limit_(limit_bytes) {}
+  /// Counts `bytes` (>= 0) as used if the total stays <= the limit; false, counting nothing,
+  /// when it would pass it.
+  bool try_reserve(std::int64_t bytes);
+  /// Counts `bytes` without a check (what stored jobs hold at load; text actually stored).
+  void add(std::int64_t bytes) { used_ += bytes; }
+  /// Gives back `bytes` counted earlier (an unused reservation, a deleted job's text).
+  void release(std::int64_t bytes) { used_ -= bytes; }
+  /// Bytes counted now, and the limit.
+  std::int64_t used() const { return used_.load(); }
+  std::int64_t limit() const { return limit_; }
+
+ private:
+  std::int64_t limit_;
+  std::atomic<std::int64_t> used_{0};
 };
 
 /// Owns every job. Thread-safe. Methods return a Reply, or throw ApiError for request errors
@@ -131,7 +154,8 @@ class JobManager {
   std::unordered_map<std::string, std::string> token_jobs_;  // token SHA-256 -> job id (guarded by mu_)
   std::size_t reserved_jobs_ = 0;  // job creations past the --max-jobs check, not yet inserted (guarded by mu_)
   std::mutex anonymous_mu_;                     // serializes anonymous job creation (quota check + insert)
-  std::atomic<std::int64_t> anonymous_bytes_{0};  // measurement text stored by anonymous jobs, bytes
+  // Measurement text stored by anonymous jobs (plus reservations of /result requests in flight), bytes.
+  ByteQuota anonymous_bytes_{opt_.anonymous_max_bytes};
   Counters counters_;
 
   // Planner pool.
@@ -156,8 +180,20 @@ class JobManager {
   /// Throws 403 quota_exceeded when an anonymous job of `world_size` ranks would pass a quota.
   void check_anonymous_quota(std::int64_t world_size) const;
   void start_solve(const std::shared_ptr<Job>& job, bool assign_when_done);
-  void finish_profiling(const std::shared_ptr<Job>& job);
+  /// Ends a profiling sweep whose last step `sweep` (the job's, or its next state) reached:
+  /// builds the profile and the quick plan, writes them (profile, plan, assignments, status
+  /// "planning"; or status "failed" naming why the profile is unusable) into the caller's open
+  /// Store::Transaction, and returns what applies them to the job (and queues the solve), to be
+  /// run only once that transaction has committed. Caller holds job->mu exclusively (or owns
+  /// the job alone, in load()). Throws std::runtime_error on a store fault (nothing applied).
+  std::function<void()> finish_profiling(const std::shared_ptr<Job>& job, const Sweep& sweep);
+  /// Makes plan `plan_index` of the frontier servable. After a restart a complete frontier is not
+  /// in memory: its re-derivation is queued on the planner pool (never solved on the request's
+  /// thread) and ApiError 503 "frontier_not_ready" with Retry-After is thrown until it is done.
+  /// Throws std::runtime_error when the plan cannot be had (re-derivation failed or differs).
   void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);
+  /// Queues the re-derivation of a ready job's complete frontier (once). Caller holds job->mu.
+  void queue_rederive(const std::shared_ptr<Job>& job);
   /// Applies a straggler set/clear (or, with neither, re-plans after verification) and records
   /// the decision; origin: "declared" (API), "detected" or "verification".
   Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear,

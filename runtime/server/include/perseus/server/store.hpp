@@ -79,7 +79,8 @@ struct StoredJob {
 
 /// SQLite-backed store. All methods are thread-safe (one connection behind a mutex) and throw
 /// std::runtime_error on database faults (disk full, corrupt file); the HTTP layer answers 500.
-/// Durability: every method commits before returning. With the WAL journal and
+/// Durability: every method commits before returning, unless a Store::Transaction of the
+/// calling thread is open: then it joins that transaction. With the WAL journal and
 /// synchronous=NORMAL a committed write survives a SIGKILL of the server; `sync_full`
 /// also makes it survive power loss (slower).
 class Store {
@@ -128,10 +129,32 @@ class Store {
   /// Loads every job.
   std::vector<StoredJob> load_all();
 
+  /// One write transaction spanning several calls of the store, so that a logical change made
+  /// of several writes is committed whole or not at all (a kill -9 or a failed write in
+  /// between leaves the database as it was). While it lives, the calling thread holds the
+  /// store's lock (other threads' calls wait) and every store method it calls joins it.
+  /// Destroyed without commit(): rolled back. commit() throws std::runtime_error when the
+  /// database refuses the commit (then nothing of it is stored). One opened inside another of
+  /// the same thread is a savepoint of it: its commit() is final only with the outer one's.
+  class Transaction {
+   public:
+    explicit Transaction(Store& store);
+    ~Transaction();
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    void commit();
+
+   private:
+    std::unique_lock<std::recursive_mutex> lock_;
+    sqlite3* db_;
+    bool nested_;
+    bool done_ = false;
+  };
+
  private:
   sqlite3* db_ = nullptr;
   int lock_fd_ = -1;
-  std::mutex mu_;
+  std::recursive_mutex mu_;  // recursive: a Transaction holds it while the methods it spans lock it
   void release_lock();
   void exec(const char* sql);
 };

@@ -1,0 +1,168 @@
+// Atomic durable writes: a logical change made of several writes (a job with its quick plan, a
+// profiling sweep step, the end of a sweep) is one SQLite transaction, and memory changes only
+// after it commits. Faults are injected deterministically by a trigger the test adds to the
+// server's database (an error in one of the change's writes): the request fails with 500,
+// and neither the database nor the served state keeps any part of it.
+#include <sqlite3.h>
+
+#include <cmath>
+#include <optional>
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace perseus::server::testing {
+namespace {
+
+/// Runs SQL statements on the database file (a second connection; WAL lets it in).
+void exec_sql(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << msg;
+}
+
+/// The first column of the first row of `query` as text ("" when there is no row).
+std::string query_text(const std::string& db_path, const std::string& query) {
+  sqlite3* db = nullptr;
+  std::string out;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return "open failed";
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, query.c_str(), -1, &st, nullptr) != SQLITE_OK) out = "prepare failed";
+  else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+/// A trigger body that fails its statement with an error (SQLITE_ERROR "malformed JSON"); not
+/// RAISE(ABORT), whose SQLITE_CONSTRAINT the store reads as "row exists".
+const char* kFault = "json('injected fault')";
+
+/// A profiling job of 2 stages (1 pipeline) sweeping one clock per step.
+json profiling_job() {
+  return {{"pp", 2}, {"dp", 1}, {"microbatches", 2}, {"schedule", "1f1b"}, {"p2p_power_w", 50.0},
+          {"unit_time_s", 0.001}, {"mode", "profile"}, {"profile_samples", 1}, {"max_energy_rises", 2},
+          {"min_freq_mhz", 1300}};
+}
+
+/// Creates profiling_job() and registers its two ranks; returns the job id.
+std::string start_profiling(Api& api) {
+  auto c = api.post("/v1/jobs", profiling_job());
+  EXPECT_EQ(c.status, 201) << c.body;
+  const std::string job = c.j.value("job_id", "");
+  const json freqs = {1410, 1395, 1380, 1365, 1350, 1335, 1320, 1305, 1290, 1275};
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks",
+                       {{"rank", r}, {"dp_rank", 0}, {"pp_rank", r}, {"tp_rank", 0}, {"supported_freqs_mhz", freqs}})
+                  .status,
+              201);
+  return job;
+}
+
+/// Rank `r` fetches its plan and reports iteration `it` measured on it (a synthetic GPU: time
+/// ~ 1/f, energy lowest at 1380 MHz). Returns the report's HTTP status.
+int report(Api& api, const std::string& job, int r, int it) {
+  const std::string base = "/v1/jobs/" + job + "/ranks/" + std::to_string(r);
+  auto p = api.get(base + "/plan");
+  if (p.status != 200) return -p.status;
+  json ins = json::array();
+  for (const auto& i : p.j["instructions"]) {
+    const int f = i["freq_mhz"];
+    const double scale = i["instruction"] == "forward" ? 1.0 : 2.0;
+    ins.push_back({{"instruction", i["instruction"]}, {"microbatch", i["microbatch"]}, {"freq_mhz", f},
+                   {"time_s", scale * 100.0 / f}, {"energy_j", scale * (10.0 + std::pow((f - 1380.0) / 15.0, 2))}});
+  }
+  return api.post(base + "/measurements", {{"iteration", it}, {"time_s", 1.0}, {"energy_j", 100.0},
+                                           {"instructions", ins}, {"plan_version", p.j["version"]}})
+      .status;
+}
+
+TEST(AtomicWrites, JobIsStoredWithItsQuickPlanOrNotAtAll) {
+  // Before the fix the job row and its assignment to plan -3 were committed before the plan:
+  // a failure (or kill -9) in between left a job that reloaded as failed ("stored plan -3 is missing").
+  TempDir dir;
+  const std::string db = dir.file("a.db");
+  LocalServer srv(db);
+  Api api(srv.port());
+  exec_sql(db, std::string("CREATE TRIGGER fault BEFORE INSERT ON plans BEGIN SELECT ") + kFault + "; END");
+  EXPECT_EQ(api.post("/v1/jobs", profile_job()).status, 500);
+  EXPECT_EQ(query_text(db, "SELECT COUNT(*) FROM jobs"), "0");
+  EXPECT_EQ(query_text(db, "SELECT COUNT(*) FROM assignments"), "0");
+  EXPECT_EQ(api.get("/v1/jobs").j["jobs"].size(), 0u);
+  exec_sql(db, "DROP TRIGGER fault");
+  auto c = api.post("/v1/jobs", profile_job());
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(query_text(db, "SELECT COUNT(*) FROM plans WHERE plan_index = -3"), "1");
+}
+
+TEST(AtomicWrites, SweepStepIsStoredWithItsReportOrNotAtAll) {
+  // Before the fix the report was committed and the sweep stepped in memory before the new plan
+  // version was: a failed commit left the sweep one step ahead of the plan served (whose
+  // reports the sweep then ignored: stuck) and the report stored.
+  TempDir dir;
+  const std::string db = dir.file("a.db");
+  LocalServer srv(db);
+  Api api(srv.port());
+  const std::string job = start_profiling(api);
+  exec_sql(db, std::string("CREATE TRIGGER fault BEFORE UPDATE OF version_counter ON jobs BEGIN SELECT ") + kFault + "; END");
+  ASSERT_EQ(report(api, job, 0, 0), 202);  // stage 0 sampled; the step needs stage 1 too
+  ASSERT_EQ(report(api, job, 1, 0), 500);  // completes the step: its plan version cannot be stored
+  json info = api.get("/v1/jobs/" + job).j;
+  EXPECT_EQ(info["profiling"]["step"], 0) << info.dump();
+  EXPECT_EQ(info["version"], 1);
+  EXPECT_EQ(info["measurements"]["count"], 1);
+  EXPECT_EQ(query_text(db, "SELECT COUNT(*) FROM measurements"), "1");
+  exec_sql(db, "DROP TRIGGER fault");
+  ASSERT_EQ(report(api, job, 1, 0), 202);  // the retry is a new report, not a duplicate
+  info = api.get("/v1/jobs/" + job).j;
+  EXPECT_EQ(info["profiling"]["step"], 1);
+  EXPECT_EQ(info["version"], 2);
+  EXPECT_EQ(api.get("/v1/jobs/" + job + "/ranks/0/plan").j["version"], 2);
+}
+
+TEST(AtomicWrites, SweepEndIsStoredWholeOrNotAtAll) {
+  // Before the fix the sweep's end was four transactions (profile, quick plan, assignments,
+  // status): a failure before the status left a job reloading as "profiling" forever (its
+  // sweep was not replayed since the profile was stored), and memory said "failed".
+  TempDir dir;
+  const std::string db = dir.file("a.db");
+  std::string job;
+  std::optional<std::pair<int, int>> failed;  // (rank, iteration) of the report refused
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    job = start_profiling(api);
+    exec_sql(db, std::string("CREATE TRIGGER fault BEFORE UPDATE OF status ON jobs BEGIN SELECT ") + kFault + "; END");
+    for (int it = 0; it < 100 && !failed; ++it)
+      for (int r = 0; r < 2 && !failed; ++r) {
+        const int status = report(api, job, r, it);
+        if (status == 500) failed = {r, it};
+        else ASSERT_EQ(status, 202) << "rank " << r << " iteration " << it;
+      }
+    ASSERT_TRUE(failed) << "the sweep never ended";
+    const json info = api.get("/v1/jobs/" + job).j;
+    EXPECT_EQ(info["status"], "profiling") << info.dump();
+    EXPECT_EQ(info["error"], "");
+    EXPECT_EQ(query_text(db, "SELECT status || '/' || length(built_profile_csv) FROM jobs"), "profiling/0");
+    EXPECT_EQ(query_text(db, "SELECT COUNT(*) FROM plans WHERE plan_index = -3"), "0");
+    exec_sql(db, "DROP TRIGGER fault");
+  }
+  LocalServer srv(db);  // the reload finds the job as it was before the refused report
+  Api api(srv.port());
+  EXPECT_EQ(api.get("/v1/jobs/" + job).j["status"], "profiling");
+  ASSERT_EQ(report(api, job, failed->first, failed->second), 202);
+  const json done = wait_status(api, job, "ready");
+  EXPECT_EQ(done["error"], "");
+  EXPECT_GE(api.get("/v1/jobs/" + job + "/ranks/0/plan").j["plan_index"].get<int>(), 0);
+}
+
+}  // namespace
+}  // namespace perseus::server::testing
