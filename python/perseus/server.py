@@ -63,6 +63,20 @@ def _job_path(job_id):
     return "/v1/jobs/" + job_id
 
 
+def _index(value, name):
+    """`value` as a path segment: a non-negative int (numpy integers too). TypeError for a float,
+    a str or a bool (``"%d" % 1.5`` silently gave rank 1, ``"%d" % True`` rank 1), ValueError for
+    a negative one."""
+    import operator
+
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError("%s must be an int, got %r" % (name, value))
+    value = operator.index(value)
+    if value < 0:
+        raise ValueError("%s must be >= 0, got %d" % (name, value))
+    return value
+
+
 class ServerStartError(RuntimeError):
     """``perseus serve`` could not be started (binary missing, built without the server...)."""
 
@@ -165,7 +179,7 @@ class API:
     def get_plan(self, job_id, rank):
         """GET /v1/jobs/{id}/ranks/{rank}/plan: {'version', 'plan_index', 'pipeline', 'pp_rank',
         'iteration_time_s', 'energy_j', 'instructions': [...]} of the rank's current plan."""
-        return self.request("GET", "%s/ranks/%d/plan" % (_job_path(job_id), rank))
+        return self.request("GET", "%s/ranks/%d/plan" % (_job_path(job_id), _index(rank, "rank")))
 
     def report_straggler(self, job_id, pipeline, *, slowdown=None, iteration_time_s=None):
         """POST /v1/jobs/{id}/stragglers: pipeline (data-parallel rank) is slow by `slowdown`
@@ -181,7 +195,7 @@ class API:
 
     def clear_straggler(self, job_id, pipeline):
         """DELETE /v1/jobs/{id}/stragglers/{pipeline}: the pipeline is back to normal speed."""
-        return self.request("DELETE", "%s/stragglers/%d" % (_job_path(job_id), pipeline))
+        return self.request("DELETE", "%s/stragglers/%d" % (_job_path(job_id), _index(pipeline, "pipeline")))
 
 
 def find_perseus_binary(binary=None):

@@ -419,6 +419,15 @@ class ClientTest(unittest.TestCase):
             self.assertIn("one path segment", str(cm.exception))
         with self.assertRaises(TypeError):
             api.get_plan(7, 0)
+        # Session 14's trial: "%d" % 1.5 sent rank 1 (and clear_straggler pipeline 1); "0" raised
+        # a formatting TypeError. Ranks and pipelines are ints, named when they are not.
+        for call, name in ((api.get_plan, "rank"), (api.clear_straggler, "pipeline")):
+            for bad in (1.5, "0", True):
+                with self.assertRaises(TypeError, msg=repr(bad)) as cm:
+                    call(self.job_id, bad)
+                self.assertIn("%s must be an int, got %r" % (name, bad), str(cm.exception))
+            with self.assertRaises(ValueError):
+                call(self.job_id, -1)
         self.assertEqual(api.get_job(self.job_id)["job_id"], self.job_id)  # a real id still works
 
 
