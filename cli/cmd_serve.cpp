@@ -157,12 +157,27 @@ struct GeneratedTokenGuard {
   }
 };
 
+/// Removes a database this run created (and its -wal, -shm and .lock files) unless the server
+/// came up: a start that fails (e.g. the port is taken) leaves no new files behind.
+struct CreatedDatabaseGuard {
+  std::string path;  // "" when the database existed before (or is :memory:)
+  bool keep = false;
+  ~CreatedDatabaseGuard() {
+    if (keep || path.empty()) return;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) ::unlink((path + suffix).c_str());
+  }
+};
+
 void run_serve(ServeArgs& a) {
   a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan, a.opt.zeus_plan_names);
   if (!a.zeus_profile.empty()) {
     a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
     parse_profile_csv(a.opt.zeus_profile_csv, a.zeus_profile);  // file, line, field now, not at register_job
   }
+  CreatedDatabaseGuard created;  // declared before the server: removed after it closed the files
+  std::error_code ec;
+  if (a.opt.db_path != ":memory:" && !std::filesystem::exists(std::filesystem::symlink_status(a.opt.db_path, ec)))
+    created.path = a.opt.db_path;
   GeneratedTokenGuard generated;
   a.opt.token = resolve_token(a.token_file, a.opt.db_path, &generated.path);
   a.opt.zeus_require_token = !a.zeus_no_auth;
@@ -182,7 +197,7 @@ void run_serve(ServeArgs& a) {
   const int port = srv.bind();
   // The port file first: a start that cannot write it fails (exit 1) and keeps no generated token.
   if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
-  generated.keep = true;
+  generated.keep = created.keep = true;
   if (!generated.path.empty())
     fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
   fmt::print(stderr, "perseus serve: listening on http://{}:{} (db {}, {} job(s) reloaded)\n", a.opt.host, port,
@@ -199,7 +214,15 @@ void run_serve(ServeArgs& a) {
     srv.stop();
   });
   sig.detach();
-  if (!srv.run()) throw InputError("the HTTP listener failed");
+  const bool ran = srv.run();
+  // The port is free again: a port file left behind would send the next reader to it. Removed
+  // only while it still names this server's port (another server may have written it since).
+  if (!a.port_file.empty()) {
+    std::ifstream in(a.port_file);
+    int written = -1;
+    if (in >> written && written == port) ::unlink(a.port_file.c_str());
+  }
+  if (!ran) throw InputError("the HTTP listener failed");
 }
 
 }  // namespace

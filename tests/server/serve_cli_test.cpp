@@ -1,6 +1,10 @@
 // `perseus serve` start checks: empty paths are usage errors (exit 2), a token or a Zeus
 // setting that cannot work stops the start naming the file or option (exit 1).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -86,6 +90,44 @@ TEST(ServeCli, ZeusSettingsAreCheckedAtStart) {
   r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-profile " + profile);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(plan + ": plan: 1170 MHz is not in the profile for stage 0"), std::string::npos) << r.output;
+}
+
+// Session 14's trial: `perseus serve` on a taken port left the new <db> and <db>.lock behind,
+// and a --port-file outlived the server that wrote it.
+TEST(ServeCli, AFailedStartLeavesNoNewFilesAndThePortFileGoesWithTheServer) {
+  TempDir dir;
+  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  const std::string cmd = "cd '" + dir.path.string() + "' && PERSEUS_TOKEN=" + kToken + " timeout 60 " +
+                          PERSEUS_BINARY + " serve --port " + port + " --db new.db 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int st = ::pclose(p);
+  ::close(taken);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0) << out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "left behind after: " << out;
+  // A server that ran removes its port file when it stops (SIGTERM); waits are for the file.
+  const std::string script = "cd '" + dir.path.string() + "' && (PERSEUS_TOKEN=" + kToken + " timeout 60 " +
+                             PERSEUS_BINARY +
+                             " serve --port 0 --port-file port.txt --db :memory: 2>/dev/null & pid=$!; "
+                             "while [ ! -s port.txt ]; do sleep 0.05; done; kill -TERM $pid; wait $pid; echo rc=$?; "
+                             "[ -e port.txt ] && echo port-file-left || echo port-file-gone)";
+  p = ::popen(script.c_str(), "r");
+  out.clear();
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ::pclose(p);
+  EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("port-file-gone"), std::string::npos) << out;
 }
 
 }  // namespace
