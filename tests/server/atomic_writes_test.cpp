@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "perseus/server/store.hpp"
 #include "test_util.hpp"
 
 namespace perseus::server::testing {
@@ -162,6 +163,24 @@ TEST(AtomicWrites, SweepEndIsStoredWholeOrNotAtAll) {
   const json done = wait_status(api, job, "ready");
   EXPECT_EQ(done["error"], "");
   EXPECT_GE(api.get("/v1/jobs/" + job + "/ranks/0/plan").j["plan_index"].get<int>(), 0);
+}
+
+// A write that must happen and fails on a constraint (here a trigger's RAISE(ABORT)) is an error,
+// not a silent "not written": Stmt::step() read every SQLITE_CONSTRAINT as "the row exists", and
+// writes such as set_status() and put_plan() never checked it (found by the atomic-writes work).
+TEST(AtomicWrites, AConstraintFailureOfAWriteIsAnError) {
+  TempDir dir;
+  const std::string db = (dir.path / "store.db").string();
+  {
+    Store store(db);
+    ASSERT_TRUE(store.insert_job("job-1", 1.0, JobAuth{}, "{}", "ready", 1, {}));
+  }
+  exec_sql(db, "CREATE TRIGGER no_status BEFORE UPDATE OF status ON jobs BEGIN SELECT RAISE(ABORT, 'no'); END;"
+               "CREATE TRIGGER no_plans BEFORE INSERT ON plans BEGIN SELECT RAISE(ABORT, 'no'); END;");
+  Store store(db);
+  EXPECT_THROW(store.set_status("job-1", "failed", "x"), std::runtime_error);
+  EXPECT_THROW(store.put_plan("job-1", 0, "[1410]"), std::runtime_error);
+  EXPECT_FALSE(store.insert_job("job-1", 2.0, JobAuth{}, "{}", "ready", 1, {}));  // a duplicate id stays "false"
 }
 
 }  // namespace

@@ -79,6 +79,12 @@ class Stmt {
     throw std::runtime_error(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
   }
   bool constraint() const { return constraint_; }
+  /// Steps a write that must happen: a constraint violation is an error here (thrown), not a
+  /// quiet "not written" the caller would have to check.
+  void run() {
+    step();
+    if (constraint_) throw std::runtime_error(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
+  }
   /// Makes the statement ready to bind and step again (bindings are replaced by the next bind()).
   void reset() { sqlite3_reset(st_); }
   std::int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
@@ -203,7 +209,7 @@ Store::Store(const std::string& path, bool sync_full) {
     }
     if (!version) {
       Stmt put(db_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
-      put.bind(1, std::to_string(kSchemaVersion)).step();
+      put.bind(1, std::to_string(kSchemaVersion)).run();
     } else if (*version == "1" || *version == "2") {  // upgrade in place, in one transaction
       Txn txn(db_);
       if (*version == "1") {
@@ -212,7 +218,7 @@ Store::Store(const std::string& path, bool sync_full) {
       }
       exec("ALTER TABLE jobs ADD COLUMN frontier_partial_json TEXT NOT NULL DEFAULT ''");
       Stmt put(db_, "UPDATE meta SET value=? WHERE key='schema_version'");
-      put.bind(1, std::to_string(kSchemaVersion)).step();
+      put.bind(1, std::to_string(kSchemaVersion)).run();
       txn.commit();
     } else if (*version != std::to_string(kSchemaVersion)) {
       throw InputError(fmt::format("{}: database schema version {} is not supported (expected {})", path, *version,
@@ -270,7 +276,7 @@ bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& a
   if (ins.constraint()) return false;
   for (const auto& x : assignments) {
     Stmt s(db_, "INSERT INTO assignments(job_id, pipeline, plan_index, version) VALUES(?, ?, ?, ?)");
-    s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).step();
+    s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).run();
   }
   txn.commit();
   return true;
@@ -279,13 +285,13 @@ bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& a
 void Store::set_status(const std::string& job_id, const std::string& status, const std::string& error) {
   std::lock_guard lock(mu_);
   Stmt s(db_, "UPDATE jobs SET status=?, error=? WHERE job_id=?");
-  s.bind(1, status).bind(2, error).bind(3, job_id).step();
+  s.bind(1, status).bind(2, error).bind(3, job_id).run();
 }
 
 void Store::set_built_profile(const std::string& job_id, const std::string& csv) {
   std::lock_guard lock(mu_);
   Stmt s(db_, "UPDATE jobs SET built_profile_csv=? WHERE job_id=?");
-  s.bind(1, csv).bind(2, job_id).step();
+  s.bind(1, csv).bind(2, job_id).run();
 }
 
 void Store::set_frontier(const std::string& job_id, const std::string& points_json, const std::string& partial_json,
@@ -294,16 +300,16 @@ void Store::set_frontier(const std::string& job_id, const std::string& points_js
   Txn txn(db_);
   {
     Stmt s(db_, "UPDATE jobs SET points_json=?, frontier_partial_json=? WHERE job_id=?");
-    s.bind(1, points_json).bind(2, partial_json).bind(3, job_id).step();
+    s.bind(1, points_json).bind(2, partial_json).bind(3, job_id).run();
   }
   {
     Stmt s(db_, "DELETE FROM plans WHERE job_id=? AND plan_index>=0");
-    s.bind(1, job_id).step();
+    s.bind(1, job_id).run();
   }
   Stmt ins(db_, "INSERT OR REPLACE INTO plans(job_id, plan_index, freqs_json) VALUES(?, ?, ?)");
   for (const auto& [index, freqs_json] : plans) {
     ins.bind(1, job_id).bind(2, index).bind(3, freqs_json);
-    ins.step();
+    ins.run();
     ins.reset();
   }
   txn.commit();
@@ -312,13 +318,13 @@ void Store::set_frontier(const std::string& job_id, const std::string& points_js
 void Store::set_last_activity(const std::string& job_id, double now_s) {
   std::lock_guard lock(mu_);
   Stmt s(db_, "UPDATE jobs SET last_activity_s=? WHERE job_id=?");
-  s.bind(1, now_s).bind(2, job_id).step();
+  s.bind(1, now_s).bind(2, job_id).run();
 }
 
 void Store::put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json) {
   std::lock_guard lock(mu_);
   Stmt s(db_, "INSERT OR IGNORE INTO plans(job_id, plan_index, freqs_json) VALUES(?, ?, ?)");
-  s.bind(1, job_id).bind(2, plan_index).bind(3, freqs_json).step();
+  s.bind(1, job_id).bind(2, plan_index).bind(3, freqs_json).run();
 }
 
 void Store::update_assignments(const std::string& job_id, std::int64_t version_counter,
@@ -329,25 +335,25 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
   Txn txn(db_);
   {
     Stmt s(db_, "UPDATE jobs SET version_counter=? WHERE job_id=?");
-    s.bind(1, version_counter).bind(2, job_id).step();
+    s.bind(1, version_counter).bind(2, job_id).run();
   }
   for (const auto& x : assignments) {
     Stmt s(db_, "INSERT OR REPLACE INTO assignments(job_id, pipeline, plan_index, version) VALUES(?, ?, ?, ?)");
-    s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).step();
+    s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).run();
   }
   if (upsert_straggler) {
     Stmt s(db_, "INSERT OR REPLACE INTO stragglers(job_id, pipeline, target_time_s, slowdown, created_s) "
                 "VALUES(?, ?, ?, ?, ?)");
     s.bind(1, job_id).bind(2, upsert_straggler->pipeline).bind(3, upsert_straggler->target_time_s)
-        .bind(4, upsert_straggler->slowdown).bind(5, upsert_straggler->created_s).step();
+        .bind(4, upsert_straggler->slowdown).bind(5, upsert_straggler->created_s).run();
   }
   if (delete_straggler) {
     Stmt s(db_, "DELETE FROM stragglers WHERE job_id=? AND pipeline=?");
-    s.bind(1, job_id).bind(2, *delete_straggler).step();
+    s.bind(1, job_id).bind(2, *delete_straggler).run();
   }
   if (!decision_json.empty()) {
     Stmt s(db_, "INSERT INTO decisions(job_id, decision_json) VALUES(?, ?)");
-    s.bind(1, job_id).bind(2, decision_json).step();
+    s.bind(1, job_id).bind(2, decision_json).run();
   }
   txn.commit();
 }
@@ -386,7 +392,7 @@ void Store::delete_job(const std::string& job_id) {
   Txn txn(db_);
   for (const char* table : {"jobs", "ranks", "assignments", "plans", "stragglers", "decisions", "measurements"}) {
     Stmt s(db_, fmt::format("DELETE FROM {} WHERE job_id=?", table).c_str());
-    s.bind(1, job_id).step();
+    s.bind(1, job_id).run();
   }
   txn.commit();
 }
