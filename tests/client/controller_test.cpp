@@ -35,6 +35,19 @@ class ScriptedGpu : public GpuControl {
   }
   std::optional<double> total_energy_j() override { return std::nullopt; }
   std::optional<double> power_w() override { return std::nullopt; }
+  /// Waits until the controller is inside a held set_locked_clocks() call (an event).
+  void wait_entered() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  /// Lets the held call (and every later one) through.
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      hold = false;
+    }
+    cv.notify_all();
+  }
 
   std::mutex mu;
   std::condition_variable cv;
@@ -53,17 +66,10 @@ TEST(FrequencyController, FlushForIsBoundedWhileABackendCallHangs) {
   gpu->hold = true;
   FrequencyController c(gpu);
   c.request(1200);
-  {
-    std::unique_lock lock(gpu->mu);
-    gpu->cv.wait(lock, [&] { return gpu->entered; });  // the controller is inside the call
-  }
+  gpu->wait_entered();  // the controller is inside the call
   EXPECT_FALSE(c.flush_for(0.05));  // the call cannot end before it is released
   EXPECT_FALSE(c.flush_for(0.0));
-  {
-    std::lock_guard lock(gpu->mu);
-    gpu->hold = false;
-  }
-  gpu->cv.notify_all();
+  gpu->release();
   EXPECT_TRUE(c.flush_for(600));  // returns as soon as the call ended
   EXPECT_EQ(c.applied_mhz(), 1200);
 }
@@ -106,18 +112,11 @@ TEST(FrequencyController, CoalescesPendingRequests) {
   gpu->hold = true;
   FrequencyController c(gpu);
   c.request(1410);
-  {
-    std::unique_lock lock(gpu->mu);
-    gpu->cv.wait(lock, [&] { return gpu->entered; });
-  }
+  gpu->wait_entered();
   c.request(1200);
   c.request(1000);
   c.request(1200);
-  {
-    std::lock_guard lock(gpu->mu);
-    gpu->hold = false;
-  }
-  gpu->cv.notify_all();
+  gpu->release();
   c.flush();
   const auto log = c.log();
   ASSERT_EQ(log.size(), 4u);

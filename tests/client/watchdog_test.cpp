@@ -62,6 +62,18 @@ class Watchdog : public ::testing::Test {
     return pids;
   }
   std::string output() const { return read_file(dir_.file("out.txt")); }
+  /// Runs a trainer to its exit with the fake NVML playing `scenario` and keeping the GPU's lock
+  /// state in state_dir() (locked_0 while locked); returns the trainer's pid.
+  pid_t run_trainer_with(const std::string& scenario) {
+    std::filesystem::create_directories(state_dir());
+    std::ofstream(dir_.file("scenario")) << scenario;
+    const pid_t trainer =
+        start_trainer(false, {{"FAKE_NVML_SCENARIO", dir_.file("scenario")}, {"FAKE_NVML_STATE_DIR", state_dir()}});
+    const int status = wait_exit(trainer);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output();
+    return trainer;
+  }
+  std::string state_dir() const { return dir_.file("state"); }
   TempDir dir_;
   StubServer server_;
 };
@@ -112,13 +124,8 @@ TEST_F(Watchdog, SigtermResetsClocksAndTheTrainerStillDiesBySigterm) {
 // then the watchdog was disarmed and the lock record emptied, so the GPU stayed locked at the
 // plan's last clock with both safety nets gone. Now the watchdog resets it (its own session).
 TEST_F(Watchdog, AFailedFinalResetIsHandedToTheWatchdog) {
-  const std::string state = dir_.file("state");
-  std::filesystem::create_directories(state);
-  const std::string scenario = dir_.file("scenario");
-  std::ofstream(scenario) << "reset_fails_after_set on\n";
-  const pid_t trainer = start_trainer(false, {{"FAKE_NVML_SCENARIO", scenario}, {"FAKE_NVML_STATE_DIR", state}});
-  const int status = wait_exit(trainer);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output();
+  const pid_t trainer = run_trainer_with("reset_fails_after_set on\n");
+  const std::string state = state_dir();
   const auto pids = resetters();
   EXPECT_EQ(pids.count(trainer), 1u) << read_file(log());  // it tried, and failed
   EXPECT_EQ(pids.size(), 2u) << read_file(log());          // the watchdog reset, before the trainer exited
@@ -131,12 +138,8 @@ TEST_F(Watchdog, AFailedFinalResetIsHandedToTheWatchdog) {
 // ... and when nobody can reset them, the lock record keeps its text, so the next client on the
 // GPU resets them at start (as after a container teardown).
 TEST_F(Watchdog, ClocksNobodyCouldResetAreResetByTheNextClient) {
-  const std::string state = dir_.file("state");
-  std::filesystem::create_directories(state);
-  const std::string scenario = dir_.file("scenario");
-  std::ofstream(scenario) << "not_supported nvmlDeviceResetGpuLockedClocks\n";
-  const pid_t trainer = start_trainer(false, {{"FAKE_NVML_SCENARIO", scenario}, {"FAKE_NVML_STATE_DIR", state}});
-  ASSERT_TRUE(WIFEXITED(wait_exit(trainer))) << output();
+  const pid_t trainer = run_trainer_with("not_supported nvmlDeviceResetGpuLockedClocks\n");
+  const std::string state = state_dir();
   EXPECT_TRUE(std::filesystem::exists(state + "/locked_0")) << output();
   EXPECT_NE(output().find("could not be reset and may stay locked"), std::string::npos) << output();
   int records = 0;

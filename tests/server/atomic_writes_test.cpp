@@ -59,12 +59,7 @@ std::string start_profiling(Api& api) {
   auto c = api.post("/v1/jobs", profiling_job());
   EXPECT_EQ(c.status, 201) << c.body;
   const std::string job = c.j.value("job_id", "");
-  const json freqs = {1410, 1395, 1380, 1365, 1350, 1335, 1320, 1305, 1290, 1275};
-  for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks",
-                       {{"rank", r}, {"dp_rank", 0}, {"pp_rank", r}, {"tp_rank", 0}, {"supported_freqs_mhz", freqs}})
-                  .status,
-              201);
+  EXPECT_TRUE(register_sweep_ranks(api, job));
   return job;
 }
 
@@ -74,13 +69,7 @@ int report(Api& api, const std::string& job, int r, int it) {
   const std::string base = "/v1/jobs/" + job + "/ranks/" + std::to_string(r);
   auto p = api.get(base + "/plan");
   if (p.status != 200) return -p.status;
-  json ins = json::array();
-  for (const auto& i : p.j["instructions"]) {
-    const int f = i["freq_mhz"];
-    const double scale = i["instruction"] == "forward" ? 1.0 : 2.0;
-    ins.push_back({{"instruction", i["instruction"]}, {"microbatch", i["microbatch"]}, {"freq_mhz", f},
-                   {"time_s", scale * 100.0 / f}, {"energy_j", scale * (10.0 + std::pow((f - 1380.0) / 15.0, 2))}});
-  }
+  const json ins = synthetic_instructions(p.j);
   return api.post(base + "/measurements", {{"iteration", it}, {"time_s", 1.0}, {"energy_j", 100.0},
                                            {"instructions", ins}, {"plan_version", p.j["version"]}})
       .status;

@@ -422,13 +422,7 @@ int play(Api& api, const std::string& job, int ranks, int first_iteration, int i
     for (int r = 0; r < ranks; ++r) {
       auto p = api.get(base + "/ranks/" + std::to_string(r) + "/plan");
       if (p.status != 200 || p.j["job_status"] != "profiling") return it;
-      json ins = json::array();
-      for (const auto& i : p.j["instructions"]) {
-        const int f = i["freq_mhz"];
-        const double scale = i["instruction"] == "forward" ? 1.0 : 2.0;
-        ins.push_back({{"instruction", i["instruction"]}, {"microbatch", i["microbatch"]}, {"freq_mhz", f},
-                       {"time_s", scale * 100.0 / f}, {"energy_j", scale * (10.0 + std::pow((f - 1380.0) / 15.0, 2))}});
-      }
+      const json ins = synthetic_instructions(p.j);
       auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
                         {{"iteration", it}, {"time_s", 1.0}, {"energy_j", 100.0}, {"instructions", ins},
                          {"plan_version", p.j["version"]}});
@@ -454,12 +448,7 @@ TEST(Profiling, SweepSurvivesRestartAndEndsOptimized) {
     ASSERT_EQ(c.status, 201) << c.body;
     job = c.j["job_id"];
     EXPECT_EQ(c.j["status"], "profiling");
-    const json freqs = {1410, 1395, 1380, 1365, 1350, 1335, 1320, 1305, 1290, 1275};
-    for (int r = 0; r < 2; ++r)
-      ASSERT_EQ(api.post("/v1/jobs/" + job + "/ranks",
-                         {{"rank", r}, {"dp_rank", 0}, {"pp_rank", r}, {"tp_rank", 0}, {"supported_freqs_mhz", freqs}})
-                    .status,
-                201);
+    ASSERT_TRUE(register_sweep_ranks(api, job));
     auto first = api.get("/v1/jobs/" + job + "/ranks/0/plan");
     ASSERT_EQ(first.status, 200) << first.body;
     EXPECT_EQ(first.j["instructions"][0]["freq_mhz"], 1410);

@@ -1,6 +1,7 @@
 // Helpers of the server tests: an in-process server on loopback and a JSON HTTP client.
 #pragma once
 
+#include <cmath>
 #include <httplib.h>
 
 #include <chrono>
@@ -175,6 +176,31 @@ inline bool wait_solve_running(Api& api, double timeout_s = 60) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+/// Registers ranks 0..pp-1 (pipeline 0) of `job` with the ten highest A100 clocks, as a
+/// profiling sweep's ranks; true when every registration answered 201.
+inline bool register_sweep_ranks(Api& api, const std::string& job, int pp = 2) {
+  const json freqs = {1410, 1395, 1380, 1365, 1350, 1335, 1320, 1305, 1290, 1275};
+  bool ok = true;
+  for (int r = 0; r < pp; ++r)
+    ok = api.post("/v1/jobs/" + job + "/ranks",
+                  {{"rank", r}, {"dp_rank", 0}, {"pp_rank", r}, {"tp_rank", 0}, {"supported_freqs_mhz", freqs}})
+                 .status == 201 && ok;
+  return ok;
+}
+
+/// Measured entries for the instructions of a plan answer (GET .../plan), from a synthetic
+/// GPU: time ~ 1/f (backward twice forward), energy lowest at 1380 MHz.
+inline json synthetic_instructions(const json& plan) {
+  json ins = json::array();
+  for (const auto& i : plan["instructions"]) {
+    const int f = i["freq_mhz"];
+    const double scale = i["instruction"] == "forward" ? 1.0 : 2.0;
+    ins.push_back({{"instruction", i["instruction"]}, {"microbatch", i["microbatch"]}, {"freq_mhz", f},
+                   {"time_s", scale * 100.0 / f}, {"energy_j", scale * (10.0 + std::pow((f - 1380.0) / 15.0, 2))}});
+  }
+  return ins;
 }
 
 /// An A100's supported SM clocks, MHz: 1410 down to 210 in 15 MHz steps.
