@@ -1,10 +1,10 @@
 // Helpers of the server tests: an in-process server on loopback and a JSON HTTP client.
 #pragma once
 
-#include <cmath>
 #include <httplib.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
