@@ -29,7 +29,9 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/error.hpp"
 #include "perseus/gpud/protocol.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/runtime/clock_check.hpp"
 #include "perseus/runtime/gpu_identity.hpp"
 
@@ -159,22 +161,16 @@ struct Gpud::Impl {
 
   std::string state_file(int gpu) const { return cfg.state_dir + "/locked-" + std::to_string(gpu); }
 
-  /// Writes GPU `gpu`'s lock record (its owner `who`) durably, before the clock is locked: a
-  /// temporary written and fsynced, then renamed into place. Returns "" when it is in place, else
-  /// why not (then nothing is locked: a helper killed afterwards could not reset the GPU).
+  /// Writes GPU `gpu`'s lock record (its owner `who`) atomically (write_file_atomically()),
+  /// before the clock is locked. Returns "" when it is in place, else why not (then nothing is
+  /// locked: a helper killed afterwards could not reset the GPU).
   std::string record_lock(int gpu, const std::string& who) {
-    const std::string path = state_file(gpu), tmp = path + ".tmp", text = who + "\n";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return fmt::format("{}: {}", tmp, std::strerror(errno));
-    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-    const int err = errno;
-    ::close(fd);
-    if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
-      const std::string why = fmt::format("{}: {}", written ? path : tmp, std::strerror(written ? errno : err));
-      ::unlink(tmp.c_str());
-      return why;
+    try {
+      perseus::write_file_atomically(state_file(gpu), who + "\n");
+      return "";
+    } catch (const perseus::InputError& e) {
+      return e.what();
     }
-    return "";
   }
   void forget_lock(int gpu) {
     std::error_code ec;
