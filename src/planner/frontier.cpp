@@ -44,34 +44,6 @@ std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& poi
 
 namespace {
 
-/// Speeds up ops until the plan's iteration time is <= target_s: each round moves every op
-/// on a critical path (zero float, real times) one candidate faster. Bounded by the number
-/// of candidates per op; slack reclamation afterwards undoes speed-ups that were not needed.
-void tighten(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
-             double target_s) {
-  const int n = dag.num_ops();
-  std::vector<double> time(n), lf(n);
-  for (int round = 0; round < 1 << 16; ++round) {
-    for (int i = 0; i < n; ++i) time[i] = cands[i]->points[choice[i]].time_s;
-    const Timeline tl = compute_timeline(dag, time);
-    if (tl.time_s <= target_s) return;
-    const auto& topo = dag.topological_order();
-    bool moved = false;
-    for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-      const int v = *it;
-      double f = tl.time_s;
-      for (int w : dag.successors(v)) f = std::min(f, lf[w] - time[w]);
-      lf[v] = f;
-      const bool critical = tl.end_s[v] >= f - 1e-12 * tl.time_s;
-      if (critical && choice[v] > 0) {
-        --choice[v];
-        moved = true;
-      }
-    }
-    if (!moved) return;  // every critical op is at its fastest
-  }
-}
-
 }  // namespace
 
 const char* to_string(Frontier::StopReason reason) {
@@ -87,7 +59,7 @@ FrequencyPlan Frontier::make_plan(const std::vector<std::uint16_t>& choice_in, b
   const Dag& dag = *dag_;
   const int n = dag.num_ops();
   std::vector<std::uint16_t> choice = choice_in;
-  if (tighten_to_s > 0) tighten(dag, op_candidates_, choice, tighten_to_s);
+  if (tighten_to_s > 0) detail::tighten(dag, op_candidates_, choice, tighten_to_s);
   if (reclaim) {
     std::vector<double> scratch(n), ls(n);
     detail::fill_slack(dag, op_candidates_, choice, scratch, ls);

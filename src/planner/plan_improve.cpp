@@ -249,6 +249,61 @@ void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std
   }
 }
 
+namespace {
+
+/// One pass that meets target_s from any plan: in topological order each op keeps the slowest
+/// candidate, no slower than its current one, that still ends by its latest finish with every
+/// later op at its fastest. The fastest candidates meet target_s (it is at least the all-fastest
+/// plan's time), so each op's fastest always fits and the result ends by target_s.
+void tighten_in_one_pass(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
+                         double target_s) {
+  const int n = dag.num_ops();
+  const auto& topo = dag.topological_order();
+  std::vector<double> latest_finish(n), end(n);
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    double lf = target_s;
+    for (int w : dag.successors(*it)) lf = std::min(lf, latest_finish[w] - cands[w]->points.front().time_s);
+    latest_finish[*it] = lf;
+  }
+  for (int v : topo) {
+    double start = 0;
+    for (int u : dag.predecessors(v)) start = std::max(start, end[u]);
+    const auto& pts = cands[v]->points;
+    std::size_t c = choice[v];
+    while (c > 0 && start + pts[c].time_s > latest_finish[v] * (1 + 1e-12)) --c;
+    choice[v] = static_cast<std::uint16_t>(c);
+    end[v] = start + pts[c].time_s;
+  }
+}
+
+}  // namespace
+
+void tighten(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
+             double target_s) {
+  const int n = dag.num_ops();
+  std::vector<double> time(n), lf(n);
+  for (int round = 0; round < kTightenRounds; ++round) {
+    for (int i = 0; i < n; ++i) time[i] = cands[i]->points[choice[i]].time_s;
+    const Timeline tl = compute_timeline(dag, time);
+    if (tl.time_s <= target_s) return;
+    const auto& topo = dag.topological_order();
+    bool moved = false;
+    for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+      const int v = *it;
+      double f = tl.time_s;
+      for (int w : dag.successors(v)) f = std::min(f, lf[w] - time[w]);
+      lf[v] = f;
+      const bool critical = tl.end_s[v] >= f - 1e-12 * tl.time_s;
+      if (critical && choice[v] > 0) {
+        --choice[v];
+        moved = true;
+      }
+    }
+    if (!moved) return;  // every critical op is at its fastest
+  }
+  tighten_in_one_pass(dag, cands, choice, target_s);
+}
+
 }  // namespace perseus::detail
 
 namespace perseus::detail {

@@ -28,6 +28,21 @@ void round_lp_schedule(const Dag& dag, const std::vector<const Candidates*>& can
 void fill_slack(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
                 std::vector<double>& scratch_time, std::vector<double>& latest_start, double horizon_s = 0);
 
+/// Rounds of tighten()'s critical-path pass before its one-pass fallback: a complete walk's
+/// last plan needs one or two; a walk stopped early (planning_budget_s) leaves a plan far slower
+/// than the target, where each round costs a timeline of the whole DAG (1024 stages x 512
+/// microbatches: minutes before the fallback; bench/server_big_job.sh).
+constexpr int kTightenRounds = 64;
+
+/// Speeds up ops until the plan's iteration time is <= target_s (s; at least the time of the
+/// all-fastest plan, candidate 0 of every op): each round moves every op on a critical path
+/// one candidate faster; after kTightenRounds rounds one pass finishes the job: in topological
+/// order each op keeps the slowest candidate, no slower than its current one, that ends by its
+/// latest finish with every later op at its fastest. Ops only get faster; slack reclamation
+/// afterwards undoes speed-ups that were not needed.
+void tighten(const Dag& dag, const std::vector<const Candidates*>& cands, std::vector<std::uint16_t>& choice,
+             double target_s);
+
 /// Indices of `c`'s candidates that are vertices of the lower convex hull of (time, effective
 /// energy E − p_block_w × t), time ascending; the fastest candidate is always one.
 std::vector<std::uint16_t> hull_vertex_indices(const Candidates& c, double p_block_w);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What a job at the server's size limit costs (docs/http-api.md, "Limits"): one job of PP stages
+# x MB microbatches (default 1024 x 512: 1.57 M computations, near kMaxJobComputations = 4 M
+# counted as pp*chunks*microbatches*3), the 8-stage GPT-3 A100 profile repeated, unit 1e-3 s.
+# Prints, each on its own line:
+#   post      seconds of POST /v1/jobs (the quick plan is computed inside it)
+#   ready     seconds from POST to status `ready` with planning_budget_s 0 (solve stops at once)
+#   rss       the server's resident memory (VmRSS) before the job, at `ready`, after DELETE
+#   sigterm   seconds from SIGTERM to exit while a second such job is solving (budget 600 s)
+#   restart   seconds from start to a listening port with the first job kept in the database
+# Usage: bench/server_big_job.sh [BUILD_DIR]   (PP=.. MB=.. change the job's size)
+# Exit 1 if a step fails (a non-2xx answer, the server not exiting 0).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+perseus=${PERSEUS_BIN:-$build/cli/perseus}
+pp=${PP:-1024}
+mb=${MB:-512}
+tmp=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/token"
+tok=$(cat "$tmp/token")
+job_json() {  # $1: planning_budget_s
+  python3 - "$root/examples/stage_profile_gpt3-175b_a100_sxm.csv" "$pp" "$mb" "$1" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+pp, mb, budget = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+rows = [lines[0]] + [f"{s}," + l.split(",", 1)[1] for s in range(pp) for l in lines[1:] if int(l.split(",")[0]) == s % 8]
+print(json.dumps({"name": "big", "pp": pp, "dp": 1, "microbatches": mb, "unit_time_s": 1e-3,
+                  "p2p_power_w": 83.64, "planning_budget_s": budget, "profile_csv": "\n".join(rows) + "\n"}))
+PY
+}
+job_json 0 > "$tmp/job0.json"
+job_json 600 > "$tmp/job600.json"
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
+rss_mib() { awk '$1 == "VmRSS:" {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status"; }
+api() { curl -sf -H "Authorization: Bearer $tok" "$@"; }
+start() {
+  rm -f "$tmp/port"
+  "$perseus" serve --db "$tmp/db" --port 0 --port-file "$tmp/port" --token-file "$tmp/token" 2>> "$tmp/serve.log" &
+  pid=$!
+  until [ -s "$tmp/port" ]; do kill -0 $pid; sleep 0.01; done
+  url="http://127.0.0.1:$(cat "$tmp/port")"
+}
+stop() {
+  kill -TERM $pid
+  set +e; wait $pid; local code=$?; set -e
+  pid=
+  [ "$code" = 0 ] || { echo "server exit code $code" >&2; exit 1; }
+}
+echo "job: $pp stages x $mb microbatches ($((pp * mb * 3)) computations counted against 4,000,000)"
+start
+rss0=$(rss_mib)
+t0=$(now)
+job=$(api -H "Content-Type: application/json" --data-binary @"$tmp/job0.json" "$url/v1/jobs" | jq -r .job_id)
+echo "post      $(since "$t0") s"
+until [ "$(api "$url/v1/jobs/$job" | jq -r .status)" = ready ]; do sleep 0.05; done
+echo "ready     $(since "$t0") s"
+rss1=$(rss_mib)
+job2=$(api -H "Content-Type: application/json" --data-binary @"$tmp/job0.json" "$url/v1/jobs" | jq -r .job_id)
+until [ "$(api "$url/v1/jobs/$job2" | jq -r .status)" = ready ]; do sleep 0.05; done
+api -X DELETE "$url/v1/jobs/$job2" > /dev/null
+sleep 0.5
+echo "rss       before the job $rss0; at ready $rss1; a second job made ready and deleted: $(rss_mib)"
+job3=$(api -H "Content-Type: application/json" --data-binary @"$tmp/job600.json" "$url/v1/jobs" | jq -r .job_id)
+until api "$url/metrics" | grep -q '^perseus_planner_running 1'; do sleep 0.05; done
+sleep 1
+t0=$(now)
+stop
+echo "sigterm   $(since "$t0") s (job $job3 solving)"
+t0=$(now)
+start
+echo "restart   $(since "$t0") s to a listening port, RSS $(rss_mib)"
+stop
