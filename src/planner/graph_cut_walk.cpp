@@ -8,7 +8,7 @@
 namespace perseus::detail {
 
 GraphCutWalk::GraphCutWalk(const DagCsr& dag, const CostModels& costs, MinCutEngine engine)
-    : costs_(costs), cpm_(dag), solver_(make_cut_solver(engine, cpm_, costs)) {
+    : costs_(costs), cpm_(dag), engine_(engine) {
   const int n = dag.num_ops;
   std::vector<std::int64_t>& dur = cpm_.durations();
   choice_.resize(n);
@@ -23,8 +23,13 @@ GraphCutWalk::GraphCutWalk(const DagCsr& dag, const CostModels& costs, MinCutEng
   cpm_.compute();
 }
 
+CutSolver& GraphCutWalk::solver() const {
+  if (!solver_) solver_ = make_cut_solver(engine_, cpm_, costs_);
+  return *solver_;
+}
+
 bool GraphCutWalk::step() {
-  const CutResult cut = solver_->find_cut();
+  const CutResult cut = solver().find_cut();
   if (cut.status != CutResult::Status::kReused) ++num_max_flows_;
   if (cut.status == CutResult::Status::kInfinite) return false;
   return apply_cut(*cut.faster, *cut.slower);
@@ -46,7 +51,7 @@ bool GraphCutWalk::apply_cut(const std::vector<int>& faster, const std::vector<i
     for (int v : lengthened_) --dur[v];
     lengthened_.clear();
     cpm_.compute();
-    solver_->forget_cut();
+    solver().forget_cut();
   }
   if (cpm_.iteration_units() >= old_T) throw std::logic_error("planner: a min-cut step did not shorten the iteration");
   return true;

@@ -42,19 +42,23 @@ class GraphCutWalk {
   bool update_choice(std::vector<std::pair<std::int32_t, std::uint16_t>>& changes);
   /// The current max-flow as a flow along the DAG (CutSolver::flow_along_dag()), J per unit.
   bool flow_along_dag(std::vector<std::pair<int, int>>& arcs, std::vector<double>& flow) const {
-    return solver_->flow_along_dag(arcs, flow);
+    return solver().flow_along_dag(arcs, flow);
   }
   /// Max-flow solves so far (a step reuses the previous cut when the network is unchanged).
   std::int64_t num_max_flows() const { return num_max_flows_; }
   /// Work of the warm max-flow engine (all 0 with the cold engines).
-  Frontier::MaxFlowWork max_flow_work() const { return solver_->work(); }
+  Frontier::MaxFlowWork max_flow_work() const { return solver_ ? solver_->work() : Frontier::MaxFlowWork{}; }
 
  private:
   /// Shortens `faster` and lengthens `slower` by one unit; false if `faster` is empty.
   bool apply_cut(const std::vector<int>& faster, const std::vector<int>& slower);
+  /// The min-cut solver, built at its first use: a walk stopped before its first step
+  /// (planning_budget_s 0) never pays for the network of a large DAG.
+  CutSolver& solver() const;
   const CostModels& costs_;
   CriticalPath cpm_;
-  std::unique_ptr<CutSolver> solver_;
+  MinCutEngine engine_;
+  mutable std::unique_ptr<CutSolver> solver_;
   std::vector<std::uint16_t> choice_;
   std::int64_t fastest_units_ = 0;
   std::int64_t num_max_flows_ = 0;
