@@ -6,8 +6,10 @@
 #   post      seconds of POST /v1/jobs (the quick plan is computed inside it)
 #   ready     seconds from POST to status `ready` with planning_budget_s 0 (solve stops at once)
 #   rss       the server's resident memory (VmRSS) before the job, at `ready`, after DELETE
-#   sigterm   seconds from SIGTERM to exit while a second such job is solving (budget 600 s)
-#   restart   seconds from start to a listening port with the first job kept in the database
+#   then, for each DELAY in DELAYS (default "0 1 2 4"), with a second such job solving
+#   (planning_budget_s 600; after a restart the server solves it again):
+#   sigterm   seconds from SIGTERM, sent DELAY s after the solve started, to the exit
+#   restart   seconds from start to a listening port, both jobs kept in the database
 # Usage: bench/server_big_job.sh [BUILD_DIR]   (PP=.. MB=.. change the job's size)
 # Exit 1 if a step fails (a non-2xx answer, the server not exiting 0).
 set -euo pipefail
@@ -65,12 +67,15 @@ api -X DELETE "$url/v1/jobs/$job2" > /dev/null
 sleep 0.5
 echo "rss       before the job $rss0; at ready $rss1; a second job made ready and deleted: $(rss_mib)"
 job3=$(api -H "Content-Type: application/json" --data-binary @"$tmp/job600.json" "$url/v1/jobs" | jq -r .job_id)
-until api "$url/metrics" | grep -q '^perseus_planner_running 1'; do sleep 0.05; done
-sleep 1
-t0=$(now)
-stop
-echo "sigterm   $(since "$t0") s (job $job3 solving)"
-t0=$(now)
-start
-echo "restart   $(since "$t0") s to a listening port, RSS $(rss_mib)"
+for delay in ${DELAYS:-0 1 2 4}; do
+  until api "$url/metrics" | grep -q '^perseus_planner_running 1'; do sleep 0.05; done
+  sleep "$delay"
+  [ "$(api "$url/v1/jobs/$job3" | jq -r .status)" = planning ] || { echo "job $job3 is no longer planning" >&2; exit 1; }
+  t0=$(now)
+  stop
+  echo "sigterm   $(since "$t0") s, sent ${delay} s into the solve"
+  t0=$(now)
+  start
+  echo "restart   $(since "$t0") s to a listening port, RSS $(rss_mib)"
+done
 stop

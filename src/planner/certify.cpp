@@ -283,7 +283,7 @@ void FrontierBuilder::ruin_and_recreate_worst() {
     }
     bool improved = false;
     for (const auto& [gap, deadline, i] : worst) {
-      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+      throw_if_cancelled();
       if (over_time_budget() || tries_left <= 0) return;
       done.push_back(deadline);
       std::vector<std::uint16_t> choice = choice_of(kept[i]);
@@ -324,7 +324,7 @@ void FrontierBuilder::certify(Beside beside) {
       hull_walk(*hw);
     } else {
       beside_s = hw->seconds;
-      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+      throw_if_cancelled();
     }
     hull_walk_merge(*hw, 2 * t_lo);
     if (!f_.partial()) report(SolveStage::kHullWalk, 1, {}, nullptr, hw->reported);

@@ -129,7 +129,9 @@ Frontier FrontierBuilder::run() {
   // T_min in units: every op at its fastest candidate (for progress reporting).
   const std::int64_t t_min_units = walk_.fastest_units();
   const std::int64_t t_max_units = walk_.iteration_units();
+  throw_if_cancelled();  // each phase before the walk costs seconds on the largest DAGs
   record_point(0, walk_.choice());
+  throw_if_cancelled();
   std::int64_t step = 0;
   double walk_reported = -1;
   report(SolveStage::kGraphCutWalk, 0, {}, nullptr, walk_reported);
@@ -210,9 +212,11 @@ Frontier FrontierBuilder::run() {
         opt_.mode == PlannerMode::kCertified ? "; the LP stage (lower bound, LP-rounded plans) was skipped" : "");
     return true;
   };
+  if (!over_time_budget()) walk_.prepare();  // the min-cut network: seconds on the largest DAGs
+  throw_if_cancelled();
   while (!stop_walk() && walk_.step()) {
     ++step;
-    if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+    throw_if_cancelled();
     const bool changed = walk_.update_choice(f_.changes_);
     f_.step_end_.push_back(f_.changes_.size());
     // Same plan as the previous step (!changed): the same point, which the Pareto filter
@@ -246,7 +250,7 @@ Frontier FrontierBuilder::run() {
     double reported = -1;
     std::unique_lock lock(beside_mutex);
     while (!beside_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return beside_done; })) {
-      if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+      throw_if_cancelled();
       report(stage, beside_fraction.load(std::memory_order_relaxed), {}, nullptr, reported);
     }
     lock.unlock();

@@ -143,6 +143,10 @@ class FrontierBuilder {
   /// PlannerOptions::polish_time_s (window_polish.cpp): window search on the frontier's plans
   /// furthest from the bound and at the all-max time; improved plans join raw_points_ / stored_.
   void polish();
+  /// Throws PlanningCancelled when PlannerOptions::cancelled says so (on the solve's thread).
+  void throw_if_cancelled() const {
+    if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");
+  }
   /// PlannerOptions::time_budget_s reached (wall clock since the solve started).
   bool over_time_budget() const {
     return opt_.time_budget_s >= 0 &&

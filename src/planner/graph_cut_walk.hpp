@@ -33,6 +33,8 @@ class GraphCutWalk {
   const CriticalPath& critical_path() const { return cpm_; }
   /// Iteration time with every op at its fastest graph-cut duration (T_min), units.
   std::int64_t fastest_units() const { return fastest_units_; }
+  /// Builds the min-cut network now (step() does at its first call otherwise).
+  void prepare() { solver(); }
   /// One step: true when the iteration got (at least) one unit faster, false when no finite
   /// cut exists (T_min). Throws std::logic_error if a step failed to shorten the iteration.
   bool step();

@@ -162,8 +162,10 @@ TEST(BoundMethods, NamesResolveAndBadValuesAreInputErrors) {
 }
 
 TEST(BoundMethods, HullWalkHonoursCancellation) {
-  // PlannerOptions::cancelled is polled once per graph-cut step and once per hull-walk step:
-  // cancelling a few calls after the graph-cut walk's last one stops inside the hull walk.
+  // PlannerOptions::cancelled is polled at the walk's three phase ends before its first step
+  // (kPollsBeforeTheWalk), once per graph-cut step and once per hull-walk step: cancelling a few
+  // calls after the graph-cut walk's last one stops inside the hull walk.
+  constexpr int kPollsBeforeTheWalk = 3;
   const Profile profile = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
   const Dag dag = Dag::build(make_1f1b(8, 2));
   PlannerOptions opt;
@@ -176,7 +178,7 @@ TEST(BoundMethods, HullWalkHonoursCancellation) {
   ASSERT_GT(full.num_hull_walk_steps, 3);
   // Once per graph-cut step, once per hull-walk step (and its end), then per simplex iteration
   // of the LP refinement solves that follow on small DAGs.
-  const int walk_calls = static_cast<int>(full.num_steps);
+  const int walk_calls = kPollsBeforeTheWalk + static_cast<int>(full.num_steps);
   ASSERT_GE(calls, walk_calls + static_cast<int>(full.num_hull_walk_steps) + 1);
   calls = 0;
   opt.cancelled = [&] { return ++calls > walk_calls + 2; };
@@ -196,6 +198,18 @@ TEST(BoundMethods, HullWalkHonoursCancellation) {
   opt.cancelled = [&] { return ++calls > walk_calls / 2; };
   EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
   EXPECT_EQ(calls, walk_calls / 2 + 1);
+  // Each phase before the first step (seconds each on a DAG of a million computations) ends
+  // with a poll: a cancellation there stops the solve before any step.
+  for (int at = 1; at <= kPollsBeforeTheWalk; ++at) {
+    calls = 0;
+    opt.threads = 1;
+    opt.cancelled = [&] { return ++calls >= at; };
+    bool stepped = false;
+    opt.progress = [&](SolveStage stage, double fraction) { stepped |= stage == SolveStage::kGraphCutWalk && fraction > 0; };
+    EXPECT_THROW(solve_frontier(dag, profile, opt), PlanningCancelled);
+    EXPECT_EQ(calls, at);
+    EXPECT_FALSE(stepped) << "cancelled at poll " << at;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyPipelines, PlannerOracle,
