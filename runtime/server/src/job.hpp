@@ -84,6 +84,11 @@ struct Job {
 
 /// Unix time now, s.
 double now_s();
+
+/// Returns the heap memory freed by a deleted job or a finished solve to the OS (glibc's
+/// malloc_trim; a no-op elsewhere): glibc otherwise keeps it, and a server that had planned one
+/// job of a million computations kept hundreds of MiB after deleting it (bench/server_big_job.sh).
+void release_freed_memory();
 /// A fresh unguessable job id ("job-" + 24 hex digits).
 std::string new_job_id();
 /// A fresh job bearer token: "pjt-" + 64 hex digits (256 random bits from /dev/urandom).

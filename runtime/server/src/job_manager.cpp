@@ -112,6 +112,8 @@ void JobManager::worker_loop() {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "perseus serve: planner task failed: %s\n", e.what());
     }
+    task = nullptr;  // what the solve held is freed here, before the trim
+    release_freed_memory();
     {
       std::lock_guard lock(q_mu_);
       --running_;
@@ -572,6 +574,8 @@ Reply JobManager::delete_job(const std::string& job_id) {
       }
     }
   }
+  j.reset();  // the job's memory is freed here unless a request or its solve still holds it
+  release_freed_memory();
   return {200, json{{"job_id", job_id}, {"deleted", true}}.dump()};
 }
 

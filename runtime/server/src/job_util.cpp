@@ -6,6 +6,10 @@
 #include <random>
 #include <set>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <fmt/core.h>
 #include <openssl/evp.h>
 
@@ -18,6 +22,12 @@ using nlohmann::json;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 std::string new_job_id() {
