@@ -1,6 +1,6 @@
 // Requests that must be refused (or readings that must not be acted on) because what they say
 // is impossible or inconsistent: plans with a computation twice or impossible times,
-// measurements with impossible energies or a computation twice, detections beyond any
+// measurements with impossible energies or times or a computation twice, detections beyond any
 // straggler, and the messages that name what was wrong.
 #include <tuple>
 #include <utility>
@@ -217,6 +217,41 @@ TEST_F(RequestChecks, AReportNamingAComputationTwiceIsRefused) {
   ASSERT_EQ(r.j["rejected"].size(), 1u) << r.body;
   EXPECT_EQ(r.j["rejected"][0]["index"], 0) << r.body;
   EXPECT_EQ(api.post(url, {{"iteration", 4}, {"time_s", 1.0}, {"plan_version", 0}}).status, 202);
+}
+
+// One GPU runs its computations one after another: a report whose instructions take longer
+// than its iteration (cumulative times, say) is refused, naming the sum and the iteration time;
+// within the 1 % slack it is accepted.
+TEST_F(RequestChecks, InstructionsLongerThanTheirIterationAreRefused) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  const auto c = api.post("/v1/jobs", two_plan_job(1));
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 201);
+  const std::string url = base + "/ranks/1/measurements";
+  auto entry = [](const char* ins, int mb, double t) {
+    return json{{"instruction", ins}, {"microbatch", mb}, {"freq_mhz", 1410}, {"time_s", t}};
+  };
+  // Cumulative times (0.3, 0.6, 0.9 s of a 1 s iteration): 1.8 s in all.
+  auto r = api.post(url, {{"iteration", 1}, {"time_s", 1.0}, {"plan_version", 1},
+                          {"instructions", {entry("forward", 0, 0.3), entry("forward", 1, 0.6), entry("backward", 0, 0.9)}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.j["error"]["code"], "implausible_time") << r.body;
+  EXPECT_NE(message(r).find("the 3 instructions take 1.8 s in all, more than the iteration's time_s 1 s (+1 %)"),
+            std::string::npos)
+      << r.body;
+  // 1.005 s of a 1 s iteration: two timers' disagreement, accepted.
+  r = api.post(url, {{"iteration", 2}, {"time_s", 1.0}, {"plan_version", 1},
+                     {"instructions", {entry("forward", 0, 0.5), entry("backward", 0, 0.505)}}});
+  EXPECT_EQ(r.status, 202) << r.body;
+  // In a batch, only the impossible item is rejected.
+  r = api.post(url, {{"measurements", {{{"iteration", 3}, {"time_s", 1.0}, {"instructions", {entry("forward", 0, 0.6), entry("forward", 1, 0.6)}}},
+                                       {{"iteration", 4}, {"time_s", 1.0}, {"instructions", {entry("forward", 0, 0.4)}}}}}});
+  EXPECT_EQ(r.status, 202) << r.body;
+  EXPECT_EQ(r.j["accepted"], 1) << r.body;
+  ASSERT_EQ(r.j["rejected"].size(), 1u) << r.body;
+  EXPECT_EQ(r.j["rejected"][0]["index"], 0) << r.body;
 }
 
 /// A profile of 2 stages at 1410, 1170 and 900 MHz.

@@ -153,6 +153,9 @@ void feed_straggler_loop(Job& j, const StoredRank& r, const json& m, std::vector
 
 }  // namespace
 
+/// Relative slack of the rule "a measurement's instructions take no longer than its iteration".
+constexpr double kInstructionTimeSlack = 0.01;
+
 json validated_measurement(const json& m, const JobSpec& spec) {
   require_object(m, "measurement");
   json out = {{"iteration", get_int(m, "iteration", std::nullopt, 0, std::int64_t{1} << 53)},
@@ -187,6 +190,18 @@ json validated_measurement(const json& m, const JobSpec& spec) {
                                  k, e["instruction"].get<std::string>(), e["microbatch"].get<std::int64_t>(),
                                  spec.chunks > 1 ? fmt::format(" on stage {}", stage) : "", at->second));
   }
+  // One GPU runs its computations one after another: together they cannot take longer than the
+  // iteration (1 % + 1 µs allow for two timers; the client's own reports use one clock).
+  double busy_s = 0;
+  for (const json& e : list) busy_s += e["time_s"].get<double>();
+  const double time_s = out["time_s"].get<double>();
+  if (busy_s > time_s * (1 + kInstructionTimeSlack) + 1e-6)
+    throw ApiError(422, "implausible_time",
+                   fmt::format("the {} instructions take {:.9g} s in all, more than the iteration's time_s {:.9g} s "
+                               "(+{} %): one GPU runs its computations one after another, so these timings "
+                               "cannot all be right (check that each instruction's time_s is its own, not "
+                               "cumulative; leave out \"instructions\" when unsure)",
+                               list.size(), busy_s, time_s, 100 * kInstructionTimeSlack));
   out["instructions"] = std::move(list);
   return out;
 }
