@@ -5,12 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 
 #include <set>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
@@ -76,19 +77,28 @@ std::shared_ptr<const ServedPlan> render_plan(const Dag& dag, int plan_index, Pl
   p->point = point;
   p->time_json = number_json(point.time_s);
   p->energy_json = number_json(point.energy_j);
+  // Written straight into two reused buffers (a temporary string per computation made this half
+  // of a restart with a job of a million computations; bench/server_big_job.sh).
+  fmt::memory_buffer ins, zeus;
   for (int r = 0; r < dag.num_ranks(); ++r) {
-    std::string ins = "[", zeus = "[";
-    bool first = true;
+    ins.clear();
+    zeus.clear();
+    auto ins_out = std::back_inserter(ins);
+    auto zeus_out = std::back_inserter(zeus);
+    char sep = '[';
     for (int op : dag.rank_ops(r)) {
       const Computation& c = dag.op(op);
       const std::string_view name = to_string(c.kind);
-      ins += fmt::format("{}{{\"instruction\":\"{}\",\"stage\":{},\"microbatch\":{},\"freq_mhz\":{}}}", first ? "" : ",",
-                         name, c.stage, c.microbatch, freq_mhz[op]);
-      zeus += fmt::format("{}[\"{}\",{}]", first ? "" : ",", name, freq_mhz[op]);
-      first = false;
+      fmt::format_to(ins_out, "{}{{\"instruction\":\"{}\",\"stage\":{},\"microbatch\":{},\"freq_mhz\":{}}}", sep, name,
+                     c.stage, c.microbatch, freq_mhz[op]);
+      fmt::format_to(zeus_out, "{}[\"{}\",{}]", sep, name, freq_mhz[op]);
+      sep = ',';
     }
-    p->rank_instructions_json.push_back(ins + "]");
-    p->rank_zeus_json.push_back(zeus + "]");
+    if (sep == '[') ins.push_back('['), zeus.push_back('[');  // a rank without computations
+    ins.push_back(']');
+    zeus.push_back(']');
+    p->rank_instructions_json.emplace_back(ins.data(), ins.size());
+    p->rank_zeus_json.emplace_back(zeus.data(), zeus.size());
   }
   p->freq_mhz = std::move(freq_mhz);
   return p;
