@@ -11,6 +11,7 @@
 
 #include <set>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -77,8 +78,9 @@ std::shared_ptr<const ServedPlan> render_plan(const Dag& dag, int plan_index, Pl
   p->point = point;
   p->time_json = number_json(point.time_s);
   p->energy_json = number_json(point.energy_j);
-  // Written straight into two reused buffers (a temporary string per computation made this half
-  // of a restart with a job of a million computations; bench/server_big_job.sh).
+  // Written straight into two reused buffers with compiled formats (a temporary string per
+  // computation made this half of a restart with a job of a million computations;
+  // bench/server_big_job.sh).
   fmt::memory_buffer ins, zeus;
   for (int r = 0; r < dag.num_ranks(); ++r) {
     ins.clear();
@@ -89,9 +91,9 @@ std::shared_ptr<const ServedPlan> render_plan(const Dag& dag, int plan_index, Pl
     for (int op : dag.rank_ops(r)) {
       const Computation& c = dag.op(op);
       const std::string_view name = to_string(c.kind);
-      fmt::format_to(ins_out, "{}{{\"instruction\":\"{}\",\"stage\":{},\"microbatch\":{},\"freq_mhz\":{}}}", sep, name,
-                     c.stage, c.microbatch, freq_mhz[op]);
-      fmt::format_to(zeus_out, "{}[\"{}\",{}]", sep, name, freq_mhz[op]);
+      fmt::format_to(ins_out, FMT_COMPILE("{}{{\"instruction\":\"{}\",\"stage\":{},\"microbatch\":{},\"freq_mhz\":{}}}"),
+                     sep, name, c.stage, c.microbatch, freq_mhz[op]);
+      fmt::format_to(zeus_out, FMT_COMPILE("{}[\"{}\",{}]"), sep, name, freq_mhz[op]);
       sep = ',';
     }
     if (sep == '[') ins.push_back('['), zeus.push_back('[');  // a rank without computations
