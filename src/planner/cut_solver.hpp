@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -59,20 +60,25 @@ class CutSolver {
 /// max-flow from the previous one (max_flow_warm.hpp); kDynamic keeps the same network and
 /// Boykov–Kolmogorov's search trees between steps (max_flow_dynamic.hpp); kDinic, kLemon and kBoykovKolmogorov
 /// build each step's critical network afresh and solve it with MinCut (min_cut.hpp).
-/// `cpm` and `costs` must outlive the solver.
-std::unique_ptr<CutSolver> make_cut_solver(MinCutEngine engine, const CriticalPath& cpm, const CostModels& costs);
+/// `cpm` and `costs` must outlive the solver. `checkpoint` (optional; the kWarm and kDynamic
+/// engines, whose one network over all ops takes seconds to build on a million computations)
+/// is called between the steps of the build and may throw to abandon it.
+std::unique_ptr<CutSolver> make_cut_solver(MinCutEngine engine, const CriticalPath& cpm, const CostModels& costs,
+                                           const std::function<void()>& checkpoint);
 
 /// The kWarm solver (warm_cut_solver.cpp).
-std::unique_ptr<CutSolver> make_warm_cut_solver(const CriticalPath& cpm, const CostModels& costs);
+std::unique_ptr<CutSolver> make_warm_cut_solver(const CriticalPath& cpm, const CostModels& costs,
+                                                const std::function<void()>& checkpoint = {});
 /// The kDynamic solver (warm_cut_solver.cpp): no flow_along_dag() (its flow is reparametrized).
-std::unique_ptr<CutSolver> make_dynamic_cut_solver(const CriticalPath& cpm, const CostModels& costs);
+std::unique_ptr<CutSolver> make_dynamic_cut_solver(const CriticalPath& cpm, const CostModels& costs,
+                                                   const std::function<void()>& checkpoint = {});
 /// A cold solver (cold_cut_solver.cpp): engine kDinic, kLemon or kBoykovKolmogorov.
 std::unique_ptr<CutSolver> make_cold_cut_solver(MinCutEngine engine, const CriticalPath& cpm, const CostModels& costs);
 
 inline std::unique_ptr<CutSolver> make_cut_solver(MinCutEngine engine, const CriticalPath& cpm,
-                                                  const CostModels& costs) {
-  if (engine == MinCutEngine::kWarm) return make_warm_cut_solver(cpm, costs);
-  if (engine == MinCutEngine::kDynamic) return make_dynamic_cut_solver(cpm, costs);
+                                                  const CostModels& costs, const std::function<void()>& checkpoint = {}) {
+  if (engine == MinCutEngine::kWarm) return make_warm_cut_solver(cpm, costs, checkpoint);
+  if (engine == MinCutEngine::kDynamic) return make_dynamic_cut_solver(cpm, costs, checkpoint);
   return make_cold_cut_solver(engine, cpm, costs);
 }
 

@@ -212,7 +212,8 @@ Frontier FrontierBuilder::run() {
         opt_.mode == PlannerMode::kCertified ? "; the LP stage (lower bound, LP-rounded plans) was skipped" : "");
     return true;
   };
-  if (!over_time_budget()) walk_.prepare();  // the min-cut network: seconds on the largest DAGs
+  // The min-cut network: seconds on the largest DAGs, with cancellation polled inside.
+  if (!over_time_budget()) walk_.prepare([this] { throw_if_cancelled(); });
   throw_if_cancelled();
   while (!stop_walk() && walk_.step()) {
     ++step;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -33,8 +34,11 @@ class GraphCutWalk {
   const CriticalPath& critical_path() const { return cpm_; }
   /// Iteration time with every op at its fastest graph-cut duration (T_min), units.
   std::int64_t fastest_units() const { return fastest_units_; }
-  /// Builds the min-cut network now (step() does at its first call otherwise).
-  void prepare() { solver(); }
+  /// Builds the min-cut network now (step() does at its first call otherwise), calling
+  /// `checkpoint` between the steps of the build (make_cut_solver(); it may throw to abandon it).
+  void prepare(const std::function<void()>& checkpoint) {
+    if (!solver_) solver_ = make_cut_solver(engine_, cpm_, costs_, checkpoint);
+  }
   /// One step: true when the iteration got (at least) one unit faster, false when no finite
   /// cut exists (T_min). Throws std::logic_error if a step failed to shorten the iteration.
   bool step();

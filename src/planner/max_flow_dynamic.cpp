@@ -15,13 +15,18 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kInfiniteDist = std::numeric_limits<int>::max() / 2;
 }  // namespace
 
-void DynamicMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink) {
+void DynamicMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink,
+                          const std::function<void()>& checkpoint) {
+  auto check = [&] {
+    if (checkpoint) checkpoint();
+  };
   n_ = num_nodes;
   s_ = source;
   t_ = sink;
   const std::size_t m = arcs.size();
   cap_.assign(m, 0.0);
   res_.assign(2 * m, 0.0);
+  check();
   head_.assign(2 * m, -1);
   term_node_.assign(m, -1);
   from_source_.assign(m, 0);
@@ -39,6 +44,7 @@ void DynamicMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>&
       ++first_[v + 1];
     }
   }
+  check();
   for (int v = 0; v < n_; ++v) first_[v + 1] += first_[v], tfirst_[v + 1] += tfirst_[v];
   adj_.resize(first_[n_]);
   tadj_.resize(tfirst_[n_]);
@@ -54,6 +60,7 @@ void DynamicMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>&
     adj_[pos[u]++] = static_cast<int>(2 * k);
     adj_[pos[v]++] = static_cast<int>(2 * k + 1);
   }
+  check();
   tr_.assign(n_, 0.0);
   parent_.assign(n_, kNone);
   ts_.assign(n_, 0);

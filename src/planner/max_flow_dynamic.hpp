@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -38,7 +39,10 @@ class DynamicMaxFlow {
  public:
   /// Fixes the structure: num_nodes nodes, `arcs` (from, to) pairs, source and sink. No arc
   /// may go from s to t, into s or out of t (std::invalid_argument). All capacities start at 0.
-  void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink);
+  /// `checkpoint` (optional) is called between the steps of the build, which take seconds on a
+  /// DAG of a million computations; it may throw to abandon the build.
+  void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink,
+            const std::function<void()>& checkpoint = {});
   /// Current capacity of arc k.
   double capacity(int k) const { return cap_[k]; }
   /// Sets arc k's capacity (>= 0, may be +inf). O(degree of its ends); no search.

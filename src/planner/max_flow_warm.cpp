@@ -11,7 +11,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }
 
-void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink) {
+void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink,
+                       const std::function<void()>& checkpoint) {
   n_ = num_nodes;
   s_ = source;
   t_ = sink;
@@ -19,6 +20,7 @@ void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& ar
   head_.resize(2 * m);
   res_.assign(2 * m, 0.0);
   cap_.assign(m, 0.0);
+  if (checkpoint) checkpoint();
   first_.assign(static_cast<std::size_t>(n_) + 1, 0);
   for (const auto& [u, v] : arcs) {
     ++first_[u + 1];
@@ -34,6 +36,7 @@ void WarmMaxFlow::init(int num_nodes, const std::vector<std::pair<int, int>>& ar
     adj_[pos[u]++] = static_cast<int>(2 * k);
     adj_[pos[v]++] = static_cast<int>(2 * k + 1);
   }
+  if (checkpoint) checkpoint();
   level_.assign(n_, -1);
   iter_.assign(n_, 0);
   src_arcs_.clear();

@@ -2,6 +2,7 @@
 // between solves (the planner's per-step critical networks). Private to the library.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -20,7 +21,9 @@ class WarmMaxFlow {
  public:
   /// Fixes the structure: num_nodes nodes, `arcs` (from, to) pairs, source and sink. All
   /// capacities start at 0. The network (ignoring capacity-0 arcs) must be acyclic.
-  void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink);
+  /// `checkpoint` as in DynamicMaxFlow::init().
+  void init(int num_nodes, const std::vector<std::pair<int, int>>& arcs, int source, int sink,
+            const std::function<void()>& checkpoint = {});
   /// Current capacity of arc k.
   double capacity(int k) const { return cap_[k]; }
   /// Current flow on arc k (after maximize(): a maximum flow; finite even on +inf arcs).

@@ -27,10 +27,11 @@ constexpr double kWarmAugmentFactor = 1e-6;
 template <class Flow>
 class WarmCutSolver final : public CutSolver {
  public:
-  WarmCutSolver(const CriticalPath& cpm, const CostModels& costs)
+  WarmCutSolver(const CriticalPath& cpm, const CostModels& costs, const std::function<void()>& checkpoint)
       : cpm_(cpm), costs_(costs), network_(cpm.dag()) {
     const int n = cpm.dag().num_ops;
-    flow_.init(network_.num_nodes(), network_.arcs(), network_.source(), network_.sink());
+    if (checkpoint) checkpoint();
+    flow_.init(network_.num_nodes(), network_.arcs(), network_.source(), network_.sink(), checkpoint);
     was_critical_.assign(n, 0);
     cap_sig_.assign(n, 0);
     cap_dur_.assign(n, 0);
@@ -177,12 +178,14 @@ bool WarmCutSolver<Flow>::flow_along_dag(std::vector<std::pair<int, int>>& arcs,
 
 }  // namespace
 
-std::unique_ptr<CutSolver> make_warm_cut_solver(const CriticalPath& cpm, const CostModels& costs) {
-  return std::make_unique<WarmCutSolver<WarmMaxFlow>>(cpm, costs);
+std::unique_ptr<CutSolver> make_warm_cut_solver(const CriticalPath& cpm, const CostModels& costs,
+                                                const std::function<void()>& checkpoint) {
+  return std::make_unique<WarmCutSolver<WarmMaxFlow>>(cpm, costs, checkpoint);
 }
 
-std::unique_ptr<CutSolver> make_dynamic_cut_solver(const CriticalPath& cpm, const CostModels& costs) {
-  return std::make_unique<WarmCutSolver<DynamicMaxFlow>>(cpm, costs);
+std::unique_ptr<CutSolver> make_dynamic_cut_solver(const CriticalPath& cpm, const CostModels& costs,
+                                                   const std::function<void()>& checkpoint) {
+  return std::make_unique<WarmCutSolver<DynamicMaxFlow>>(cpm, costs, checkpoint);
 }
 
 }  // namespace perseus::detail
