@@ -44,6 +44,9 @@ namespace {
 constexpr int kExitNoGpu = 4;
 constexpr int kExitJsonNotWritten = 5;
 constexpr int kExitCannotRun = 127;
+/// A run shorter than this many energy-counter updates gets a note on the reading's resolution
+/// (and "short_run": true in --json): one update's worth of energy is >= 10 % of such a run's.
+constexpr double kShortRunUpdates = 10;
 
 struct MonitorArgs {
   std::vector<int> devices;
@@ -341,6 +344,18 @@ int monitor(const MonitorArgs& args) {
       }
     }
   }
+  // A counter difference over a short run is dominated by the counter's update period.
+  const bool counted = std::any_of(out["gpus"].begin(), out["gpus"].end(), [](const nlohmann::json& g) {
+    return g["method"] == runtime::to_string(runtime::EnergySource::kCounter);
+  });
+  const double update_s = runtime::TelemetryLimits{}.counter_update_s;
+  out["short_run"] = counted && time_s < kShortRunUpdates * update_s;
+  if (out["short_run"].get<bool>())
+    fmt::print(stderr,
+               "perseus monitor: note: the command ran {:.3f} s; the energy counter updates about every {} s, so "
+               "energy_j can be off by up to {} s x the GPU's power and avg_power_w by much more; measure a run "
+               "of at least {} s (or repeat the command inside one run) for an accurate average\n",
+               time_s, update_s, update_s, kShortRunUpdates * update_s);
   if (!args.json_path.empty()) return write_json_or_report(args.json_path, out, status);
   return status;
 }

@@ -35,6 +35,30 @@ TEST(Monitor, ReportsTimeAndEnergyOfEveryGpu) {
   }
 }
 
+// A counter difference over a run of a few counter updates is mostly the update period (the
+// trial: `perseus monitor -- true` on a 100 W fake read 122-135 W): such a run gets a note and
+// "short_run": true; a run of 10 updates (1 s) or more does not.
+TEST(Monitor, ShortRunsAreToldTheCountersResolution) {
+  TempDir dir;
+  for (const char* seconds : {"0", "1.05"}) {
+    const pid_t pid = spawn({PERSEUS_BINARY, "monitor", "--nvml-library", FAKE_NVML_PATH, "--json", dir.file("m.json"),
+                             "--", "sleep", seconds},
+                            {}, dir.file(std::string("out-") + seconds));
+    const int status = wait_exit(pid);
+    const std::string out = read_file(dir.file(std::string("out-") + seconds));
+    ASSERT_EQ(exit_code(status), 0) << out;
+    const auto j = nlohmann::json::parse(read_file(dir.file("m.json")));
+    // By the measured time, not the sleep's: a loaded machine may stretch "sleep 0".
+    const bool short_run = j["time_s"].get<double>() < 1.0;
+    if (std::string(seconds) != "0") {
+      EXPECT_FALSE(short_run);
+    }
+    EXPECT_EQ(j["short_run"], short_run) << out;
+    EXPECT_EQ(out.find("the energy counter updates about every 0.1 s") != std::string::npos, short_run) << out;
+    std::filesystem::remove(dir.file("m.json"));
+  }
+}
+
 // -d naming a GPU the machine lacks is the caller's mistake: an error naming it and the
 // machine's count, the command not run (it said "no NVIDIA GPU can be measured", exit 4).
 TEST(Monitor, AGpuNumberTheMachineLacksIsNamed) {
