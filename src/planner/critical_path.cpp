@@ -6,6 +6,16 @@
 namespace perseus::detail {
 
 DagCsr::DagCsr(const Dag& dag) : num_ops(dag.num_ops()), topo(dag.topological_order()) {
+  // Sized first: growing by push_back copied and page-faulted each array ~twice (1.3 s of a
+  // solve's start on 2 M computations).
+  std::size_t edges = 0;
+  for (int v = 0; v < num_ops; ++v) edges += dag.successors(v).size();
+  pred.reserve(edges);
+  succ.reserve(edges);
+  pos_pred.reserve(edges);
+  pos_succ.reserve(edges);
+  for (auto* first : {&pred_first, &succ_first, &pos_pred_first, &pos_succ_first})
+    first->reserve(static_cast<std::size_t>(num_ops) + 1);
   pred_first.assign(1, 0);
   succ_first.assign(1, 0);
   for (int v = 0; v < num_ops; ++v) {

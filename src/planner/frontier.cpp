@@ -230,7 +230,11 @@ BoundMethod resolve_bound_method(BoundMethod method, int num_ops) {
 }
 
 Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options) {
-  FrontierBuilder builder(dag, profile, options);
+  return solve_frontier(std::make_shared<const Dag>(dag), profile, options);
+}
+
+Frontier solve_frontier(std::shared_ptr<const Dag> dag, const Profile& profile, const PlannerOptions& options) {
+  FrontierBuilder builder(std::move(dag), profile, options);
   return builder.run();
 }
 

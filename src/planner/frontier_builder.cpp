@@ -62,15 +62,22 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   return opt;
 }
 
-FrontierBuilder::FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt)
+namespace {
+const Dag& non_null(const std::shared_ptr<const Dag>& dag) {
+  if (!dag) throw std::invalid_argument("solve_frontier: the DAG is null");
+  return *dag;
+}
+}  // namespace
+
+FrontierBuilder::FrontierBuilder(std::shared_ptr<const Dag> dag, const Profile& profile, const PlannerOptions& opt)
     : opt_(validated(opt)),
       profile_(profile),
-      csr_(dag),
-      costs_(dag, profile, opt.unit_time_s, opt.p_block_w, opt.mode == PlannerMode::kCertified),
+      csr_(non_null(dag)),
+      costs_(*dag, profile, opt.unit_time_s, opt.p_block_w, opt.mode == PlannerMode::kCertified),
       op_raw_(costs_.op_points()),
-      evaluator_(csr_, dag.num_ranks(), costs_.op_candidates(), opt.p_block_w, opt.reclaim_slack),
+      evaluator_(csr_, dag->num_ranks(), costs_.op_candidates(), opt.p_block_w, opt.reclaim_slack),
       walk_(csr_, costs_, opt.min_cut_engine) {
-  f_.dag_ = std::make_shared<const Dag>(dag);
+  f_.dag_ = std::move(dag);
   f_.p_block_w = opt.p_block_w;
   f_.unit_time_s = opt.unit_time_s;
   f_.reclaim_ = opt.reclaim_slack;

@@ -30,7 +30,8 @@ class FrontierBuilder {
  public:
   /// Throws InputError when `opt` is out of range (PlannerOptions documents each range) or
   /// the profile lacks a (stage, kind) the DAG uses.
-  FrontierBuilder(const Dag& dag, const Profile& profile, const PlannerOptions& opt);
+  /// `dag` (non-null) is shared with the Frontier it builds.
+  FrontierBuilder(std::shared_ptr<const Dag> dag, const Profile& profile, const PlannerOptions& opt);
   Frontier run();
 
  private:

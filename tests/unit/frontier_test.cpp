@@ -80,6 +80,26 @@ TEST(Frontier, HandCheckedSingleGpu) {
   EXPECT_EQ(f.plan(2).freq_mhz, (std::vector<int>{1400, 1400}));
 }
 
+// The shared-DAG overload (the server's: no copy of a job's DAG per solve) gives the same
+// frontier as the copying one, keeps the DAG alive after the caller drops it, and refuses null.
+TEST(Frontier, ASharedDagGivesTheSameFrontierAndOutlivesItsOwner) {
+  const Profile p = uniform_profile(2, {{1400, 1.0, 10}, {1000, 2.0, 6}}, {{1400, 1.0, 10}, {1000, 2.0, 6}});
+  PlannerOptions opt;
+  opt.unit_time_s = 0.5;
+  opt.p_block_w = 3;
+  auto dag = std::make_shared<const Dag>(Dag::build(make_1f1b(2, 3)));
+  const Frontier copied = solve_frontier(*dag, p, opt);
+  const Frontier shared = solve_frontier(dag, p, opt);
+  dag.reset();
+  ASSERT_EQ(shared.size(), copied.size());
+  for (std::size_t i = 0; i < shared.size(); ++i) {
+    EXPECT_EQ(shared.points()[i].time_s, copied.points()[i].time_s);
+    EXPECT_EQ(shared.points()[i].energy_j, copied.points()[i].energy_j);
+    EXPECT_EQ(shared.plan(i).freq_mhz, copied.plan(i).freq_mhz);  // replayed on the shared DAG
+  }
+  EXPECT_THROW(solve_frontier(std::shared_ptr<const Dag>{}, p, opt), std::invalid_argument);
+}
+
 TEST(Frontier, OneFrequencyGivesOnePlan) {
   const Profile p = uniform_profile(4, {{1410, 0.1, 20}}, {{1410, 0.2, 40}});
   const Dag dag = Dag::build(make_1f1b(4, 6));

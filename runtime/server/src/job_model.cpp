@@ -241,7 +241,7 @@ std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, cons
   opt.time_budget_s = budgeted ? spec.planning_budget_s : -1.0;
   opt.p_block_w = spec.p_block_w;
   opt.unit_time_s = spec.unit_time_s;
-  return std::make_shared<const Frontier>(solve_frontier(*model.dag, *model.profile, opt));
+  return std::make_shared<const Frontier>(solve_frontier(model.dag, *model.profile, opt));
 }
 
 std::vector<PlanPoint> frontier_points(const Frontier& frontier) {
