@@ -44,13 +44,23 @@ class FrontierBuilder {
     return evaluator_.timeline_and_energy(choice, energy_j, tl);
   }
 
+  /// Polls PlannerOptions::cancelled where it is declared among the members: each member's
+  /// construction takes up to ~1 s on a DAG of a million computations (SIGTERM of the server).
+  struct CancelPoint {
+    explicit CancelPoint(const PlannerOptions& opt) {
+      if (opt.cancelled && opt.cancelled()) throw PlanningCancelled("planning cancelled");
+    }
+  };
+
   const PlannerOptions& opt_;
   const Profile& profile_;
   Frontier f_;
   const detail::DagCsr csr_;
+  [[no_unique_address]] CancelPoint after_csr_{opt_};
   const detail::CostModels costs_;
   const std::vector<const std::vector<OperatingPoint>*>& op_raw_;  // profile points per op
   detail::PlanEvaluator evaluator_;
+  [[no_unique_address]] CancelPoint after_evaluator_{opt_};
   detail::GraphCutWalk walk_;
   /// PlannerMode::kCertified, the LP stage: one warm-started LP and what its solves produced
   /// since they were last merged into the builder (lp_merge()). Owned by one thread at a time.

@@ -163,11 +163,11 @@ TEST(BoundMethods, NamesResolveAndBadValuesAreInputErrors) {
 
 TEST(BoundMethods, HullWalkHonoursCancellation) {
   // PlannerOptions::cancelled is polled kPollsBeforeTheWalk times before the walk's first step
-  // (at the solve's start, after the first plan's evaluation, four times while the default
-  // engine builds its min-cut network, after that), once per graph-cut step and once per
-  // hull-walk step: cancelling a few calls after the graph-cut walk's last one stops inside the
-  // hull walk.
-  constexpr int kPollsBeforeTheWalk = 7;
+  // (twice while the solve sets up, at its start, after the first plan's evaluation, four times
+  // while the default engine builds its min-cut network, after that), once per graph-cut step
+  // and once per hull-walk step: cancelling a few calls after the graph-cut walk's last one
+  // stops inside the hull walk.
+  constexpr int kPollsBeforeTheWalk = 9;
   const Profile profile = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
   const Dag dag = Dag::build(make_1f1b(8, 2));
   PlannerOptions opt;
