@@ -144,7 +144,7 @@ class PyClient {
     perseus_status st;
     std::string msg;
     {
-      py::gil_scoped_release release;
+      GilRelease release;
       st = perseus_client_create(&cfg, &handle_);
       if (st != PERSEUS_OK) msg = perseus_last_error();
     }
@@ -152,7 +152,7 @@ class PyClient {
   }
   ~PyClient() {
     if (handle_) {
-      py::gil_scoped_release release;
+      GilRelease release;
       perseus_client_destroy(handle_);
     }
   }
@@ -163,7 +163,7 @@ class PyClient {
     perseus_status st;
     std::string msg;
     {
-      py::gil_scoped_release release;
+      GilRelease release;
       std::lock_guard lock(mu_);
       if (!handle_) {
         st = PERSEUS_ERR_STATE;
@@ -177,7 +177,7 @@ class PyClient {
   }
 
   void close() {
-    py::gil_scoped_release release;
+    GilRelease release;
     std::lock_guard lock(mu_);
     if (handle_) perseus_client_destroy(handle_);
     handle_ = nullptr;

@@ -72,7 +72,7 @@ std::vector<PlotPoint> plot_points(const py::object& items, const char* label_ke
     auto number = [&](const char* key) {
       if (!d.contains(key))
         throw InputError(what, fmt::format("element {} has no key '{}' (expected dicts with 'time_s' and 'energy_j')", i, key));
-      const py::handle v = d[key];
+      const py::object v = d[key];  // owned: a handle to the accessor's result dangled (dict subclasses)
       if (PyBool_Check(v.ptr()) || !PyNumber_Check(v.ptr()) || PyUnicode_Check(v.ptr()))
         throw py::type_error(fmt::format("{}[{}]['{}'] must be a number, got {}", what, i, key,
                                          py::repr(v).cast<std::string>().substr(0, 64)));
@@ -121,7 +121,7 @@ void bind_extras(py::module_& m) {
         cfg.unit_time_s = unit_time_s.value;
         EmulationResult res;
         {
-          py::gil_scoped_release release;
+          GilRelease release;
           res = run_emulation(cfg);
         }
         py::list rows;
@@ -181,10 +181,10 @@ then method). Raises perseus.InputError on bad inputs.)doc");
         opt.p_block_w = p2p_power_w;
         opt.title = title;
         auto [dag, fp] = plan_from_dict(*profile, plan, schedule, microbatches, chunks, p2p_power_w);
-        py::gil_scoped_release release;
+        GilRelease release;
         return render_timeline_svg(dag, fp, opt);
       },
-      py::arg("profile"), py::arg("plan"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
+      py::arg("profile").none(false), py::arg("plan"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
       py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("color_by") = "power", py::arg("title") = "",
       R"doc(
 Pipeline timeline of a plan (a dict from optimize()['plans']) as an SVG document (str): one
@@ -206,7 +206,7 @@ perseus.InputError when the plan does not match the schedule or the profile.)doc
         }
         FrontierPlotOptions opt;
         opt.title = title;
-        py::gil_scoped_release release;
+        GilRelease release;
         return render_frontier_svg(data, opt);
       },
       py::arg("frontier"), py::kw_only(), py::arg("plans") = py::none(), py::arg("all_max") = py::none(),
@@ -218,7 +218,7 @@ baseline plan dict. Raises perseus.InputError when no point is finite.)doc");
       "write_report",
       [](const py::object& dir) {
         const std::string d = path_arg(dir, "dir");
-        py::gil_scoped_release release;
+        GilRelease release;
         return write_report(d);
       },
       py::arg("dir"),

@@ -218,7 +218,7 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
       [](const py::object& path, std::optional<Strict<int>> expected_stages) {
         const std::string p = path_arg(path, "path");
         const std::optional<int> stages = strict_value(expected_stages);
-        py::gil_scoped_release release;
+        GilRelease release;
         return std::make_shared<Profile>(load_profile_csv(p, stages));
       },
       py::arg("path"), py::arg("expected_stages") = py::none(), R"doc(
@@ -232,7 +232,7 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
       "parse_profile",
       [](const std::string& text, const std::string& source_name, std::optional<Strict<int>> expected_stages) {
         const std::optional<int> stages = strict_value(expected_stages);
-        py::gil_scoped_release release;
+        GilRelease release;
         return std::make_shared<Profile>(parse_profile_csv(text, source_name, stages));
       },
       py::arg("text"), py::arg("source_name") = "<string>", py::arg("expected_stages") = py::none(),
@@ -344,11 +344,11 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         std::optional<Problem> problem;
         if (py::isinstance<Profile>(profile_arg)) {
           const auto profile = profile_arg.cast<std::shared_ptr<Profile>>();
-          py::gil_scoped_release release;
+          GilRelease release;
           problem.emplace(make_problem(spec, *profile));
         } else {
           const std::string path = path_arg(profile_arg, "profile");
-          py::gil_scoped_release release;
+          GilRelease release;
           problem.emplace(load_problem(spec, path));
         }
         const Schedule& schedule = problem->schedule;
@@ -360,7 +360,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           std::vector<std::optional<FrequencyPlan>> plans;  // by position in `indices`
         } res;
         {
-          py::gil_scoped_release release;
+          GilRelease release;
           res.dag = std::make_unique<Dag>(problem->dag);
           require_max_frequency(problem->dag, problem->profile);  // one all-max rule, as the CLI
           PlannerOptions opt;
@@ -378,9 +378,13 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           // thread takes the GIL and runs pending handlers; one that raises (KeyboardInterrupt)
           // cancels the solve and its exception is re-raised below.
           opt.cancelled = [&interrupted, last = std::chrono::steady_clock::now()]() mutable {
+            // Latched: once a handler raised, every later poll says so (the polish stage polls
+            // again and ran to the end of its budget when a later poll said false).
+            if (interrupted) return true;
             const auto now = std::chrono::steady_clock::now();
             if (now - last < std::chrono::milliseconds(50)) return false;
             last = now;
+            if (interpreter_finalizing()) return true;  // a daemon thread at exit: stop (GilRelease)
             py::gil_scoped_acquire acquire;
             interrupted = PyErr_CheckSignals() != 0;
             return interrupted;
@@ -396,7 +400,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         const auto& pts = res.frontier->points();
         const auto indices = plan_selection(plans, pts.size(), sample);
         {
-          py::gil_scoped_release release;
+          GilRelease release;
           // `indices` is sorted and distinct: each call fills its own slot, so threads need no lock.
           res.plans.resize(indices.size());
           res.frontier->for_each_plan(

@@ -8,10 +8,47 @@
 #include <string_view>
 
 #include <pybind11/pybind11.h>
+#include <unistd.h>
 
 namespace perseus::python {
 
 namespace py = pybind11;
+
+/// True once the interpreter is shutting down: a thread must not take the GIL any more (CPython
+/// ends it inside the call, by pthread_exit, unwinding through C++ frames that cannot stop it).
+inline bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+/// The interpreter's main thread (the one that finalizes it), set when the module loads.
+inline unsigned long& main_thread_ident() {
+  static unsigned long ident = 0;
+  return ident;
+}
+
+/// Releases the GIL for a scope, as py::gil_scoped_release does, except for a daemon thread
+/// still inside perseus when the interpreter shuts down: CPython 3.11 ends such a thread when it
+/// takes the GIL back, by pthread_exit, whose forced unwinding through C++ frames called
+/// std::terminate (gil_scoped_release's destructor is noexcept) or released Python objects
+/// without the GIL: the process aborted at exit. Here the thread waits instead, until the
+/// process exits (as CPython itself does from 3.14, PyThread_hang_thread).
+class GilRelease {
+ public:
+  GilRelease() : state_(PyEval_SaveThread()) {}
+  ~GilRelease() {
+    while (interpreter_finalizing() && PyThread_get_thread_ident() != main_thread_ident()) ::pause();
+    PyEval_RestoreThread(state_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
 
 /// The message for argument `name` holding a NUL at byte `at` of `size`: "NAME must not contain a
 /// NUL character (found at byte AT of SIZE): ...". The value itself is never shown (it may be a

@@ -80,6 +80,7 @@ namespace {
 /// writer blocks in open()): its Python handler runs now, and KeyboardInterrupt (or what the
 /// handler raises) ends the read instead of a retry. The GIL is released around those reads.
 void raise_pending_python_signal() {
+  if (perseus::python::interpreter_finalizing()) throw perseus::InputError("the Python interpreter is exiting");
   const pybind11::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
 }
@@ -88,6 +89,8 @@ void raise_pending_python_signal() {
 PYBIND11_MODULE(_perseus, m) {
   m.doc() = "Perseus C++ core (planner, runtime client). Use the `perseus` package, not this module.";
   m.attr("__version__") = PERSEUS_VERSION;
+  perseus::python::main_thread_ident() =
+      pybind11::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   perseus::set_input_interrupt_hook(&raise_pending_python_signal);
   perseus::python::bind_errors(m);
   perseus::python::bind_planner(m);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "perseus/runtime/frequency_controller.hpp"
 
@@ -61,12 +62,17 @@ void reset_thread() {
 void install_locked() {
   if (g_installed) return;
   if (::pipe2(g_pipe, O_CLOEXEC) != 0) return;
-  struct sigaction sa {};
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &g_prev_term);
-  ::sigaction(SIGINT, &sa, &g_prev_int);
+  // SA_RESTART only where the previous handler had it: Python installs SIGINT without it, so
+  // that Ctrl-C ends a blocking read (EINTR, then KeyboardInterrupt); with it, every blocking
+  // read of the process ignored Ctrl-C once a Client existed.
+  for (auto [sig, prev] : {std::pair{SIGTERM, &g_prev_term}, std::pair{SIGINT, &g_prev_int}}) {
+    ::sigaction(sig, nullptr, prev);
+    struct sigaction sa {};
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | (prev->sa_flags & SA_RESTART);
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
   std::thread(reset_thread).detach();
   g_installed = true;
 }

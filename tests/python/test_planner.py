@@ -791,5 +791,115 @@ class EmulateTest(unittest.TestCase):
         self.assertIn("global_batch 7 is not a multiple of microbatches 6", str(cm.exception))
 
 
+class InterpreterSafetyTest(unittest.TestCase):
+    """Ways a trial (session 15) crashed the interpreter through the bindings; each case runs in
+    its own process, which must end normally."""
+
+    def run_child(self, code, *args):
+        import sys
+        child = subprocess.run([sys.executable, "-c", code, *args], env=dict(os.environ), capture_output=True,
+                               text=True, timeout=600)
+        return child.returncode, child.stdout + child.stderr
+
+    def test_a_daemon_thread_inside_perseus_at_exit_does_not_abort_the_process(self):
+        # CPython 3.11 ends such a thread by pthread_exit when it retakes the GIL; its unwinding
+        # through pybind11's noexcept gil_scoped_release called std::terminate ("terminate called
+        # without an active exception", rc -6). The child exits while the thread is inside
+        # optimize() (it has printed "started" and the solve takes seconds).
+        code = ("import perseus, sys, threading\n"
+                "p = perseus.load_profile(sys.argv[1])\n"
+                "started = threading.Event()\n"
+                "def work():\n"
+                "    started.set()\n"
+                "    while True:\n"
+                "        perseus.optimize(p, 8, 96, p2p_power_w=83.64, plans='none')\n"
+                "threading.Thread(target=work, daemon=True).start()\n"
+                "started.wait()\n"
+                "print('main exits', flush=True)\n")
+        for _ in range(3):
+            rc, out = self.run_child(code, GPT3_PROFILE)
+            self.assertEqual(rc, 0, out)
+
+    @unittest.skipUnless(perseus.HAVE_RENDER, "the C++ library has no perseus/render.hpp")
+    def test_render_arguments_that_crashed_are_refused_or_read_safely(self):
+        # None as the profile was dereferenced (segfault); a dict subclass whose __getitem__
+        # returns a fresh object was read through a dangling handle (use after free).
+        code = ("import perseus, sys\n"
+                "try:\n"
+                "    perseus.render_timeline_svg(None, {'ranks': [[]]}, 1)\n"
+                "    sys.exit(3)\n"
+                "except TypeError:\n"
+                "    pass\n"
+                "class D(dict):\n"
+                "    def __getitem__(self, k):\n"
+                "        return float(len(k)) + 0.5\n"
+                "svg = perseus.render_frontier_svg([D(time_s=1.0, energy_j=2.0)] * 50)\n"
+                "assert '<svg' in svg\n")
+        rc, out = self.run_child(code)
+        self.assertEqual(rc, 0, out)
+
+    def test_ctrl_c_during_the_polish_stage_ends_the_solve_with_keyboard_interrupt(self):
+        # The cancel poll was not latched: the polish stage saw one "cancel", went on to the end
+        # of its budget (here 600 s: the test would time out) and raised RuntimeError.
+        import signal
+        import sys
+        import time
+        code = ("import perseus, sys\n"
+                "p = perseus.load_profile(sys.argv[1])\n"
+                "def progress(stage, fraction):\n"
+                "    pass\n"
+                "print('solving', flush=True)\n"
+                "try:\n"
+                "    perseus.optimize(p, 8, 12, p2p_power_w=83.64, plans='none', polish_s=600)\n"
+                "except KeyboardInterrupt:\n"
+                "    sys.exit(7)\n")
+        child = subprocess.Popen([sys.executable, "-c", code, GPT3_PROFILE], env=dict(os.environ),
+                                 stdout=subprocess.PIPE, text=True)
+        self.addCleanup(child.kill)
+        self.assertEqual(child.stdout.readline().strip(), "solving")
+        time.sleep(1)  # not a margin: SIGINT anywhere in the solve must end it the same way
+        child.send_signal(signal.SIGINT)
+        try:
+            status = child.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.fail("SIGINT did not end optimize(polish_s=600)")
+        self.assertEqual(status, 7)
+
+    @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
+    def test_a_client_leaves_ctrl_c_able_to_end_a_blocking_read(self):
+        # The client's signal guard installed SIGINT with SA_RESTART: a blocked read anywhere in
+        # the process was restarted after Ctrl-C instead of raising KeyboardInterrupt.
+        import signal
+        import sys
+        import time
+        code = ("import os, perseus, sys\n"
+                "c = perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', startup_timeout_s=0.1)\n"
+                "r, w = os.pipe()\n"
+                "print('reading', flush=True)\n"
+                "try:\n"
+                "    os.read(r, 1)\n"
+                "except KeyboardInterrupt:\n"
+                "    c.close()\n"
+                "    sys.exit(7)\n")
+        child = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(child.kill)
+        self.assertEqual(child.stdout.readline().strip(), "reading")
+        wchan, give_up = "/proc/%d/wchan" % child.pid, time.monotonic() + 120
+        while child.poll() is None:  # the event: the child blocked in the pipe's read
+            with open(wchan) as f:
+                if f.read().strip() in ("pipe_read", "pipe_wait", "anon_pipe_read"):
+                    break
+            if time.monotonic() > give_up:
+                self.skipTest("cannot see the child block on the pipe (/proc/PID/wchan)")
+            time.sleep(0.01)
+        child.send_signal(signal.SIGINT)
+        try:
+            status = child.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.fail("SIGINT did not end a blocking read after a Client was created")
+        self.assertEqual(status, 7)
+
+
 if __name__ == "__main__":
     unittest.main()
