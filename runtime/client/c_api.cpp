@@ -230,9 +230,11 @@ perseus_status perseus_client_simulate_compute(perseus_client* h, double* time_s
 
 perseus_status perseus_client_flush(perseus_client* h, double timeout_s) {
   PERSEUS_CHECK_HANDLE("perseus_client_flush");
-  if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
-    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
-                fmt::format("perseus_client_flush: timeout_s must be a finite number >= 0 s, got {}", timeout_s));
+  // At most kMaxClientDurationS, like every duration of the client: 1e308 s overflowed the
+  // deadline, and flush returned at once, "still pending after 1e+308 s".
+  if (!(timeout_s >= 0) || !(timeout_s <= perseus::runtime::kMaxClientDurationS)) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT, fmt::format("perseus_client_flush: timeout_s must be in [0, {}] s, got {}",
+                                                          perseus::runtime::kMaxClientDurationS, timeout_s));
   }
   return guarded("perseus_client_flush", [&] {
     // Clock requests first (stats read after flush are settled), then reports, within timeout_s

@@ -7,9 +7,11 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "perseus/client.h"
 #include "perseus/runtime/client.hpp"
@@ -136,6 +138,30 @@ TEST_F(Guards, ConflictingRegistrationIsAnErrorTheTrainerSees) {
   EXPECT_EQ(perseus_client_create(&cfg, &h), PERSEUS_ERR_SERVER);
   EXPECT_NE(std::string(perseus_last_error()).find("409"), std::string::npos) << perseus_last_error();
   EXPECT_EQ(h, nullptr);
+}
+
+// perseus_client_flush(timeout_s) takes what every client duration takes, [0, 1e6] s: 1e308 s
+// overflowed the deadline and flush returned at once, "still pending after 1e+308 s".
+TEST_F(Guards, FlushTimeoutsBeyondTheDurationRangeAreRefused) {
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}}));
+  perseus_client_config cfg;
+  perseus_client_config_init(&cfg);
+  const std::string url = server_.url();
+  cfg.server_url = url.c_str();
+  cfg.token = "secret";
+  cfg.job_id = "job1";
+  cfg.backend = "dry-run";
+  cfg.enable_watchdog = 0;
+  cfg.handle_signals = 0;
+  perseus_client* h = nullptr;
+  ASSERT_EQ(perseus_client_create(&cfg, &h), PERSEUS_OK) << perseus_last_error();
+  for (const double bad : {1e308, 1e6 * (1 + 1e-9), std::numeric_limits<double>::infinity(), -1.0, std::nan("")}) {
+    EXPECT_EQ(perseus_client_flush(h, bad), PERSEUS_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(perseus_last_error()).find("timeout_s must be in [0, 1000000] s"), std::string::npos)
+        << perseus_last_error();
+  }
+  EXPECT_EQ(perseus_client_flush(h, 1e6), PERSEUS_OK) << perseus_last_error();  // nothing pending: at once
+  perseus_client_destroy(h);
 }
 
 // Row 3, late: the server was down at create(); when it answers 409 later, the next step says so.

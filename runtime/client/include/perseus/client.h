@@ -157,7 +157,7 @@ perseus_status perseus_client_simulate_compute(perseus_client* client, double* t
 
 /** Waits until the clock controller handled every queued clock request (so applied_mhz in
  *  perseus_client_get_stats is settled), then until every queued report is accepted, within
- *  timeout_s (s, finite, >= 0) in all. Errors: GPU when a clock request is still running at the
+ *  timeout_s (s, in [0, 1e6]) in all. Errors: GPU when a clock request is still running at the
  *  timeout (a backend that does not answer); SERVER when some reports are still pending. */
 perseus_status perseus_client_flush(perseus_client* client, double timeout_s);
 
