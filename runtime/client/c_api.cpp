@@ -1,6 +1,8 @@
 // C ABI over perseus::runtime::Client: catches everything, returns status + thread-local message.
 #include "perseus/client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,6 +27,10 @@ using perseus::runtime::ClientErrc;
 using perseus::runtime::ClientError;
 
 struct perseus_client {
+  /// The process that created the handle: in a fork()ed child the client's threads do not
+  /// exist and its GPU is the parent's, so the child may use nothing of it (a join of a
+  /// thread that is not there segfaulted).
+  pid_t owner = ::getpid();
   std::unique_ptr<perseus::runtime::Client> client;
   std::shared_ptr<perseus::runtime::SimulatedGpu> sim;  // set for the simulated backend
   std::string running;                                  // current instruction name ("" = none)
@@ -163,14 +169,19 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
 
 perseus_status perseus_client_destroy(perseus_client* h) {
   if (h == nullptr) return PERSEUS_OK;
+  if (h->owner != ::getpid()) return PERSEUS_OK;  // a fork's copy: left alone (the parent owns it)
   const perseus_status s = guarded("perseus_client_destroy", [&] { h->client->close(); });
   delete h;  // ~Client only calls the (idempotent) close again
   return s;
 }
 
-#define PERSEUS_CHECK_HANDLE(fn)                                                      \
-  do {                                                                                \
-    if (h == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, fn ": NULL client");  \
+#define PERSEUS_CHECK_HANDLE(fn)                                                                          \
+  do {                                                                                                    \
+    if (h == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, fn ": NULL client");                      \
+    if (h->owner != ::getpid())                                                                           \
+      return fail(PERSEUS_ERR_STATE, fmt::format(fn ": the client belongs to process {} and this is a "  \
+                                                    "fork() of it; create a client in this process",     \
+                                                 h->owner));                                              \
   } while (0)
 
 perseus_status perseus_client_step_begin(perseus_client* h) {

@@ -866,6 +866,28 @@ class InterpreterSafetyTest(unittest.TestCase):
         self.assertEqual(status, 7)
 
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
+    def test_a_forked_child_neither_crashes_on_nor_uses_its_parents_client(self):
+        # The child's close() joined the client's threads, which do not exist after fork(): a
+        # segfault. Now the child's copy is left alone, its calls refused; the parent's works.
+        code = ("import os, perseus, sys\n"
+                "c = perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', startup_timeout_s=0.1)\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    try:\n"
+                "        c.flush(1)\n"
+                "        os._exit(3)\n"
+                "    except Exception as e:\n"
+                "        if 'this is a fork() of it' not in str(e):\n"
+                "            os._exit(4)\n"
+                "    c.close()\n"
+                "    sys.exit(0)  # the child's interpreter exits normally, collecting c\n"
+                "_, status = os.waitpid(pid, 0)\n"
+                "c.close()\n"
+                "sys.exit(os.waitstatus_to_exitcode(status))\n")
+        rc, out = self.run_child(code)
+        self.assertEqual(rc, 0, out)
+
+    @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_a_client_leaves_ctrl_c_able_to_end_a_blocking_read(self):
         # The client's signal guard installed SIGINT with SA_RESTART: a blocked read anywhere in
         # the process was restarted after Ctrl-C instead of raising KeyboardInterrupt.

@@ -135,7 +135,10 @@ void perseus_client_config_init(perseus_client_config* config);
 perseus_status perseus_client_create(const perseus_client_config* config, perseus_client** out);
 
 /** Flushes pending reports (bounded by request_timeout_s), resets the GPU clocks, stops the
- *  threads and frees the client. NULL is accepted. Always PERSEUS_OK unless a bug. */
+ *  threads and frees the client. NULL is accepted. Always PERSEUS_OK unless a bug.
+ *  In a fork()ed child of the creating process the handle is the parent's: destroy does nothing
+ *  there, and every other call fails with PERSEUS_ERR_STATE (the client's threads do not exist
+ *  in the child and its GPU clocks are the parent's to reset). */
 perseus_status perseus_client_destroy(perseus_client* client);
 
 /** Starts an iteration; switches in a newer plan if one was fetched. Errors: STATE. */
