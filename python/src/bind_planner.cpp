@@ -92,7 +92,9 @@ std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, 
   // not taken from the end as Python lists would: plan -1 is the server's all-max baseline
   // (docs/http-api.md), and a silent wrap-around would pick a plan nobody asked for.
   std::vector<std::size_t> out;
-  if (!py::isinstance<py::iterable>(plans)) {
+  // Bytes iterate as ints (b"8" was plan 56) and a dict as its keys: neither is a list of indices.
+  if (!py::isinstance<py::iterable>(plans) || py::isinstance<py::bytes>(plans) || py::isinstance<py::bytearray>(plans) ||
+      py::isinstance<py::dict>(plans)) {
     throw py::type_error(fmt::format(
         "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of int plan indices; got {}",
         py::repr(plans).cast<std::string>().substr(0, 64)));

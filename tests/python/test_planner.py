@@ -555,6 +555,10 @@ class OptimizeTest(unittest.TestCase):
                              plans=[2 ** 70])
         with self.assertRaises(TypeError):
             perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans=[1.5])
+        # Bytes iterate as ints (b"8" was plan 56), a dict as its keys: not lists of indices.
+        for bad in (b"8", bytearray(b"\x01"), {0: "a"}):
+            with self.assertRaises(TypeError):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans=bad)
 
     def test_zero_sizes_are_errors_not_defaults(self):
         for kw, field in (("stages", "stages"), ("microbatches", "microbatches"), ("chunks", "chunks")):
