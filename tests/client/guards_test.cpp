@@ -47,6 +47,20 @@ class Guards : public ::testing::Test {
     return o;
   }
   std::shared_ptr<GpuControl> nvml() { return make_nvml_gpu(0, FAKE_NVML_PATH); }
+  /// A C ABI configuration for the stub server's job1, dry-run backend, no watchdog or signal
+  /// guard. `url_` keeps the URL string the configuration points to.
+  perseus_client_config c_config() {
+    url_ = server_.url();
+    perseus_client_config cfg;
+    perseus_client_config_init(&cfg);
+    cfg.server_url = url_.c_str();
+    cfg.token = "secret";
+    cfg.job_id = "job1";
+    cfg.backend = "dry-run";
+    cfg.enable_watchdog = 0;
+    cfg.handle_signals = 0;
+    return cfg;
+  }
   std::string nvml_log() const { return read_file(dir_.file("nvml.log")); }
   static void run_step(Client& c, const std::vector<std::string>& seq) {
     c.on_step_begin();
@@ -58,6 +72,7 @@ class Guards : public ::testing::Test {
   }
   TempDir dir_;
   StubServer server_;
+  std::string url_;
 };
 
 // Row 2: 1400/1000 MHz on a 15 MHz grid are snapped; 1, 99999, 2^31-1 MHz never reach NVML.
@@ -124,16 +139,7 @@ TEST_F(Guards, ConflictingRegistrationIsAnErrorTheTrainerSees) {
     EXPECT_EQ(e.code(), ClientErrc::kServer);
     EXPECT_NE(std::string(e.what()).find("409"), std::string::npos) << e.what();
   }
-  perseus_client_config cfg;
-  perseus_client_config_init(&cfg);
-  const std::string url = server_.url();
-  cfg.server_url = url.c_str();
-  cfg.token = "secret";
-  cfg.job_id = "job1";
-  cfg.backend = "dry-run";
-  cfg.enable_watchdog = 0;
-  cfg.handle_signals = 0;
-  cfg.dry_run_log_path = nullptr;
+  perseus_client_config cfg = c_config();
   perseus_client* h = nullptr;
   EXPECT_EQ(perseus_client_create(&cfg, &h), PERSEUS_ERR_SERVER);
   EXPECT_NE(std::string(perseus_last_error()).find("409"), std::string::npos) << perseus_last_error();
@@ -144,15 +150,7 @@ TEST_F(Guards, ConflictingRegistrationIsAnErrorTheTrainerSees) {
 // overflowed the deadline and flush returned at once, "still pending after 1e+308 s".
 TEST_F(Guards, FlushTimeoutsBeyondTheDurationRangeAreRefused) {
   server_.set_plan(0, make_plan(1, {{"forward", 1200}}));
-  perseus_client_config cfg;
-  perseus_client_config_init(&cfg);
-  const std::string url = server_.url();
-  cfg.server_url = url.c_str();
-  cfg.token = "secret";
-  cfg.job_id = "job1";
-  cfg.backend = "dry-run";
-  cfg.enable_watchdog = 0;
-  cfg.handle_signals = 0;
+  perseus_client_config cfg = c_config();
   perseus_client* h = nullptr;
   ASSERT_EQ(perseus_client_create(&cfg, &h), PERSEUS_OK) << perseus_last_error();
   for (const double bad : {1e308, 1e6 * (1 + 1e-9), std::numeric_limits<double>::infinity(), -1.0, std::nan("")}) {

@@ -805,6 +805,25 @@ class InterpreterSafetyTest(unittest.TestCase):
                                text=True, timeout=600)
         return child.returncode, child.stdout + child.stderr
 
+    def start_child(self, code, *args):
+        """Starts `code` in its own interpreter and returns it once it printed its first line."""
+        import sys
+        child = subprocess.Popen([sys.executable, "-c", code, *args], env=dict(os.environ), stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(child.kill)
+        self.assertTrue(child.stdout.readline().strip())
+        return child
+
+    def assert_sigint_ends_with_7(self, child, what):
+        """Sends SIGINT; the child must catch KeyboardInterrupt and exit 7."""
+        import signal
+        child.send_signal(signal.SIGINT)
+        try:
+            status = child.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.fail("SIGINT did not end " + what)
+        self.assertEqual(status, 7)
+
     def test_a_daemon_thread_inside_perseus_at_exit_does_not_abort_the_process(self):
         # CPython 3.11 ends such a thread by pthread_exit when it retakes the GIL; its unwinding
         # through pybind11's noexcept gil_scoped_release called std::terminate ("terminate called
@@ -845,29 +864,17 @@ class InterpreterSafetyTest(unittest.TestCase):
     def test_ctrl_c_during_the_polish_stage_ends_the_solve_with_keyboard_interrupt(self):
         # The cancel poll was not latched: the polish stage saw one "cancel", went on to the end
         # of its budget (here 600 s: the test would time out) and raised RuntimeError.
-        import signal
-        import sys
         import time
         code = ("import perseus, sys\n"
                 "p = perseus.load_profile(sys.argv[1])\n"
-                "def progress(stage, fraction):\n"
-                "    pass\n"
                 "print('solving', flush=True)\n"
                 "try:\n"
                 "    perseus.optimize(p, 8, 12, p2p_power_w=83.64, plans='none', polish_s=600)\n"
                 "except KeyboardInterrupt:\n"
                 "    sys.exit(7)\n")
-        child = subprocess.Popen([sys.executable, "-c", code, GPT3_PROFILE], env=dict(os.environ),
-                                 stdout=subprocess.PIPE, text=True)
-        self.addCleanup(child.kill)
-        self.assertEqual(child.stdout.readline().strip(), "solving")
+        child = self.start_child(code, GPT3_PROFILE)
         time.sleep(1)  # not a margin: SIGINT anywhere in the solve must end it the same way
-        child.send_signal(signal.SIGINT)
-        try:
-            status = child.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            self.fail("SIGINT did not end optimize(polish_s=600)")
-        self.assertEqual(status, 7)
+        self.assert_sigint_ends_with_7(child, "optimize(polish_s=600)")
 
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_a_forked_child_neither_crashes_on_nor_uses_its_parents_client(self):
@@ -895,8 +902,6 @@ class InterpreterSafetyTest(unittest.TestCase):
     def test_a_client_leaves_ctrl_c_able_to_end_a_blocking_read(self):
         # The client's signal guard installed SIGINT with SA_RESTART: a blocked read anywhere in
         # the process was restarted after Ctrl-C instead of raising KeyboardInterrupt.
-        import signal
-        import sys
         import time
         code = ("import os, perseus, sys\n"
                 "c = perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', startup_timeout_s=0.1)\n"
@@ -907,10 +912,7 @@ class InterpreterSafetyTest(unittest.TestCase):
                 "except KeyboardInterrupt:\n"
                 "    c.close()\n"
                 "    sys.exit(7)\n")
-        child = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.addCleanup(child.kill)
-        self.assertEqual(child.stdout.readline().strip(), "reading")
+        child = self.start_child(code)
         wchan, give_up = "/proc/%d/wchan" % child.pid, time.monotonic() + 120
         while child.poll() is None:  # the event: the child blocked in the pipe's read
             with open(wchan) as f:
@@ -919,12 +921,7 @@ class InterpreterSafetyTest(unittest.TestCase):
             if time.monotonic() > give_up:
                 self.skipTest("cannot see the child block on the pipe (/proc/PID/wchan)")
             time.sleep(0.01)
-        child.send_signal(signal.SIGINT)
-        try:
-            status = child.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            self.fail("SIGINT did not end a blocking read after a Client was created")
-        self.assertEqual(status, 7)
+        self.assert_sigint_ends_with_7(child, "a blocking read after a Client was created")
 
 
 if __name__ == "__main__":

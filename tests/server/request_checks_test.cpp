@@ -37,6 +37,17 @@ json two_plan_job(int dp) {
                      {{"time_s", 1.0}, {"energy_j", 150.0}, {"ranks", {uniform_list(0, 1400), uniform_list(1, 1400)}}}}}};
 }
 
+/// Creates two_plan_job(1) and registers rank `pp_rank` (pipeline 0, that stage); returns the
+/// rank's measurements URL.
+std::string measurements_url(Api& api, int pp_rank) {
+  const auto c = api.post("/v1/jobs", two_plan_job(1));
+  EXPECT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  const auto r = api.post(base + "/ranks", {{"rank", pp_rank}, {"dp_rank", 0}, {"pp_rank", pp_rank}, {"tp_rank", 0}});
+  EXPECT_EQ(r.status, 201) << r.body;
+  return base + "/ranks/" + std::to_string(pp_rank) + "/measurements";
+}
+
 std::string message(const Resp& r) {
   return r.j.is_object() && r.j.contains("error") ? r.j["error"]["message"].get<std::string>() : r.body;
 }
@@ -136,11 +147,7 @@ TEST_F(RequestChecks, ADetectedSlowdownBeyondTheDeclarableIsIgnoredAndRecorded) 
 TEST_F(RequestChecks, TheEnergyBoundIsStatedAsApplied) {
   LocalServer srv(dir.file("s.db"));
   Api api(srv.port());
-  const auto c = api.post("/v1/jobs", two_plan_job(1));
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
-  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
-  const std::string url = base + "/ranks/0/measurements";
+  const std::string url = measurements_url(api, 0);
   auto r = api.post(url, {{"iteration", 1}, {"time_s", 1e-9}, {"energy_j", 300.000004}, {"plan_version", 1}});
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(r.j["error"]["code"], "implausible_energy") << r.body;
@@ -193,11 +200,7 @@ TEST_F(RequestChecks, PlanTimesAndEnergiesAreInTheMeasurementsRanges) {
 TEST_F(RequestChecks, AReportNamingAComputationTwiceIsRefused) {
   LocalServer srv(dir.file("s.db"));
   Api api(srv.port());
-  const auto c = api.post("/v1/jobs", two_plan_job(1));
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
-  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 201);
-  const std::string url = base + "/ranks/1/measurements";
+  const std::string url = measurements_url(api, 1);
   const json fwd0 = {{"instruction", "forward"}, {"microbatch", 0}, {"freq_mhz", 1410}, {"time_s", 0.1}};
   json fwd0_staged = fwd0;
   fwd0_staged["stage"] = 1;
@@ -225,11 +228,7 @@ TEST_F(RequestChecks, AReportNamingAComputationTwiceIsRefused) {
 TEST_F(RequestChecks, InstructionsLongerThanTheirIterationAreRefused) {
   LocalServer srv(dir.file("s.db"));
   Api api(srv.port());
-  const auto c = api.post("/v1/jobs", two_plan_job(1));
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
-  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 1}, {"dp_rank", 0}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 201);
-  const std::string url = base + "/ranks/1/measurements";
+  const std::string url = measurements_url(api, 1);
   auto entry = [](const char* ins, int mb, double t) {
     return json{{"instruction", ins}, {"microbatch", mb}, {"freq_mhz", 1410}, {"time_s", t}};
   };
