@@ -88,13 +88,15 @@ void check_options(const ClientOptions& o) {
   }
   // Each becomes a deadline (now + d): infinity or 1e300 would overflow the clock (undefined
   // behaviour; on x86 the deadline lands in the past and create() stops waiting at once).
-  for (const auto& [name, d, zero_ok] : {std::tuple{"request_timeout_s", o.request_timeout_s, false},
-                                         std::tuple{"startup_timeout_s", o.startup_timeout_s, true},
-                                         std::tuple{"plan_poll_interval_s", o.plan_poll_interval_s, false},
-                                         std::tuple{"retry_initial_s", o.retry_initial_s, false},
-                                         std::tuple{"retry_max_s", o.retry_max_s, false}}) {
-    if (!(zero_ok ? d >= 0 : d > 0) || !(d <= kMaxClientDurationS)) {
-      bad(fmt::format("{} must be a number of seconds in {}0, {:g}], got {}", name, zero_ok ? "[" : "(",
+  // (lowest, lowest allowed): 0 = "> 0", a number = ">= it".
+  for (const auto& [name, d, lo, lo_ok] :
+       {std::tuple{"request_timeout_s", o.request_timeout_s, 0.0, false},
+        std::tuple{"startup_timeout_s", o.startup_timeout_s, 0.0, true},
+        std::tuple{"plan_poll_interval_s", o.plan_poll_interval_s, kMinClientPeriodS, true},
+        std::tuple{"retry_initial_s", o.retry_initial_s, kMinClientPeriodS, true},
+        std::tuple{"retry_max_s", o.retry_max_s, 0.0, false}}) {
+    if (!(lo_ok ? d >= lo : d > lo) || !(d <= kMaxClientDurationS)) {
+      bad(fmt::format("{} must be a number of seconds in {}{:g}, {:g}], got {}", name, lo_ok ? "[" : "(", lo,
                       kMaxClientDurationS, d));
     }
   }

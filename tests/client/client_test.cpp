@@ -318,12 +318,28 @@ TEST_F(ClientTest, InfiniteOrHugeDurationsAreRefusedByName) {
       }
     }
   }
+  // A period repeats a request: 5e-324 s polled the server as fast as the CPU allowed.
+  for (const auto& [field, name] : {fields[2], std::pair<Field, const char*>{&ClientOptions::retry_initial_s, "retry_initial_s"}}) {
+    for (const double tiny : {5e-324, kMinClientPeriodS * (1 - 1e-9)}) {
+      auto o = options();
+      o.*field = tiny;
+      try {
+        Client::create(o, gpu());
+        ADD_FAILURE() << name << " = " << tiny << " accepted";
+      } catch (const ClientError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string(name) + " must be a number of seconds in [0.001, 1e+06]"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
   auto o = options();
   o.max_buffered_reports = kMaxBufferedReports + 1;
   EXPECT_THROW(Client::create(o, gpu()), ClientError);
   o = options();
   o.startup_timeout_s = 0;  // allowed: do not wait for an unreachable server
   o.request_timeout_s = o.retry_max_s = kMaxClientDurationS;
+  o.plan_poll_interval_s = o.retry_initial_s = kMinClientPeriodS;  // the shortest periods are taken
   auto c = Client::create(o, gpu());
   run_step(*c, kSeq);
   EXPECT_TRUE(c->flush_reports(5.0));

@@ -37,6 +37,9 @@ class ClientError : public std::runtime_error {
 /// Longest timeout or interval a client takes, s (11.6 days): beyond, a deadline computed
 /// from it would overflow the clock's range (infinity is refused too).
 inline constexpr double kMaxClientDurationS = 1e6;
+/// Shortest period a client repeats a request at (plan_poll_interval_s, retry_initial_s), s:
+/// 5e-324 s was accepted and polled the server as fast as the CPU allowed.
+inline constexpr double kMinClientPeriodS = 1e-3;
 /// Most unsent iteration reports a client keeps (memory bound).
 inline constexpr std::size_t kMaxBufferedReports = std::size_t{1} << 20;
 
