@@ -24,7 +24,7 @@ GraphCutWalk::GraphCutWalk(const DagCsr& dag, const CostModels& costs, MinCutEng
 }
 
 CutSolver& GraphCutWalk::solver() const {
-  if (!solver_) solver_ = make_cut_solver(engine_, cpm_, costs_);
+  prepare({});
   return *solver_;
 }
 

@@ -36,7 +36,7 @@ class GraphCutWalk {
   std::int64_t fastest_units() const { return fastest_units_; }
   /// Builds the min-cut network now (step() does at its first call otherwise), calling
   /// `checkpoint` between the steps of the build (make_cut_solver(); it may throw to abandon it).
-  void prepare(const std::function<void()>& checkpoint) {
+  void prepare(const std::function<void()>& checkpoint) const {
     if (!solver_) solver_ = make_cut_solver(engine_, cpm_, costs_, checkpoint);
   }
   /// One step: true when the iteration got (at least) one unit faster, false when no finite
