@@ -293,8 +293,9 @@ inline constexpr double kFrontierDominanceRelTol = 1e-9;
 /// The Frontier keeps a copy of `dag`.
 Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options);
 
-/// solve_frontier() sharing `dag` (non-null) with the Frontier instead of copying it (a DAG of
-/// a million computations takes ~0.6 s and ~100 MiB to copy; the server shares its job's).
+/// solve_frontier() sharing `dag` with the Frontier instead of copying it (a DAG of a million
+/// computations takes ~0.6 s and ~100 MiB to copy; the server shares its job's). Same units,
+/// result and errors as above; std::invalid_argument if `dag` is null.
 Frontier solve_frontier(std::shared_ptr<const Dag> dag, const Profile& profile, const PlannerOptions& options);
 
 }  // namespace perseus
