@@ -15,6 +15,10 @@ namespace perseus {
 enum class InstructionKind : std::uint8_t { kForward = 0, kBackward = 1, kBackwardInput = 2, kBackwardWeight = 3 };
 inline constexpr int kNumInstructionKinds = 4;
 
+/// Largest P2P blocking power (W) any input may give: a GPU draws at most a few kW, and the bound
+/// keeps every energy sum (W x s) finite. The planner, emulation and the simulated GPU refuse more.
+inline constexpr double kMaxBlockingPowerW = 1e5;
+
 /// Profile/plan name of a kind: "forward", "backward", "backward_input", "backward_weight".
 std::string_view to_string(InstructionKind kind);
 /// One-letter code used by torch.distributed.pipelining action lists: F, B, I, W.

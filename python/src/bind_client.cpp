@@ -308,8 +308,8 @@ clock request in order (exact logs, for tests).)doc")
            py::arg("dry_run_log_path") = py::none(), py::arg("freq_log_path") = py::none(),
            py::arg("request_timeout_s") = Real{5.0}, py::arg("startup_timeout_s") = Real{10.0},
            py::arg("plan_poll_interval_s") = Real{1.0}, py::arg("max_buffered_reports") = Strict<long long>{4096},
-           py::arg("enable_watchdog") = true, py::arg("watchdog_path") = py::none(), py::arg("handle_signals") = true,
-           py::arg("first_iteration") = Strict<long long>{0}, py::arg("coalesce_clock_requests") = true,
+           py::arg("enable_watchdog").noconvert() = true, py::arg("watchdog_path") = py::none(), py::arg("handle_signals").noconvert() = true,
+           py::arg("first_iteration") = Strict<long long>{0}, py::arg("coalesce_clock_requests").noconvert() = true,
            py::arg("device_uuid") = py::none(), py::arg("device_pci_bus_id") = py::none(),
            py::arg("gpud_socket_path") = py::none(), py::arg("rocm_smi_library_path") = py::none())
       .def("on_step_begin", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_begin(h); }); },
@@ -404,6 +404,7 @@ clock request in order (exact logs, for tests).)doc")
         c.close();
         return false;
       });
+  own_new_only(m.attr("Client"), true);  // Client.__new__(Client) would skip __init__
 }
 
 #else

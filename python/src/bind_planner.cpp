@@ -214,6 +214,7 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
       .def("__repr__", [](const Profile& p) {
         return fmt::format("<perseus.Profile {} stages from {}>", p.num_stages(), p.source);
       });
+  own_new_only(m.attr("Profile"), false);  // pybind11_object.__new__(Profile) too
 
   m.def(
       "load_profile",

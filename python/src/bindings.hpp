@@ -104,6 +104,38 @@ void bind_client(py::module_& m);
 /// emulate/render when the library has them; HAVE_EMULATE / HAVE_RENDER flags.
 void bind_extras(py::module_& m);
 
+/// Makes a class's own tp_new the only way to create its instances. Python lets a base's
+/// __new__ build an instance of a subclass (`pybind11_object.__new__(perseus.Profile)`, or
+/// `Client.__new__(Client)`, which is the base's) unless the subclass has a C tp_new of its own;
+/// pybind11's classes have none, so that call gave an object whose C++ value was never built,
+/// and its methods read garbage or crashed. After this, such a call raises TypeError ("... is not
+/// safe, use Profile.__new__()").
+/// - constructible: `cls(...)` still creates instances (the base's tp_new, then __init__);
+/// - otherwise (a class that only pybind11 builds, returned from functions, which never calls
+///   tp_new) every tp_new call raises the TypeError of the class's own `__new__` attribute.
+/// Call it after the class's last def (a def of __new__ resets the slot). Every perseus class
+/// derives from pybind11_object directly.
+inline void own_new_only(py::handle cls, bool constructible) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  static newfunc base_new = type->tp_base->tp_new;  // pybind11_object's
+  if (constructible) {
+    type->tp_new = [](PyTypeObject* t, PyObject* args, PyObject* kwargs) { return base_new(t, args, kwargs); };
+  } else {
+    type->tp_new = [](PyTypeObject* t, PyObject* args, PyObject* kwargs) -> PyObject* {
+      // The class's own __new__ raises the TypeError that says how to get an instance.
+      PyObject* refusal = PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), "__new__");
+      if (refusal == nullptr) return nullptr;
+      PyObject* out = PyObject_Call(refusal, args, kwargs);
+      Py_DECREF(refusal);
+      if (out == nullptr) return nullptr;
+      Py_DECREF(out);
+      PyErr_Format(PyExc_TypeError, "%s cannot be created directly", t->tp_name);
+      return nullptr;
+    };
+  }
+  PyType_Modified(type);
+}
+
 }  // namespace perseus::python
 
 namespace pybind11::detail {

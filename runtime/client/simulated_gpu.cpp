@@ -28,8 +28,9 @@ SimulatedGpu::SimulatedGpu(perseus::Profile profile, int stage, double time_scal
                                             "s), got {}",
                                             kMinSimTimeScale, kMaxSimTimeScale, time_scale));
   }
-  if (!(blocking_power_w >= 0) || !std::isfinite(blocking_power_w)) {
-    throw std::invalid_argument(fmt::format("simulated GPU: blocking power must be >= 0 W, got {}", blocking_power_w));
+  if (!(blocking_power_w >= 0 && blocking_power_w <= perseus::kMaxBlockingPowerW)) {
+    throw std::invalid_argument(fmt::format("simulated GPU: blocking power must be in [0, {:g}] W, got {}",
+                                            perseus::kMaxBlockingPowerW, blocking_power_w));
   }
   std::set<int, std::greater<>> clocks;
   for (int k = 0; k < perseus::kNumInstructionKinds; ++k) {

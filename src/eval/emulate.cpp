@@ -71,8 +71,9 @@ void check_shape(const ClusterShape& shape) {
     throw InputError("tp_degree", fmt::format("({}) or {} ({}) is unrealistically large", shape.tp_degree,
                                               field_ref("pipelines"), shape.num_pipelines));
   }
-  if (!(shape.p_block_w >= 0) || !std::isfinite(shape.p_block_w)) {
-    throw InputError("p_block_w", fmt::format("must be a finite number >= 0 W, got {}", shape.p_block_w));
+  if (!(shape.p_block_w >= 0 && shape.p_block_w <= kMaxBlockingPowerW)) {
+    throw InputError("p_block_w", fmt::format("must be a finite number in [0, {:g}] W, got {}", kMaxBlockingPowerW,
+                                              shape.p_block_w));
   }
   if (!(shape.t_min_s > 0) || !std::isfinite(shape.t_min_s)) {
     throw InputError(fmt::format("emulation: T_min must be a finite time > 0 s, got {}", shape.t_min_s));

@@ -26,8 +26,8 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
     throw InputError(fmt::format("unit time must be in [1e-7, 10] s, got {}", opt.unit_time_s));
   }
-  if (!(opt.p_block_w >= 0 && opt.p_block_w <= 1e5)) {
-    throw InputError(fmt::format("P2P blocking power must be in [0, 100000] W, got {}", opt.p_block_w));
+  if (!(opt.p_block_w >= 0 && opt.p_block_w <= kMaxBlockingPowerW)) {
+    throw InputError(fmt::format("P2P blocking power must be in [0, {:g}] W, got {}", kMaxBlockingPowerW, opt.p_block_w));
   }
   if (opt.mode != PlannerMode::kGraphCut && opt.mode != PlannerMode::kCertified) {
     throw InputError(fmt::format("planner mode {} is not a known mode", static_cast<int>(opt.mode)));

@@ -83,8 +83,8 @@ Problem make_problem(const ProblemSpec& spec, Schedule schedule, Profile profile
 namespace {
 
 void check_p_block(double p_block_w) {
-  if (!std::isfinite(p_block_w) || p_block_w < 0 || p_block_w > 1e5) {
-    throw InputError("p_block_w", fmt::format("must be a finite number in [0, 100000] W, got {}", p_block_w));
+  if (!std::isfinite(p_block_w) || p_block_w < 0 || p_block_w > kMaxBlockingPowerW) {
+    throw InputError("p_block_w", fmt::format("must be a finite number in [0, {:g}] W, got {}", kMaxBlockingPowerW, p_block_w));
   }
 }
 

@@ -45,6 +45,11 @@ TEST(SimulatedGpu, RejectsUnsupportedClocksAndBadSettings) {
   EXPECT_THROW(gpu.compute(InstructionKind::kBackwardInput), GpuError);
   EXPECT_THROW(SimulatedGpu(tiny_profile(), 1, 1.0), std::invalid_argument);
   EXPECT_THROW(SimulatedGpu(tiny_profile(), 0, 0.0), std::invalid_argument);
+  // Blocking power past any GPU's (1e308 W overflowed the energy counter to infinity) or NaN.
+  for (const double bad : {-1.0, 1e308, perseus::kMaxBlockingPowerW * 1.01, std::nan("")}) {
+    EXPECT_THROW(SimulatedGpu(tiny_profile(), 0, 1.0, bad), std::invalid_argument) << bad;
+  }
+  EXPECT_NO_THROW(SimulatedGpu(tiny_profile(), 0, 1.0, perseus::kMaxBlockingPowerW));
   EXPECT_TRUE(gpu.watchdog_args().empty());
 }
 

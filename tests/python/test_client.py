@@ -217,8 +217,12 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             perseus.Client(self.server.url, self.job_id, rank="0")
         self.assertIn("rank must be an int", str(cm.exception))
+        # A flag takes True/False (or a numpy bool), not any value Python can test: NaN and 2**70
+        # were True (session 15's fuzzing).
         for kw, value in (("sim_time_scale", True), ("first_iteration", True), ("request_timeout_s", "5"),
-                          ("max_buffered_reports", 1.5)):
+                          ("max_buffered_reports", 1.5), ("enable_watchdog", float("nan")),
+                          ("handle_signals", 2**70), ("coalesce_clock_requests", "no"),
+                          ("enable_watchdog", None)):
             with self.subTest(keyword=kw, value=value):
                 with self.assertRaises(TypeError):
                     perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", **{kw: value})
@@ -236,6 +240,28 @@ class ClientTest(unittest.TestCase):
                 with self.assertRaises(perseus.ClientConfigError) as cm:
                     perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", **{kw: value})
                 self.assertIn(kw, str(cm.exception))
+        # A simulated GPU's blocking power past any GPU's: 1e308 W made its energy infinite.
+        for value in (1e308, float("nan"), -1.0):
+            with self.subTest(sim_blocking_power_w=value):
+                with self.assertRaises(perseus.ClientError) as cm:
+                    perseus.Client(self.server.url, self.job_id, rank=0, backend="simulated",
+                                   profile_path=self.profile, sim_blocking_power_w=value)
+                self.assertIn("blocking power", str(cm.exception))
+
+    def test_a_client_is_made_only_by_its_constructor(self):
+        """Client.__new__(Client) (the base's __new__) gave an object whose C++ client was never
+        built; its methods read garbage. Now a TypeError; subclasses must call __init__."""
+        base = perseus.Client.__mro__[1]
+        for make in (lambda: perseus.Client.__new__(perseus.Client), lambda: base.__new__(perseus.Client)):
+            with self.assertRaises(TypeError):
+                make()
+
+        class Sub(perseus.Client):
+            def __init__(self):
+                pass
+
+        with self.assertRaises(TypeError):
+            Sub()
 
     def test_nul_in_a_string_option_is_refused_before_anything_is_sent(self):
         """A str that becomes a C string (or a file path) must not hold a NUL: C would silently

@@ -194,6 +194,11 @@ class ProfileTest(unittest.TestCase):
 
         with self.assertRaises(TypeError):
             Sub.__new__(Sub)
+        # The base's __new__ (pybind11_object) built the same half-made object (repr read garbage,
+        # max_freq_mhz segfaulted).
+        for base in perseus.Profile.__mro__[1:-1]:
+            with self.assertRaises(TypeError, msg=base.__name__):
+                base.__new__(perseus.Profile)
         self.assertEqual(perseus.parse_profile(first_stages_csv(2)).num_stages, 2)
 
     def test_nul_in_a_path_is_refused(self):

@@ -96,7 +96,7 @@ TEST(Emulate, BadShapesAndSlowdowns) {
                "pipelines must be >= 2, got 1 (one pipeline is the straggler");
   expect_error([&] { emulate_stragglers(m, {3, 2, 0, 1, 1, 10}, {1.1}); }, "tp_degree must be >= 1, got 0");
   expect_error([&] { emulate_stragglers(m, {3, 2, 1, -1, 1, 10}, {1.1}); }, "time_scale must be in (0, 1e6]");
-  expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, -5, 10}, {1.1}); }, "p_block_w must be a finite number >= 0");
+  expect_error([&] { emulate_stragglers(m, {3, 2, 1, 1, -5, 10}, {1.1}); }, "p_block_w must be a finite number in [0, 100000] W");
   std::vector<MethodPlans> no_base(m.begin(), m.begin() + 2);
   expect_error([&] { emulate_stragglers(no_base, {3, 2, 1, 1, 1, 10}, {1.1}); }, "the all_max baseline is required");
 }
