@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,9 @@ struct EmulationConfig {
   /// Perseus planner algorithm; kGraphCut reproduces the artifact notebook's frontier.
   PlannerMode planner_mode = PlannerMode::kCertified;
   std::vector<double> slowdowns;   ///< Slowdown factors s >= 1 (at least one).
+  /// Polled during the frontier solve (PlannerOptions::cancelled); true ends run_emulation()
+  /// with PlanningCancelled. Empty: never cancelled.
+  std::function<bool()> cancelled;
 };
 
 /// What run_emulation() computed.

@@ -119,11 +119,16 @@ void bind_extras(py::module_& m) {
         cfg.tp_degree = tp_degree.value;
         cfg.time_scale = time_scale.value;
         cfg.unit_time_s = unit_time_s.value;
+        bool interrupted = false;  // a Python signal handler raised during the solve
+        cfg.cancelled = python_signal_poll(interrupted);
         EmulationResult res;
-        {
+        try {
           GilRelease release;
           res = run_emulation(cfg);
+        } catch (const PlanningCancelled&) {
+          if (!interrupted) throw;
         }
+        if (interrupted) throw py::error_already_set();  // the handler's exception (GIL held again)
         py::list rows;
         for (const auto& r : res.rows) {
           py::dict d;

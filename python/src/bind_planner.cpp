@@ -377,21 +377,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           opt.max_lp_solves = max_lp_solves;
           opt.mode = *planner_mode;
           opt.bound_method = *bound_method;
-          // Ctrl-C (and any Python signal handler) during the solve: every 50 ms the solve's
-          // thread takes the GIL and runs pending handlers; one that raises (KeyboardInterrupt)
-          // cancels the solve and its exception is re-raised below.
-          opt.cancelled = [&interrupted, last = std::chrono::steady_clock::now()]() mutable {
-            // Latched: once a handler raised, every later poll says so (the polish stage polls
-            // again and ran to the end of its budget when a later poll said false).
-            if (interrupted) return true;
-            const auto now = std::chrono::steady_clock::now();
-            if (now - last < std::chrono::milliseconds(50)) return false;
-            last = now;
-            if (interpreter_finalizing()) return true;  // a daemon thread at exit: stop (GilRelease)
-            py::gil_scoped_acquire acquire;
-            interrupted = PyErr_CheckSignals() != 0;
-            return interrupted;
-          };
+          opt.cancelled = python_signal_poll(interrupted);  // Ctrl-C: re-raised below
           try {
             res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
           } catch (const PlanningCancelled&) {

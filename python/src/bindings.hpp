@@ -1,7 +1,9 @@
 // Internal: the parts of the `_perseus` extension module, one function per concept.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -94,6 +96,26 @@ inline bool is_bool_like(PyObject* o) {
 struct Real {
   double value = 0;
 };
+
+/// A cancel hook (PlannerOptions::cancelled) for a solve running without the GIL, so that Ctrl-C
+/// (any Python signal handler) ends it: at most every 50 ms it takes the GIL and runs the pending
+/// handlers; one that raises (KeyboardInterrupt) sets `interrupted` and the hook says true from
+/// then on (latched: the polish stage polls again and ran to the end of its budget when a later
+/// poll said false). The caller catches PlanningCancelled and, when `interrupted`, re-raises the
+/// handler's exception with the GIL held (py::error_already_set). At interpreter exit it says
+/// true without taking the GIL (a daemon thread: GilRelease).
+inline std::function<bool()> python_signal_poll(bool& interrupted) {
+  return [&interrupted, last = std::chrono::steady_clock::now()]() mutable {
+    if (interrupted) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::milliseconds(50)) return false;
+    last = now;
+    if (interpreter_finalizing()) return true;
+    py::gil_scoped_acquire acquire;
+    interrupted = PyErr_CheckSignals() != 0;
+    return interrupted;
+  };
+}
 
 /// InputError -> perseus.InputError (a ValueError subclass).
 void bind_errors(py::module_& m);

@@ -221,6 +221,7 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   popt.p_block_w = cfg.p_block_w;
   popt.unit_time_s = cfg.unit_time_s;
   popt.mode = cfg.planner_mode;
+  popt.cancelled = cfg.cancelled;
   const Frontier frontier = solve_frontier(dag, profile, popt);
   const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p_block_w);
   EmulationResult result;

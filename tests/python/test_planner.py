@@ -881,6 +881,22 @@ class InterpreterSafetyTest(unittest.TestCase):
         time.sleep(1)  # not a margin: SIGINT anywhere in the solve must end it the same way
         self.assert_sigint_ends_with_7(child, "optimize(polish_s=600)")
 
+    @unittest.skipUnless(perseus.HAVE_EMULATE, "built without emulation")
+    def test_ctrl_c_during_emulate_ends_it_with_keyboard_interrupt(self):
+        # emulate() had no cancel hook: Ctrl-C waited for the whole solve. At a 0.1 µs unit the
+        # solve takes hours, so without the hook this child outlives the wait below.
+        import time
+        code = ("import perseus, sys\n"
+                "print('solving', flush=True)\n"
+                "try:\n"
+                "    perseus.emulate(sys.argv[1], 8, 12, slowdowns=[1.1], pipelines=2, p2p_power_w=83.64,\n"
+                "                    unit_time_s=1e-7)\n"
+                "except KeyboardInterrupt:\n"
+                "    sys.exit(7)\n")
+        child = self.start_child(code, GPT3_PROFILE)
+        time.sleep(1)  # not a margin: SIGINT anywhere in the call must end it the same way
+        self.assert_sigint_ends_with_7(child, "emulate()")
+
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_a_forked_child_neither_crashes_on_nor_uses_its_parents_client(self):
         # The child's close() joined the client's threads, which do not exist after fork(): a
