@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -95,22 +96,29 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
         if (ins == e.end() || !ins->is_string()) throw bad("\"instruction\" must be a string");
         auto kind = parse_instruction_kind(ins->get<std::string>());
         if (!kind) throw bad(fmt::format("unknown instruction {}", quote_input(ins->get<std::string>())));
-        if (mb == e.end() || !mb->is_number_integer()) throw bad("\"microbatch\" must be an integer");
+        // get<int>() would wrap 2^40 to 0, a real stage or microbatch: the range is checked first.
+        auto index = [&](const nlohmann::json* v, const char* name) {
+          if (v == nullptr || !v->is_number_integer()) throw bad(fmt::format("\"{}\" must be an integer", name));
+          const bool fits = v->is_number_unsigned() ? v->get<std::uint64_t>() <= std::numeric_limits<int>::max()
+                                                    : v->get<std::int64_t>() >= 0 &&
+                                                          v->get<std::int64_t>() <= std::numeric_limits<int>::max();
+          if (!fits) throw bad(fmt::format("\"{}\" must be an integer in [0, {}], got {}", name,
+                                           std::numeric_limits<int>::max(), v->dump()));
+          return v->get<int>();
+        };
+        const int microbatch = index(mb == e.end() ? nullptr : &*mb, "microbatch");
         int stage = dag.op(op).stage;
-        if (auto st = e.find("stage"); st != e.end()) {
-          if (!st->is_number_integer()) throw bad("\"stage\" must be an integer");
-          stage = st->get<int>();
-        }
-        const int found = dag.find(Computation{stage, mb->get<int>(), *kind});
+        if (auto st = e.find("stage"); st != e.end()) stage = index(&*st, "stage");
+        const int found = dag.find(Computation{stage, microbatch, *kind});
         if (found < 0 || dag.rank_of(found) != r)
           throw bad(fmt::format("no computation {} of microbatch {} on stage {} of this rank",
-                                ins->get<std::string>(), mb->get<int>(), stage));
+                                ins->get<std::string>(), microbatch, stage));
         if (plan_file && found != op) {  // a plan file lists them in execution order: another schedule's plan
           const Computation& want = dag.op(op);
           throw bad(fmt::format("names {} of microbatch {} on stage {}, but this rank's computation #{} in the "
                                 "schedule's execution order is {} of microbatch {} on stage {}: the plan is for "
                                 "another schedule",
-                                ins->get<std::string>(), mb->get<int>(), stage, k, to_string(want.kind),
+                                ins->get<std::string>(), microbatch, stage, k, to_string(want.kind),
                                 want.microbatch, want.stage));
         }
         op = found;  // the entry sets the clock of the computation it names, wherever it stands

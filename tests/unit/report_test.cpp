@@ -410,6 +410,34 @@ TEST(PlanFiles, PlanOfAnotherScheduleIsRefused) {
   }
 }
 
+// A stage or microbatch beyond int was read with get<int>(), which wraps: 2^32 named stage 0, a
+// real computation, and the plan was accepted for it. Refused with the field's range.
+TEST(PlanFiles, StageOrMicrobatchBeyondIntIsRefusedNotWrapped) {
+  const Dag dag = Dag::build(make_1f1b(2, 3));
+  FrequencyPlan plan;
+  plan.freq_mhz.assign(dag.num_ops(), 1410);
+  plan = evaluate_durations(dag, plan.freq_mhz, std::vector<double>(dag.num_ops(), 0.1),
+                            std::vector<double>(dag.num_ops(), 10.0), 40);
+  const nlohmann::json good = plan_json(dag, plan, 0);
+  ASSERT_EQ(plan_frequencies_from_json(good, dag, "plan.json"), plan.freq_mhz);
+  for (const char* field : {"stage", "microbatch"}) {
+    for (const nlohmann::json& bad : {nlohmann::json(std::uint64_t{1} << 32), nlohmann::json(-1),
+                                      nlohmann::json(std::uint64_t{1} << 63)}) {
+      nlohmann::json j = good;
+      j["ranks"][0]["instructions"][0][field] = bad;
+      try {
+        (void)plan_frequencies_from_json(j, dag, "plan.json");
+        ADD_FAILURE() << field << " " << bad.dump();
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(fmt::format("\"{}\" must be an integer in [0, 2147483647], got {}",
+                                                         field, bad.dump())),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 using testing::run;
 
 TEST(ReportCli, ReportCommandAndOptimizeFlag) {
