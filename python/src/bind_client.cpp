@@ -141,6 +141,11 @@ class PyClient {
     cfg.handle_signals = o.handle_signals ? 1 : 0;
     cfg.first_iteration = o.first_iteration;
     cfg.coalesce_clock_requests = o.coalesce_clock_requests ? 1 : 0;
+    // Ctrl-C while create() waits for the server (startup_timeout_s) ends it: re-raised below.
+    bool interrupted = false;
+    std::function<bool()> poll = python_signal_poll(interrupted);
+    cfg.startup_cancelled = [](void* user) { return (*static_cast<std::function<bool()>*>(user))() ? 1 : 0; };
+    cfg.startup_cancelled_user = &poll;
     perseus_status st;
     std::string msg;
     {
@@ -148,6 +153,7 @@ class PyClient {
       st = perseus_client_create(&cfg, &handle_);
       if (st != PERSEUS_OK) msg = perseus_last_error();
     }
+    if (interrupted) throw py::error_already_set();  // the handler's exception (KeyboardInterrupt)
     if (st != PERSEUS_OK) raise_status(st, msg);
   }
   ~PyClient() {

@@ -162,6 +162,8 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
     o.coalesce_clock_requests = c.coalesce_clock_requests != 0;
     o.freq_log_path = str(c.freq_log_path);
     o.clock_snap_tolerance_mhz = c.clock_snap_tolerance_mhz > 0 ? c.clock_snap_tolerance_mhz : 0.0;
+    if (c.startup_cancelled != nullptr)
+      o.startup_cancelled = [fn = c.startup_cancelled, user = c.startup_cancelled_user] { return fn(user) != 0; };
     h->client = perseus::runtime::Client::create(std::move(o), std::move(gpu));
     *out = h.release();
   });
@@ -324,6 +326,7 @@ const char* perseus_status_string(perseus_status s) {
     case PERSEUS_ERR_STATE: return "PERSEUS_ERR_STATE";
     case PERSEUS_ERR_INTERNAL: return "PERSEUS_ERR_INTERNAL";
     case PERSEUS_ERR_UNSUPPORTED: return "PERSEUS_ERR_UNSUPPORTED";
+    case PERSEUS_ERR_CANCELLED: return "PERSEUS_ERR_CANCELLED";
   }
   return "PERSEUS_ERR_UNKNOWN";
 }

@@ -426,7 +426,13 @@ struct Client::Impl {
     ServerConnection conn(opt.server_url, opt.token, opt.job_id, opt.ranks, opt.request_timeout_s);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(secs(opt.startup_timeout_s));
     double backoff = opt.retry_initial_s;
+    auto check_cancelled = [&] {
+      if (opt.startup_cancelled && opt.startup_cancelled())
+        throw ClientError(ClientErrc::kCancelled,
+                          fmt::format("rank {}: cancelled while waiting for the server", opt.ranks.rank));
+    };
     for (;;) {
+      check_cancelled();
       // Every request is cut off at the time left (but gets at least 10 ms).
       const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
       conn.set_timeout(std::max(0.01, std::min(opt.request_timeout_s, left)));
@@ -458,7 +464,13 @@ struct Client::Impl {
                    opt.ranks.rank, r.message);
         return;
       }
-      std::this_thread::sleep_for(secs(backoff));
+      // The back-off in slices, so a cancellation (Ctrl-C) is seen within 50 ms.
+      for (auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(secs(backoff));;) {
+        const auto left = until - Clock::now();
+        if (left <= Clock::duration::zero()) break;
+        std::this_thread::sleep_for(std::min<Clock::duration>(left, std::chrono::milliseconds(50)));
+        check_cancelled();
+      }
       backoff = std::min(backoff * 2, opt.retry_max_s);
     }
   }
@@ -572,8 +584,8 @@ std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<Gp
     im.plan = im.latest;
     im.version_in_use.store(im.plan->version);
   }
-  im.poller = std::thread([&im] { im.poll_loop(); });
-  im.reporter = std::thread([&im] { im.report_loop(); });
+  im.poller = detail::start_signal_free_thread([&im] { im.poll_loop(); });
+  im.reporter = detail::start_signal_free_thread([&im] { im.report_loop(); });
   return client;
 }
 

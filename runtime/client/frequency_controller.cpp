@@ -11,6 +11,7 @@
 
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
+#include "signal_guard.hpp"
 
 namespace perseus::runtime {
 
@@ -32,7 +33,7 @@ FrequencyController::FrequencyController(std::shared_ptr<GpuControl> gpu)
 FrequencyController::FrequencyController(std::shared_ptr<GpuControl> gpu, Options options)
     : gpu_(std::move(gpu)), options_(options), origin_(std::chrono::steady_clock::now()) {
   if (!gpu_) throw std::invalid_argument("FrequencyController: null GPU backend");
-  thread_ = std::thread([this] { run(); });
+  thread_ = detail::start_signal_free_thread([this] { run(); });
 }
 
 FrequencyController::~FrequencyController() { stop(true); }

@@ -12,6 +12,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "signal_guard.hpp"
+
 namespace perseus::runtime {
 
 using nlohmann::json;
@@ -197,7 +199,8 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
 // them.
 class RequestDeadline {
  public:
-  explicit RequestDeadline(httplib::Client& http) : http_(http), thread_([this] { run(); }) {}
+  explicit RequestDeadline(httplib::Client& http)
+      : http_(http), thread_(detail::start_signal_free_thread([this] { run(); })) {}
   ~RequestDeadline() {
     {
       std::lock_guard lock(mu_);

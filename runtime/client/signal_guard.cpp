@@ -55,7 +55,7 @@ void reset_thread() {
       for (FrequencyController* c : g_controllers) c->stop(true);
     }
     ::signal(s, SIG_DFL);
-    ::raise(s);
+    ::kill(::getpid(), s);  // to the process: this thread blocks it (start_signal_free_thread)
   }
 }
 
@@ -73,7 +73,7 @@ void install_locked() {
     sigemptyset(&sa.sa_mask);
     ::sigaction(sig, &sa, nullptr);
   }
-  std::thread(reset_thread).detach();
+  start_signal_free_thread(reset_thread).detach();
   g_installed = true;
 }
 

@@ -1,5 +1,12 @@
-// Resets GPU clocks when SIGTERM/SIGINT would kill the process (default disposition).
+// Resets GPU clocks when SIGTERM/SIGINT would kill the process (default disposition); starts
+// the client's threads with asynchronous signals blocked.
 #pragma once
+
+#include <pthread.h>
+
+#include <csignal>
+#include <thread>
+#include <utility>
 
 namespace perseus::runtime {
 class FrequencyController;
@@ -14,6 +21,25 @@ namespace detail {
 void guard_controller(FrequencyController* controller);
 /// Removes it (call before destroying the controller).
 void unguard_controller(FrequencyController* controller);
+
+/// Starts fn on a new thread with every asynchronous signal blocked (a thread inherits its
+/// creator's mask; the caller's is restored), so that process-directed signals such as Ctrl-C's
+/// SIGINT reach the application's own threads. A handler that ran on a client thread could not
+/// interrupt the application's blocking call: Python's main thread stayed in read() and
+/// KeyboardInterrupt never came (seen under load). Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+/// SIGABRT, SIGTRAP) stay deliverable. Throws what std::thread throws.
+template <class Fn>
+std::thread start_signal_free_thread(Fn&& fn) {
+  sigset_t blocked, old;
+  sigfillset(&blocked);
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) sigdelset(&blocked, s);
+  pthread_sigmask(SIG_BLOCK, &blocked, &old);
+  struct Restore {
+    sigset_t mask;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{old};
+  return std::thread(std::forward<Fn>(fn));
+}
 
 }  // namespace detail
 }  // namespace perseus::runtime

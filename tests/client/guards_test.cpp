@@ -162,6 +162,31 @@ TEST_F(Guards, FlushTimeoutsBeyondTheDurationRangeAreRefused) {
   perseus_client_destroy(h);
 }
 
+// Ctrl-C during create() waited out startup_timeout_s (10 s by default): the Python binding could
+// not stop it. Now config.startup_cancelled is polled while create() waits; here the third poll
+// cancels a wait of 1e6 s for a server that is down.
+TEST_F(Guards, StartupCancelledEndsCreateWhileTheServerIsDown) {
+  server_.stop();
+  perseus_client_config cfg = c_config();
+  cfg.startup_timeout_s = 1e6;
+  int polls = 0;
+  cfg.startup_cancelled = [](void* user) { return ++*static_cast<int*>(user) >= 3 ? 1 : 0; };
+  cfg.startup_cancelled_user = &polls;
+  perseus_client* h = nullptr;
+  EXPECT_EQ(perseus_client_create(&cfg, &h), PERSEUS_ERR_CANCELLED);
+  EXPECT_NE(std::string(perseus_last_error()).find("cancelled while waiting for the server"), std::string::npos)
+      << perseus_last_error();
+  EXPECT_EQ(polls, 3);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_STREQ(perseus_status_string(PERSEUS_ERR_CANCELLED), "PERSEUS_ERR_CANCELLED");
+  // A hook that never cancels changes nothing once the server answers.
+  server_.start();
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}}));
+  cfg.startup_cancelled = [](void*) { return 0; };
+  ASSERT_EQ(perseus_client_create(&cfg, &h), PERSEUS_OK) << perseus_last_error();
+  perseus_client_destroy(h);
+}
+
 // Row 3, late: the server was down at create(); when it answers 409 later, the next step says so.
 TEST_F(Guards, LateRegistrationConflictSurfacesAtTheNextStep) {
   server_.stop();

@@ -898,6 +898,20 @@ class InterpreterSafetyTest(unittest.TestCase):
         self.assert_sigint_ends_with_7(child, "emulate()")
 
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
+    def test_ctrl_c_while_a_client_waits_for_the_server_ends_the_wait(self):
+        # Client() waited out startup_timeout_s for a server that is down, whatever Ctrl-C said.
+        import time
+        code = ("import perseus, sys\n"
+                "print('connecting', flush=True)\n"
+                "try:\n"
+                "    perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', startup_timeout_s=1e5)\n"
+                "except KeyboardInterrupt:\n"
+                "    sys.exit(7)\n")
+        child = self.start_child(code)
+        time.sleep(1)  # not a margin: SIGINT anywhere in the call must end it the same way
+        self.assert_sigint_ends_with_7(child, "Client(startup_timeout_s=1e5)")
+
+    @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_a_forked_child_neither_crashes_on_nor_uses_its_parents_client(self):
         # The child's close() joined the client's threads, which do not exist after fork(): a
         # segfault. Now the child's copy is left alone, its calls refused; the parent's works.

@@ -54,7 +54,8 @@ typedef enum perseus_status {
   PERSEUS_ERR_GPU = 4,              /**< GPU backend failure (NVML missing, no permission...). */
   PERSEUS_ERR_STATE = 5,            /**< Hooks out of order (end without begin...). */
   PERSEUS_ERR_INTERNAL = 6,         /**< Unexpected failure (a bug): see the message. */
-  PERSEUS_ERR_UNSUPPORTED = 7       /**< Not available with this backend. */
+  PERSEUS_ERR_UNSUPPORTED = 7,      /**< Not available with this backend. */
+  PERSEUS_ERR_CANCELLED = 8         /**< create() was cancelled by config.startup_cancelled. */
 } perseus_status;
 
 /** Opaque client handle. */
@@ -103,6 +104,13 @@ typedef struct perseus_client_config {
                                       /run/perseus/gpud.sock. device_index etc. select the GPU as for nvml. */
   const char* rocm_smi_library_path; /**< rocm-smi: library to dlopen; NULL = $PERSEUS_ROCM_SMI_LIBRARY,
                                           else "librocm_smi64.so". device_index is ROCm SMI's index. */
+  /** Optional: while create() waits for an unreachable server (startup_timeout_s), it calls
+   *  startup_cancelled(startup_cancelled_user) before each attempt and at least every 50 ms of
+   *  its back-off (not during a request, which request_timeout_s bounds); a nonzero return ends
+   *  create() at once with PERSEUS_ERR_CANCELLED and no client (Ctrl-C in a binding). NULL:
+   *  never cancelled. Called on the thread that called create(). */
+  int (*startup_cancelled)(void* user);
+  void* startup_cancelled_user;   /**< Passed to startup_cancelled. */
 } perseus_client_config;
 
 /** Counters (see perseus_client_get_stats). */

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,7 @@ enum class ClientErrc {
   kGpu = 4,              ///< The GPU backend failed (NVML missing, no permission, ...).
   kState = 5,            ///< Hooks called out of order (end without begin, ...).
   kUnsupported = 7,      ///< Operation not available with this backend.
+  kCancelled = 8,        ///< create() was cancelled by ClientOptions::startup_cancelled.
 };
 
 /// Error thrown by Client methods. what() is a complete message for the user.
@@ -55,6 +57,10 @@ struct ClientOptions {
   /// is unreachable; afterwards training runs without a plan (clocks untouched) until the
   /// background thread gets one.
   double startup_timeout_s = 10.0;
+  /// Polled while create() waits for the server: before each attempt and at least every 50 ms
+  /// of the back-off between attempts (a request itself is bounded by request_timeout_s). True
+  /// ends create() with ClientError kCancelled (Ctrl-C in the Python binding). Empty: never.
+  std::function<bool()> startup_cancelled;
   double plan_poll_interval_s = 1.0;  ///< Background plan refresh period (also polled at every step end).
   double retry_initial_s = 0.1;       ///< First retry delay after a failed report; doubles up to retry_max_s.
   double retry_max_s = 5.0;
