@@ -92,6 +92,20 @@ TEST_F(PathSegments, EncodedNulIsRefusedAndDeletesNothing) {
   EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200) << "the job is still there";
 }
 
+// A raw NUL (not "%00") reached the router as the end of a C string: the same request deleted
+// the job (session 16's trial).
+TEST_F(PathSegments, RawNulInThePathIsRefusedAndDeletesNothing) {
+  const std::string nul(1, '\0');
+  const Resp r = raw_request(srv->port(), "DELETE", "/v1/jobs/" + job + nul + "/stragglers/0");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("raw NUL"), std::string::npos) << r.body;
+  Api api(srv->port());
+  EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200) << "the job is still there";
+  // What a NUL-free request line may look like: an empty query, a query.
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "?").status, 200);
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs?limit=1").status, 200);
+}
+
 TEST_F(PathSegments, OtherCharactersOutsideTheIdRuleAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"job%5Cx", "'\\'"},            // backslash

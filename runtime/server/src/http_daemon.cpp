@@ -170,6 +170,28 @@ struct HttpDaemon::Impl {
     return std::nullopt;
   }
 
+  /// A raw NUL byte in the request's path (not "%00", which the router refuses by segment):
+  /// libmicrohttpd hands the path over as a C string, cut at the NUL, so
+  /// "DELETE /v1/jobs/J\0/stragglers/0" arrived as "DELETE /v1/jobs/J" and deleted the job.
+  /// Refused with 400, the connection closed. libmicrohttpd 0.9.75 parses the request
+  /// line in place, ending the path with a NUL where the query or the " HTTP/1.x" begins, so
+  /// without a query only NULs lie between the path's own end and the version string; any other
+  /// byte there is the rest of a path cut by a raw NUL. (With a query, a NUL inside it cuts the
+  /// query only.)
+  static std::optional<HttpResponse> check_raw_nul(const char* url, const char* version, bool no_query) {
+    bool nul = false;
+    if (no_query && url != nullptr && version != nullptr) {
+      const char* path_end = url + std::strlen(url);
+      // Same buffer, version after the path (else the layout is not the one described: no check).
+      // "/v1/jobs?" (an empty query) leaves only NULs there too.
+      if (version > path_end && version - path_end < 65536)
+        for (const char* p = path_end; p < version && !nul; ++p) nul = *p != '\0';
+    }
+    if (!nul) return std::nullopt;
+    return transport_error(400, "invalid_request",
+                           "the request's path holds a raw NUL byte; percent-encode it, or remove it");
+  }
+
   /// Transport limits on the header block: body size (declared), encodings. nullopt: fine.
   std::optional<HttpResponse> check_transport(const HttpRequest& req) const {
     if (!req.content_encoding.empty() && req.content_encoding != "identity")
@@ -184,8 +206,8 @@ struct HttpDaemon::Impl {
     return std::nullopt;
   }
 
-  MHD_Result access(MHD_Connection* c, const char* url, const char* method, const char* upload_data,
-                    std::size_t* upload_size, void** con_cls) {
+  MHD_Result access(MHD_Connection* c, const char* url, const char* method, const char* version,
+                    const char* upload_data, std::size_t* upload_size, void** con_cls) {
     auto* ctx = static_cast<RequestCtx*>(*con_cls);
     if (!ctx) {  // headers complete; no body byte read yet
       ctx = new RequestCtx;
@@ -214,6 +236,11 @@ struct HttpDaemon::Impl {
             return MHD_YES;
           },
           &q.query);
+      if (auto refused = check_raw_nul(url, version, q.query.empty())) {
+        ctx->answered = true;
+        queue(c, q, *refused, /*close=*/true);
+        return MHD_YES;
+      }
       if (auto refused = check_headers(scan_headers(c), te)) {
         ctx->answered = true;
         queue(c, q, *refused, /*close=*/true);
@@ -313,9 +340,9 @@ HttpDaemon::~HttpDaemon() { stop(); }
 void HttpDaemon::start(int listen_fd) {
   Impl* i = impl_.get();
   const auto& l = i->lim;
-  auto access = [](void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
+  auto access = [](void* cls, MHD_Connection* c, const char* url, const char* method, const char* version,
                    const char* data, std::size_t* size, void** con_cls) -> MHD_Result {
-    return static_cast<Impl*>(cls)->access(c, url, method, data, size, con_cls);
+    return static_cast<Impl*>(cls)->access(c, url, method, version, data, size, con_cls);
   };
   auto completed = [](void* cls, MHD_Connection* c, void** con_cls, MHD_RequestTerminationCode) {
     static_cast<Impl*>(cls)->request_completed(c, con_cls);
