@@ -580,6 +580,7 @@ std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<Gp
   std::unique_ptr<Client> client(new Client(std::move(impl)));
   Impl& im = *client->impl_;
   im.startup();  // throws ClientError on permanent errors; ~Client cleans up
+  im.opt.startup_cancelled = nullptr;  // its caller's state may be gone once create() returns
   if (im.plan_pending.exchange(false)) {
     im.plan = im.latest;
     im.version_in_use.store(im.plan->version);
