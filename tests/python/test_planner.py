@@ -866,50 +866,39 @@ class InterpreterSafetyTest(unittest.TestCase):
         rc, out = self.run_child(code)
         self.assertEqual(rc, 0, out)
 
+    def assert_ctrl_c_ends_the_call(self, call, *args):
+        """Runs `call` (one line of Python; sys.argv[1:] = args) in a child, sends SIGINT a second
+        after it started (not a margin: SIGINT anywhere in the call must end it the same way) and
+        expects KeyboardInterrupt from the call (exit 7)."""
+        import time
+        code = ("import perseus, sys\n"
+                "print('calling', flush=True)\n"
+                "try:\n"
+                "    " + call + "\n"
+                "except KeyboardInterrupt:\n"
+                "    sys.exit(7)\n")
+        child = self.start_child(code, *args)
+        time.sleep(1)
+        self.assert_sigint_ends_with_7(child, call)
+
     def test_ctrl_c_during_the_polish_stage_ends_the_solve_with_keyboard_interrupt(self):
         # The cancel poll was not latched: the polish stage saw one "cancel", went on to the end
         # of its budget (here 600 s: the test would time out) and raised RuntimeError.
-        import time
-        code = ("import perseus, sys\n"
-                "p = perseus.load_profile(sys.argv[1])\n"
-                "print('solving', flush=True)\n"
-                "try:\n"
-                "    perseus.optimize(p, 8, 12, p2p_power_w=83.64, plans='none', polish_s=600)\n"
-                "except KeyboardInterrupt:\n"
-                "    sys.exit(7)\n")
-        child = self.start_child(code, GPT3_PROFILE)
-        time.sleep(1)  # not a margin: SIGINT anywhere in the solve must end it the same way
-        self.assert_sigint_ends_with_7(child, "optimize(polish_s=600)")
+        self.assert_ctrl_c_ends_the_call("perseus.optimize(perseus.load_profile(sys.argv[1]), 8, 12, p2p_power_w=83.64, "
+                                         "plans='none', polish_s=600)", GPT3_PROFILE)
 
     @unittest.skipUnless(perseus.HAVE_EMULATE, "built without emulation")
     def test_ctrl_c_during_emulate_ends_it_with_keyboard_interrupt(self):
         # emulate() had no cancel hook: Ctrl-C waited for the whole solve. At a 0.1 µs unit the
-        # solve takes hours, so without the hook this child outlives the wait below.
-        import time
-        code = ("import perseus, sys\n"
-                "print('solving', flush=True)\n"
-                "try:\n"
-                "    perseus.emulate(sys.argv[1], 8, 12, slowdowns=[1.1], pipelines=2, p2p_power_w=83.64,\n"
-                "                    unit_time_s=1e-7)\n"
-                "except KeyboardInterrupt:\n"
-                "    sys.exit(7)\n")
-        child = self.start_child(code, GPT3_PROFILE)
-        time.sleep(1)  # not a margin: SIGINT anywhere in the call must end it the same way
-        self.assert_sigint_ends_with_7(child, "emulate()")
+        # solve takes hours, so without the hook this child outlives the wait.
+        self.assert_ctrl_c_ends_the_call("perseus.emulate(sys.argv[1], 8, 12, slowdowns=[1.1], pipelines=2, "
+                                         "p2p_power_w=83.64, unit_time_s=1e-7)", GPT3_PROFILE)
 
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_ctrl_c_while_a_client_waits_for_the_server_ends_the_wait(self):
         # Client() waited out startup_timeout_s for a server that is down, whatever Ctrl-C said.
-        import time
-        code = ("import perseus, sys\n"
-                "print('connecting', flush=True)\n"
-                "try:\n"
-                "    perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', startup_timeout_s=1e5)\n"
-                "except KeyboardInterrupt:\n"
-                "    sys.exit(7)\n")
-        child = self.start_child(code)
-        time.sleep(1)  # not a margin: SIGINT anywhere in the call must end it the same way
-        self.assert_sigint_ends_with_7(child, "Client(startup_timeout_s=1e5)")
+        self.assert_ctrl_c_ends_the_call("perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', "
+                                         "startup_timeout_s=1e5)")
 
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_a_forked_child_neither_crashes_on_nor_uses_its_parents_client(self):
