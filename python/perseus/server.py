@@ -87,11 +87,21 @@ class API:
     url: ``"http://host:port"``; token: bearer token (None: no Authorization header);
     timeout_s: per request, s. Every method raises :class:`APIError` on an error answer or
     when the server is unreachable; ValueError (TypeError) before sending anything for a body
-    with a NaN/infinite number or a job_id that is not one path segment (not a str).
+    with a NaN/infinite number or a job_id that is not one path segment (not a str). A token
+    that is not printable ASCII without spaces (e.g. read from a file with its newline) is a
+    ValueError at construction that never shows the token.
     """
 
     def __init__(self, url, token=None, timeout_s=10.0):
         self.url = url.rstrip("/")
+        if token is not None:
+            if not isinstance(token, str):
+                raise TypeError("token must be a str or None, got %s" % type(token).__name__)
+            if not token or any(not ("!" <= ch <= "~") for ch in token):
+                # urllib's own error quoted the whole header, the admin token with it.
+                hint = " (read from a file? strip its newline)" if token.strip() != token else ""
+                raise ValueError("token must be printable ASCII without spaces or control characters%s; "
+                                 "it is not shown here" % hint)
         self.token = token
         self.timeout_s = timeout_s
 

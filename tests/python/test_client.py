@@ -404,6 +404,15 @@ class ClientTest(unittest.TestCase):
 
     def test_api_errors(self):
         from perseus.server import API, APIError
+        # A token read from its file keeps the newline: urllib's error then quoted the whole
+        # Authorization header, admin token included (session 16's trial).
+        for bad in (self.server.token + "\n", "a b", ""):
+            with self.assertRaises(ValueError) as cm:
+                API(self.server.url, bad)
+            self.assertNotIn(self.server.token, str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            API(self.server.url, "t\n")
+        self.assertIn("strip its newline", str(cm.exception))
         with self.assertRaises(APIError) as cm:
             self.server.api.get_job("nope")
         self.assertEqual(cm.exception.http_status, 404)
