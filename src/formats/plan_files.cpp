@@ -84,6 +84,8 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       };
       if (!e.is_object()) throw bad("must be an object");
       auto f = e.find("freq_mhz");
+      if (f != e.end() && e.contains("frequency_mhz"))  // one was served, the other described the plan
+        throw bad("gives both \"freq_mhz\" and \"frequency_mhz\"; give one");
       if (f == e.end()) f = e.find("frequency_mhz");
       if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 ||
           f->get<std::int64_t>() > limits::kMaxFrequencyMhz)

@@ -410,9 +410,10 @@ TEST(PlanFiles, PlanOfAnotherScheduleIsRefused) {
   }
 }
 
-// A stage or microbatch beyond int was read with get<int>(), which wraps: 2^32 named stage 0, a
+// Both clock spellings in one entry (one was served, the other described the plan), or a stage or
+// microbatch beyond int, read with get<int>(), which wraps: 2^32 named stage 0, a
 // real computation, and the plan was accepted for it. Refused with the field's range.
-TEST(PlanFiles, StageOrMicrobatchBeyondIntIsRefusedNotWrapped) {
+TEST(PlanFiles, AmbiguousClockOrIndexBeyondIntIsRefused) {
   const Dag dag = Dag::build(make_1f1b(2, 3));
   FrequencyPlan plan;
   plan.freq_mhz.assign(dag.num_ops(), 1410);
@@ -420,6 +421,17 @@ TEST(PlanFiles, StageOrMicrobatchBeyondIntIsRefusedNotWrapped) {
                             std::vector<double>(dag.num_ops(), 10.0), 40);
   const nlohmann::json good = plan_json(dag, plan, 0);
   ASSERT_EQ(plan_frequencies_from_json(good, dag, "plan.json"), plan.freq_mhz);
+  {  // both spellings of the clock: one was served and the other described the plan
+    nlohmann::json j = good;
+    j["ranks"][0]["instructions"][0]["freq_mhz"] = 900;
+    try {
+      (void)plan_frequencies_from_json(j, dag, "plan.json");
+      ADD_FAILURE() << "both clock fields accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("gives both \"freq_mhz\" and \"frequency_mhz\""), std::string::npos)
+          << e.what();
+    }
+  }
   for (const char* field : {"stage", "microbatch"}) {
     for (const nlohmann::json& bad : {nlohmann::json(std::uint64_t{1} << 32), nlohmann::json(-1),
                                       nlohmann::json(std::uint64_t{1} << 63)}) {
