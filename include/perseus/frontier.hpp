@@ -196,19 +196,24 @@ class Frontier {
   /// rule, §3.2); the fastest point (last) if none meets it.
   std::size_t lowest_energy_within(double deadline_s) const;
   /// Certified lower bound (J) on the energy of any plan with iteration time <= deadline_s:
-  /// the best of the LP tangents LB(τ_k) + g_k (deadline − τ_k) and LB(τ_k) for τ_k >= deadline.
-  /// 0 when no bound was computed (PlannerMode::kGraphCut). Source: LP duality (see
+  /// the best of the LP tangents LB(τ_k) + g_k (deadline − τ_k) and LB(τ_k) for τ_k >= deadline,
+  /// and of 0 (no energy is negative). 0 when no bound was computed (PlannerMode::kGraphCut). Source: LP duality (see
   /// lower_bound.hpp); LB is convex and non-increasing in the deadline.
   double lower_bound_at(double deadline_s) const;
   /// Whether a lower bound was computed (PlannerMode::kCertified and the bound stage ran; a
   /// graph-cut planner or a solve stopped before that stage has none).
   bool has_lower_bound() const { return !tangents_.empty(); }
-  /// Largest 100 × (E − LB) / LB over the frontier points (their own time), %; 0 without a
-  /// bound (has_lower_bound()).
+  /// The slowest deadline the bound stage solved at, s (2 × T_min at most): beyond it LB is
+  /// extrapolated from the lines (valid, but weak: a profile with a 7 × T_min frontier showed
+  /// gaps of 150,000 % there). 0 without a bound.
+  double bound_end_s() const;
+  /// Largest 100 × (E − LB) / LB over the frontier points (their own time) up to bound_end_s(),
+  /// %; 0 without a bound (has_lower_bound()).
   double max_optimality_gap_pct() const;
   /// Largest gap a deadline can see: for any T' in [T_min, time of the slowest point), the
   /// chosen point (lowest_energy_within(T')) against LB(T'), %; bounded by comparing each
-  /// point with the bound just below the next slower point's time. 0 without a bound.
+  /// point with the bound just below the next slower point's time; deadlines up to
+  /// bound_end_s(). 0 without a bound.
   double max_deadline_gap_pct() const;
 
   std::int64_t num_steps = 0;        ///< Graph-cut steps taken.

@@ -165,13 +165,23 @@ double Frontier::lower_bound_at(double deadline_s) const {
     if (t.deadline_s >= deadline_s) v = std::max(v, t.bound_j - pipe_w * (t.deadline_s - deadline_s));
     best = std::max(best, v);
   }
-  return best;
+  // No energy is negative: where the lines fall below 0 (a profile whose blocking power exceeds
+  // its computations' power makes effective energies negative), 0 is the better bound.
+  return std::max(0.0, best);
+}
+
+double Frontier::bound_end_s() const {
+  double end = 0;
+  for (const Tangent& t : tangents_) end = std::max(end, t.deadline_s);
+  return end;
 }
 
 double Frontier::max_optimality_gap_pct() const {
   double gap = 0;
+  const double end = bound_end_s() * (1 + 1e-9);
   for (const auto& p : points_)
-    if (p.lower_bound_j > 0) gap = std::max(gap, 100 * (p.energy_j - p.lower_bound_j) / p.lower_bound_j);
+    if (p.lower_bound_j > 0 && p.time_s <= end)
+      gap = std::max(gap, 100 * (p.energy_j - p.lower_bound_j) / p.lower_bound_j);
   return gap;
 }
 
@@ -180,8 +190,10 @@ double Frontier::max_deadline_gap_pct() const {
   if (tangents_.empty()) return 0;
   // points_ are slowest first: a deadline just below points_[i-1]'s time chooses points_[i].
   const double pipe_w = p_block_w * dag_->num_ranks();
+  const double end = bound_end_s() * (1 + 1e-9);
   for (std::size_t i = 1; i < points_.size(); ++i) {
     const double deadline = points_[i - 1].time_s * (1 - 1e-12);
+    if (deadline > end) continue;
     const double lb = lower_bound_at(deadline);
     const double at_deadline = points_[i].energy_j + pipe_w * (deadline - points_[i].time_s);
     if (lb > 0) gap = std::max(gap, 100 * (at_deadline - lb) / lb);

@@ -430,6 +430,37 @@ TEST(PlannerOptionsCheck, BadModeAndBudgetsAreInputErrors) {
   EXPECT_THROW(solve_frontier(dag, profile, opt), InputError);
 }
 
+// A profile whose clocks span 14 x in time (100..1400 MHz) with power falling steeply: the
+// frontier runs to ~7 x T_min, past the bound stage's 2 x T_min, where the LP's lines fell below
+// 0 (frontier.csv showed lower_bound_j = -11962 J, session 16's trial) and the reported largest
+// gap was 147,848 %. Now LB >= 0 everywhere (no energy is negative) and the gap fields cover the
+// deadlines the bound stage solved at.
+TEST(PlannerModes, TheLowerBoundIsNeverNegativeAndGapsStayWhereItWasSolved) {
+  std::string csv = "stage,instruction,frequency,time,energy\n";
+  for (int stage = 0; stage < 2; ++stage)
+    for (const char* kind : {"forward", "backward"})
+      for (int f = 100; f <= 1400; f += 100) {
+        const double t = (kind[0] == 'f' ? 0.010 : 0.020) * (1 + 0.1 * stage) * 1400.0 / f;
+        const double watts = 20 + 300 * std::pow(f / 1400.0, 3);
+        csv += fmt::format("{},{},{},{:.6f},{:.6f}\n", stage, kind, f, t, t * watts);
+      }
+  const Profile profile = parse_profile_csv(csv, "wide-clocks", 2);
+  const Dag dag = Dag::build(make_1f1b(2, 3));
+  PlannerOptions opt;
+  opt.p_block_w = 40;
+  const Frontier f = solve_frontier(dag, profile, opt);
+  ASSERT_TRUE(f.has_lower_bound());
+  const double t_min = f.points().back().time_s;
+  ASSERT_GT(f.points().front().time_s, 2.5 * t_min) << "the case no longer reaches past the bound's range";
+  EXPECT_LE(f.bound_end_s(), 2 * t_min * (1 + 1e-9));
+  for (const auto& p : f.points()) {
+    EXPECT_GE(p.lower_bound_j, 0.0) << "at T = " << p.time_s;
+    EXPECT_LE(p.lower_bound_j, p.energy_j * (1 + 1e-9)) << "at T = " << p.time_s;
+  }
+  EXPECT_LT(f.max_optimality_gap_pct(), 5.0);
+  EXPECT_LT(f.max_deadline_gap_pct(), 5.0);
+}
+
 TEST(PlannerModes, GraphCutModeHasNoBoundAndCertifiedIsNeverWorse) {
   std::mt19937 rng(3);
   const Profile profile = random_profile(3, 4, rng);
