@@ -24,6 +24,7 @@
 #include "perseus/output_folder.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/server/server.hpp"
+#include "perseus/server/store.hpp"
 #include "perseus/zeus_plan_file.hpp"
 
 namespace perseus::cli {
@@ -157,14 +158,18 @@ struct GeneratedTokenGuard {
   }
 };
 
-/// Removes a database this run created (and its -wal, -shm and .lock files) unless the server
-/// came up: a start that fails (e.g. the port is taken) leaves no new files behind.
+/// Removes a database this run created (and its -wal and -shm files), and a lock file it
+/// created, unless the server came up: a start that fails (e.g. the port is taken, or --db is
+/// not a database) leaves no new files behind.
 struct CreatedDatabaseGuard {
-  std::string path;  // "" when the database existed before (or is :memory:)
+  std::string path;       // "" when the database existed before (or is :memory:)
+  std::string lock_path;  // "" when the lock file existed before
   bool keep = false;
   ~CreatedDatabaseGuard() {
-    if (keep || path.empty()) return;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) ::unlink((path + suffix).c_str());
+    if (keep) return;
+    if (!path.empty())
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((path + suffix).c_str());
+    if (!lock_path.empty()) ::unlink(lock_path.c_str());
   }
 };
 
@@ -178,6 +183,10 @@ void run_serve(ServeArgs& a) {
   std::error_code ec;
   if (a.opt.db_path != ":memory:" && !std::filesystem::exists(std::filesystem::symlink_status(a.opt.db_path, ec)))
     created.path = a.opt.db_path;
+  if (a.opt.db_path != ":memory:") {
+    const std::string lock = server::database_lock_path(a.opt.db_path);
+    if (!std::filesystem::exists(std::filesystem::symlink_status(lock, ec))) created.lock_path = lock;
+  }
   GeneratedTokenGuard generated;
   a.opt.token = resolve_token(a.token_file, a.opt.db_path, &generated.path);
   a.opt.zeus_require_token = !a.zeus_no_auth;

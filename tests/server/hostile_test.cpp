@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -289,6 +290,17 @@ TEST(Hostile, SecondServerOnSameDatabaseRefuses) {
   ASSERT_EQ(::stat(dir.file("same.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "database file must be created private";
   EXPECT_TRUE(health_ok(first.port())) << "the first server is unaffected";
+  // Through a symbolic link the lock was "<link>.lock", another file: both servers ran on one
+  // database and lost each other's writes (session 16's trial). The lock follows the link now.
+  ASSERT_EQ(::symlink(dir.file("same.db").c_str(), dir.file("alias.db").c_str()), 0);
+  opt.db_path = dir.file("alias.db");
+  try {
+    Server second(opt);
+    FAIL() << "a second server opened a database in use through a symbolic link";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(database_lock_path(dir.file("alias.db")), database_lock_path(dir.file("same.db")));
 }
 
 // Row 13: content types: form type gets 415 naming the fix (not a bare 413); empty body names it.

@@ -116,6 +116,19 @@ TEST(ServeCli, AFailedStartLeavesNoNewFilesAndThePortFileGoesWithTheServer) {
   ::close(taken);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0) << out;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "left behind after: " << out;
+  // --db naming a file that is not a database: refused, and its <file>.lock (made by this start)
+  // was left beside it (session 16's trial).
+  std::ofstream(dir.path / "notes.csv") << "a,b\n1,2\n";
+  const std::string not_db = "cd '" + dir.path.string() + "' && PERSEUS_TOKEN=" + kToken + " timeout 60 " +
+                             PERSEUS_BINARY + " serve --port 0 --db notes.csv 2>&1";
+  p = ::popen(not_db.c_str(), "r");
+  out.clear();
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int st2 = ::pclose(p);
+  EXPECT_TRUE(WIFEXITED(st2) && WEXITSTATUS(st2) != 0) << out;
+  EXPECT_NE(out.find("notes.csv"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "notes.csv.lock")) << out;
+  std::filesystem::remove(dir.path / "notes.csv");
   // A server that ran removes its port file when it stops (SIGTERM); waits are for the file.
   const std::string script = "cd '" + dir.path.string() + "' && (PERSEUS_TOKEN=" + kToken + " timeout 60 " +
                              PERSEUS_BINARY +

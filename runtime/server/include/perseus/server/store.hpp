@@ -77,6 +77,12 @@ struct StoredJob {
   std::int64_t measurement_bytes = 0;  ///< Bytes of the stored measurement texts (quota of anonymous jobs).
 };
 
+/// The lock file that keeps a second `perseus serve` off the database at `db_path`: the path
+/// with symbolic links resolved (as far as it exists), plus ".lock". A symlink to a database in
+/// use therefore finds the same lock (two servers ran on one database through `ln -s` and lost
+/// each other's writes). Throws std::filesystem::filesystem_error when the path cannot be resolved.
+std::string database_lock_path(const std::string& db_path);
+
 /// SQLite-backed store. All methods are thread-safe (one connection behind a mutex) and throw
 /// std::runtime_error on database faults (disk full, corrupt file); the HTTP layer answers 500.
 /// Durability: every method commits before returning, unless a Store::Transaction of the
