@@ -4,17 +4,8 @@
 set -uo pipefail
 bin=$1
 status=0
-expect() {  # expect EXPECTED_STATUS MESSAGE_PART ARGS...
-  local want=$1 part=$2
-  shift 2
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want" ] || [[ "$out" != *"$part"* ]]; then
-    echo "FAIL: $* -> status $rc (want $want), output: $out (want: $part)" >&2
-    status=1
-  fi
-}
+# shellcheck source=expect_status.sh
+. "$(dirname "$0")/expect_status.sh"
 expect 2 "STAGES: expected an integer >= 1, got '0'" synth 0 5
 expect 2 "STAGES: expected a number, got 'a'" synth a b
 expect 2 "UNIT_S: expected a number, got 'abc'" synth 4 8 abc

@@ -9,17 +9,8 @@ profile=$(dirname "$0")/../tests/data/cases/llama_a100_4st.csv
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
-expect() {  # expect EXPECTED_STATUS MESSAGE_PART ARGS...
-  local want=$1 part=$2
-  shift 2
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want" ] || [[ "$out" != *"$part"* ]]; then
-    echo "FAIL: $* -> status $rc (want $want), output: $out (want: $part)" >&2
-    status=1
-  fi
-}
+# shellcheck source=expect_status.sh
+. "$(dirname "$0")/expect_status.sh"
 frontier() {  # frontier NAME LINES...: a frontier.csv in $tmp
   local f=$tmp/$1
   shift
