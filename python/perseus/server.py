@@ -10,6 +10,8 @@ Errors: :class:`APIError` (HTTP status, server error code, message) for refused 
 
 import json
 import math
+import numbers
+import operator
 import os
 import re
 import secrets
@@ -37,8 +39,8 @@ class APIError(RuntimeError):
 def _non_finite_field(value, path="body"):
     """The path (``body.plans[0].time_s``) of the first NaN or infinite float in a request body,
     or None: JSON has no such numbers, so they are refused before anything is sent."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and not math.isfinite(value):
+        return path  # float, numpy.float32, ...
     if isinstance(value, dict):
         for k, v in value.items():
             found = _non_finite_field(v, "%s.%s" % (path, k) if path != "body" else str(k))
@@ -50,6 +52,19 @@ def _non_finite_field(value, path="body"):
             if found:
                 return found
     return None
+
+
+def _json_number(value):
+    """json.dumps' fallback: numpy integers, floats and bools as JSON numbers and booleans, as the
+    planner functions take them (``create_job(pp=numpy.int64(4))`` raised "Object of type int64 is
+    not JSON serializable"). Anything else: TypeError as json.dumps raises it."""
+    if type(value).__name__ in ("bool_", "bool") and type(value).__module__ == "numpy":
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return operator.index(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError("Object of type %s is not JSON serializable" % type(value).__name__)
 
 
 def _job_path(job_id):
@@ -112,7 +127,7 @@ class API:
         bad = _non_finite_field(body)
         if bad:
             raise ValueError("%s must be a finite number (JSON has no NaN or infinity)" % bad)
-        data = None if body is None else json.dumps(body, allow_nan=False).encode()
+        data = None if body is None else json.dumps(body, allow_nan=False, default=_json_number).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")

@@ -438,6 +438,20 @@ class ClientTest(unittest.TestCase):
         """NaN/infinity (no JSON for them) and job ids that would change the route are named
         client-side, never sent as invalid JSON or to another route."""
         api = self.server.api
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        if numpy is not None:
+            # numpy numbers, as the planner functions take them ("Object of type int64 is not JSON
+            # serializable" before); a numpy NaN is named like a Python one.
+            created = api.create_job(pp=numpy.int64(2), microbatches=numpy.int32(3), profile_csv=self.csv,
+                                     p2p_power_w=numpy.float32(83.5))
+            self.assertEqual(api.get_job(created["job_id"])["spec"]["pp"], 2)
+            api.delete_job(created["job_id"])
+            with self.assertRaises(ValueError) as cm:
+                api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=numpy.float32("nan"))
+            self.assertIn("p2p_power_w must be a finite number", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
             api.create_job(pp=2, microbatches=3, profile_csv=self.csv, p2p_power_w=float("nan"))
         self.assertIn("p2p_power_w must be a finite number", str(cm.exception))
