@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string_view>
 #include <thread>
 
@@ -107,6 +108,12 @@ int main(int argc, char** argv) {
   } catch (const perseus::InputError& e) {
     wait_if_interrupted();
     fmt::print(stderr, "perseus: error: {}\n", perseus::cli::phrase_input_error(e));
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Not a bug: the documented ranges allow problems larger than this machine's memory.
+    wait_if_interrupted();
+    fmt::print(stderr, "perseus: error: out of memory: the problem needs more memory than this process may "
+                       "use; use fewer microbatches or stages (or raise the memory limit)\n");
     return 1;
   } catch (const std::exception& e) {
     wait_if_interrupted();

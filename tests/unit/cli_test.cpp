@@ -82,6 +82,29 @@ TEST(Cli, BadProfileExitsOneWithMessage) {
   EXPECT_NE(r.output.find("p.csv:2: field 'time'"), std::string::npos) << r.output;
 }
 
+// The option ranges allow a problem larger than the machine: running out of memory was
+// "internal error: std::bad_alloc", exit 3 ("a bug"; session 16's trial). Now exit 1, saying so.
+// The address space is capped with ulimit -v (not under ASan, which reserves terabytes of it).
+TEST(Cli, OutOfMemoryIsAnErrorNotABug) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
+#else
+  testing::TempDir dir;
+  const std::string cmd = "ulimit -v 600000; " + std::string(PERSEUS_BINARY) + " emulate --profile " +
+                          testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                          " --stages 8 --microbatches 131072 --p2p-power 75 --slowdown 1.1 --pipelines 2 --out " +
+                          (dir.path() / "o").string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int rc = ::pclose(p);
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << out;
+  EXPECT_NE(out.find("perseus: error: out of memory"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "o" / "emulation.csv")) << out;
+#endif
+}
+
 TEST(Cli, OptimizeBundledProfile) {
   testing::TempDir dir;
   const auto r = run("optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
