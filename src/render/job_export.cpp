@@ -1,23 +1,21 @@
 // Reading a job export (`GET /v1/jobs/{id}` saved to a file) for the job report.
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 #include "perseus/job_report.hpp"
 #include "perseus/json_input.hpp"
 
 namespace perseus {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-constexpr std::uintmax_t kMaxExportBytes = 256u << 20;
+constexpr std::size_t kMaxExportBytes = std::size_t{256} << 20;
 constexpr long kMaxPipelines = 65536;
 
 /// Typed access to one JSON object with errors naming the file and the field path.
@@ -121,13 +119,9 @@ JobDecision read_decision(const Reader& r, const json& d, const std::string& p, 
 }  // namespace
 
 JobExport load_job_export(const std::string& path) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot read the job export: {}", path, ec.message()));
-  if (size > kMaxExportBytes) {
-    throw InputError(fmt::format("{}: {} bytes, more than a job export may have ({} MiB)", path, size, kMaxExportBytes >> 20));
-  }
-  const json j = load_json_file(path, "the job export");
+  // A pipe or /dev/stdin too (file_size() refused them: "Operation not supported"); the read
+  // stops at the limit, so an endless stream is refused rather than read into memory.
+  const json j = parse_json_text(read_input_file(path, "the job export", kMaxExportBytes), path);
   const Reader r(path);
   if (!j.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object (the body of GET /v1/jobs/{{id}}), got {}", path,

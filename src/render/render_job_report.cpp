@@ -60,6 +60,13 @@ bool is_job_page(const fs::path& path) {
 }  // namespace
 
 std::string write_job_report(const std::string& job_export_path, const std::string& out_arg) {
+  // The default page sits beside the export: not for a stream (/dev/stdin gave /dev/stdin.html,
+  // written into /dev as root), which a path under /dev or /proc, or no regular file, is.
+  std::error_code e0;
+  if (out_arg.empty() && (job_export_path.starts_with("/dev/") || job_export_path.starts_with("/proc/") ||
+                          !fs::is_regular_file(job_export_path, e0))) {
+    throw InputError(fmt::format("{}: not a regular file (a pipe or stream?): give --out for the page", job_export_path));
+  }
   const JobExport job = load_job_export(job_export_path);
   const fs::path out = out_arg.empty() ? fs::path(job_export_path).replace_extension(".html") : fs::path(out_arg);
   std::error_code e1, e2;  // weakly_canonical resolves symlinks and works for files that do not exist yet

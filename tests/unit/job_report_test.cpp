@@ -1,6 +1,8 @@
 // `perseus report --job`: reading a job export, the decisions timeline, the page, its errors and the CLI.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -272,6 +274,21 @@ TEST(JobReportCli, JobFlagWritesThePageAndMisuseIsAUsageError) {
   EXPECT_NE(r.output.find("bad.json: field 'decisions[0].slowdown': expected a finite number"), std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(tmp.path() / "bad.html"));
+  // From a pipe (session 16's trial): the size check refused it ("Operation not supported"), and
+  // without --out the page went to "/dev/stdin.html" (written into /dev as root).
+  const std::string piped = (tmp.path() / "piped.html").string();
+  const std::string pipe_cmd =
+      "cat " + path + " | " + std::string(PERSEUS_BINARY) + " report --job /dev/stdin --out " + piped + " 2>&1";
+  FILE* p = ::popen(pipe_cmd.c_str(), "r");
+  std::string piped_out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) piped_out += buf.data();
+  EXPECT_EQ(WEXITSTATUS(::pclose(p)), 0) << piped_out;
+  EXPECT_TRUE(fs::exists(piped)) << piped_out;
+  r = testing::run("report --job /dev/stdin < " + path);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("/dev/stdin: not a regular file (a pipe or stream?): give --out"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace
