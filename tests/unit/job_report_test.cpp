@@ -245,7 +245,7 @@ TEST(JobExport, UnreadableExportSaysWhy) {
     load_job_export(tmp.path().string());
     ADD_FAILURE() << "a folder was read as an export";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot read the job export: Is a directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot open the job export: it is a folder, not a file"), std::string::npos) << e.what();
   }
   try {
     write_job_report(write(tmp, sample_export()), (tmp.path() / "no-such-dir" / "x.html").string());
