@@ -155,7 +155,9 @@ class Txn {
 }  // namespace
 
 std::string database_lock_path(const std::string& db_path) {
-  return std::filesystem::weakly_canonical(db_path).string() + ".lock";
+  std::error_code ec;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(db_path, ec);
+  return (ec ? db_path : resolved.string()) + ".lock";
 }
 
 namespace {
@@ -164,12 +166,7 @@ namespace {
 /// store: a second server on the same database fails at start instead of interleaving writes.
 /// Returns the fd.
 int lock_database(const std::string& path) {
-  std::string lock_path;
-  try {
-    lock_path = database_lock_path(path);
-  } catch (const std::filesystem::filesystem_error& e) {
-    throw InputError(fmt::format("{}: cannot resolve the database path: {}", path, e.code().message()));
-  }
+  const std::string lock_path = database_lock_path(path);
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) throw InputError(fmt::format("{}: cannot create the lock file: {}", lock_path, std::strerror(errno)));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

@@ -80,7 +80,7 @@ struct StoredJob {
 /// The lock file that keeps a second `perseus serve` off the database at `db_path`: the path
 /// with symbolic links resolved (as far as it exists), plus ".lock". A symlink to a database in
 /// use therefore finds the same lock (two servers ran on one database through `ln -s` and lost
-/// each other's writes). Throws std::filesystem::filesystem_error when the path cannot be resolved.
+/// each other's writes). A path that cannot be resolved (a permission error) is used as given.
 std::string database_lock_path(const std::string& db_path);
 
 /// SQLite-backed store. All methods are thread-safe (one connection behind a mutex) and throw
