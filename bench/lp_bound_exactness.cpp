@@ -10,8 +10,8 @@
 // (A40 8 x 12/24/96, bench/lp_bound_exactness.sh): at the worst-gap points the reported bound
 // equals the exact LP bound, so the remaining gap is plan quality.
 //
-// Method: the LP of HullLowerBound (src/planner/lower_bound.hpp; built here again, the class
-// keeps its model private) is walked once with COIN-OR CLP's parametric simplex
+// Method: the LP of HullLowerBound (src/planner/lower_bound.hpp, built by the same
+// load_hull_lp()) is walked once with COIN-OR CLP's parametric simplex
 // (ClpSimplexOther::parametrics): the deadline τ moves from the flat time (every op at its
 // hull minimum) down to T_min; LP(τ) is piecewise linear in τ, and its breakpoints are read
 // at every pivot from CLP message 63 (CLP_PARAMETRICS_STATS2) through a CoinMessageHandler.
@@ -44,7 +44,6 @@
 #include <ClpDualRowDantzig.hpp>
 #include <ClpSimplex.hpp>
 #include <ClpSimplexOther.hpp>
-#include <CoinPackedMatrix.hpp>
 
 #include "../src/planner/lower_bound.hpp"
 #include "../src/render/render_csv.hpp"
@@ -159,8 +158,8 @@ std::vector<FrontierRow> read_frontier(const std::string& path) {
   return rows;
 }
 
-/// HullLowerBound's LP (lower_bound.cpp) in the walk's form: T has cost 0 and bounds [0, τ].
-/// Columns s_i (op i's start, ms), T, then the δ's of op 0's hull segments, op 1's, ...
+/// HullLowerBound's LP (perseus::detail::load_hull_lp()) in the walk's form: T has cost 0 and
+/// bounds [0, τ], scaling off (the hook reads the model's internal arrays).
 struct WalkLp {
   ClpSimplex model;
   int col_T = 0;
@@ -170,48 +169,13 @@ struct WalkLp {
   double pipe_w = 0;        ///< P_block × R, W (the objective's P_block R τ: pipe_w τ)
 
   WalkLp(const perseus::Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_points, double p_block_w) {
-    const int n = dag.num_ops();
-    col_T = n;
+    const perseus::detail::HullLpLayout lay = perseus::detail::load_hull_lp(model, dag, op_points, p_block_w);
+    col_T = lay.col_T;
+    flat_time_s = lay.flat_time_s;
+    hull_const_j = lay.hull_const_j;
     pipe_w = p_block_w * dag.num_ranks();
-    std::vector<double> col_lo(n + 1, 0.0), col_hi(n + 1, COIN_DBL_MAX), obj(n + 1, 0.0);
-    std::vector<int> seg_first(n + 1, 0);
-    std::vector<double> fast_s(n), flat_s(n);
-    for (int i = 0; i < n; ++i) {
-      const auto hull = perseus::detail::lower_hull_effective(*op_points[i], p_block_w);
-      fast_s[i] = flat_s[i] = hull.front().time_s;
-      hull_const_j += hull.front().energy_j;
-      seg_first[i] = static_cast<int>(col_lo.size());
-      for (std::size_t k = 0; k + 1 < hull.size(); ++k) {
-        const double len_ms = (hull[k + 1].time_s - hull[k].time_s) * kMs;
-        const double slope_j_per_ms = (hull[k + 1].energy_j - hull[k].energy_j) / len_ms;
-        if (slope_j_per_ms >= 0) break;  // past the hull's minimum
-        flat_s[i] = hull[k + 1].time_s;
-        col_lo.push_back(0.0);
-        col_hi.push_back(len_ms);
-        obj.push_back(slope_j_per_ms);
-      }
-    }
-    seg_first[n] = static_cast<int>(col_lo.size());
-    t_min_s = perseus::compute_timeline(dag, fast_s).time_s;
-    flat_time_s = perseus::compute_timeline(dag, flat_s).time_s;
-    // Row "x − s_i − Σ_k δ_ik >= t_min_i" for x = s_j (edge i -> j) or x = T (op without successors).
-    std::vector<int> rows, cols;
-    std::vector<double> vals, row_lo;
-    auto add_row = [&](int i, int x) {
-      const int r = static_cast<int>(row_lo.size());
-      rows.push_back(r), cols.push_back(x), vals.push_back(1.0);
-      rows.push_back(r), cols.push_back(i), vals.push_back(-1.0);
-      for (int c = seg_first[i]; c < seg_first[i + 1]; ++c) rows.push_back(r), cols.push_back(c), vals.push_back(-1.0);
-      row_lo.push_back(fast_s[i] * kMs);
-    };
-    for (int i = 0; i < n; ++i) {
-      if (dag.successors(i).empty()) add_row(i, n);
-      for (int j : dag.successors(i)) add_row(i, j);
-    }
-    const std::vector<double> row_hi(row_lo.size(), COIN_DBL_MAX);
-    const CoinPackedMatrix matrix(false, rows.data(), cols.data(), vals.data(), static_cast<CoinBigIndex>(vals.size()));
-    model.setLogLevel(0);
-    model.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
+    t_min_s = lay.fastest_time_s;
+    model.setObjectiveCoefficient(col_T, 0.0);
     model.scaling(0);
     model.setColumnUpper(col_T, flat_time_s * kMs);
     ClpDualRowDantzig dantzig;

@@ -197,8 +197,8 @@ class Frontier {
   std::size_t lowest_energy_within(double deadline_s) const;
   /// Certified lower bound (J) on the energy of any plan with iteration time <= deadline_s:
   /// the best of the LP tangents LB(τ_k) + g_k (deadline − τ_k) and LB(τ_k) for τ_k >= deadline,
-  /// and of 0 (no energy is negative). 0 when no bound was computed (PlannerMode::kGraphCut). Source: LP duality (see
-  /// lower_bound.hpp); LB is convex and non-increasing in the deadline.
+  /// and of 0 (no energy is negative). 0 when no bound was computed (PlannerMode::kGraphCut).
+  /// Source: LP duality (see lower_bound.hpp); LB is convex and non-increasing in the deadline.
   double lower_bound_at(double deadline_s) const;
   /// Whether a lower bound was computed (PlannerMode::kCertified and the bound stage ran; a
   /// graph-cut planner or a solve stopped before that stage has none).

@@ -170,11 +170,8 @@ double Frontier::lower_bound_at(double deadline_s) const {
   return std::max(0.0, best);
 }
 
-double Frontier::bound_end_s() const {
-  double end = 0;
-  for (const Tangent& t : tangents_) end = std::max(end, t.deadline_s);
-  return end;
-}
+// tangents_ are deadline ascending.
+double Frontier::bound_end_s() const { return tangents_.empty() ? 0 : tangents_.back().deadline_s; }
 
 double Frontier::max_optimality_gap_pct() const {
   double gap = 0;

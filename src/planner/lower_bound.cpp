@@ -58,16 +58,13 @@ class StopHandler : public ClpEventHandler {
 
 struct HullLowerBound::Lp {
   ClpSimplex model;
-  int col_T = 0;
+  HullLpLayout lay;  // columns, rows and constants (load_hull_lp())
   bool solved_once = false;
   /// Deadline (ms) whose optimal basis the model holds now (+inf: none usable).
   double basis_deadline_ms = std::numeric_limits<double>::infinity();
   /// Optimal bases of the solves so far (deadline ms, CLP status array): a solve restarts from
   /// the nearest one, so a deadline between two solved ones needs few dual simplex iterations.
   std::vector<std::pair<double, std::vector<unsigned char>>> bases;
-  std::vector<int> seg_first;  // first δ column of op i (n + 1 entries)
-  std::vector<double> t_min;   // fastest time of op i, ms
-  std::vector<std::pair<int, int>> row_arc;  // row r: (op i, successor j or -1 for the sink)
   EffectiveHulls points;  // op i's effective-energy hull
   double pipe_w = 0;                                 // P_block × R, W
 };
@@ -130,32 +127,34 @@ LagrangianBound lagrangian_bound(const EffectiveHulls& eff,
   return lb;
 }
 
-HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_points,
-                               double p_block_w)
-    : lp_(std::make_unique<Lp>()), n_(dag.num_ops()) {
-  if (static_cast<int>(op_points.size()) != n_) {
-    throw std::invalid_argument(fmt::format("HullLowerBound: {} point lists for {} ops", op_points.size(), n_));
+HullLpLayout load_hull_lp(ClpSimplex& model, const Dag& dag,
+                          const std::vector<const std::vector<OperatingPoint>*>& op_points, double p_block_w) {
+  const int n = dag.num_ops();
+  if (static_cast<int>(op_points.size()) != n) {
+    throw std::invalid_argument(fmt::format("HullLowerBound: {} point lists for {} ops", op_points.size(), n));
   }
   // Segment form: t_i = t_min_i + Σ_k δ_ik with 0 <= δ_ik <= (length of hull segment k); the
   // slopes increase with k (convex), so the LP fills the segments in order and Σ_k slope_k δ_ik
   // is hull_i(t_i) − hull_i(t_min_i). Only the falling part of the hull (up to its minimum) is
   // kept: a slower point costs at least that minimum and lengthens every path, so clipping
   // keeps the bound valid. Columns: s_i = i, then T, then the δ's of op 0, op 1, ...
-  const int n = n_;
-  lp_->col_T = n;
+  HullLpLayout lay;
+  lay.col_T = n;
   std::vector<double> col_lo(n + 1, 0.0), col_hi(n + 1, COIN_DBL_MAX), obj(n + 1, 0.0);
   obj[n] = p_block_w * dag.num_ranks() / kMs;
-  lp_->seg_first.assign(n + 1, 0);
-  lp_->t_min.resize(n);
-  std::vector<double> flat(n);
+  lay.seg_first.assign(n + 1, 0);
+  lay.t_min_ms.resize(n);
+  std::vector<double> fast(n), flat(n);
   for (int i = 0; i < n; ++i) {
     if (op_points[i] == nullptr || op_points[i]->empty()) {
       throw std::invalid_argument(fmt::format("HullLowerBound: op {} has no operating points", i));
     }
     const auto hull = lower_hull_effective(*op_points[i], p_block_w);
-    lp_->t_min[i] = hull.front().time_s * kMs;
+    fast[i] = hull.front().time_s;
+    lay.t_min_ms[i] = fast[i] * kMs;
+    lay.hull_const_j += hull.front().energy_j;
     double t_flat = hull.front().time_s;  // time of the hull's minimum
-    lp_->seg_first[i] = static_cast<int>(col_lo.size());
+    lay.seg_first[i] = static_cast<int>(col_lo.size());
     for (std::size_t k = 0; k + 1 < hull.size(); ++k) {
       const double len = (hull[k + 1].time_s - hull[k].time_s) * kMs;
       const double slope = (hull[k + 1].energy_j - hull[k].energy_j) / len;
@@ -167,10 +166,9 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
     }
     flat[i] = t_flat;
   }
-  lp_->seg_first[n] = static_cast<int>(col_lo.size());
-  flat_time_s_ = compute_timeline(dag, flat).time_s;
-  lp_->pipe_w = p_block_w * dag.num_ranks();
-  lp_->points = effective_points(op_points, p_block_w);
+  lay.seg_first[n] = static_cast<int>(col_lo.size());
+  lay.fastest_time_s = compute_timeline(dag, fast).time_s;
+  lay.flat_time_s = compute_timeline(dag, flat).time_s;
   std::vector<int> rows, cols;
   std::vector<double> vals, row_lo;
   int row = 0;
@@ -178,9 +176,9 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   auto add_row = [&](int i, int x) {
     rows.push_back(row), cols.push_back(x), vals.push_back(1.0);
     rows.push_back(row), cols.push_back(i), vals.push_back(-1.0);
-    for (int c = lp_->seg_first[i]; c < lp_->seg_first[i + 1]; ++c) rows.push_back(row), cols.push_back(c), vals.push_back(-1.0);
-    row_lo.push_back(lp_->t_min[i]);
-    lp_->row_arc.emplace_back(i, x == n ? -1 : x);
+    for (int c = lay.seg_first[i]; c < lay.seg_first[i + 1]; ++c) rows.push_back(row), cols.push_back(c), vals.push_back(-1.0);
+    row_lo.push_back(lay.t_min_ms[i]);
+    lay.row_arc.emplace_back(i, x == n ? -1 : x);
     ++row;
   };
   for (int i = 0; i < n; ++i) {
@@ -189,9 +187,19 @@ HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vect
   }
   std::vector<double> row_hi(row, COIN_DBL_MAX);
   const CoinPackedMatrix matrix(false, rows.data(), cols.data(), vals.data(), static_cast<CoinBigIndex>(vals.size()));
-  lp_->model.setLogLevel(0);
-  lp_->model.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
-  lp_->model.setOptimizationDirection(1.0);
+  model.setLogLevel(0);
+  model.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
+  model.setOptimizationDirection(1.0);
+  return lay;
+}
+
+HullLowerBound::HullLowerBound(const Dag& dag, const std::vector<const std::vector<OperatingPoint>*>& op_points,
+                               double p_block_w)
+    : lp_(std::make_unique<Lp>()), n_(dag.num_ops()) {
+  lp_->lay = load_hull_lp(lp_->model, dag, op_points, p_block_w);
+  flat_time_s_ = lp_->lay.flat_time_s;
+  lp_->pipe_w = p_block_w * dag.num_ranks();
+  lp_->points = effective_points(op_points, p_block_w);
   // Dantzig's rule (largest infeasibility) instead of CLP's default steepest edge: on these
   // small, well-scaled LPs the cheaper iterations win (certified GPT-3 A100 8 x 12..48 solves
   // 12-23 % faster, measured alternately with the default rule; docs/planner2.md "Session 13").
@@ -212,8 +220,8 @@ HullLowerBound::Solution HullLowerBound::solve(double deadline_s, const std::fun
     if (nearest == nullptr || std::abs(b.first - tau_ms) < std::abs(nearest->first - tau_ms)) nearest = &b;
   const bool restore = nearest != nullptr && !(std::abs(lp_->basis_deadline_ms - tau_ms) <= std::abs(nearest->first - tau_ms));
   if (restore) m.copyinStatus(nearest->second.data());
-  m.setColumnLower(lp_->col_T, tau_ms);
-  m.setColumnUpper(lp_->col_T, tau_ms);
+  m.setColumnLower(lp_->lay.col_T, tau_ms);
+  m.setColumnUpper(lp_->lay.col_T, tau_ms);
   ++solves_;
   if (stop) {
     const StopHandler handler(&stop);
@@ -249,17 +257,17 @@ HullLowerBound::Solution HullLowerBound::solve(double deadline_s, const std::fun
   // The row duals (J/ms) are a flow along the DAG: certify with its Lagrangian bound, which
   // holds for any flow >= 0, so no solver tolerance enters the bound.
   const double* y = m.dualRowSolution();
-  std::vector<double> flow_w(lp_->row_arc.size());
+  std::vector<double> flow_w(lp_->lay.row_arc.size());
   for (std::size_t r = 0; r < flow_w.size(); ++r) flow_w[r] = y[r] * kMs;
-  const LagrangianBound lb = lagrangian_bound(lp_->points, lp_->row_arc, flow_w, lp_->pipe_w, deadline_s);
+  const LagrangianBound lb = lagrangian_bound(lp_->points, lp_->lay.row_arc, flow_w, lp_->pipe_w, deadline_s);
   out.feasible = true;
   out.bound_j = lb.bound_j;
   out.slope_j_per_s = lb.slope_j_per_s;
   out.start_s.resize(n_);
   out.duration_s.resize(n_);
   for (int i = 0; i < n_; ++i) {
-    double t = lp_->t_min[i];
-    for (int c = lp_->seg_first[i]; c < lp_->seg_first[i + 1]; ++c) t += x[c];
+    double t = lp_->lay.t_min_ms[i];
+    for (int c = lp_->lay.seg_first[i]; c < lp_->lay.seg_first[i + 1]; ++c) t += x[c];
     out.start_s[i] = x[i] / kMs;
     out.duration_s[i] = t / kMs;
   }

@@ -10,6 +10,8 @@
 #include "perseus/dag.hpp"
 #include "perseus/profile.hpp"
 
+class ClpSimplex;
+
 namespace perseus::detail {
 
 /// Lower convex hull of points (time_s, effective energy energy_j − p_block_w × time_s),
@@ -52,6 +54,27 @@ struct LagrangianBound {
 LagrangianBound lagrangian_bound(const EffectiveHulls& eff,
                                  const std::vector<std::pair<int, int>>& arcs, const std::vector<double>& flow_w,
                                  double pipe_w, double deadline_s);
+
+/// Where load_hull_lp() put things, and the constants of its objective. Times in ms (the LP's
+/// unit: better scaled than s), energies in J.
+struct HullLpLayout {
+  int col_T = 0;                             ///< column of T (columns s_i = i come first)
+  std::vector<int> seg_first;                ///< first δ column of op i (n + 1 entries)
+  std::vector<double> t_min_ms;              ///< op i's fastest time (its hull's first vertex), ms
+  std::vector<std::pair<int, int>> row_arc;  ///< row r: (op i, successor j, or -1 for T)
+  double hull_const_j = 0;                   ///< Σ_i hull_i(t_min_i): the objective's constant, J
+  double fastest_time_s = 0;                 ///< iteration time with every op at t_min_i, s
+  double flat_time_s = 0;                    ///< iteration time with every op at its hull minimum, s
+};
+
+/// Loads HullLowerBound's LP (see below) into `model`: columns s_i (start of op i, ms), T (ms,
+/// cost P_block R / 1000 J per ms, unbounded: the caller sets its bounds), then op i's hull
+/// segments δ_ik (0 <= δ_ik <= segment length, cost = the segment's slope, J/ms); one row
+/// "x − s_i − Σ_k δ_ik >= t_min_i" per DAG edge i -> x and per op without successors (x = T).
+/// Shared by HullLowerBound and bench/lp_bound_exactness.cpp (its parametric walk). Throws
+/// std::invalid_argument on a size mismatch or an op without points.
+HullLpLayout load_hull_lp(ClpSimplex& model, const Dag& dag,
+                          const std::vector<const std::vector<OperatingPoint>*>& op_points, double p_block_w);
 
 /// LB(τ): a lower bound on the energy at deadline τ (one pipeline, J) of any plan whose
 /// iteration time T is at most τ, the GPUs blocking at P_block from T to τ, i.e. on
