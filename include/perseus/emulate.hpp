@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "perseus/baselines.hpp"
@@ -121,7 +122,13 @@ int emulation_pipelines(const EmulationConfig& config);
 /// 1F1B only, ...) and when EnvPipe hits its iteration cap (field "unit_time_s": a coarser unit time is the fix).
 EmulationResult run_emulation(const EmulationConfig& config);
 
-/// The emulation CSV (one writer): the header below and one line per row.
+/// Header line of emulation.csv (without the newline): the method's name, the straggler's
+/// slowdown factor, the chosen plan's iteration time (s), the cluster's energy (J) and the
+/// intrinsic, extrinsic and total savings (%). `perseus report` refuses another header.
+inline constexpr std::string_view kEmulationCsvHeader =
+    "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct";
+
+/// The emulation CSV (one writer): kEmulationCsvHeader and one line per row.
 std::string emulation_csv_text(const std::vector<EmulationRow>& rows);
 
 /// The emulation's shape and scaling as JSON text (what a reader of emulation.csv needs to

@@ -264,8 +264,7 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
 }
 
 std::string emulation_csv_text(const std::vector<EmulationRow>& rows) {
-  std::string csv =
-      "method,slowdown,chosen_time_s,cluster_energy_j,intrinsic_saving_pct,extrinsic_saving_pct,total_saving_pct\n";
+  std::string csv = std::string(kEmulationCsvHeader) + "\n";
   for (const EmulationRow& r : rows) {
     // Times and energies with 9 significant digits: a --time-scale of 1e-9 must not print 0.000000.
     csv += fmt::format("{},{},{:.9g},{:.9g},{:.4f},{:.4f},{:.4f}\n", r.method, r.slowdown, r.chosen_time_s,

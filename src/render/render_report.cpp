@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "perseus/baselines.hpp"
+#include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
 #include "perseus/input_limits.hpp"
 #include "perseus/profile_transform.hpp"
@@ -263,6 +264,20 @@ std::string html_table(const render_detail::CsvTable& t) {
 std::string emulation_section(const fs::path& csv_path, const fs::path& json_path) {
   std::string h = "<h2>Emulation: energy savings at scale</h2>\n";
   render_detail::CsvTable t = render_detail::read_csv_table(csv_path.string());
+  // Only what perseus emulate writes is shown as its result: its header, a method name and
+  // finite numbers in every row.
+  std::string header;
+  for (const auto& c : t.header) header += (header.empty() ? "" : ",") + c;
+  if (header != kEmulationCsvHeader)
+    throw InputError(fmt::format("{}:1: expected the header of perseus emulate's emulation.csv ({}), got {} (re-run "
+                                 "perseus emulate into this folder, or remove emulation.csv/.json)",
+                                 csv_path.string(), kEmulationCsvHeader, quote_input(header)));
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    if (t.rows[i][0].empty())
+      throw InputError(fmt::format("{}:{}: field 'method': expected a method's name, got an empty field",
+                                   csv_path.string(), t.lines[i]));
+    for (std::size_t c = 1; c < t.header.size(); ++c) render_detail::csv_number(t, i, static_cast<int>(c));
+  }
   std::optional<double> t_min_s;
   std::error_code ec;
   if (fs::exists(json_path, ec)) {

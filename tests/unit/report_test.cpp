@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/plan_files.hpp"
@@ -390,6 +391,28 @@ TEST(ReportErrors, EmulationOfAnotherPipelineIsRefused) {
   EXPECT_NE(emulation(83.64, 0.01, t_min).find("an emulation with P_block 83.64 W vs this run's 40 W"), std::string::npos);
   EXPECT_NE(emulation(40, 0.001, t_min).find("time unit 0.001 s vs this run's 0.01 s"), std::string::npos);
   EXPECT_NE(emulation(40, 0.01, 1.1 * t_min).find("(another profile?)"), std::string::npos);
+}
+
+// An emulation.csv that perseus emulate did not write (another header, a bad row) is refused
+// with its line and field: the page would show it as this run's emulation.
+TEST(ReportErrors, EmulationCsvNotWrittenByEmulateIsRefused) {
+  Job job;
+  const fs::path csv = fs::path(job.out) / "emulation.csv";
+  const std::string header(kEmulationCsvHeader);
+  std::ofstream(csv) << "method,slowdown\nperseus,1.1\n";
+  std::string e = report_error(job.out);
+  EXPECT_NE(e.find("emulation.csv:1: expected the header of perseus emulate's emulation.csv"), std::string::npos) << e;
+  std::ofstream(csv) << header << "\nperseus,1.1,1,2,3,4,5\nzeus,1.1,1,2,oops,4,5\n";
+  e = report_error(job.out);
+  EXPECT_NE(e.find("emulation.csv:3: field 'intrinsic_saving_pct': expected a finite number, got 'oops'"),
+            std::string::npos)
+      << e;
+  std::ofstream(csv) << header << "\n,1.1,1,2,3,4,5\n";
+  e = report_error(job.out);
+  EXPECT_NE(e.find("emulation.csv:2: field 'method': expected a method's name"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+  std::ofstream(csv) << header << "\nperseus,1.1,1,2,3,4,5\n";
+  EXPECT_EQ(report_error(job.out), "");
 }
 
 // A plan file lists each rank's computations in execution order: read against another
