@@ -32,7 +32,20 @@ void reject_non_text(std::string_view text, const std::string& source) {
     if ((c < 0x20 && c != '\t' && c != '\r' && c != '\f' && c != '\n') || c == 0x7F) break;
   }
   const std::size_t at = std::min(control, invalid);
-  if (at == text.size()) return;
+  if (at == text.size()) {
+    // A carriage return not followed by a line feed (classic Mac line endings): every reader
+    // would see one long line and report a puzzling header or field.
+    const std::size_t cr = text.find('\r');
+    for (std::size_t i = cr; i != std::string_view::npos; i = text.find('\r', i + 1)) {
+      if (i + 1 < text.size() && text[i + 1] != '\n') {
+        const long line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(i), '\n');
+        throw InputError::in_file(source, line, "",
+                                  "a carriage return (CR) without a line feed: lines must end with LF or CR LF "
+                                  "(old Mac CR-only line endings are not read; convert the file, e.g. tr '\\r' '\\n')");
+      }
+    }
+    return;
+  }
   const auto c = static_cast<unsigned char>(text[at]);
   const long line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
   if (c == 0) throw InputError::in_file(source, static_cast<long>(line), "", "contains a NUL byte (expected CSV text)");
@@ -71,7 +84,7 @@ std::vector<std::string> split_line(std::string_view line, const std::string& so
       cell += c;
     }
   }
-  if (quoted) throw InputError::in_file(source, static_cast<long>(line_no), "", "unterminated quoted field");
+  if (quoted) throw InputError::in_file(source, static_cast<long>(line_no), "", "unterminated quoted field (a quoted field must end on its own line)");
   out.push_back(std::move(cell));
   for (auto& f : out) {  // trim spaces (quoted content keeps inner spaces)
     const auto b = f.find_first_not_of(" \t");
@@ -97,6 +110,10 @@ double to_double(const std::string& source, long line, std::string_view field, s
   const std::string_view s = without_plus(text);
   double value = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec == std::errc::result_out_of_range && ptr == s.data() + s.size())
+    fail(source, line, field,
+         fmt::format("expected a number within a double's range (magnitude about 1e-308 to 1e308, or 0), got {}",
+                     quote_input(text)));
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
     fail(source, line, field, fmt::format("expected a number, got {}", quote_input(text)));
   }
@@ -117,7 +134,7 @@ long to_int(const std::string& source, long line, std::string_view field, std::s
       std::abs(d) < 1e9) {
     return static_cast<long>(d);
   }
-  fail(source, line, field, fmt::format("expected an integer, got {}", quote_input(text)));
+  fail(source, line, field, fmt::format("expected a decimal integer, got {}", quote_input(text)));
 }
 
 }  // namespace perseus::csv

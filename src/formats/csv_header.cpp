@@ -59,7 +59,7 @@ void throw_row_error(const io::error::base& e, const std::string& source, std::s
   std::string what = e.what();
   if (dynamic_cast<const io::error::too_few_columns*>(&e) != nullptr) what = "too few columns";
   if (dynamic_cast<const io::error::too_many_columns*>(&e) != nullptr) what = "too many columns";
-  if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote";
+  if (dynamic_cast<const io::error::escaped_string_not_closed*>(&e) != nullptr) what = "unclosed quote (a quoted field must end on its own line)";
   if (dynamic_cast<const io::error::line_length_limit_exceeded*>(&e) != nullptr) what = "line longer than 16 MiB";
   if (at == nullptr || at->file_line < 0) throw InputError(fmt::format("{}: {}", source, what));
   throw InputError::in_file(source, static_cast<long>(at->file_line), "",

@@ -242,6 +242,24 @@ TEST(Profile, AcceptsStandardCsvQuoting) {
             0u);
 }
 
+// Inputs that read as something else than what they are: each error says what is wrong
+// with the file, not that a column is missing or that a number is not a number.
+TEST(ProfileErrors, MisleadingInputsGetTheirOwnMessage) {
+  const std::string header = "stage,instruction,frequency,time,energy";
+  // Old Mac line endings: one long line, so "no column 'energy'" before; the CR's line now.
+  EXPECT_EQ(error_of(header + "\r0,forward,1410,0.1,20\r").rfind("p.csv:1: a carriage return (CR) without a line feed", 0),
+            0u);
+  EXPECT_EQ(error_of(header + "\n0,forward,1410,0.1,20\n0,backward,1410,0.2,40\r0,x").rfind("p.csv:3: a carriage return", 0),
+            0u);
+  EXPECT_NE(error_of(header + "\n0,\"forw\nard\",1410,0.1,20\n").find("unclosed quote (a quoted field must end on its own line)"),
+            std::string::npos);
+  EXPECT_EQ(error_of(header + "\n0,forward,1410,1e-400,20\n0,backward,1410,0.2,40\n"),
+            "p.csv:2: field 'time': expected a number within a double's range (magnitude about 1e-308 to 1e308, or 0), "
+            "got '1e-400'");
+  EXPECT_EQ(error_of(header + "\n0,forward,0x582,0.1,20\n0,backward,1410,0.2,40\n"),
+            "p.csv:2: field 'frequency': expected a decimal integer, got '0x582'");
+}
+
 TEST(ProfileErrors, BinaryGarbageDoesNotCrash) {
   std::string junk = "stage,instruction,frequency,time,energy\n";
   for (int i = 0; i < 2000; ++i) junk.push_back(static_cast<char>((i * 7919) % 256));

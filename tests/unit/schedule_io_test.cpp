@@ -36,7 +36,8 @@ TEST(ScheduleIo, SpreadsheetCsvWithBomCrlfAndQuotes) {
   EXPECT_EQ(s.order, make_1f1b(2, 2).order);
   const Schedule q = parse_schedule_csv("\"0F0\", \"0F1\",0B0,0B1\n1F0,1B0,1F1,1B1\n", "q.csv");
   EXPECT_EQ(q.num_ranks(), 2);
-  EXPECT_EQ(error_of("0F0,\"0B0\n"), "s.csv:1: unterminated quoted field");
+  EXPECT_EQ(error_of("0F0,\"0B0\n"), "s.csv:1: unterminated quoted field (a quoted field must end on its own line)");
+  EXPECT_EQ(error_of("0F0,0B0\r1F0,1B0\r").rfind("s.csv:1: a carriage return (CR) without a line feed", 0), 0u);
   EXPECT_EQ(error_of(std::string("0F0,0B0\n1F0\0,1B0\n", 17)), "s.csv:2: contains a NUL byte (expected CSV text)");
 }
 
