@@ -99,6 +99,22 @@ TEST_F(Negative, WrongTypesAndRanges) {
     expect_error(r, 422, "control character in name");
     EXPECT_NE(r.body.find("must not contain control characters"), std::string::npos) << r.body;
   }
+  // A name that displays as another (right-to-left override: "job\u202Egnp.exe" shows as
+  // "jobexe.png"), or a C1 control (U+009B is a terminal's CSI), is refused by code point.
+  for (const auto& [name, what] : std::vector<std::pair<std::string, std::string>>{
+           {"job\u202Egnp.exe", "bidirectional text controls (U+202E at offset 3)"},
+           {"a\u2067b", "bidirectional text controls (U+2067 at offset 1)"},
+           {"\u061Cx", "bidirectional text controls (U+061C at offset 0)"},
+           {"x\u009B31m", "C1 control characters (U+009B at offset 1)"}}) {
+    j = profile_job();
+    j["name"] = name;
+    const auto r = api.post("/v1/jobs", j);
+    expect_error(r, 422, "display-changing character in name");
+    EXPECT_NE(r.body.find("must not contain " + what), std::string::npos) << r.body;
+  }
+  j = profile_job();
+  j["name"] = "GPT-3 \u00e9t\u00e9 \u2014 \u65e5\u672c";  // other non-ASCII text stays a fine name
+  EXPECT_EQ(api.post("/v1/jobs", j).status, 201);
   j = profile_job();
   j["zeus_plans"] = {"[[1410]]"};
   expect_error(api.post("/v1/jobs", j), 422, "zeus plan shape");

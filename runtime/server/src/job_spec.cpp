@@ -39,6 +39,22 @@ JobSpec JobSpec::from_json(const json& body) {
     if (c < 0x20 || c == 0x7f)
       throw ApiError(422, "invalid_field",
                      fmt::format("field \"name\" must not contain control characters, got byte 0x{:02x} at offset {}", c, i));
+    // (The body is valid UTF-8: the JSON parser checked it.) C1 controls U+0080..U+009F, and the
+    // bidirectional marks, embeddings, overrides and isolates (Unicode UAX #9: U+061C, U+200E,
+    // U+200F, U+202A..U+202E, U+2066..U+2069), which make a name display as another.
+    const auto next = [&](std::size_t k) { return k < s.name.size() ? static_cast<unsigned char>(s.name[k]) : 0u; };
+    const unsigned c1 = next(i + 1), c2 = next(i + 2);
+    const bool c1_control = c == 0xc2 && c1 >= 0x80 && c1 <= 0x9f;
+    const bool bidi = (c == 0xd8 && c1 == 0x9c) ||
+                      (c == 0xe2 && c1 == 0x80 && (c2 == 0x8e || c2 == 0x8f || (c2 >= 0xaa && c2 <= 0xae))) ||
+                      (c == 0xe2 && c1 == 0x81 && c2 >= 0xa6 && c2 <= 0xa9);
+    if (c1_control || bidi)
+      throw ApiError(422, "invalid_field",
+                     fmt::format("field \"name\" must not contain {} (U+{:04X} at offset {})",
+                                 c1_control ? "C1 control characters" : "bidirectional text controls",
+                                 c < 0xe0 ? ((c & 0x1fu) << 6 | (c1 & 0x3fu))  // two bytes (C1, U+061C)
+                                          : ((c & 0x0fu) << 12 | (c1 & 0x3fu) << 6 | (c2 & 0x3fu)),
+                                 i));
   }
   s.pp = static_cast<int>(get_int(body, "pp", std::nullopt, 1, kMaxJobPp));
   s.dp = static_cast<int>(get_int(body, "dp", 1, 1, kMaxJobDp));
