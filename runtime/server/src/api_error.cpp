@@ -20,11 +20,19 @@ std::string error_body(std::string_view code, std::string_view message) {
 }
 
 namespace {
-/// Deepest array/object nesting of a JSON text, scanning at most until `limit` is passed
-/// (strings and escapes skipped). Linear, no recursion: runs before the parser ever nests.
-int nesting_depth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
+struct JsonShape {
+  int deepest = 0;          ///< deepest array/object nesting
+  std::size_t values = 0;   ///< JSON values (each array/object, member value and element), upper bound
+};
+/// The nesting and the number of values of a JSON text, scanning at most until either limit is
+/// passed (strings and escapes skipped). Linear, no recursion, no allocation: runs before the
+/// parser ever nests or builds a node. Values are counted as opening brackets plus commas plus
+/// one, which is exact for valid JSON and an upper bound otherwise.
+JsonShape json_shape(std::string_view text, int depth_limit, std::size_t value_limit) {
+  JsonShape out;
+  int depth = 0;
   bool in_string = false, escaped = false;
+  out.values = 1;
   for (const char ch : text) {
     if (in_string) {
       if (escaped) escaped = false;
@@ -32,22 +40,33 @@ int nesting_depth(std::string_view text, int limit) {
       else if (ch == '"') in_string = false;
       continue;
     }
-    if (ch == '"') in_string = true;
-    else if (ch == '[' || ch == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      out.deepest = std::max(out.deepest, ++depth);
+      ++out.values;
+      if (out.deepest > depth_limit) return out;
     } else if (ch == ']' || ch == '}') {
       --depth;
+    } else if (ch == ',') {
+      ++out.values;
     }
+    if (out.values > value_limit) return out;
   }
-  return deepest;
+  return out;
 }
 }  // namespace
 
 json parse_json_body(std::string_view body) {
   if (body.empty()) throw ApiError(400, "empty_body", "request body is empty; expected a JSON object");
-  if (nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
+  const JsonShape shape = json_shape(body, kMaxJsonDepth, kMaxJsonValues);
+  if (shape.deepest > kMaxJsonDepth)
     throw ApiError(400, "too_deep", fmt::format("JSON nests deeper than the limit of {} levels", kMaxJsonDepth));
+  if (shape.values > kMaxJsonValues)
+    throw ApiError(413, "too_many_values",
+                   fmt::format("the JSON body holds more than {} values (arrays, objects, members and elements); "
+                               "no request needs that many: send large measurement batches in several requests",
+                               kMaxJsonValues));
   try {
     return parse_json_text(body, "request body");
   } catch (const JsonTextError& e) {  // the message names the field, line and column, never the parser's own text

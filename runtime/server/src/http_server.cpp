@@ -8,9 +8,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <semaphore>
 #include <string_view>
 #include <thread>
 
@@ -33,6 +35,8 @@ namespace {
 constexpr const char* kJson = "application/json";
 /// Request bodies from this size on are followed by malloc_trim() (dispatch()), bytes.
 constexpr std::size_t kTrimAfterBodyBytes = std::size_t{1} << 20;
+/// Requests with a body of kTrimAfterBodyBytes or more handled at once (dispatch()).
+constexpr std::ptrdiff_t kLargeBodiesAtOnce = 2;
 
 /// Who may call a route (docs/http-api.md, "Authority").
 enum class Access {
@@ -256,6 +260,7 @@ struct Server::Impl {
   std::unique_ptr<HttpDaemon> http;
   std::size_t loaded = 0;
   double started_s = now_s();
+  std::counting_semaphore<kLargeBodiesAtOnce> large_bodies{kLargeBodiesAtOnce};
   int port = -1;
   int listen_fd = -1;
 
@@ -490,6 +495,15 @@ struct Server::Impl {
 #endif
       }
     } trim{req.body.size()};
+    // At most kLargeBodiesAtOnce large bodies are parsed and handled at once (the others wait
+    // here): each can take ~100 MB as JSON nodes, however many threads serve requests.
+    struct LargeBodyTurn {
+      std::counting_semaphore<kLargeBodiesAtOnce>* turns;
+      ~LargeBodyTurn() {
+        if (turns) turns->release();
+      }
+    } turn{req.body.size() >= kTrimAfterBodyBytes ? &large_bodies : nullptr};
+    if (turn.turns) turn.turns->acquire();
     try {
       if (req.route < 0) return error_response(404, "not_found", "no such route (see docs/http-api.md)");
       const Route& r = routes[static_cast<std::size_t>(req.route)];
