@@ -8,8 +8,11 @@
 namespace perseus::limits {
 
 inline constexpr long kMaxProfileStages = 1 << 16;   ///< Profile stage ids 0..kMaxProfileStages-1.
-inline constexpr int kMaxScheduleStageId = 99999;    ///< Schedule CSV stage ids 0..this.
-inline constexpr int kMaxMicrobatchId = 999999;      ///< Schedule CSV microbatch ids 0..this.
+/// Schedule CSV stage and microbatch ids 0..this: a schedule holds at most 2^20 (stage,
+/// microbatch) pairs (--stages and --microbatches go to 2^20), so every id a generated
+/// schedule can hold reads back.
+inline constexpr int kMaxScheduleStageId = (1 << 20) - 1;
+inline constexpr int kMaxMicrobatchId = (1 << 20) - 1;
 inline constexpr long kMaxFrequencyMhz = 100000;     ///< SM clocks 1..this MHz.
 /// One computation of one microbatch: time in [kMinOpTimeS, kMaxOpTimeS] s. A kernel launch
 /// alone takes microseconds; below that, starts and ends of a long pipeline's computations
