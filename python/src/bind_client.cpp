@@ -38,16 +38,22 @@ py::object new_exception(py::module_& m, const char* name, const char* doc, PyOb
 /// Raises the Python exception for `status` (GIL held).
 [[noreturn]] void raise_status(perseus_status status, const std::string& message);
 
-/// A rank (or device index) keyword: a Python int in [0, 2^31 - 1]; else ClientConfigError
-/// naming the keyword, the range and the value (a TypeError for a non-integer).
+/// A rank (or device index) keyword: a Python int or a numpy integer (anything with
+/// __index__, never a bool) in [0, 2^31 - 1]; else ClientConfigError naming the keyword, the
+/// range and the value (a TypeError, naming the type, for a non-integer).
 int rank_arg(const py::object& value, const char* name) {
   constexpr long long kMax = 2147483647;
-  if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value)) {
-    throw py::type_error(fmt::format("{} must be an int in [0, {}], got {}", name, kMax,
-                                     py::repr(value).cast<std::string>().substr(0, 64)));
+  py::object index;
+  if (!is_bool_like(value.ptr()) && PyIndex_Check(value.ptr()))
+    index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) {
+    PyErr_Clear();
+    throw py::type_error(fmt::format("{} must be an int in [0, {}], got {} of type {}", name, kMax,
+                                     py::repr(value).cast<std::string>().substr(0, 64),
+                                     Py_TYPE(value.ptr())->tp_name));
   }
   int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow != 0 || v < 0 || v > kMax) {
     raise_status(PERSEUS_ERR_INVALID_ARGUMENT, fmt::format("{} must be an integer in [0, {}], got {}", name, kMax,
                                                            py::str(value).cast<std::string>().substr(0, 64)));

@@ -217,6 +217,22 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             perseus.Client(self.server.url, self.job_id, rank="0")
         self.assertIn("rank must be an int", str(cm.exception))
+        self.assertIn("of type str", str(cm.exception))
+        with self.assertRaises(TypeError):
+            perseus.Client(self.server.url, self.job_id, rank=True)  # an int to Python, never a rank
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        if numpy is not None:
+            # A numpy integer is a rank as `optimize` and `API.create_job` take one: it was "rank
+            # must be an int in [0, 2147483647], got 0" (session 17's trial).
+            self.client(numpy.int64(1), pp_rank=numpy.int64(1), dp_rank=numpy.int32(0), device_index=numpy.uint8(0))
+            with self.assertRaises(perseus.ClientConfigError) as cm:
+                perseus.Client(self.server.url, self.job_id, rank=numpy.int64(-1))
+            self.assertEqual(str(cm.exception), "rank must be an integer in [0, 2147483647], got -1")
+            with self.assertRaises(TypeError):
+                perseus.Client(self.server.url, self.job_id, rank=numpy.bool_(True))
         # A flag takes True/False (or a numpy bool), not any value Python can test: NaN and 2**70
         # were True (session 15's fuzzing).
         for kw, value in (("sim_time_scale", True), ("first_iteration", True), ("request_timeout_s", "5"),
