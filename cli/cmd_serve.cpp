@@ -209,7 +209,10 @@ void run_serve(ServeArgs& a) {
   generated.keep = created.keep = true;
   if (!generated.path.empty())
     fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
-  fmt::print(stderr, "perseus serve: listening on http://{}:{} (db {}, {} job(s) reloaded)\n", a.opt.host, port,
+  // An IPv6 literal in brackets (RFC 3986 section 3.2.2), so the URL can be pasted as it is.
+  const bool ipv6 = a.opt.host.find(':') != std::string::npos;
+  fmt::print(stderr, "perseus serve: listening on http://{}{}{}:{} (db {}, {} job(s) reloaded)\n", ipv6 ? "[" : "",
+             a.opt.host, ipv6 ? "]" : "", port,
              a.opt.db_path, srv.jobs_loaded());
   if (a.opt.host != "127.0.0.1" && a.opt.host != "localhost" && a.opt.host != "::1")
     fmt::print(stderr, "perseus serve: WARNING: bound to {}, reachable from the network; use TLS termination\n",

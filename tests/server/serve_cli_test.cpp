@@ -143,5 +143,26 @@ TEST(ServeCli, AFailedStartLeavesNoNewFilesAndThePortFileGoesWithTheServer) {
   EXPECT_NE(out.find("port-file-gone"), std::string::npos) << out;
 }
 
+// Session 17's trial: `--host ::1` printed "http://::1:35359", which curl and perseus.Client
+// cannot take; an IPv6 literal goes in brackets (RFC 3986). Waits are for the port file.
+TEST(ServeCli, AnIpv6HostIsPrintedInBrackets) {
+  TempDir dir;
+  const std::string script = "cd '" + dir.path.string() + "' && (PERSEUS_TOKEN=" + kToken + " timeout 60 " +
+                             PERSEUS_BINARY +
+                             " serve --host ::1 --port 0 --port-file port.txt --db :memory: 2>log.txt & pid=$!; "
+                             "while [ ! -s port.txt ] && kill -0 $pid 2>/dev/null; do sleep 0.05; done; "
+                             "echo port=$(cat port.txt); kill -TERM $pid 2>/dev/null; wait $pid; echo rc=$?; cat log.txt)";
+  FILE* p = ::popen(script.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ::pclose(p);
+  if (out.find("rc=0") == std::string::npos) GTEST_SKIP() << "no IPv6 loopback here: " << out;
+  const std::size_t at = out.find("port=") + 5;
+  const std::string port = out.substr(at, out.find('\n', at) - at);
+  ASSERT_FALSE(port.empty()) << out;
+  EXPECT_NE(out.find("listening on http://[::1]:" + port + " "), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace perseus::server::testing
