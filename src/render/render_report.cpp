@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include <fmt/core.h>
@@ -123,9 +124,13 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
   ProblemSpec spec;
   const auto names = schedule_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) {
-    if (stages < 1 || microbatches < 1 || chunks < 1 || stages > 100000 || microbatches > 1000000 || chunks > 1000) {
-      throw InputError(fmt::format("{}: inputs: stages, microbatches and chunks must be positive (got {}, {}, {})", ss,
-                                   stages, microbatches, chunks));
+    // The ranges `perseus optimize` takes (--stages, --microbatches, --chunks).
+    for (const auto& [field, value, max] : {std::tuple{"stages", stages, 1L << 20},
+                                            std::tuple{"microbatches", microbatches, 1L << 20},
+                                            std::tuple{"chunks", chunks, 1024L}}) {
+      if (value < 1 || value > max)
+        throw InputError(fmt::format("{}: field 'inputs.{}': expected an integer in [1, {}], got {}", ss, field, max,
+                                     value));
     }
     spec.schedule = name;
     spec.num_ranks = static_cast<int>(stages);

@@ -245,6 +245,9 @@ TEST(ReportErrors, BadFolderAndSummary) {
   // last two are hand-edited numbers outside their ranges, named rather than drawn.
   const std::tuple<const char*, const char*, const char*> edits[] = {
       {"\"stages\": 2", "\"stages\": \"two\"", "field 'inputs.stages': expected an integer, got \"two\""},
+      // Each size named with optimize's range (it said "must be positive" of three positive numbers).
+      {"\"stages\": 2", "\"stages\": 1000000000", "field 'inputs.stages': expected an integer in [1, 1048576], got 1000000000"},
+      {"\"microbatches\": 3", "\"microbatches\": 0", "field 'inputs.microbatches': expected an integer in [1, 1048576], got 0"},
       {"\"t_min_s\"", "\"t_minimum\"", "summary.json: missing field 't_min_s'"},
       {"\"schedule\": \"1f1b\"", "\"schedule\": \"zigzag\"", "field 'inputs.schedule': 'zigzag' is neither a schedule name"},
       {"\"microbatches\": 3", "\"microbatches\": 4", "ranks[0] must list 8 computations, as the schedule runs on that rank"},
