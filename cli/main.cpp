@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // An option given twice: CLI11 says "--stages: At Most 1 required but received 2".
+    if (const auto twice = perseus::cli::repeated_option_message(e.what())) {
+      fmt::print(stderr, "perseus {}: error: {}\nRun perseus {} --help for the options.\n", argv[1], *twice, argv[1]);
+      return 2;
+    }
     // Unknown options: name each, with "did you mean" for a typo (CLI11 lists them as
     // "arguments were not expected", values included).
     const auto unknown = perseus::cli::unknown_option_messages(app, argc, argv);

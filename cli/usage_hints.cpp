@@ -98,4 +98,15 @@ std::vector<std::string> unknown_option_messages(CLI::App& app, int argc, const 
   return out;
 }
 
+std::optional<std::string> repeated_option_message(std::string_view cli11_error) {
+  constexpr std::string_view kAtMost = ": At Most ", kReceived = " required but received ";
+  const std::size_t at = cli11_error.find(kAtMost), rec = cli11_error.find(kReceived);
+  if (at == std::string_view::npos || rec == std::string_view::npos || rec < at) return std::nullopt;
+  const std::string_view name = cli11_error.substr(0, at);
+  const std::string_view most = cli11_error.substr(at + kAtMost.size(), rec - at - kAtMost.size());
+  const std::string_view got = cli11_error.substr(rec + kReceived.size());
+  if (most == "1") return fmt::format("{} is given {} times; give it once", name, got);
+  return fmt::format("{} takes at most {} values, got {}", name, most, got);
+}
+
 }  // namespace perseus::cli

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -24,5 +25,9 @@ std::optional<std::string> unknown_subcommand_message(CLI::App& app, int argc, c
 /// subcommand named by argv[1] does not have, each "unknown option --X" with "did you mean --Y"
 /// for a near miss; empty when there are none (or argv names no subcommand).
 std::vector<std::string> unknown_option_messages(CLI::App& app, int argc, const char* const* argv);
+
+/// CLI11's error for an option given more often than it takes ("--stages: At Most 1 required
+/// but received 2") as "--stages is given 2 times; give it once"; std::nullopt for any other error.
+std::optional<std::string> repeated_option_message(std::string_view cli11_error);
 
 }  // namespace perseus::cli

@@ -196,6 +196,10 @@ TEST(CliInputChecks, NumberOptionsAreDecimalOnly) {
       {optimize + " --sample 0x10", "--sample: expected an integer in [0, 1000000000], got '0x10'"},
       {"schedule --schedule 1f1b --stages 010 --microbatches 2 --out -",
        "--stages: expected an integer in [1, 1048576], got '010' (without leading zeros)"},
+      // An option given twice (CLI11: "--stages: At Most 1 required but received 2").
+      {optimize + " --stages 3", "perseus optimize: error: --stages is given 2 times; give it once"},
+      {emulate + " --slowdown 1.1 --global-batch 8 --global-batch 16",
+       "perseus emulate: error: --global-batch is given 2 times; give it once"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = run(args);
