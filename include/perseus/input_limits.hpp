@@ -14,6 +14,9 @@ inline constexpr long kMaxProfileStages = 1 << 16;   ///< Profile stage ids 0..k
 inline constexpr int kMaxScheduleStageId = (1 << 20) - 1;
 inline constexpr int kMaxMicrobatchId = (1 << 20) - 1;
 inline constexpr long kMaxFrequencyMhz = 100000;     ///< SM clocks 1..this MHz.
+/// Frequencies (rows) of one (stage, instruction) in a profile: the planner indexes a
+/// computation's clocks with 16 bits.
+inline constexpr std::size_t kMaxProfileClocks = 65535;
 /// One computation of one microbatch: time in [kMinOpTimeS, kMaxOpTimeS] s. A kernel launch
 /// alone takes microseconds; below that, starts and ends of a long pipeline's computations
 /// would round to the same double.

@@ -179,6 +179,14 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     if (!profile.has(s, InstructionKind::kForward)) {
       throw InputError::in_file(source, 0, "instruction", fmt::format("stage {} has no forward rows", s));
     }
+    for (int k = 0; k < kNumInstructionKinds; ++k) {
+      const std::size_t clocks = profile.points(s, static_cast<InstructionKind>(k)).size();
+      if (clocks > limits::kMaxProfileClocks)
+        throw InputError::in_file(source, 0, "frequency",
+                                  fmt::format("stage {} {} has {} frequencies; at most {} per (stage, instruction) "
+                                              "(a GPU has a few hundred)",
+                                              s, kKindNames[k], clocks, limits::kMaxProfileClocks));
+    }
     const bool split = profile.has(s, InstructionKind::kBackwardInput) && profile.has(s, InstructionKind::kBackwardWeight);
     if (!profile.has(s, InstructionKind::kBackward) && !split) {
       throw InputError::in_file(source, 0, "instruction",

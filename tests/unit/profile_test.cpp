@@ -260,6 +260,15 @@ TEST(ProfileErrors, MisleadingInputsGetTheirOwnMessage) {
             "p.csv:2: field 'frequency': expected a decimal integer, got '0x582'");
 }
 
+// 100,000 clocks of one computation (each within 1..100000 MHz) passed the reader and the
+// planner said "profile: too many Pareto-optimal frequencies" with no file, stage or count.
+TEST(ProfileErrors, TooManyClocksOfOneComputationAreNamed) {
+  std::string text = "stage,instruction,frequency,time,energy\n0,backward,1410,0.2,40\n";
+  for (int f = 1; f <= 65536; ++f) text += fmt::format("0,forward,{},{},{}\n", f, 100.0 / f, 1000.0 / f + f * 1e-3);
+  EXPECT_EQ(error_of(text), "p.csv: field 'frequency': stage 0 forward has 65536 frequencies; at most 65535 per "
+                            "(stage, instruction) (a GPU has a few hundred)");
+}
+
 TEST(ProfileErrors, BinaryGarbageDoesNotCrash) {
   std::string junk = "stage,instruction,frequency,time,energy\n";
   for (int i = 0; i < 2000; ++i) junk.push_back(static_cast<char>((i * 7919) % 256));
