@@ -1,11 +1,14 @@
 // Reading a job export (`GET /v1/jobs/{id}` saved to a file) for the job report.
 #include <cmath>
+#include <optional>
+#include <string_view>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
 #include "perseus/input_file.hpp"
+#include "perseus/input_limits.hpp"
 #include "perseus/job_report.hpp"
 #include "perseus/json_input.hpp"
 
@@ -17,6 +20,18 @@ namespace {
 
 constexpr std::size_t kMaxExportBytes = std::size_t{256} << 20;
 constexpr long kMaxPipelines = 65536;
+
+/// The range of a number the server writes, and its unit.
+struct Range {
+  double lo, hi;
+  std::string_view unit;
+};
+/// An iteration time (s) and a Unix time (s, up to the year 5138).
+constexpr Range kIterationTime{0, limits::kMaxIterationTimeS, "s"}, kUnixTime{0, 1e11, "s (Unix time)"};
+/// An iteration's energy (J) and a saving of one (J, negative when a switch cost energy).
+constexpr Range kEnergy{0, 1e18, "J"}, kSaving{-1e18, 1e18, "J"};
+/// A straggler's slowdown factor (T' / T).
+constexpr Range kSlowdown{0, 1000, "x"};
 
 /// Typed access to one JSON object with errors naming the file and the field path.
 class Reader {
@@ -36,9 +51,6 @@ class Reader {
   double number(const json& v, const std::string& path) const {
     if (!v.is_number() || !std::isfinite(v.get<double>())) fail(path, "expected a finite number, got " + v.dump());
     return v.get<double>();
-  }
-  double number(const json& obj, const std::string& prefix, const char* name) const {
-    return number(at(obj, prefix, name), prefix + name);
   }
   std::int64_t integer(const json& v, const std::string& path, std::int64_t lo, std::int64_t hi) const {
     if (!v.is_number_integer()) fail(path, "expected an integer, got " + v.dump());
@@ -60,9 +72,18 @@ class Reader {
     if (!v.is_array()) fail(prefix + name, "expected an array, got " + v.dump().substr(0, 80));
     return v;
   }
-  std::optional<double> opt_number(const json& obj, const std::string& prefix, const char* name) const {
+  /// A number in [lo, hi] (`unit` names it in the message, e.g. "s").
+  double number_in(const json& v, const std::string& path, double lo, double hi, std::string_view unit) const {
+    const double x = number(v, path);
+    if (!(x >= lo && x <= hi)) fail(path, fmt::format("expected a number in [{}, {}] {}, got {}", lo, hi, unit, v.dump()));
+    return x;
+  }
+  double number_in(const json& obj, const std::string& prefix, const char* name, const Range& r) const {
+    return number_in(at(obj, prefix, name), prefix + name, r.lo, r.hi, r.unit);
+  }
+  std::optional<double> opt_number_in(const json& obj, const std::string& prefix, const char* name, const Range& r) const {
     if (!has(obj, name)) return std::nullopt;
-    return number(obj.at(name), prefix + name);
+    return number_in(obj.at(name), prefix + name, r.lo, r.hi, r.unit);
   }
 
  private:
@@ -73,11 +94,11 @@ JobVerdict read_verdict(const Reader& r, const json& v, const std::string& p, in
   JobVerdict out;
   out.pipeline = static_cast<int>(r.integer(v, p, "pipeline", 0, dp - 1));
   out.verdict = r.text(v, p, "verdict");
-  out.predicted_time_s = r.number(v, p, "predicted_time_s");
-  out.measured_time_s = r.number(v, p, "measured_time_s");
-  out.straggler_time_s = r.number(v, p, "straggler_time_s");
-  out.predicted_saving_j = r.number(v, p, "predicted_saving_j_per_iteration");
-  out.measured_saving_j = r.opt_number(v, p, "measured_saving_j_per_iteration");
+  out.predicted_time_s = r.number_in(v, p, "predicted_time_s", kIterationTime);
+  out.measured_time_s = r.number_in(v, p, "measured_time_s", kIterationTime);
+  out.straggler_time_s = r.number_in(v, p, "straggler_time_s", kIterationTime);
+  out.predicted_saving_j = r.number_in(v, p, "predicted_saving_j_per_iteration", kSaving);
+  out.measured_saving_j = r.opt_number_in(v, p, "measured_saving_j_per_iteration", kSaving);
   return out;
 }
 
@@ -85,14 +106,14 @@ JobDecision read_decision(const Reader& r, const json& d, const std::string& p, 
                           std::int64_t num_plans) {
   JobDecision out;
   out.id = r.integer(d, p, "id", 1, INT64_MAX);
-  out.time_s = r.number(d, p, "time_s") - created_s;
+  out.time_s = r.number_in(d, p, "time_s", kUnixTime) - created_s;
   out.action = r.text(d, p, "action");
   out.origin = r.text(d, p, "origin");
   if (r.has(d, "pipeline")) out.pipeline = static_cast<int>(r.integer(d.at("pipeline"), p + "pipeline", 0, dp - 1));
-  out.target_time_s = r.opt_number(d, p, "target_time_s");
-  out.slowdown = r.opt_number(d, p, "slowdown");
-  out.predicted_saving_j = r.opt_number(d, p, "predicted_saving_j_per_iteration");
-  out.measured_saving_j = r.opt_number(d, p, "measured_saving_j_per_iteration");
+  out.target_time_s = r.opt_number_in(d, p, "target_time_s", kIterationTime);
+  out.slowdown = r.opt_number_in(d, p, "slowdown", kSlowdown);
+  out.predicted_saving_j = r.opt_number_in(d, p, "predicted_saving_j_per_iteration", kSaving);
+  out.measured_saving_j = r.opt_number_in(d, p, "measured_saving_j_per_iteration", kSaving);
   if (r.has(d, "stragglers")) {
     const json& s = r.array(d, p, "stragglers");
     for (std::size_t i = 0; i < s.size(); ++i)
@@ -131,11 +152,11 @@ JobExport load_job_export(const std::string& path) {
   out.job_id = r.text(j, "", "job_id");
   out.name = r.has(j, "name") ? r.text(j, "", "name") : "";
   out.status = r.has(j, "status") ? r.text(j, "", "status") : "";
-  const double created_s = r.number(j, "", "created_s");
+  const double created_s = r.number_in(j, "", "created_s", kUnixTime);
   const json& spec = r.at(j, "", "spec");
   out.pipelines = static_cast<int>(r.integer(spec, "spec.", "dp", 1, kMaxPipelines));
   out.stages = static_cast<int>(r.integer(spec, "spec.", "pp", 1, INT32_MAX));
-  if (const auto last = r.opt_number(j, "", "last_activity_s")) out.last_activity_s = std::max(0.0, *last - created_s);
+  if (const auto last = r.opt_number_in(j, "", "last_activity_s", kUnixTime)) out.last_activity_s = std::max(0.0, *last - created_s);
 
   const json& fr = r.at(j, "", "frontier");
   const std::int64_t num_plans = r.integer(fr, "frontier.", "num_points", 1, INT32_MAX);
@@ -148,7 +169,9 @@ JobExport load_job_export(const std::string& path) {
     for (std::size_t i = 0; i < pts.size(); ++i) {
       const std::string p = fmt::format("frontier.points[{}]", i);
       if (!pts[i].is_array() || pts[i].size() != 2) r.fail(p, "expected [time_s, energy_j], got " + pts[i].dump());
-      out.frontier.push_back({fmt::format("plan {}", i), r.number(pts[i][0], p + "[0]"), r.number(pts[i][1], p + "[1]")});
+      out.frontier.push_back({fmt::format("plan {}", i),
+                              r.number_in(pts[i][0], p + "[0]", kIterationTime.lo, kIterationTime.hi, kIterationTime.unit),
+                              r.number_in(pts[i][1], p + "[1]", kEnergy.lo, kEnergy.hi, kEnergy.unit)});
     }
   }
   const json& pipes = r.array(j, "", "pipelines");
