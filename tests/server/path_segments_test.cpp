@@ -103,7 +103,7 @@ TEST_F(PathSegments, RawNulInThePathIsRefusedAndDeletesNothing) {
   EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200) << "the job is still there";
   // What a NUL-free request line may look like: an empty query, a query.
   EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "?").status, 200);
-  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs?limit=1").status, 200);
+  EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=1").status, 400);
 }
 
 TEST_F(PathSegments, OtherCharactersOutsideTheIdRuleAreRefused) {
@@ -196,6 +196,22 @@ TEST_F(PathSegments, RepeatedOrTooManyQueryParametersAreRefused) {
   r = raw_request(srv->port(), "GET", many);
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("more than 64 query parameters"), std::string::npos) << r.body;
+}
+
+// A query parameter a route does not take is refused, never ignored: "?sinceversion=4" (a typo)
+// was answered 200 with the whole plan at every poll (session 17's trial).
+TEST_F(PathSegments, UnknownQueryParametersAreRefused) {
+  Resp r = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?sinceversion=4");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.j["error"].value("code", ""), "invalid_query") << r.body;
+  EXPECT_EQ(r.j["error"].value("message", ""), "unknown query parameter 'sinceversion'; this route takes since_version")
+      << r.body;
+  r = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "?verbose=1");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("this route takes no query parameters"), std::string::npos) << r.body;
+  // (404 here: no rank is registered in this fixture; not a query error.)
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=0").status, 404);
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job).status, 200);
 }
 
 // HEAD is GET without the body (load balancers probe health with it); 405s list it.

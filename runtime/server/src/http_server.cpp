@@ -6,6 +6,7 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -55,6 +56,7 @@ struct Route {
   std::vector<std::string> segments;
   Access access = Access::kAdmin;
   std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> handler;
+  std::vector<std::string> query = {};  ///< the query parameters it takes; any other is 400 invalid_query
 };
 
 std::vector<std::string> split_path(const std::string& path) {
@@ -336,8 +338,9 @@ struct Server::Impl {
   }
 
   void add(std::string method, const std::string& pattern, Access access,
-           std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> h) {
-    routes.push_back({std::move(method), split_path(pattern), access, std::move(h)});
+           std::function<Reply(const HttpRequest&, const std::vector<std::string>&)> h,
+           std::vector<std::string> query = {}) {
+    routes.push_back({std::move(method), split_path(pattern), access, std::move(h), std::move(query)});
   }
 
   void add_routes() {
@@ -356,7 +359,7 @@ struct Server::Impl {
         [this](const R& r, const P& p) { return manager.register_rank(p[0], parse_json_body(r.body)); });
     add("GET", "/v1/jobs/{job_id}/ranks/{rank}/plan", Access::kJob, [this](const R& r, const P& p) {
       return manager.get_plan(p[0], parse_index(p[1], "rank"), query_index(r, "since_version", false));
-    });
+    }, {"since_version"});
     add("POST", "/v1/jobs/{job_id}/ranks/{rank}/measurements", Access::kJob, [this](const R& r, const P& p) {
       return manager.post_measurements(p[0], parse_index(p[1], "rank"), parse_json_body(r.body));
     });
@@ -372,7 +375,7 @@ struct Server::Impl {
         [this](const R& r, const P& p) { return manager.zeus_register_rank(p[0], parse_json_body(r.body)); });
     add("GET", "/schedule/{job_id}", Access::kZeusJob, [this](const R& r, const P& p) {
       return manager.zeus_schedule(p[0], *query_index(r, "rank", true));
-    });
+    }, {"rank"});
     add("POST", "/result/{job_id}", Access::kZeusJob,
         [this](const R& r, const P& p) { return manager.zeus_result(p[0], parse_json_body(r.body)); });
   }
@@ -449,6 +452,15 @@ struct Server::Impl {
         continue;
       }
       if (auto refused = authorize(r, req)) return refused;
+      // A typo never falls back to a default: "?sinceversion=4" was answered with the whole plan.
+      for (const auto& [key, value] : req.query) {
+        if (std::find(r.query.begin(), r.query.end(), key) != r.query.end()) continue;
+        std::string takes;
+        for (const auto& k : r.query) takes += (takes.empty() ? "" : ", ") + k;
+        return error_response(400, "invalid_query",
+                              fmt::format("unknown query parameter {}; this route takes {}", quote_input(key, 32),
+                                          takes.empty() ? "no query parameters" : takes));
+      }
       if (r.method == "POST" && !json_content_type(req.content_type))
         return error_response(415, "unsupported_media_type",
                               fmt::format("Content-Type {} is not JSON; send the body as JSON with "
