@@ -108,6 +108,10 @@ class API:
     """
 
     def __init__(self, url, token=None, timeout_s=10.0):
+        if not isinstance(url, str):
+            hint = (": a LocalServer has its url once started (call start(), or use `with LocalServer() as s`)"
+                    if url is None else "")
+            raise TypeError("url must be a str such as 'http://127.0.0.1:8000', got %r%s" % (url, hint))
         self.url = url.rstrip("/")
         if token is not None:
             if not isinstance(token, str):

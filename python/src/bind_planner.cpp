@@ -233,7 +233,8 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
 
   m.def(
       "parse_profile",
-      [](const std::string& text, const std::string& source_name, std::optional<Strict<int>> expected_stages) {
+      [](const py::object& text_obj, const py::object& source_obj, std::optional<Strict<int>> expected_stages) {
+        const std::string text = text_arg(text_obj, "text"), source_name = text_arg(source_obj, "source_name");
         const std::optional<int> stages = strict_value(expected_stages);
         GilRelease release;
         return std::make_shared<Profile>(parse_profile_csv(text, source_name, stages));

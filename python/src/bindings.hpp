@@ -63,6 +63,11 @@ std::string nul_message(const char* name, std::size_t at, std::size_t size);
 /// (nul_message()); returns `value` otherwise.
 const std::string& c_string_arg(const std::string& value, const char* name);
 
+/// A text argument (CSV text in memory) as UTF-8: a str, else TypeError; a str holding a lone
+/// surrogate (no UTF-8 form) is perseus.InputError (a ValueError) with field `name` and the
+/// character's position, not pybind11's "incompatible function arguments".
+std::string text_arg(const py::object& obj, const char* name);
+
 /// A path argument (str, bytes or os.PathLike, through os.fspath) as the library takes it.
 /// Throws TypeError for anything else, and perseus.InputError (a ValueError) with field `name`
 /// when it holds a NUL character (nul_message()), before anything is opened or written.
@@ -191,6 +196,15 @@ struct type_caster<perseus::python::Real> {
   bool load(handle src, bool /*convert*/) {
     if (!src || perseus::python::is_bool_like(src.ptr())) return false;
     if (!PyFloat_Check(src.ptr()) && !PyLong_Check(src.ptr()) && !PyNumber_Check(src.ptr())) return false;
+    // An array is not a number, even of one element (numpy's float() of a 1-element array
+    // took np.array([83.0]) as 83 W); a numpy scalar has ndim 0.
+    if (!PyFloat_Check(src.ptr()) && !PyLong_Check(src.ptr()) && PyObject_HasAttrString(src.ptr(), "ndim")) {
+      object ndim = reinterpret_steal<object>(PyObject_GetAttrString(src.ptr(), "ndim"));
+      if (!ndim || !PyLong_Check(ndim.ptr()) || PyLong_AsLong(ndim.ptr()) != 0) {
+        PyErr_Clear();
+        return false;
+      }
+    }
     object f = reinterpret_steal<object>(PyNumber_Float(src.ptr()));  // float, int, numpy number
     if (!f) {
       PyErr_Clear();

@@ -38,6 +38,24 @@ const std::string& c_string_arg(const std::string& value, const char* name) {
   return value;
 }
 
+std::string text_arg(const py::object& obj, const char* name) {
+  if (!py::isinstance<py::str>(obj))
+    throw py::type_error(fmt::format("{} must be a str, got {}", name, Py_TYPE(obj.ptr())->tp_name));
+  Py_ssize_t size = 0;
+  if (const char* utf8 = PyUnicode_AsUTF8AndSize(obj.ptr(), &size)) return std::string(utf8, static_cast<std::size_t>(size));
+  PyErr_Clear();  // a lone surrogate: the only str that has no UTF-8 form
+  const Py_ssize_t n = PyUnicode_GetLength(obj.ptr());
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const Py_UCS4 c = PyUnicode_ReadChar(obj.ptr(), i);
+    if (c >= 0xD800 && c <= 0xDFFF)
+      throw perseus::InputError(name, fmt::format("holds a lone surrogate U+{:04X} at character {}, which has no UTF-8 "
+                                                  "form (bytes decoded with errors='surrogateescape'? decode the "
+                                                  "file as UTF-8)",
+                                                  static_cast<unsigned>(c), i));
+  }
+  throw perseus::InputError(name, "has no UTF-8 form");
+}
+
 std::string path_arg(const py::object& obj, const char* name) {
   py::object p = py::module_::import("os").attr("fspath")(obj);  // TypeError for a non-path
   std::string s = py::isinstance<py::bytes>(p) ? p.cast<std::string>() : py::str(p).cast<std::string>();

@@ -429,6 +429,11 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             API(self.server.url, "t\n")
         self.assertIn("strip its newline", str(cm.exception))
+        # A LocalServer's url before start() is None: AttributeError on 'rstrip' (session 17's trial).
+        from perseus.server import LocalServer
+        with self.assertRaises(TypeError) as cm:
+            API(LocalServer(os.environ.get("PERSEUS_BINARY")).url, "x" * 32)
+        self.assertIn("call start()", str(cm.exception))
         with self.assertRaises(APIError) as cm:
             self.server.api.get_job("nope")
         self.assertEqual(cm.exception.http_status, 404)

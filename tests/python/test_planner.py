@@ -139,6 +139,18 @@ class ProfileTest(unittest.TestCase):
         self.assertIn("3", msg)  # line 3
         self.assertIn("time", msg)
 
+    def test_text_that_has_no_utf8_form_is_named(self):
+        """A str with a lone surrogate (bytes decoded with errors='surrogateescape') got pybind11's
+        "incompatible function arguments" (session 17's trial)."""
+        text = "stage,instruction,frequency,time,energy\n0,forw\udc80ard,1410,0.05,20\n"
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.parse_profile(text, "bad.csv")
+        self.assertIn("lone surrogate U+DC80 at character 46", str(cm.exception))
+        self.assertEqual(cm.exception.field, "text")
+        with self.assertRaises(TypeError) as cm:
+            perseus.parse_profile(text.encode("utf-8", "surrogateescape"))
+        self.assertIn("text must be a str, got bytes", str(cm.exception))
+
     def test_bools_are_not_numbers_and_none_is_not_false(self):
         """True is an int in Python: unit_time_s=True would silently be 1 s, stage=True stage 1,
         reclaim_slack=None False. Each is a TypeError."""
@@ -597,7 +609,9 @@ class OptimizeTest(unittest.TestCase):
         # Plan indices and P_block likewise: numpy numbers work, bools and non-lists do not.
         res = perseus.optimize(self.profile, **dict(base, plans=numpy.array([0, 1]), p2p_power_w=numpy.float32(P_BLOCK)))
         self.assertEqual([p["plan"] for p in res["plans"]], [0, 1])
-        for kw, bad in (("plans", 3), ("plans", [True]), ("plans", [0.0]), ("p2p_power_w", True)):
+        # An array is not a number, even of one element (it was taken as 83 W; session 17's trial).
+        for kw, bad in (("plans", 3), ("plans", [True]), ("plans", [0.0]), ("p2p_power_w", True),
+                        ("p2p_power_w", numpy.array([P_BLOCK])), ("p2p_power_w", numpy.array([[P_BLOCK]]))):
             with self.assertRaises(TypeError, msg="%s=%r" % (kw, bad)):
                 perseus.optimize(self.profile, **dict(base, **{kw: bad}))
 
