@@ -151,6 +151,24 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
     m.energy_sum += energy;
     ++m.rows;
   }
+  // Every GPU of a stage measured every (instruction, frequency) of the stage: a point merged
+  // from fewer GPUs than the others would be of another kind (the slowest of fewer clocks).
+  std::map<long, std::set<std::pair<long, long>>> replicas;  // stage -> its (dp_rank, tp_rank)s
+  for (const auto& entry : seen) replicas[std::get<0>(entry.first)].insert({std::get<3>(entry.first), std::get<4>(entry.first)});
+  for (const auto& [key, m] : merged) {
+    const auto [stage, kind, freq] = key;
+    const auto& gpus = replicas[stage];
+    if (static_cast<std::size_t>(m.rows) == gpus.size()) continue;
+    for (const auto& [dp, tp] : gpus) {
+      if (seen.count(std::make_tuple(stage, kind, freq, dp, tp))) continue;
+      throw InputError::in_file(
+          source, 0, "frequency",
+          fmt::format("stage {} {} at {} MHz has no row for dp_rank {} tp_rank {}, which has rows for other operating "
+                      "points of stage {}: each of a stage's GPUs needs a row for every (instruction, frequency) of "
+                      "the stage ({} of its {} GPUs have this one)",
+                      stage, to_string(static_cast<InstructionKind>(kind)), freq, dp, tp, stage, m.rows, gpus.size()));
+    }
+  }
   for (const auto& [key, m] : merged) {
     const auto [stage, kind, freq] = key;
     rows.push_back({static_cast<int>(stage), static_cast<InstructionKind>(kind),

@@ -50,7 +50,9 @@ TEST(Profile, MergesPerGpuRowsOfThreeDimensionalJobs) {
   const Profile p = parse_profile_csv(
       "stage,instruction,frequency,time,energy,dp_rank,pp_rank,tp_rank\n"
       "0,forward,1410,0.10,20,0,0,0\n0,forward,1410,0.12,22,0,0,1\n0,forward,1410,0.11,24,1,0,0\n"
-      "0,forward,1410,0.10,18,1,0,1\n0,backward,1410,0.2,40,0,0,0\n0,backward,1200,0.25,36,1,0,1\n",
+      "0,forward,1410,0.10,18,1,0,1\n0,backward,1410,0.2,40,0,0,0\n0,backward,1410,0.2,40,0,0,1\n"
+      "0,backward,1410,0.2,40,1,0,0\n0,backward,1410,0.2,40,1,0,1\n0,backward,1200,0.25,36,0,0,0\n"
+      "0,backward,1200,0.24,36,0,0,1\n0,backward,1200,0.23,36,1,0,0\n0,backward,1200,0.25,36,1,0,1\n",
       "x");
   ASSERT_EQ(p.points(0, InstructionKind::kForward).size(), 1u);
   EXPECT_DOUBLE_EQ(p.points(0, InstructionKind::kForward)[0].time_s, 0.12);
@@ -65,6 +67,14 @@ TEST(Profile, MergesPerGpuRowsOfThreeDimensionalJobs) {
   EXPECT_NE(error_of("stage,instruction,frequency,time,energy,dp_rank\n0,forward,1410,0.1,20,-1\n")
                 .find("p.csv:2: field 'dp_rank'"),
             std::string::npos);
+  // A GPU without a row for a point the stage's other GPUs measured: that point would merge
+  // fewer GPUs (session 17's trial: accepted silently). Named with the GPU and the counts.
+  EXPECT_EQ(error_of("stage,instruction,frequency,time,energy,dp_rank\n0,forward,1410,0.1,20,0\n"
+                     "0,forward,1410,0.1,20,1\n0,forward,1200,0.12,18,0\n0,backward,1410,0.2,40,0\n"
+                     "0,backward,1410,0.2,40,1\n"),
+            "p.csv: field 'frequency': stage 0 forward at 1200 MHz has no row for dp_rank 1 tp_rank 0, which has rows "
+            "for other operating points of stage 0: each of a stage's GPUs needs a row for every (instruction, "
+            "frequency) of the stage (1 of its 2 GPUs have this one)");
 }
 
 TEST(Profile, SkipsBlankLines) {
