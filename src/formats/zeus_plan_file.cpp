@@ -2,6 +2,7 @@
 // that accepts data only.
 #include "perseus/zeus_plan_file.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -43,8 +44,13 @@ class Parser {
   std::size_t pos_ = 0;
   std::size_t entries_ = 0;
 
+  /// "SOURCE:LINE: Zeus plan, column C: WHAT", LINE and C (in bytes) from 1, as the CSV readers.
   [[noreturn]] void fail(std::string_view what) const {
-    throw InputError(fmt::format("{}: Zeus plan, byte {}: {}", source_, pos_, what));
+    const std::size_t at = std::min(pos_, s_.size());
+    const std::size_t line_start = at == 0 ? 0 : s_.rfind('\n', at - 1);
+    const long line = 1 + std::count(s_.begin(), s_.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    const std::size_t column = at - (line_start == std::string_view::npos || at == 0 ? 0 : line_start + 1) + 1;
+    throw InputError(fmt::format("{}:{}: Zeus plan, column {}: {}", source_, line, column, what));
   }
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void skip() {
@@ -78,6 +84,8 @@ class Parser {
       expect(']', "',' or ']' after an entry");
       break;
     }
+    // (A stage without entries left the job's microbatches at 0, reported as a JSON field.)
+    if (stage.empty()) fail("a stage has no (instruction, frequency) entries; expected one per computation it runs");
     return stage;
   }
 

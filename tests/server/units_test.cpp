@@ -77,6 +77,24 @@ TEST(ZeusPlan, RejectsCodeAndGarbage) {
   }
 }
 
+// Errors give the line and column, as the CSV readers (they gave a byte offset); a stage
+// without entries is named (it became the job field "microbatches" = 0).
+TEST(ZeusPlan, ErrorsNameLineAndColumn) {
+  auto error_of = [](const std::string& text) {
+    try {
+      (void)parse_zeus_plan(text, "p.py");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of("[\n  [(\"forward\", 1410),\n   (\"backward\" 1410)]]"),
+            "p.py:3: Zeus plan, column 16: expected ',' between instruction name and frequency");
+  EXPECT_EQ(error_of("[[],[]]"),
+            "p.py:1: Zeus plan, column 4: a stage has no (instruction, frequency) entries; expected one per "
+            "computation it runs");
+}
+
 TEST(ZeusPlan, EntryLimit) {
   EXPECT_THROW(parse_zeus_plan("[[1,2,3,4]]", "t", 3), InputError);
 }
