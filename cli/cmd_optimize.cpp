@@ -123,7 +123,7 @@ void register_optimize(CLI::App& app) {
                   "fewer is faster, the frontier and bound a little looser (docs/planner2.md)")
       ->capture_default_str()
       ->check(integer_in(1, 100000));
-  cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically)")
+  cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically; missing parent folders are created)")
       ->required()
       ->check(non_empty_path("an output folder"));
   cmd->callback([cfg, zeus, quiet, report, strict, chunks, bif] {
