@@ -9,7 +9,8 @@
 #   then, for each DELAY in DELAYS (default "0 1 2 4"), with a second such job solving
 #   (planning_budget_s 600; after a restart the server solves it again):
 #   sigterm   seconds from SIGTERM, sent DELAY s after the solve started, to the exit
-#   restart   seconds from start to a listening port, both jobs kept in the database
+#   restart   seconds from start until every route is served (the port file; it listens and answers
+#             503 "starting" before), both jobs kept in the database
 # Usage: bench/server_big_job.sh [BUILD_DIR]   (PP=.. MB=.. change the job's size)
 # Exit 1 if a step fails (a non-2xx answer, the server not exiting 0).
 set -euo pipefail

@@ -202,18 +202,23 @@ void run_serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  int port = -1;
+  // Once the stored jobs are loaded (the listener answers 503 "starting" until then): the port
+  // file says the server serves every route. Written first: a start that cannot write it fails
+  // (exit 1) and keeps no generated token.
+  a.opt.on_ready = [&](std::size_t jobs, double seconds) {
+    if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
+    generated.keep = created.keep = true;
+    if (!generated.path.empty())
+      fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
+    fmt::print(stderr, "perseus serve: {} job(s) reloaded in {:.2f} s; serving every route\n", jobs, seconds);
+  };
   server::Server srv(a.opt);
-  const int port = srv.bind();
-  // The port file first: a start that cannot write it fails (exit 1) and keeps no generated token.
-  if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
-  generated.keep = created.keep = true;
-  if (!generated.path.empty())
-    fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
+  port = srv.bind();
   // An IPv6 literal in brackets (RFC 3986 section 3.2.2), so the URL can be pasted as it is.
   const bool ipv6 = a.opt.host.find(':') != std::string::npos;
-  fmt::print(stderr, "perseus serve: listening on http://{}{}{}:{} (db {}, {} job(s) reloaded)\n", ipv6 ? "[" : "",
-             a.opt.host, ipv6 ? "]" : "", port,
-             a.opt.db_path, srv.jobs_loaded());
+  fmt::print(stderr, "perseus serve: listening on http://{}{}{}:{} (db {}); loading stored jobs\n", ipv6 ? "[" : "",
+             a.opt.host, ipv6 ? "]" : "", port, a.opt.db_path);
   if (a.opt.host != "127.0.0.1" && a.opt.host != "localhost" && a.opt.host != "::1")
     fmt::print(stderr, "perseus serve: WARNING: bound to {}, reachable from the network; use TLS termination\n",
                a.opt.host);

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <future>
 #include <cmath>
 #include <thread>
 #include <fstream>
@@ -410,6 +411,55 @@ TEST(Durability, FrontierIsReDerivedOnThePlannerPoolAfterARestart) {
   ASSERT_EQ(s.status, 200) << s.body;
   EXPECT_NE(s.j["decision"]["plan_index"], info["frontier"]["fastest_index"]);
   EXPECT_EQ(metric_value(api, "perseus_planner_solves_started_total"), solves + 1) << "solved once, on the pool";
+}
+
+// A restart listens before it loads the stored jobs (~5 s for a 1024 x 1024 job): until then
+// the health check says "starting" and every other route 503 "starting" with Retry-After (it was
+// unreachable, so health probes failed and clients saw connection errors). The load is held by
+// the test (ServerOptions::before_load) so the starting server is seen for sure.
+TEST(Durability, ARestartListensBeforeItLoadsTheJobs) {
+  TempDir dir;
+  const std::string db = dir.file("r.db");
+  std::string job;
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    auto c = api.post("/v1/jobs", profile_job(2, 8));
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+  }
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<std::size_t> ready;
+  ServerOptions opt;
+  opt.port = 0;
+  opt.db_path = db;
+  opt.token = kToken;
+  opt.before_load = [released] { released.wait(); };
+  opt.on_ready = [&ready](std::size_t jobs, double) { ready.set_value(jobs); };
+  Server srv(opt);
+  const int port = srv.bind();
+  std::thread run([&srv] { srv.run(); });
+  Api api(port);
+  auto health = api.get("/v1/health");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(health.j["status"], "starting") << health.body;
+  for (const std::string& path : {"/v1/jobs/" + job, std::string("/v1/jobs"), std::string("/metrics")}) {
+    httplib::Client raw("127.0.0.1", port);
+    auto r = raw.Get(path.c_str(), {{"Authorization", "Bearer " + kToken}});
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 503) << path << ": " << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1") << path;
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "starting") << r->body;
+  }
+  EXPECT_EQ(srv.jobs_loaded(), 0u);
+  release.set_value();
+  EXPECT_EQ(ready.get_future().get(), 1u);
+  EXPECT_TRUE(srv.wait_until_ready());
+  EXPECT_EQ(api.get("/v1/health").j["status"], "ok");
+  EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200);
+  srv.stop();
+  run.join();
 }
 
 /// Plays the ranks of a profiling job for `iterations` iterations: every rank fetches its plan

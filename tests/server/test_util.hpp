@@ -108,11 +108,9 @@ class LocalServer {
     server_ = std::make_unique<Server>(opt);
     port_ = server_->bind();
     thread_ = std::thread([this] { server_->run(); });
-    for (int i = 0; i < 200; ++i) {  // wait until it answers
-      httplib::Client c("127.0.0.1", port_);
-      if (auto r = c.Get("/v1/health"); r && r->status == 200) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    // Listening since bind(); every route is served once the stored jobs are loaded (an event,
+    // not a timeout: a loaded machine only makes it later).
+    EXPECT_TRUE(server_->wait_until_ready()) << "the server stopped while loading its jobs";
   }
   ~LocalServer() {
     server_->stop();

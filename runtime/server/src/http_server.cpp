@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -261,6 +262,9 @@ struct Server::Impl {
   std::vector<Route> routes;
   std::unique_ptr<HttpDaemon> http;
   std::size_t loaded = 0;
+  double load_s = 0;
+  /// The stored jobs are loaded: every route is served (before, only GET /v1/health).
+  std::atomic<bool> ready{false};
   double started_s = now_s();
   std::counting_semaphore<kLargeBodiesAtOnce> large_bodies{kLargeBodiesAtOnce};
   int port = -1;
@@ -279,7 +283,6 @@ struct Server::Impl {
                                       opt.zeus_p2p_power_w, opt.zeus_anonymous_max_jobs,
                                       opt.zeus_anonymous_max_ranks, opt.zeus_anonymous_max_bytes}),
         limiter(opt.rate_limit_rps, std::max(1.0, opt.rate_limit_burst)) {
-    loaded = manager.load();
     add_routes();
     HttpLimits lim;
     lim.threads = std::max(1, opt.threads);
@@ -293,7 +296,19 @@ struct Server::Impl {
     http = std::make_unique<HttpDaemon>(
         lim, [this](HttpRequest& q) { return precheck(q); }, [this](HttpRequest& q) { return dispatch(q); },
         [this](const HttpRequest& q, int status) { log(q, status); });
+  }
+
+  /// Loads the stored jobs (run(), listener started), then serves every route.
+  void load_jobs() {
+    const auto t0 = std::chrono::steady_clock::now();
+    loaded = manager.load();
+    load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     expiry = std::thread([this] { expiry_loop(); });
+    {
+      std::lock_guard lock(stop_mu);
+      ready.store(true, std::memory_order_release);
+    }
+    stop_cv.notify_all();
   }
 
   ~Impl() {
@@ -347,7 +362,9 @@ struct Server::Impl {
     using P = std::vector<std::string>;
     using R = HttpRequest;
     add("GET", "/v1/health", Access::kPublic, [this](const R&, const P&) {
-      return Reply{200, json{{"status", "ok"}, {"version", "0.1.0"}, {"uptime_s", now_s() - started_s}}.dump()};
+      const bool up = ready.load(std::memory_order_acquire);
+      return Reply{200, json{{"status", up ? "ok" : "starting"}, {"version", "0.1.0"}, {"uptime_s", now_s() - started_s}}
+                            .dump()};
     });
     add("GET", "/metrics", Access::kAdmin, [this](const R&, const P&) { return Reply{200, manager.metrics_text()}; });
     add("GET", "/v1/jobs", Access::kAdmin, [this](const R&, const P&) { return manager.list_jobs(); });
@@ -412,6 +429,14 @@ struct Server::Impl {
       auto r = error_response(429, "rate_limited",
                               fmt::format("more than {} requests/s from this address (--rate-limit-rps); retry later",
                                           opt.rate_limit_rps));
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    // While the stored jobs load, nothing but the health check may touch the job manager (even
+    // authorization reads its job tokens): a retry in a second will find them.
+    if (!ready.load(std::memory_order_acquire) && !(req.path == "/v1/health" && (req.method == "GET" || req.method == "HEAD"))) {
+      auto r = error_response(503, "starting",
+                              "the server is loading its stored jobs after a start; retry (Retry-After, s)");
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
@@ -580,6 +605,15 @@ bool Server::run() {
   }
   i.http->start(i.listen_fd);  // the daemon owns the socket now
   i.http_started = true;
+  try {
+    if (i.opt.before_load) i.opt.before_load();
+    i.load_jobs();
+    if (i.opt.on_ready) i.opt.on_ready(i.loaded, i.load_s);
+  } catch (...) {
+    i.shutdown();
+    i.http->stop();
+    throw;
+  }
   std::unique_lock lock(i.stop_mu);
   i.stop_cv.wait(lock, [&] { return i.stopping; });
   lock.unlock();
@@ -588,6 +622,13 @@ bool Server::run() {
 }
 
 void Server::stop() { impl_->shutdown(); }
+
+bool Server::wait_until_ready() {
+  auto& i = *impl_;
+  std::unique_lock lock(i.stop_mu);
+  i.stop_cv.wait(lock, [&] { return i.ready.load() || i.stopping; });
+  return i.ready.load();
+}
 
 std::size_t Server::jobs_loaded() const { return impl_->loaded; }
 

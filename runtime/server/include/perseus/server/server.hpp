@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,10 +46,20 @@ struct ServerOptions {
   std::int64_t zeus_anonymous_max_ranks = 4096;
   std::int64_t zeus_anonymous_max_bytes = 64ll << 20;
   bool log_requests = false;        ///< Access log on stderr (method, path, status; never bodies).
+  /// Called by run() on its thread once the stored jobs are loaded and every route is served,
+  /// with their count and the load's wall time, s (`perseus serve` writes its --port-file
+  /// here). An exception from it stops the server and leaves run().
+  std::function<void(std::size_t jobs, double seconds)> on_ready;
+  /// Called by run() after the listener started and before the jobs load (tests hold the
+  /// load here to see the server while it is starting).
+  std::function<void()> before_load;
 };
 
-/// The running server. Construction opens the database and reloads every job; bind() opens
-/// the socket; run() serves until stop() (from any thread or a signal-handling thread).
+/// The running server. Construction opens the database; bind() opens the socket; run() starts
+/// the listener, then reloads every stored job and serves until stop() (from any thread or a
+/// signal-handling thread). While the jobs load (seconds for the largest), GET /v1/health
+/// answers {"status": "starting"} and every other request 503 "starting" with Retry-After: 1,
+/// so clients and health probes see a live server that asks them to retry.
 class Server {
  public:
   /// Throws perseus::InputError for bad options (empty token, Zeus plans that do not fit their
@@ -60,11 +71,15 @@ class Server {
 
   /// Binds host:port; returns the port (useful with port 0). Throws InputError if it cannot.
   int bind();
-  /// Serves requests until stop(). Returns false if the listener failed.
+  /// Serves requests until stop(). Returns false if the listener failed. Throws what loading
+  /// the stored jobs or ServerOptions::on_ready threw (the listener is then stopped).
   bool run();
   /// Stops run() and the background threads. Idempotent, thread-safe.
   void stop();
-  /// Jobs reloaded from the database at construction.
+  /// Blocks until run() has loaded the stored jobs (every route served) or the server stops.
+  /// Returns whether it is ready.
+  bool wait_until_ready();
+  /// Jobs reloaded from the database by run() (0 until then).
   std::size_t jobs_loaded() const;
   JobManager& manager();
 
