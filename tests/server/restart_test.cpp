@@ -375,6 +375,19 @@ TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
   EXPECT_EQ(p.terminate(), 0);
 }
 
+/// Creates a 2 x 8 job in a server on `db` (then stopped), `until_ready` or just created; its
+/// id ("" after a failed expectation).
+std::string stored_job(const std::string& db, bool until_ready) {
+  LocalServer srv(db);
+  Api api(srv.port());
+  auto c = api.post("/v1/jobs", profile_job(2, 8));
+  EXPECT_EQ(c.status, 201) << c.body;
+  if (c.status != 201) return "";
+  const std::string job = c.j["job_id"];
+  if (until_ready) wait_status(api, job, "ready");
+  return job;
+}
+
 // After a restart a ready job's complete frontier is not in memory. A straggler request that
 // needs a plan never served before no longer solves it on the HTTP worker thread (holding the
 // job's solve lock, for seconds to minutes): the re-derivation is queued on the planner pool
@@ -382,15 +395,8 @@ TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
 TEST(Durability, FrontierIsReDerivedOnThePlannerPoolAfterARestart) {
   TempDir dir;
   const std::string db = dir.file("r.db");
-  std::string job;
-  {
-    LocalServer srv(db);
-    Api api(srv.port());
-    auto c = api.post("/v1/jobs", profile_job(2, 8));
-    ASSERT_EQ(c.status, 201) << c.body;
-    job = c.j["job_id"];
-    wait_status(api, job, "ready");
-  }
+  const std::string job = stored_job(db, /*until_ready=*/true);
+  ASSERT_FALSE(job.empty());
   LocalServer srv(db);
   Api api(srv.port());
   const std::string base = "/v1/jobs/" + job;
@@ -420,14 +426,8 @@ TEST(Durability, FrontierIsReDerivedOnThePlannerPoolAfterARestart) {
 TEST(Durability, ARestartListensBeforeItLoadsTheJobs) {
   TempDir dir;
   const std::string db = dir.file("r.db");
-  std::string job;
-  {
-    LocalServer srv(db);
-    Api api(srv.port());
-    auto c = api.post("/v1/jobs", profile_job(2, 8));
-    ASSERT_EQ(c.status, 201) << c.body;
-    job = c.j["job_id"];
-  }
+  const std::string job = stored_job(db, /*until_ready=*/false);
+  ASSERT_FALSE(job.empty());
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::promise<std::size_t> ready;
