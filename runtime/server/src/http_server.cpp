@@ -261,7 +261,7 @@ struct Server::Impl {
   RateLimiter limiter;
   std::vector<Route> routes;
   std::unique_ptr<HttpDaemon> http;
-  std::size_t loaded = 0;
+  std::atomic<std::size_t> loaded{0};  ///< written by run()'s thread, read by any (jobs_loaded())
   double load_s = 0;
   /// The stored jobs are loaded: every route is served (before, only GET /v1/health).
   std::atomic<bool> ready{false};
