@@ -462,6 +462,27 @@ TEST(Durability, ARestartListensBeforeItLoadsTheJobs) {
   run.join();
 }
 
+// A stored job whose name an older version accepted (before bidirectional controls were
+// refused) reloads as it was: the stored spec is not a new request (it failed the job:
+// "could not reload the job: field "name" must not contain ...").
+TEST(Durability, AStoredNameAnOlderVersionAcceptedStillLoads) {
+  TempDir dir;
+  const std::string db = dir.file("r.db");
+  const std::string job = stored_job(db, /*until_ready=*/true);
+  ASSERT_FALSE(job.empty());
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  const std::string sql = "UPDATE jobs SET spec_json = json_set(spec_json, '$.name', 'big' || char(8238) || 'gnp.exe')";
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  sqlite3_close(h);
+  LocalServer srv(db);
+  Api api(srv.port());
+  const auto r = api.get("/v1/jobs/" + job);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j["status"], "ready") << r.body;
+  EXPECT_EQ(r.j["spec"]["name"], "big\u202Egnp.exe") << r.body;
+}
+
 /// Plays the ranks of a profiling job for `iterations` iterations: every rank fetches its plan
 /// and reports per-instruction time/energy at the frequency it was given (a synthetic GPU:
 /// time ~ 1/f, energy lowest around 1380 MHz).

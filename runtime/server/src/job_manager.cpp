@@ -623,7 +623,7 @@ std::size_t JobManager::load() {
     j->zeus_next_iteration = sj.max_iteration + 1;
     bool solve = false;
     try {
-      j->spec = JobSpec::from_json(json::parse(sj.spec_json));
+      j->spec = JobSpec::from_json(json::parse(sj.spec_json), /*stored=*/true);
       j->pipelines.resize(j->spec.dp);
       for (const auto& r : sj.ranks) {
         j->ranks[r.rank] = r;

@@ -28,13 +28,13 @@ const char* to_string(PlanSource source) {
   return "unknown";
 }
 
-JobSpec JobSpec::from_json(const json& body) {
+JobSpec JobSpec::from_json(const json& body, bool stored) {
   require_object(body, "request body");
   JobSpec s;
   s.name = get_string(body, "name", std::string(), 256);
   // Shown in listings, logs and terminals: no control characters (a newline or an ANSI escape
   // would forge log lines or recolour a terminal).
-  for (std::size_t i = 0; i < s.name.size(); ++i) {
+  for (std::size_t i = 0; i < s.name.size() && !stored; ++i) {
     const auto c = static_cast<unsigned char>(s.name[i]);
     if (c < 0x20 || c == 0x7f)
       throw ApiError(422, "invalid_field",

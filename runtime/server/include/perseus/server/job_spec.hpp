@@ -57,8 +57,10 @@ struct JobSpec {
   int world_size() const { return pp * dp * tp; }
   int num_stages() const { return pp * chunks; }
 
-  /// Validates a POST /v1/jobs body. Throws ApiError 422 naming the bad field.
-  static JobSpec from_json(const nlohmann::json& body);
+  /// Validates a POST /v1/jobs body. Throws ApiError 422 naming the bad field. `stored`: a
+  /// spec read back from the database, whose name is taken as it was stored (a name an older
+  /// version accepted must not fail its job at a restart).
+  static JobSpec from_json(const nlohmann::json& body, bool stored = false);
   /// The top-level fields a POST /v1/jobs body may have: every field to_json() stores (any
   /// plan source) plus "mode", "profile_csv", "plans" and "zeus_plans". The route refuses
   /// others (reject_unknown_fields(): 422 naming the field); from_json() itself does not, so
