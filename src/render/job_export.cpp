@@ -8,7 +8,6 @@
 
 #include "perseus/error.hpp"
 #include "perseus/input_file.hpp"
-#include "perseus/input_limits.hpp"
 #include "perseus/job_report.hpp"
 #include "perseus/json_input.hpp"
 
@@ -26,12 +25,14 @@ struct Range {
   double lo, hi;
   std::string_view unit;
 };
-/// An iteration time (s) and a Unix time (s, up to the year 5138).
-constexpr Range kIterationTime{0, limits::kMaxIterationTimeS, "s"}, kUnixTime{0, 1e11, "s (Unix time)"};
+/// An iteration time (s) and a Unix time (s, up to the year 5138). Wide enough for whatever the
+/// server stores (a straggler's declared iteration time, a deadline past a plan's 1e7 s):
+/// what they refuse is the impossible, a negative time or energy.
+constexpr Range kIterationTime{0, 1e12, "s"}, kUnixTime{0, 1e11, "s (Unix time)"};
 /// An iteration's energy (J) and a saving of one (J, negative when a switch cost energy).
 constexpr Range kEnergy{0, 1e18, "J"}, kSaving{-1e18, 1e18, "J"};
-/// A straggler's slowdown factor (T' / T).
-constexpr Range kSlowdown{0, 1000, "x"};
+/// A straggler's slowdown factor (T' / T; derived from a declared iteration time it is not capped).
+constexpr Range kSlowdown{0, 1e12, "x"};
 
 /// Typed access to one JSON object with errors naming the file and the field path.
 class Reader {
