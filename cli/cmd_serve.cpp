@@ -204,11 +204,12 @@ void run_serve(ServeArgs& a) {
 
   int port = -1;
   // Once the stored jobs are loaded (the listener answers 503 "starting" until then): the port
-  // file says the server serves every route. Written first: a start that cannot write it fails
-  // (exit 1) and keeps no generated token.
+  // file says the server serves every route. Requests are served from this moment on, so the
+  // database and a generated token are kept even if the port file then cannot be written (exit
+  // 1): they may hold jobs already acknowledged.
   a.opt.on_ready = [&](std::size_t jobs, double seconds) {
-    if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
     generated.keep = created.keep = true;
+    if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
     if (!generated.path.empty())
       fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
     fmt::print(stderr, "perseus serve: {} job(s) reloaded in {:.2f} s; serving every route\n", jobs, seconds);

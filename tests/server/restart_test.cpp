@@ -462,6 +462,35 @@ TEST(Durability, ARestartListensBeforeItLoadsTheJobs) {
   run.join();
 }
 
+// Stopped (SIGTERM) while the jobs load: the server never announces itself ready (perseus
+// serve's port file appeared after "stopping" in session 17's review) and run() returns.
+TEST(Durability, AStopDuringTheLoadIsNeverAnnouncedReady) {
+  TempDir dir;
+  const std::string db = dir.file("r.db");
+  ASSERT_FALSE(stored_job(db, /*until_ready=*/false).empty());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> loading;
+  bool announced = false;
+  ServerOptions opt;
+  opt.port = 0;
+  opt.db_path = db;
+  opt.token = kToken;
+  opt.before_load = [&loading, released] {
+    loading.set_value();
+    released.wait();
+  };
+  opt.on_ready = [&announced](std::size_t, double) { announced = true; };
+  Server srv(opt);
+  srv.bind();
+  std::thread run([&srv] { srv.run(); });
+  loading.get_future().wait();
+  srv.stop();
+  release.set_value();
+  run.join();
+  EXPECT_FALSE(announced);
+}
+
 // A stored job whose name an older version accepted (before bidirectional controls were
 // refused) reloads as it was: the stored spec is not a new request (it failed the job:
 // "could not reload the job: field "name" must not contain ...").

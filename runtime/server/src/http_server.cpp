@@ -608,7 +608,13 @@ bool Server::run() {
   try {
     if (i.opt.before_load) i.opt.before_load();
     i.load_jobs();
-    if (i.opt.on_ready) i.opt.on_ready(i.loaded, i.load_s);
+    bool stopping = false;
+    {
+      std::lock_guard lock(i.stop_mu);
+      stopping = i.stopping;
+    }
+    // Stopped while loading (SIGTERM): never announced as ready (no port file).
+    if (i.opt.on_ready && !stopping) i.opt.on_ready(i.loaded, i.load_s);
   } catch (...) {
     i.shutdown();
     i.http->stop();

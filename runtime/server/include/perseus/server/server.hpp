@@ -48,7 +48,8 @@ struct ServerOptions {
   bool log_requests = false;        ///< Access log on stderr (method, path, status; never bodies).
   /// Called by run() on its thread once the stored jobs are loaded and every route is served,
   /// with their count and the load's wall time, s (`perseus serve` writes its --port-file
-  /// here). An exception from it stops the server and leaves run().
+  /// here; not called when stop() came during the load). Requests are served from just before
+  /// it is called; an exception from it stops the server and leaves run().
   std::function<void(std::size_t jobs, double seconds)> on_ready;
   /// Called by run() after the listener started and before the jobs load (tests hold the
   /// load here to see the server while it is starting).
