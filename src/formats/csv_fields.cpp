@@ -134,7 +134,12 @@ long to_int(const std::string& source, long line, std::string_view field, std::s
       std::abs(d) < 1e9) {
     return static_cast<long>(d);
   }
-  fail(source, line, field, fmt::format("expected a decimal integer, got {}", quote_input(text)));
+  const bool digits = !s.empty() && std::all_of(s.begin() + (s[0] == '-' ? 1 : 0), s.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  }) && s != "-";
+  fail(source, line, field,
+       digits ? fmt::format("expected an integer, got {}, which is out of range", quote_input(text))
+              : fmt::format("expected a decimal integer, got {}", quote_input(text)));
 }
 
 }  // namespace perseus::csv

@@ -212,6 +212,10 @@ TEST_F(PathSegments, UnknownQueryParametersAreRefused) {
   // (404 here: no rank is registered in this fixture; not a query error.)
   EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=0").status, 404);
   EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job).status, 200);
+  // An empty pair is no parameter, wherever it stands; an empty key with a value is one.
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "?&").status, 200);
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?&since_version=0&").status, 404);
+  EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "?=1").status, 400);
 }
 
 // HEAD is GET without the body (load balancers probe health with it); 405s list it.

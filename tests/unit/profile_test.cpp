@@ -268,6 +268,8 @@ TEST(ProfileErrors, MisleadingInputsGetTheirOwnMessage) {
             "got '1e-400'");
   EXPECT_EQ(error_of(header + "\n0,forward,0x582,0.1,20\n0,backward,1410,0.2,40\n"),
             "p.csv:2: field 'frequency': expected a decimal integer, got '0x582'");
+  EXPECT_EQ(error_of(header + "\n0,forward,99999999999999999999,0.1,20\n0,backward,1410,0.2,40\n"),
+            "p.csv:2: field 'frequency': expected an integer, got '99999999999999999999', which is out of range");
 }
 
 // 100,000 clocks of one computation (each within 1..100000 MHz) passed the reader and the

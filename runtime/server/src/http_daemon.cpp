@@ -232,6 +232,8 @@ struct HttpDaemon::Impl {
           c, MHD_GET_ARGUMENT_KIND,
           [](void* cls, MHD_ValueKind, const char* k, const char* v) -> MHD_Result {
             auto* query = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
+            // An empty pair ("?&since_version=1", "?&") is no parameter (WHATWG URL form parsing).
+            if ((k == nullptr || *k == '\0') && (v == nullptr || *v == '\0')) return MHD_YES;
             if (query->size() <= kMaxQueryParameters) query->emplace_back(unescape(k), unescape(v));
             return MHD_YES;
           },
