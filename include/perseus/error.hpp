@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace perseus {
 
@@ -66,6 +67,10 @@ inline constexpr std::size_t kMaxQuotedBytes = 80;
 /// value cannot forge terminal output or hide a character; at most its first `max_bytes` bytes
 /// (never half a character), then "…" when cut.
 std::string escape_input(std::string_view text, std::size_t max_bytes = kMaxQuotedBytes);
+
+/// 1-based line and column (in bytes) of byte `at` of `text` (`at` past the end: its end), as
+/// error messages give a position: {line, column}.
+std::pair<long, long> line_and_column(std::string_view text, std::size_t at);
 
 /// escape_input() in single quotes, plus " (N bytes)" when cut: "'abc'", or "'0.1000…' (1048576
 /// bytes)" for a 1 MB field. What every reader quotes a bad value with.

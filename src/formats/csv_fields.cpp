@@ -38,8 +38,7 @@ void reject_non_text(std::string_view text, const std::string& source) {
     const std::size_t cr = text.find('\r');
     for (std::size_t i = cr; i != std::string_view::npos; i = text.find('\r', i + 1)) {
       if (i + 1 < text.size() && text[i + 1] != '\n') {
-        const long line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(i), '\n');
-        throw InputError::in_file(source, line, "",
+        throw InputError::in_file(source, line_and_column(text, i).first, "",
                                   "a carriage return (CR) without a line feed: lines must end with LF or CR LF "
                                   "(old Mac CR-only line endings are not read; convert the file, e.g. tr '\\r' '\\n')");
       }
@@ -47,11 +46,9 @@ void reject_non_text(std::string_view text, const std::string& source) {
     return;
   }
   const auto c = static_cast<unsigned char>(text[at]);
-  const long line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
-  if (c == 0) throw InputError::in_file(source, static_cast<long>(line), "", "contains a NUL byte (expected CSV text)");
-  const std::size_t line_start = at == 0 ? 0 : text.rfind('\n', at - 1);
-  const std::size_t column = at - (line_start == std::string_view::npos || at == 0 ? 0 : line_start + 1) + 1;
-  throw InputError::in_file(source, static_cast<long>(line), "",
+  const auto [line, column] = line_and_column(text, at);
+  if (c == 0) throw InputError::in_file(source, line, "", "contains a NUL byte (expected CSV text)");
+  throw InputError::in_file(source, line, "",
                             fmt::format("not a text CSV file: byte 0x{:02X} at column {} {} (a binary or compressed "
                                         "file?)",
                                         c, column, control < invalid ? "is a control character" : "is not UTF-8 text"));

@@ -45,6 +45,13 @@ std::string render(const std::string& field, const std::string& source, long lin
 
 std::string field_ref(const std::string& name) { return "{field:" + name + "}"; }
 
+std::pair<long, long> line_and_column(std::string_view text, std::size_t at) {
+  at = std::min(at, text.size());
+  const long line = 1 + static_cast<long>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  const std::size_t nl = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
+  return {line, static_cast<long>(at - (nl == std::string_view::npos ? 0 : nl + 1)) + 1};
+}
+
 namespace {
 
 /// Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at most

@@ -102,14 +102,6 @@ class PathTrackingParser : public nlohmann::detail::json_sax_dom_parser<json> {
   std::optional<std::string> duplicate_key_;
 };
 
-/// 1-based line and column of byte `at` of `text`.
-std::pair<long, long> line_and_column(std::string_view text, std::size_t at) {
-  at = std::min(at, text.size());
-  const long line = 1 + static_cast<long>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
-  const std::size_t nl = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
-  return {line, static_cast<long>(at - (nl == std::string_view::npos ? 0 : nl + 1)) + 1};
-}
-
 /// nlohmann's description without its "[json.exception...] parse error at line L, column C: "
 /// prefix (we give the position ourselves), and with the token it read ("last read: '...'",
 /// as long as a whole string value) cut and escaped by quote_input().

@@ -2,7 +2,6 @@
 // that accepts data only.
 #include "perseus/zeus_plan_file.hpp"
 
-#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -46,10 +45,7 @@ class Parser {
 
   /// "SOURCE:LINE: Zeus plan, column C: WHAT", LINE and C (in bytes) from 1, as the CSV readers.
   [[noreturn]] void fail(std::string_view what) const {
-    const std::size_t at = std::min(pos_, s_.size());
-    const std::size_t line_start = at == 0 ? 0 : s_.rfind('\n', at - 1);
-    const long line = 1 + std::count(s_.begin(), s_.begin() + static_cast<std::ptrdiff_t>(at), '\n');
-    const std::size_t column = at - (line_start == std::string_view::npos || at == 0 ? 0 : line_start + 1) + 1;
+    const auto [line, column] = line_and_column(s_, pos_);
     throw InputError(fmt::format("{}:{}: Zeus plan, column {}: {}", source_, line, column, what));
   }
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
