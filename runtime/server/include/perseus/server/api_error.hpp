@@ -40,7 +40,7 @@ inline constexpr int kMaxJsonDepth = 64;
 
 /// Most JSON values (arrays, objects, object members, array elements) a request body may hold.
 /// A parsed value costs 16-100 bytes of memory while a body spends as little as 3 bytes on one
-/// ("[],"), so without this a 16 MB body of empty arrays took 350 MB to parse. The largest
+/// ("[],"), so without this a body of empty arrays took many times its size to parse. The largest
 /// valid request, a measurement of 200,000 instruction entries, holds about 1.2 million.
 inline constexpr std::size_t kMaxJsonValues = 2'000'000;
 
