@@ -308,8 +308,12 @@ TEST(Authority, SchemaVersionOneIsUpgraded) {
   jobs = store.load_all();
   EXPECT_EQ(jobs[0].points_json, "[[1,2],[0.5,3]]");
   EXPECT_EQ(jobs[0].frontier_partial_json, R"({"reason":"time_budget","detail":"d"})");
+  // load_all() holds the special plans and the assigned ones (none here); plan() reads any.
   std::map<int, std::string> plans(jobs[0].plans.begin(), jobs[0].plans.end());
-  EXPECT_EQ(plans, (std::map<int, std::string>{{-3, "[1]"}, {0, "[3]"}, {1, "[4]"}}));
+  EXPECT_EQ(plans, (std::map<int, std::string>{{-3, "[1]"}}));
+  EXPECT_EQ(store.plan("job-old", 0), "[3]");
+  EXPECT_EQ(store.plan("job-old", 1), "[4]");
+  EXPECT_EQ(store.plan("job-old", 5), std::nullopt);
   ASSERT_TRUE(store.insert_job("job-new", 2, JobAuth{"zeus_anonymous", "ab"}, "{}", "ready", 1, {}));
   jobs = store.load_all();
   ASSERT_EQ(jobs.size(), 2u);

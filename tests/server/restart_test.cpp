@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <future>
+#include <set>
 #include <cmath>
 #include <thread>
 #include <fstream>
@@ -326,6 +327,25 @@ TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
     complete_before = wait_status(api, complete_job, "ready", 120);
     partial_before = wait_status(api, partial_job, "ready", 120);
     p.kill_hard();
+  }
+  {
+    // A reload reads only the plans it needs (the assigned ones); the partial frontier's other
+    // stored plans are read one at a time when fetched (a reload of jobs holding thousands of
+    // large plans used to render them all before serving).
+    Store store(db);
+    for (const auto& sj : store.load_all()) {
+      if (sj.job_id != partial_job) continue;
+      std::set<int> assigned;
+      for (const auto& a : sj.assignments) assigned.insert(a.plan_index);
+      std::set<int> loaded;
+      for (const auto& [idx, text] : sj.plans)
+        if (idx >= 0) loaded.insert(idx);  // besides the special plans (all-max, quick: index < 0)
+      EXPECT_EQ(loaded, assigned);
+      const int n = static_cast<int>(partial_before["frontier"]["points"].size());
+      ASSERT_GE(n, 2);
+      for (int i = 0; i < n; ++i) EXPECT_TRUE(store.plan(partial_job, i).has_value()) << i;
+      EXPECT_FALSE(store.plan(partial_job, n).has_value());
+    }
   }
   ServeProcess p(dir, db);
   ASSERT_GT(p.port(), 0);

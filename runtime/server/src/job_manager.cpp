@@ -402,7 +402,14 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
     if (!j->model.explicit_plans.empty()) freq = j->model.explicit_plans[idx];
   }
   const bool explicit_plan = !freq.empty();
-  if (!explicit_plan) {
+  bool from_store = false;
+  if (!explicit_plan && !fr) {
+    // After a restart: a plan stored before it (every plan of a partial frontier) is read here,
+    // not at load(), so a reload holds only the assigned plans in memory.
+    freq = stored_plan_freqs(j->id, idx, model.dag->num_ops());
+    from_store = !freq.empty();
+  }
+  if (!explicit_plan && !from_store) {
     if (!fr) {
       // A partial frontier's plans are all stored (start_solve()); a missing one cannot be
       // re-derived (the wall-clock budget that cut the solve is not reproducible).
@@ -427,7 +434,18 @@ void JobManager::ensure_materialized(const std::shared_ptr<Job>& j, int idx) {
   std::unique_lock lock(j->mu);
   if (j->deleted || j->plans.count(idx)) return;
   j->plans[idx] = plan;
-  if (!explicit_plan) store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+  if (!explicit_plan && !from_store) store_.put_plan(j->id, idx, freqs_json(plan->freq_mhz));
+}
+
+std::vector<int> JobManager::stored_plan_freqs(const std::string& job_id, int idx, int num_ops) {
+  const auto text = store_.plan(job_id, idx);
+  if (!text) return {};
+  try {
+    auto freq = json::parse(*text).get<std::vector<int>>();
+    if (static_cast<int>(freq.size()) == num_ops) return freq;
+  } catch (const json::exception&) {
+  }
+  return {};  // unreadable: treated as not stored (re-derived, or refused for a partial frontier)
 }
 
 void JobManager::queue_rederive(const std::shared_ptr<Job>& job) {

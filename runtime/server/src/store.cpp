@@ -335,6 +335,14 @@ void Store::put_plan(const std::string& job_id, int plan_index, const std::strin
   s.bind(1, job_id).bind(2, plan_index).bind(3, freqs_json).run();
 }
 
+std::optional<std::string> Store::plan(const std::string& job_id, int plan_index) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "SELECT freqs_json FROM plans WHERE job_id=? AND plan_index=?");
+  s.bind(1, job_id).bind(2, plan_index);
+  if (!s.step()) return std::nullopt;
+  return s.text(0);
+}
+
 void Store::update_assignments(const std::string& job_id, std::int64_t version_counter,
                                const std::vector<StoredAssignment>& assignments,
                                const std::optional<StoredStraggler>& upsert_straggler,
@@ -445,7 +453,10 @@ std::vector<StoredJob> Store::load_all() {
       while (s.step()) j.assignments.push_back({static_cast<int>(s.i64(0)), static_cast<int>(s.i64(1)), s.i64(2)});
     }
     {
-      Stmt s(db_, "SELECT plan_index, freqs_json FROM plans WHERE job_id=?");
+      // Only the plans a reload needs: the special ones (index < 0) and those a pipeline is
+      // assigned. The rest (a partial frontier stores every plan) are read on demand, plan().
+      Stmt s(db_, "SELECT plan_index, freqs_json FROM plans WHERE job_id=?1 AND (plan_index<0 OR plan_index IN "
+                  "(SELECT plan_index FROM assignments WHERE job_id=?1))");
       s.bind(1, j.job_id);
       while (s.step()) j.plans.emplace_back(static_cast<int>(s.i64(0)), s.text(1));
     }

@@ -187,11 +187,15 @@ class JobManager {
   /// run only once that transaction has committed. Caller holds job->mu exclusively (or owns
   /// the job alone, in load()). Throws std::runtime_error on a store fault (nothing applied).
   std::function<void()> finish_profiling(const std::shared_ptr<Job>& job, const Sweep& sweep);
-  /// Makes plan `plan_index` of the frontier servable. After a restart a complete frontier is not
-  /// in memory: its re-derivation is queued on the planner pool (never solved on the request's
+  /// Makes plan `plan_index` of the frontier servable. After a restart the frontier is not in
+  /// memory: a plan stored before the restart is read from the store; otherwise (a complete
+  /// frontier) its re-derivation is queued on the planner pool (never solved on the request's
   /// thread) and ApiError 503 "frontier_not_ready" with Retry-After is thrown until it is done.
   /// Throws std::runtime_error when the plan cannot be had (re-derivation failed or differs).
   void ensure_materialized(const std::shared_ptr<Job>& job, int plan_index);
+  /// The stored plan `idx` of a job, or empty when it is not stored or unreadable (not
+  /// `num_ops` clocks).
+  std::vector<int> stored_plan_freqs(const std::string& job_id, int idx, int num_ops);
   /// Queues the re-derivation of a ready job's complete frontier (once). Caller holds job->mu.
   void queue_rederive(const std::shared_ptr<Job>& job);
   /// Applies a straggler set/clear (or, with neither, re-plans after verification) and records

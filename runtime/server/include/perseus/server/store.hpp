@@ -67,7 +67,9 @@ struct StoredJob {
   std::string frontier_partial_json;
   std::vector<StoredRank> ranks;
   std::vector<StoredAssignment> assignments;
-  std::vector<std::pair<int, std::string>> plans;  ///< (plan_index, freq_mhz JSON array) materialized plans.
+  /// (plan_index, freq_mhz JSON array): the stored plans a reload needs, those with index < 0
+  /// (all-max, quick, sweep) and those a pipeline is assigned; Store::plan() reads any other.
+  std::vector<std::pair<int, std::string>> plans;
   std::vector<StoredStraggler> stragglers;
   std::vector<std::string> decisions;  ///< Decision JSON texts, oldest first.
   std::int64_t num_measurements = 0;
@@ -116,6 +118,9 @@ class Store {
   void set_last_activity(const std::string& job_id, double now_s);
   /// Stores a materialized plan (idempotent).
   void put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json);
+  /// One stored plan's freq_mhz JSON array, or nullopt when the job has no plan `plan_index`.
+  /// load_all() returns only the plans a reload needs; the others are read here when fetched.
+  std::optional<std::string> plan(const std::string& job_id, int plan_index);
   /// Replaces assignments and the version counter in one transaction; optionally also
   /// upserts/deletes a straggler and appends a decision, atomically.
   void update_assignments(const std::string& job_id, std::int64_t version_counter,
