@@ -19,40 +19,9 @@ build=${1:-$root/build}
 perseus=${PERSEUS_BIN:-$build/cli/perseus}
 pp=${PP:-1024}
 mb=${MB:-512}
-tmp=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/token"
-tok=$(cat "$tmp/token")
-job_json() {  # $1: planning_budget_s
-  python3 - "$root/examples/stage_profile_gpt3-175b_a100_sxm.csv" "$pp" "$mb" "$1" <<'PY'
-import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-pp, mb, budget = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-rows = [lines[0]] + [f"{s}," + l.split(",", 1)[1] for s in range(pp) for l in lines[1:] if int(l.split(",")[0]) == s % 8]
-print(json.dumps({"name": "big", "pp": pp, "dp": 1, "microbatches": mb, "unit_time_s": 1e-3,
-                  "p2p_power_w": 83.64, "planning_budget_s": budget, "profile_csv": "\n".join(rows) + "\n"}))
-PY
-}
-job_json 0 > "$tmp/job0.json"
-job_json 600 > "$tmp/job600.json"
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
-rss_mib() { awk '$1 == "VmRSS:" {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status"; }
-api() { curl -sf -H "Authorization: Bearer $tok" "$@"; }
-start() {
-  rm -f "$tmp/port"
-  "$perseus" serve --db "$tmp/db" --port 0 --port-file "$tmp/port" --token-file "$tmp/token" 2>> "$tmp/serve.log" &
-  pid=$!
-  until [ -s "$tmp/port" ]; do kill -0 $pid; sleep 0.01; done
-  url="http://127.0.0.1:$(cat "$tmp/port")"
-}
-stop() {
-  kill -TERM $pid
-  set +e; wait $pid; local code=$?; set -e
-  pid=
-  [ "$code" = 0 ] || { echo "server exit code $code" >&2; exit 1; }
-}
+source "$root/bench/serve_helpers.sh"
+gpt3_job_json "$pp" "$mb" 0 1 big > "$tmp/job0.json"
+gpt3_job_json "$pp" "$mb" 600 1 big > "$tmp/job600.json"
 echo "job: $pp stages x $mb microbatches ($((pp * mb * 3)) computations counted against 4,000,000)"
 start
 rss0=$(rss_mib)
