@@ -178,16 +178,19 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
           "name or a stage outside [0, num_stages).")
       .def(
           "max_freq_mhz",
-          [](const Profile& p, std::optional<Strict<int>> stage_arg, std::optional<std::string> instr) {
+          [](const Profile& p, std::optional<Strict<int>> stage_arg,
+             std::optional<std::string> instr) -> std::optional<int> {
             const std::optional<int> stage = strict_value(stage_arg);
             if (!stage && !instr) return p.max_freq_mhz();
             if (!stage || !instr) throw InputError("max_freq_mhz: give both stage and instruction, or neither");
             check_stage_arg(p, *stage);
-            return p.max_freq_mhz(*stage, kind_arg(*instr));
+            const InstructionKind kind = kind_arg(*instr);
+            if (!p.has(*stage, kind)) return std::nullopt;  // no such rows: unknown, not 0 MHz
+            return p.max_freq_mhz(*stage, kind);
           },
           py::arg("stage") = py::none(), py::arg("instruction") = py::none(),
-          "Highest frequency, MHz: of (stage, instruction) (0 when the stage has no such rows), or of the whole "
-          "profile. Raises InputError for a stage outside [0, num_stages).")
+          "Highest frequency, MHz: of (stage, instruction) (None when the stage has no such rows), or of the "
+          "whole profile. Raises InputError for a stage outside [0, num_stages).")
       .def(
           "rows",
           [](const Profile& p) {

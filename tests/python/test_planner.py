@@ -46,6 +46,7 @@ class ProfileTest(unittest.TestCase):
         prof = perseus.load_profile(GPT3_PROFILE)
         self.assertEqual(prof.points(7, "backward")[0]["freq_mhz"], prof.max_freq_mhz(7, "backward"))
         self.assertEqual(prof.points(0, "backward_input"), [])  # a stage without such rows: empty
+        self.assertIsNone(prof.max_freq_mhz(0, "backward_input"))  # unknown, not 0 MHz
         for call in (lambda: prof.points(8, "forward"), lambda: prof.points(-1, "forward"),
                      lambda: prof.max_freq_mhz(99, "forward")):
             with self.assertRaises(perseus.InputError) as cm:
