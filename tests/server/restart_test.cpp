@@ -439,6 +439,37 @@ TEST(Durability, FrontierIsReDerivedOnThePlannerPoolAfterARestart) {
   EXPECT_EQ(metric_value(api, "perseus_planner_solves_started_total"), solves + 1) << "solved once, on the pool";
 }
 
+// A plan served before a restart is stored, and after the restart it is read from the store
+// when it is needed again: no re-derivation of the frontier (no 503, no solve). Since session
+// 18 a reload holds only the assigned plans; the others are read on demand.
+TEST(Durability, APlanServedBeforeARestartIsReadFromTheStore) {
+  TempDir dir;
+  const std::string db = dir.file("r.db");
+  const std::string job = stored_job(db, /*until_ready=*/true);
+  ASSERT_FALSE(job.empty());
+  const std::string base = "/v1/jobs/" + job;
+  const json body = {{"pipeline", 1}, {"slowdown", 1.3}};
+  int chosen = -1;
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    auto s = post_when_frontier_ready(api, job, base + "/stragglers", body);
+    ASSERT_EQ(s.status, 200) << s.body;
+    chosen = s.j["decision"]["plan_index"];
+    ASSERT_NE(chosen, api.get(base).j["frontier"]["fastest_index"]);
+    ASSERT_EQ(api.del(base + "/stragglers/1").status, 200);
+    ASSERT_NE(api.get(base).j["pipelines"][0]["plan_index"], chosen) << "back to the fastest plan";
+  }
+  LocalServer srv(db);
+  Api api(srv.port());
+  const double solves = metric_value(api, "perseus_planner_solves_started_total");
+  auto s = api.post(base + "/stragglers", body);
+  ASSERT_EQ(s.status, 200) << "read from the store, not re-derived: " << s.body;
+  EXPECT_EQ(s.j["decision"]["plan_index"], chosen);
+  EXPECT_EQ(metric_value(api, "perseus_planner_solves_started_total"), solves) << "nothing solved";
+  EXPECT_EQ(api.get(base).j["pipelines"][0]["plan_index"], chosen);
+}
+
 // A restart listens before it loads the stored jobs (~5 s for a 1024 x 1024 job): until then
 // the health check says "starting" and every other route 503 "starting" with Retry-After (it was
 // unreachable, so health probes failed and clients saw connection errors). The load is held by
