@@ -143,23 +143,11 @@ int run_command(const std::vector<std::string>& command, double* t0_s, double* t
 // into place). A run of hours must not end in "cannot write" with its numbers lost.
 // An existing file is kept unless `force` (a run's numbers are not lost to the next run's).
 void check_json_writable(const std::string& path, bool force) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    throw InputError(fmt::format("monitor: --json {}: is a folder, not a file; command not run", path));
+  try {
+    check_output_file_writable(path, force, "json");  // a device, FIFO or link is never replaced
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("monitor: --json {}; command not run", e.message()));
   }
-  check_output_file(path, /*force=*/true, "json");  // a device, FIFO or link is never replaced
-  if (!force && fs::exists(path, ec)) {
-    throw InputError(fmt::format("monitor: --json {}: exists; pass --force to replace it; command not run", path));
-  }
-  const fs::path target(path);
-  const fs::path probe = target.parent_path() / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw InputError(fmt::format("monitor: --json {}: cannot write there: {}; command not run", path, std::strerror(errno)));
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 // Writes the result to `path` atomically (a temporary file renamed into place: never a

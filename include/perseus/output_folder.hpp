@@ -38,6 +38,12 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 /// replace it". Does nothing when `path` does not exist. Changes nothing.
 void check_output_file(const std::string& path, bool force, const std::string& field);
 
+/// Checks, before a long run whose result goes to the file `path`, that write_file_atomically()
+/// will be able to write it: check_output_file(path, force, field), then a temporary file is
+/// created in its folder and removed. Throws InputError for `field`: "PATH: cannot write there:
+/// REASON" (a missing folder, no permission, a read-only file system) or check_output_file()'s.
+void check_output_file_writable(const std::string& path, bool force, const std::string& field);
+
 /// Checks, before any work is done, that `path` is a folder this process may write into or
 /// one it can create (its nearest existing ancestor is a folder it may write into). Creates
 /// nothing. Throws InputError for `field` naming the path and the reason (exists and is not

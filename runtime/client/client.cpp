@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/runtime/gpu_lock_record.hpp"
 #include "perseus/runtime/watchdog.hpp"
@@ -32,6 +33,9 @@ std::string server_url_problem(const std::string& url) {
   if (url.rfind("http://", 0) != 0) return "must start with http://";
   std::string rest = url.substr(7);
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (rest.substr(0, rest.find_first_of("/?#")).find('@') != std::string::npos) {
+    return "has credentials (USER@ or USER:PASSWORD@), which are not sent; give the job token as the token";
+  }
   std::string host = rest, port;
   if (rest.starts_with("[")) {  // [IPv6]:port
     const auto close = rest.find(']');
@@ -113,6 +117,14 @@ void check_options(const ClientOptions& o) {
     bad(fmt::format("first_iteration must be in [0, 2^53], got {}", o.first_iteration));
   }
   if (!(o.clock_snap_tolerance_mhz >= 0)) bad("clock_snap_tolerance_mhz must be >= 0");
+  // Written at close(), after the whole run: a typo in its folder must not lose the log then.
+  if (!o.freq_log_path.empty()) {
+    try {
+      perseus::check_output_file_writable(o.freq_log_path, /*force=*/true, "freq_log_path");
+    } catch (const perseus::InputError& e) {
+      bad(fmt::format("freq_log_path {}", e.message()));
+    }
+  }
   if (!(o.telemetry.max_power_w > 0) || !(o.telemetry.counter_update_s >= 0)) {
     bad("telemetry.max_power_w must be > 0 and telemetry.counter_update_s >= 0");
   }

@@ -1,6 +1,7 @@
 // Atomic file and folder output (see perseus/output_folder.hpp).
 #include "perseus/output_folder.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -146,6 +147,17 @@ void check_output_file(const std::string& path, bool force, const std::string& f
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: is a folder; give a file name", path));
   if (fs::exists(path, ec) && !force) throw InputError(field, fmt::format("{}: exists; pass --force to replace it", path));
+}
+
+void check_output_file_writable(const std::string& path, bool force, const std::string& field) {
+  check_output_file(path, force, field);
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path probe = folder / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError(field, fmt::format("{}: cannot write there: {}", path, std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 /// `path` as the user knows it: inside an unfinished output's temporary folder, the path it

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <tuple>
 
@@ -252,6 +253,8 @@ TEST_F(ClientTest, MalformedUrlOrTokenIsAnInvalidArgument) {
       {"http://[::1", "has '[' without ']'"},
       {"http://[::1]x", "has text after the IPv6 address's ']'"},
       {"http://a b:1", "has characters not allowed in a host name"},
+      {"http://user:pw@127.0.0.1:1", "has credentials (USER@ or USER:PASSWORD@)"},
+      {"http://user@[::1]:1", "has credentials"},
   };
   for (const auto& [url, why] : urls) {
     auto o = options();
@@ -292,6 +295,30 @@ TEST_F(ClientTest, MalformedUrlOrTokenIsAnInvalidArgument) {
   auto c = Client::create(o, gpu());
   run_step(*c, kSeq);
   EXPECT_TRUE(c->flush_reports(5.0));
+}
+
+// Trial (session 18): the frequency log is written at close(), after the whole run; a path in a
+// missing folder was accepted and the log lost then (one stderr line, close() fine). Now create()
+// refuses it, as it refuses a bad URL, and a writable path is still accepted.
+TEST_F(ClientTest, AnUnwritableFrequencyLogIsRefusedAtCreate) {
+  for (const std::string& path : {dir_.file("missing/freq.csv"), dir_.path()}) {
+    auto o = options();
+    o.freq_log_path = path;
+    try {
+      Client::create(o, gpu());
+      ADD_FAILURE() << path << " accepted";
+    } catch (const ClientError& e) {
+      EXPECT_EQ(e.code(), ClientErrc::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("freq_log_path " + path), std::string::npos) << e.what();
+    }
+  }
+  auto o = options();
+  o.freq_log_path = dir_.file("freq.csv");
+  auto c = Client::create(o, gpu());
+  run_step(*c, kSeq);
+  c->close();
+  EXPECT_TRUE(std::filesystem::exists(dir_.file("freq.csv")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("missing")));
 }
 
 // Code review (session 14): an infinite or huge timeout passed the "> 0" check, and the
