@@ -66,6 +66,15 @@ if HAVE_RENDER:  # bound when the C++ library has perseus/render.hpp
     from ._perseus import render_frontier_svg, render_timeline_svg, write_report  # noqa: F401
 
 
+def _encodable(text):
+    """Whether `text` can be passed to C++ (UTF-8: no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def _keyword_hints(f):
     """`f` (a bound C++ function) whose unknown keyword arguments are named, with the nearest
     accepted keyword: pybind11 only says "incompatible function arguments" and lists the whole
@@ -78,19 +87,42 @@ def _keyword_hints(f):
     name = f.__name__
     # pybind11's docstring starts with the signature(s): "name(a: int, *, b: float = 0.5) -> dict".
     params = set()
+    signatures = []
+    declared = {}  # keyword -> its plain declared type (str, bool, int, float), for the message
     for line in (f.__doc__ or "").splitlines():
         m = re.match(r"\s*(?:\d+\. )?%s\((.*)\) ->" % re.escape(name), line)
         if m:
             params.update(re.findall(r"(?:^|, |\*, )(\w+): ", m.group(1)))
+            signatures.append(line.strip())
+            declared.update(re.findall(r"(?:^|, |\*, )(\w+): (str|bool|int|float)\b(?! *\])", m.group(1)))
+
+    def given(v):
+        return type(v).__name__ if v is not None else "None"
 
     @functools.wraps(f)
     def call(*args, **kwargs):
         try:
             return f(*args, **kwargs)
         except TypeError as e:
-            unknown = [k for k in kwargs if k not in params]
-            if not params or not unknown or "incompatible function arguments" not in str(e):
+            if "incompatible function arguments" not in str(e):
                 raise
+            unknown = [k for k in kwargs if k not in params]
+            if not params or not unknown:
+                # A value of the wrong type: pybind11's message repeats every argument (a frontier
+                # with all its plans: megabytes, session 18's trial); name the types instead.
+                kinds = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
+                wrong = [
+                    "%s must be %s, got %s" % (k, declared[k], given(v))
+                    for k, v in kwargs.items()
+                    if k in declared and (v is None or not isinstance(v, kinds[declared[k]]))
+                ] + ["%s is not valid text (it holds a lone surrogate)" % k for k, v in kwargs.items()
+                     if isinstance(v, str) and not _encodable(v)]
+                got = [given(a) for a in args] + ["%s=%s" % (k, given(v)) for k, v in kwargs.items()]
+                raise TypeError(
+                    "%s(): %s; given (%s); it takes %s"
+                    % (name, "; ".join(wrong) or "an argument has the wrong type", ", ".join(got),
+                       " or ".join(signatures) or "other arguments")
+                ) from None
             hints = []
             for k in unknown:
                 near = difflib.get_close_matches(k, sorted(params), n=1)

@@ -295,9 +295,23 @@ class ProfileTest(unittest.TestCase):
             perseus.load_profile(GPT3_PROFILE, stages=8)
         self.assertIn("load_profile() got an unexpected keyword argument 'stages'; it takes expected_stages, path",
                       str(cm.exception))
-        with self.assertRaises(TypeError) as cm:  # a known keyword of the wrong type: pybind11's own message
+        # A known keyword of the wrong type: the types given and the signature (pybind11's own
+        # message repeats every argument: 17 MB for a frontier with all its plans, session 18).
+        with self.assertRaises(TypeError) as cm:
             perseus.optimize(prof, stages="2", microbatches=4, p2p_power_w=80)
-        self.assertIn("incompatible function arguments", str(cm.exception))
+        self.assertIn("optimize(): an argument has the wrong type; given (Profile, stages=str, microbatches=int, "
+                      "p2p_power_w=int); it takes optimize(profile: object", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            perseus.optimize(prof, stages=2, microbatches=4, p2p_power_w=80, reclaim_slack=None)
+        self.assertIn("optimize(): reclaim_slack must be bool, got None;", str(cm.exception))
+        if perseus.HAVE_RENDER:
+            res = perseus.optimize(prof, stages=2, microbatches=4, p2p_power_w=80, plans="all")
+            for title, why in ((None, "title must be str, got None"),
+                               ("x\ud800", "title is not valid text (it holds a lone surrogate)")):
+                with self.assertRaises(TypeError) as cm:
+                    perseus.render_frontier_svg(res["frontier"], plans=res["plans"], title=title)
+                self.assertIn("render_frontier_svg(): " + why, str(cm.exception))
+                self.assertLess(len(str(cm.exception)), 1000, "the plans are not repeated in the message")
         self.assertEqual(perseus.optimize.__name__, "optimize")
         self.assertIn("p2p_power_w", perseus.optimize.__doc__)  # help() still shows the signature
 
