@@ -11,7 +11,8 @@
 
 #ifdef PERSEUS_PY_HAVE_CLIENT
 #include "perseus/client.h"
-#include "perseus/runtime/client.hpp"  // kMaxBufferedReports
+#include "perseus/runtime/client.hpp"         // kMaxBufferedReports, kMaxClientDurationS
+#include "perseus/runtime/simulated_gpu.hpp"  // kMaxSimTimeScale
 #endif
 
 namespace perseus::python {
@@ -281,11 +282,18 @@ clock request in order (exact logs, for tests).)doc")
              o.backend = backend;
              o.profile_path = profile_path;
              // Python's defaults are explicit, so 0 is not "the default" (as in the C config)
-             // but a mistake: refused by name, like a negative value.
-             for (const auto& [name, v] : {std::pair{"sim_time_scale", sim_time_scale.value},
-                                           std::pair{"request_timeout_s", request_timeout_s.value},
-                                           std::pair{"plan_poll_interval_s", plan_poll_interval_s.value}}) {
-               if (v == 0) raise_status(PERSEUS_ERR_INVALID_ARGUMENT, fmt::format("{} must be > 0, got 0", name));
+             // but a mistake: refused by name, like a negative, NaN or too large value (with
+             // Python's range: the C config's message would call 0 the default).
+             using perseus::runtime::kMaxClientDurationS;
+             using perseus::runtime::kMaxSimTimeScale;
+             for (const auto& [name, v, hi] :
+                  {std::tuple{"sim_time_scale", sim_time_scale.value, kMaxSimTimeScale},
+                   std::tuple{"request_timeout_s", request_timeout_s.value, kMaxClientDurationS},
+                   std::tuple{"plan_poll_interval_s", plan_poll_interval_s.value, kMaxClientDurationS}}) {
+               if (!(v > 0) || !(v <= hi)) {
+                 raise_status(PERSEUS_ERR_INVALID_ARGUMENT,
+                              fmt::format("{} must be a number in (0, {:g}], got {}", name, hi, v));
+               }
              }
              if (max_buffered_reports.value < 1 ||
                  max_buffered_reports.value > static_cast<long long>(perseus::runtime::kMaxBufferedReports)) {

@@ -1,5 +1,6 @@
 // Optional library parts, bound when the C++ library has them: the straggler emulation
 // (perseus/emulate.hpp) and the SVG/HTML renderers (perseus/render.hpp).
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,13 +32,44 @@ namespace perseus::python {
 namespace {
 
 #ifdef PERSEUS_PY_HAVE_RENDER
+/// The place ("ranks[0].instructions[3].frequency_mhz", below `path`) and value of the first
+/// float in `obj` (dicts, lists and tuples, at most 8 levels) that is NaN or infinite; nullopt
+/// when there is none.
+std::optional<std::pair<std::string, double>> non_finite_at(const py::handle& obj, const std::string& path,
+                                                            int depth = 0) {
+  if (PyFloat_Check(obj.ptr())) {
+    const double v = PyFloat_AsDouble(obj.ptr());
+    return std::isfinite(v) ? std::nullopt : std::optional(std::pair{path, v});
+  }
+  if (depth >= 8) return std::nullopt;
+  if (py::isinstance<py::dict>(obj)) {
+    for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(obj)) {
+      const std::string name = PyUnicode_Check(key.ptr()) && PyUnicode_AsUTF8(key.ptr()) != nullptr
+                                   ? std::string(PyUnicode_AsUTF8(key.ptr()))
+                                   : "?";
+      PyErr_Clear();  // a key that is not UTF-8 text: named "?"
+      if (auto r = non_finite_at(value, path.empty() ? name : path + "." + name, depth + 1)) return r;
+    }
+  } else if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+    std::size_t i = 0;
+    for (const auto& item : obj) {
+      if (auto r = non_finite_at(item, fmt::format("{}[{}]", path, i++), depth + 1)) return r;
+    }
+  }
+  return std::nullopt;
+}
+
 /// Rebuilds (DAG, evaluated plan) from a plan dict as optimize() returns it, through the
 /// one plan JSON reader (plan_frequencies_from_json()) and the one problem assembly.
 std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::dict& plan, const std::string& schedule,
                                               int microbatches, int chunks, double p2p_power_w) {
   if (!plan.contains("ranks")) throw InputError("plan: missing field \"ranks\" (expected a plan dict from optimize())");
   if (microbatches < 1) throw InputError("microbatches", fmt::format("must be >= 1, got {}", microbatches));
-  // json.dumps writes NaN/Infinity for non-finite floats: refused with the field named.
+  // json.dumps would write NaN/Infinity, which the JSON reader refuses as malformed JSON: a
+  // non-finite number is named by its place in the dict instead.
+  if (const auto bad = non_finite_at(plan, ""))
+    throw InputError("plan", fmt::format("has a non-finite number at {}: {} (expected finite numbers)", bad->first,
+                                         bad->second));
   const nlohmann::json j =
       parse_json_text(py::module_::import("json").attr("dumps")(plan).cast<std::string>(), "plan");
   if (!j["ranks"].is_array() || j["ranks"].empty())
@@ -56,25 +88,30 @@ std::pair<Dag, FrequencyPlan> plan_from_dict(const Profile& profile, const py::d
 
 /// Points from a list of dicts with 'time_s' and 'energy_j' (numbers) and an optional label.
 /// `what` names the keyword in errors: TypeError for a wrong type, InputError for a missing key.
-std::vector<PlotPoint> plot_points(const py::object& items, const char* label_key, const char* what) {
+/// `single`: `items` wraps one dict the caller gave (all_max), named without an index.
+std::vector<PlotPoint> plot_points(const py::object& items, const char* label_key, const char* what,
+                                   bool single = false) {
   std::vector<PlotPoint> out;
   if (items.is_none()) return out;
   if (!py::isinstance<py::iterable>(items) || py::isinstance<py::str>(items) || py::isinstance<py::dict>(items))
     throw py::type_error(fmt::format("{} must be a list of dicts with 'time_s' and 'energy_j'", what));
   std::size_t i = 0;
   for (const auto& it : items) {
+    const std::string at = single ? std::string(what) : fmt::format("{}[{}]", what, i);
     if (!py::isinstance<py::dict>(it))
-      throw py::type_error(fmt::format("{}[{}] must be a dict with 'time_s' and 'energy_j', got {}", what, i,
+      throw py::type_error(fmt::format("{} must be a dict with 'time_s' and 'energy_j', got {}", at,
                                        py::repr(it).cast<std::string>().substr(0, 64)));
     auto d = py::reinterpret_borrow<py::dict>(it);
     PlotPoint p;
     p.label = d.contains(label_key) && !d[label_key].is_none() ? py::str(d[label_key]).cast<std::string>() : "";
     auto number = [&](const char* key) {
       if (!d.contains(key))
-        throw InputError(what, fmt::format("element {} has no key '{}' (expected dicts with 'time_s' and 'energy_j')", i, key));
+        throw InputError(what, single ? fmt::format("has no key '{}' (expected a dict with 'time_s' and 'energy_j')", key)
+                                      : fmt::format("element {} has no key '{}' (expected dicts with 'time_s' and "
+                                                    "'energy_j')", i, key));
       const py::object v = d[key];  // owned: a handle to the accessor's result dangled (dict subclasses)
       if (PyBool_Check(v.ptr()) || !PyNumber_Check(v.ptr()) || PyUnicode_Check(v.ptr()))
-        throw py::type_error(fmt::format("{}[{}]['{}'] must be a number, got {}", what, i, key,
+        throw py::type_error(fmt::format("{}['{}'] must be a number, got {}", at, key,
                                          py::repr(v).cast<std::string>().substr(0, 64)));
       py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(v.ptr()));
       if (!f) throw py::error_already_set();
@@ -205,7 +242,7 @@ perseus.InputError when the plan does not match the schedule or the profile.)doc
         if (!all_max.is_none()) {
           py::list one;
           one.append(all_max);
-          auto p = plot_points(one, "label", "all_max");
+          auto p = plot_points(one, "label", "all_max", /*single=*/true);
           p[0].label = "all-max";
           data.all_max = p[0];
         }

@@ -262,8 +262,10 @@ perseus_status perseus_client_flush(perseus_client* h, double timeout_s) {
     if (!h->client->flush_reports(std::max(0.0, left))) {
       const auto s = h->client->stats();
       throw ClientError(ClientErrc::kServer,
-                        fmt::format("{} report(s) still pending after {} s (last error: {})", s.reports_pending,
-                                    timeout_s, s.last_server_error));
+                        fmt::format("{} report(s) still pending after {} s ({})", s.reports_pending, timeout_s,
+                                    s.last_server_error.empty()
+                                        ? "no error from the server yet: the timeout ran out first"
+                                        : "last error: " + s.last_server_error));
     }
   });
 }

@@ -256,6 +256,10 @@ class ClientTest(unittest.TestCase):
                 with self.assertRaises(perseus.ClientConfigError) as cm:
                     perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", **{kw: value})
                 self.assertIn(kw, str(cm.exception))
+                # Python's range, never the C config's "(0 = the default)" (session 18's trial).
+                self.assertNotIn("the default", str(cm.exception))
+                if kw in ("sim_time_scale", "request_timeout_s", "plan_poll_interval_s"):
+                    self.assertIn(kw + " must be a number in (0, 1e+06], got", str(cm.exception))
         # A simulated GPU's blocking power past any GPU's: 1e308 W made its energy infinite.
         for value in (1e308, float("nan"), -1.0):
             with self.subTest(sim_blocking_power_w=value):

@@ -785,6 +785,19 @@ class RenderTest(unittest.TestCase):
             perseus.render_frontier_svg([{"time": 1.0, "energy_j": 1.0}])
         self.assertEqual(cm.exception.field, "frontier")
         self.assertIn("element 0 has no key 'time_s'", str(cm.exception))
+        # all_max is one dict: named without an index (it said all_max[0]['time_s']).
+        with self.assertRaises(TypeError) as cm:
+            perseus.render_frontier_svg(res["frontier"], all_max={"time_s": "x", "energy_j": 1.0})
+        self.assertIn("all_max['time_s'] must be a number, got 'x'", str(cm.exception))
+        # A NaN in a plan dict is named by its place (it was "malformed JSON ... last read: N").
+        import copy
+        plan = copy.deepcopy(res["plans"][0])
+        plan["ranks"][1]["instructions"][2]["frequency_mhz"] = float("nan")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.render_timeline_svg(prof, plan, 3)
+        self.assertEqual(str(cm.exception),
+                         "plan has a non-finite number at ranks[1].instructions[2].frequency_mhz: nan "
+                         "(expected finite numbers)")
 
 
 @unittest.skipUnless(perseus.HAVE_EMULATE, "the C++ library has no perseus/emulate.hpp")
