@@ -203,5 +203,8 @@ def profile_rows_to_csv(rows):
 
         what = str(e).split(": ", 1)[1] if ": " in str(e) else str(e)
         what = re.sub(r"first on line (\d+)", lambda m: "first as row %d" % (int(m.group(1)) - 2), what)
+        # The CSV's column names, as the rows' keys (session 18's trial: "field 'time'").
+        keys = {"frequency": "freq_mhz", "time": "time_s", "energy": "energy_j"}
+        what = re.sub(r"field '(frequency|time|energy)'", lambda m: "field '%s'" % keys[m.group(1)], what)
         raise InputError("row %d: %s" % (line - 2, what) if line >= 2 else "profile_rows_to_csv: %s" % what) from None
     return text

@@ -128,7 +128,7 @@ Profile read_rows(Reader& reader, const std::string& source, std::optional<int> 
       fail(ctx, "time", fmt::format("expected a duration in [{}, {}] s (one computation of one microbatch), got {}",
                                     limits::kMinOpTimeS, limits::kMaxOpTimeS, time));
     }
-    const double energy = parse_double(ctx, "energy", energy_s);
+    const double energy = parse_double(ctx, "energy", energy_s) + 0.0;  // + 0.0: "-0" is 0 J, not -0 J
     if (energy < 0 || energy > limits::kMaxOpEnergyJ) {
       fail(ctx, "energy", fmt::format("expected an energy in [0, 1e12] J, got {}", energy));
     }

@@ -73,10 +73,12 @@ class ProfileTest(unittest.TestCase):
         # duplicate row, no rows at all (each returned text before, then refused by parse_profile).
         rows = [r for r in perseus.load_profile(GPT3_PROFILE).rows() if r["stage"] < 1]
         for bad_rows, needle in (
-            (rows[:1] + [dict(rows[1], time_s=1e300)], "row 1: field 'time'"),
-            (rows[:1] + [dict(rows[1], energy_j=1e13)], "row 1: field 'energy'"),
+            # Named by the rows' keys, not the CSV's columns (session 18's trial: "field 'time'").
+            (rows[:1] + [dict(rows[1], time_s=1e300)], "row 1: field 'time_s'"),
+            (rows[:1] + [dict(rows[1], time_s=1e-300)], "row 1: field 'time_s': expected a duration"),
+            (rows[:1] + [dict(rows[1], energy_j=1e13)], "row 1: field 'energy_j'"),
             ([dict(r, stage=70000) for r in rows], "row 0: field 'stage'"),
-            (rows + rows[:1], "row %d: field 'frequency': duplicate row for stage 0 forward at %d MHz (first as row 0)"
+            (rows + rows[:1], "row %d: field 'freq_mhz': duplicate row for stage 0 forward at %d MHz (first as row 0)"
              % (len(rows), rows[0]["freq_mhz"])),
             ([], "no data rows"),
         ):
@@ -84,6 +86,11 @@ class ProfileTest(unittest.TestCase):
                 with self.assertRaises(perseus.InputError) as cm:
                     perseus.profile_rows_to_csv(bad_rows)
                 self.assertIn(needle, str(cm.exception))
+        # "-0" J is 0 J (it came back as -0.0 from points() and rows()).
+        import math
+        zero = perseus.parse_profile(perseus.profile_rows_to_csv(
+            [dict(good, energy_j=-0.0), dict(good, instruction="backward")]))
+        self.assertEqual(math.copysign(1.0, zero.rows()[0]["energy_j"]), 1.0)
         text = perseus.profile_rows_to_csv(r for r in perseus.load_profile(GPT3_PROFILE).rows() if r["stage"] < 2)
         self.assertEqual(perseus.parse_profile(text).num_stages, 2)
 
