@@ -112,6 +112,15 @@ class API:
             hint = (": a LocalServer has its url once started (call start(), or use `with LocalServer() as s`)"
                     if url is None else "")
             raise TypeError("url must be a str such as 'http://127.0.0.1:8000', got %r%s" % (url, hint))
+        if not url.startswith(("http://", "https://")) or len(url.rstrip("/")) <= len(url.split("//", 1)[0]) + 2:
+            # urllib said "unknown url type: 'not a url/v1/health'" at the first request.
+            raise ValueError("url must be http://HOST:PORT such as 'http://127.0.0.1:8000', got %r" % url[:80])
+        import math
+
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (
+                math.isfinite(timeout_s) and timeout_s > 0):
+            # 0 made every request fail with "Operation now in progress" (a non-blocking socket).
+            raise ValueError("timeout_s must be a finite number of seconds > 0, got %r" % (timeout_s,))
         self.url = url.rstrip("/")
         if token is not None:
             if not isinstance(token, str):

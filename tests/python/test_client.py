@@ -458,6 +458,16 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(APIError) as cm:
             API("http://127.0.0.1:1", timeout_s=1).health()
         self.assertEqual(cm.exception.code, "unreachable")
+        # Not a URL, or no timeout: refused at once, by name (session 18's trial: a raw urllib
+        # "unknown url type" at the first request; timeout_s=0 "Operation now in progress").
+        for url in ("not a url", "http://", "127.0.0.1:8000"):
+            with self.assertRaises(ValueError) as cm:
+                API(url)
+            self.assertIn("url must be http://HOST:PORT", str(cm.exception))
+        for timeout in (0, -1.0, float("nan"), float("inf"), True, "5"):
+            with self.assertRaises(ValueError, msg=repr(timeout)) as cm:
+                API(self.server.url, timeout_s=timeout)
+            self.assertIn("timeout_s must be a finite number of seconds > 0", str(cm.exception))
 
     def test_bad_values_are_refused_before_sending(self):
         """NaN/infinity (no JSON for them) and job ids that would change the route are named
