@@ -36,8 +36,11 @@ bool schedule_is_file(const std::string& schedule) {
 Schedule resolve_schedule(const ProblemSpec& spec) {
   const bool from_file = schedule_is_file(spec.schedule);
   if (!from_file && !is_schedule_name(spec.schedule)) {
-    throw InputError("schedule", fmt::format("{}: not a schedule name ({}) nor an existing schedule CSV file",
-                                             spec.schedule, name_list()));
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(spec.schedule, ec);
+    throw InputError("schedule", fmt::format("{}: not a schedule name ({}) nor {}", spec.schedule, name_list(),
+                                             exists ? "a schedule CSV file (it exists but is not a regular file)"
+                                                    : "an existing schedule CSV file"));
   }
   if (!from_file && spec.num_ranks < 1) {
     throw InputError("num_ranks", spec.num_ranks == 0

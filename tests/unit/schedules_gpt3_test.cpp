@@ -116,6 +116,10 @@ TEST(SchedulesGpt3, OptimizeScheduleErrors) {
   EXPECT_EQ(msg(c),
             "schedule no-such-schedule: not a schedule name (1f1b, gpipe, interleaved-1f1b, zb-h1) nor an existing "
             "schedule CSV file");
+  c = small_job(dir, "/dev/null");  // exists, but no regular file (session 18's trial: "nor an existing")
+  EXPECT_EQ(msg(c),
+            "schedule /dev/null: not a schedule name (1f1b, gpipe, interleaved-1f1b, zb-h1) nor a schedule CSV file "
+            "(it exists but is not a regular file)");
   c = small_job(dir, "interleaved-1f1b");
   c.problem.chunks = 2;
   c.problem.microbatches = 12;
