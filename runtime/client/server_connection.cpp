@@ -2,6 +2,8 @@
 #include "perseus/runtime/server_connection.hpp"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -53,11 +55,32 @@ std::string server_message(const std::string& body) {
   return body.substr(0, 200);
 }
 
-CallResult classify(const httplib::Result& res, const std::string& what) {
+/// The host of "http://HOST[:PORT][/]" (HOST without the brackets of an IPv6 address).
+std::string host_of(const std::string& url) {
+  std::string rest = url.substr(url.find("//") == std::string::npos ? 0 : url.find("//") + 2);
+  if (rest.starts_with("[")) return rest.substr(1, rest.find(']') - 1);
+  return rest.substr(0, rest.find_first_of(":/"));
+}
+
+/// Why no connection was made, in words: cpp-httplib says only "Connection" whether the host
+/// name does not resolve or nothing listens (session 18's trial), so the name is looked up.
+std::string connection_failure(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc != 0) return fmt::format("the host name '{}' does not resolve: {}", host, ::gai_strerror(rc));
+  return fmt::format("could not connect to '{}': nothing listens there, or it is unreachable", host);
+}
+
+CallResult classify(const httplib::Result& res, const std::string& what, const std::string& host) {
   CallResult r;
   if (!res) {
     r.status = CallStatus::kRetryable;
-    r.message = fmt::format("{}: no response ({})", what, httplib::to_string(res.error()));
+    r.message = fmt::format("{}: no response ({})", what,
+                            res.error() == httplib::Error::Connection ? connection_failure(host)
+                                                                      : httplib::to_string(res.error()));
     return r;
   }
   r.http_status = res->status;
@@ -322,7 +345,7 @@ CallResult ServerConnection::register_rank(const std::vector<int>& supported_fre
   bool cut = false;
   auto res = impl_->timed([&] { return impl_->http.Post(path, body.dump(), "application/json"); }, &cut);
   if (cut) return cut_off_result("POST " + path, impl_->timeout_s);
-  CallResult r = classify(res, "POST " + path);
+  CallResult r = classify(res, "POST " + path, host_of(impl_->url));
   if (r.http_status == 409) {
     r.message += fmt::format(" (this process registers as rank {} with dp_rank {}, pp_rank {}, tp_rank {}; is another "
                              "process using the same rank, or are the ranks computed differently?)",
@@ -395,7 +418,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
   }
   if (cut) return cut_off_result("GET " + path, impl_->timeout_s);
   if (res) res->body = body;
-  CallResult r = classify(res, "GET " + path);
+  CallResult r = classify(res, "GET " + path, host_of(impl_->url));
   if (r.http_status == 409) r.status = CallStatus::kRetryable;  // "no plan yet" (e.g. profiling starts)
   if (r.status == CallStatus::kOk) {
     try {
@@ -421,7 +444,7 @@ CallResult ServerConnection::post_measurements(const std::vector<IterationMeasur
   bool cut = false;
   auto res = impl_->timed([&] { return impl_->http.Post(path, body.dump(), "application/json"); }, &cut);
   if (cut) return cut_off_result("POST " + path, impl_->timeout_s);
-  CallResult r = classify(res, "POST " + path);
+  CallResult r = classify(res, "POST " + path, host_of(impl_->url));
   if (r.status == CallStatus::kOk) {
     try {  // per-item acceptance: {"rejected":[{"iteration":I,"error":"..."}]}
       const json j = json::parse(res->body);

@@ -372,6 +372,17 @@ TEST_F(ClientTest, InfiniteOrHugeDurationsAreRefusedByName) {
   EXPECT_TRUE(c->flush_reports(5.0));
 }
 
+// Trial (session 18): a host name that does not resolve said "no response (Connection)", as a
+// refused connection does. `.invalid` never resolves (RFC 2606).
+TEST_F(ClientTest, AnUnresolvableHostIsNamedInTheError) {
+  auto o = options();
+  o.server_url = "http://nonexistent.invalid:7787";
+  o.startup_timeout_s = 0;  // one attempt, then training goes on without a plan
+  auto c = Client::create(o, gpu());
+  const std::string why = c->stats().last_server_error;
+  EXPECT_NE(why.find("the host name 'nonexistent.invalid' does not resolve"), std::string::npos) << why;
+}
+
 TEST_F(ClientTest, RegistrationConflictOnRestartIsAccepted) {
   { auto c = Client::create(options(), gpu()); }
   auto o = options();
