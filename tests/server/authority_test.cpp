@@ -277,6 +277,42 @@ TEST(Authority, TokenDigestAndFreshTokens) {
 // A database of schema version 1 (before per-job tokens) is upgraded in place: its jobs become
 // /v1 jobs without a token (only the admin reaches them), and new jobs store their auth; the
 // upgrade also adds version 3's frontier_partial_json (empty: old frontiers are complete).
+// Schema version 4 (session 18) stores a straggler's origin; a version 3 database's stragglers
+// were all kept as declared (what a restart made of them before), and new ones keep theirs.
+TEST(Authority, SchemaVersionThreeIsUpgraded) {
+  TempDir dir;
+  const std::string path = dir.file("v3.db");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* v3 = R"sql(
+      CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO meta VALUES('schema_version', '3');
+      CREATE TABLE jobs(job_id TEXT PRIMARY KEY, created_s REAL NOT NULL, last_activity_s REAL NOT NULL,
+        spec_json TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+        version_counter INTEGER NOT NULL, built_profile_csv TEXT NOT NULL DEFAULT '',
+        points_json TEXT NOT NULL DEFAULT '', origin TEXT NOT NULL DEFAULT 'v1',
+        token_sha256 TEXT NOT NULL DEFAULT '', frontier_partial_json TEXT NOT NULL DEFAULT '');
+      INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter)
+        VALUES('job-old', 1, 1, '{}', 'ready', 1);
+      CREATE TABLE stragglers(job_id TEXT NOT NULL, pipeline INTEGER NOT NULL, target_time_s REAL NOT NULL,
+        slowdown REAL NOT NULL, created_s REAL NOT NULL, PRIMARY KEY(job_id, pipeline));
+      INSERT INTO stragglers VALUES('job-old', 1, 2.0, 1.2, 5);)sql";
+    ASSERT_EQ(sqlite3_exec(db, v3, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  Store store(path);
+  auto jobs = store.load_all();
+  ASSERT_EQ(jobs.size(), 1u);
+  ASSERT_EQ(jobs[0].stragglers.size(), 1u);
+  EXPECT_EQ(jobs[0].stragglers[0].origin, "declared");
+  StoredStraggler detected{0, 2.5, 1.25, 6, "detected"};
+  store.update_assignments("job-old", 2, {}, detected);
+  jobs = store.load_all();
+  ASSERT_EQ(jobs[0].stragglers.size(), 2u);
+  for (const auto& s : jobs[0].stragglers) EXPECT_EQ(s.origin, s.pipeline == 0 ? "detected" : "declared");
+}
+
 TEST(Authority, SchemaVersionOneIsUpgraded) {
   TempDir dir;
   const std::string path = dir.file("old.db");

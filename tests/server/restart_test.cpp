@@ -9,6 +9,7 @@
 #include <atomic>
 #include <future>
 #include <set>
+#include <sstream>
 #include <cmath>
 #include <thread>
 #include <fstream>
@@ -468,6 +469,65 @@ TEST(Durability, APlanServedBeforeARestartIsReadFromTheStore) {
   EXPECT_EQ(s.j["decision"]["plan_index"], chosen);
   EXPECT_EQ(metric_value(api, "perseus_planner_solves_started_total"), solves) << "nothing solved";
   EXPECT_EQ(api.get(base).j["pipelines"][0]["plan_index"], chosen);
+}
+
+// Session 18's trial: a *detected* straggler reloaded as *declared* after a restart, so the loop
+// never cleared it when its pipeline recovered and the other pipelines stayed on the slow plan.
+// Its origin is stored now (schema version 4). Measurements are posted by the test (3 pipelines
+// of one stage), pipeline 1 at 1.2 x its plan's time, then healthy again after a SIGTERM restart.
+TEST(Durability, ADetectedStragglerIsStillClearedAfterARestart) {
+  TempDir dir;
+  const std::string db = dir.file("s.db");
+  std::string stage0;
+  {
+    std::istringstream in(example_profile());
+    std::string line;
+    std::getline(in, line);
+    stage0 = line + "\n";
+    while (std::getline(in, line))
+      if (line.rfind("0,", 0) == 0) stage0 += line + "\n";
+  }
+  json body = profile_job(3, 1);
+  body["profile_csv"] = stage0;
+  std::string job, base;
+  std::int64_t it = 0;
+  auto iterate = [&](Api& api, double slow) {  // one iteration of every pipeline
+    std::vector<json> plans;
+    for (int r = 0; r < 3; ++r) plans.push_back(api.get(base + "/ranks/" + std::to_string(r) + "/plan").j);
+    for (int r = 0; r < 3; ++r) {
+      const double t = plans[r]["iteration_time_s"].get<double>() * (r == 1 ? slow : 1.0);
+      const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                              {{"iteration", it}, {"time_s", t}, {"energy_j", 100.0}, {"plan_version", plans[r]["version"]}});
+      ASSERT_EQ(m.status, 202) << m.body;
+    }
+    ++it;
+  };
+  auto origin = [&](Api& api) { return api.get(base).j["straggler_loop"]["pipelines"][1]["straggler_origin"]; };
+  {
+    ServeProcess p(dir, db);
+    ASSERT_GT(p.port(), 0);
+    Api api(p.port());
+    auto c = api.post("/v1/jobs", body);
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    base = "/v1/jobs/" + job;
+    wait_status(api, job, "ready", 120);
+    for (int r = 0; r < 3; ++r)
+      ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+    for (int i = 0; i < 8; ++i) iterate(api, 1.0);
+    for (int i = 0; i < 12 && api.get(base).j["stragglers"].empty(); ++i) iterate(api, 1.2);
+    ASSERT_EQ(origin(api), "detected") << api.get(base).body;
+    EXPECT_EQ(p.terminate(), 0);
+  }
+  ServeProcess p(dir, db);
+  ASSERT_GT(p.port(), 0);
+  Api api(p.port());
+  EXPECT_EQ(origin(api), "detected") << "the origin survives the restart";
+  for (int i = 0; i < 30 && !api.get(base).j["stragglers"].empty(); ++i) iterate(api, 1.0);
+  const json after = api.get(base).j;
+  EXPECT_TRUE(after["stragglers"].empty()) << "cleared by detection once pipeline 1 recovered: " << after.dump();
+  EXPECT_EQ(after["pipelines"][0]["plan_index"], after["frontier"]["fastest_index"]);
+  EXPECT_EQ(p.terminate(), 0);
 }
 
 // A restart listens before it loads the stored jobs (~5 s for a 1024 x 1024 job): until then

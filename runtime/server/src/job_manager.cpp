@@ -543,7 +543,7 @@ Reply JobManager::get_job(const std::string& job_id) {
   out["decisions"] = json(std::vector<json>(j->decisions.begin(), j->decisions.end()));
   out["decisions_total"] = j->decisions_total;
   {
-    // In-memory closed-loop state (restarts with the server; stored stragglers reload as declared).
+    // In-memory closed-loop state (restarts with the server; stored stragglers reload with their origin).
     std::lock_guard loop_lock(j->loop.mu);
     json lp = json::array();
     for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) {
@@ -648,6 +648,19 @@ std::size_t JobManager::load() {
         j->slots[{r.dp_rank, r.pp_rank, r.tp_rank}] = r.rank;
       }
       for (const auto& s : sj.stragglers) j->stragglers[s.pipeline] = s;
+      if (!j->stragglers.empty()) {
+        // Each straggler keeps its origin: a detected one is still cleared by the loop when its
+        // pipeline recovers (it reloaded as declared, which only DELETE clears: the other
+        // pipelines stayed on the slow plan, session 18's trial). The detector starts with it
+        // as a straggler, as apply_stragglers() leaves a declared one.
+        std::lock_guard loop_lock(j->loop.mu);
+        j->loop.init(j->spec);
+        for (const auto& [d, s] : j->stragglers) {
+          if (d < 0 || d >= j->spec.dp) continue;
+          j->loop.origin[d] = s.origin == "detected" ? "detected" : "declared";
+          j->loop.detector->set_state(d, true);
+        }
+      }
       for (const auto& d : sj.decisions) {
         j->decisions.push_back(json::parse(d));
         if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();

@@ -190,6 +190,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"predicted_saving_pct", next.empty() || others <= 0 || base_j <= 0 ? 0.0 : 100.0 * pick_saving_j / base_j},
     };
     std::optional<StoredStraggler> up = set;
+    if (up) up->origin = origin == "detected" ? "detected" : "declared";
     std::vector<StoredAssignment> changed;
     for (int d : switched) changed.push_back({d, idx_of[d], version});
     store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump());

@@ -25,7 +25,7 @@ namespace {
 /// are upgraded in place (their jobs become /v1 jobs without a token: only the admin reaches them).
 /// Version 3 added jobs.frontier_partial_json (partial frontiers under planning_budget_s);
 /// older databases are upgraded in place (their frontiers are complete: the column is empty).
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS plans(
   job_id TEXT NOT NULL, plan_index INTEGER NOT NULL, freqs_json TEXT NOT NULL, PRIMARY KEY(job_id, plan_index));
 CREATE TABLE IF NOT EXISTS stragglers(
   job_id TEXT NOT NULL, pipeline INTEGER NOT NULL, target_time_s REAL NOT NULL, slowdown REAL NOT NULL,
-  created_s REAL NOT NULL, PRIMARY KEY(job_id, pipeline));
+  created_s REAL NOT NULL, origin TEXT NOT NULL DEFAULT 'declared', PRIMARY KEY(job_id, pipeline));
 CREATE TABLE IF NOT EXISTS decisions(
   id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, decision_json TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS decisions_job ON decisions(job_id);
@@ -218,13 +218,21 @@ Store::Store(const std::string& path, bool sync_full) {
     if (!version) {
       Stmt put(db_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
       put.bind(1, std::to_string(kSchemaVersion)).run();
-    } else if (*version == "1" || *version == "2") {  // upgrade in place, in one transaction
+    } else if (*version == "1" || *version == "2" || *version == "3") {  // upgrade in place, in one transaction
       Txn txn(db_);
       if (*version == "1") {
         exec("ALTER TABLE jobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'v1'");
         exec("ALTER TABLE jobs ADD COLUMN token_sha256 TEXT NOT NULL DEFAULT ''");
       }
-      exec("ALTER TABLE jobs ADD COLUMN frontier_partial_json TEXT NOT NULL DEFAULT ''");
+      if (*version != "3") exec("ALTER TABLE jobs ADD COLUMN frontier_partial_json TEXT NOT NULL DEFAULT ''");
+      // Version 4: a straggler's origin (detected or declared) survives a restart. (A version 1
+      // database had no stragglers table: the schema above made it with the column.)
+      bool has_origin = false;
+      {
+        Stmt cols(db_, "SELECT 1 FROM pragma_table_info('stragglers') WHERE name='origin'");
+        has_origin = cols.step();
+      }
+      if (!has_origin) exec("ALTER TABLE stragglers ADD COLUMN origin TEXT NOT NULL DEFAULT 'declared'");
       Stmt put(db_, "UPDATE meta SET value=? WHERE key='schema_version'");
       put.bind(1, std::to_string(kSchemaVersion)).run();
       txn.commit();
@@ -358,10 +366,11 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
     s.bind(1, job_id).bind(2, x.pipeline).bind(3, x.plan_index).bind(4, x.version).run();
   }
   if (upsert_straggler) {
-    Stmt s(db_, "INSERT OR REPLACE INTO stragglers(job_id, pipeline, target_time_s, slowdown, created_s) "
-                "VALUES(?, ?, ?, ?, ?)");
+    Stmt s(db_, "INSERT OR REPLACE INTO stragglers(job_id, pipeline, target_time_s, slowdown, created_s, origin) "
+                "VALUES(?, ?, ?, ?, ?, ?)");
     s.bind(1, job_id).bind(2, upsert_straggler->pipeline).bind(3, upsert_straggler->target_time_s)
-        .bind(4, upsert_straggler->slowdown).bind(5, upsert_straggler->created_s).run();
+        .bind(4, upsert_straggler->slowdown).bind(5, upsert_straggler->created_s).bind(6, upsert_straggler->origin)
+        .run();
   }
   if (delete_straggler) {
     Stmt s(db_, "DELETE FROM stragglers WHERE job_id=? AND pipeline=?");
@@ -461,9 +470,10 @@ std::vector<StoredJob> Store::load_all() {
       while (s.step()) j.plans.emplace_back(static_cast<int>(s.i64(0)), s.text(1));
     }
     {
-      Stmt s(db_, "SELECT pipeline, target_time_s, slowdown, created_s FROM stragglers WHERE job_id=?");
+      Stmt s(db_, "SELECT pipeline, target_time_s, slowdown, created_s, origin FROM stragglers WHERE job_id=?");
       s.bind(1, j.job_id);
-      while (s.step()) j.stragglers.push_back({static_cast<int>(s.i64(0)), s.f64(1), s.f64(2), s.f64(3)});
+      while (s.step())
+        j.stragglers.push_back({static_cast<int>(s.i64(0)), s.f64(1), s.f64(2), s.f64(3), s.text(4)});
     }
     {
       Stmt s(db_, "SELECT decision_json FROM decisions WHERE job_id=? ORDER BY id");

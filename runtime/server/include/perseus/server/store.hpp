@@ -33,6 +33,9 @@ struct StoredStraggler {
   double target_time_s = 0;  ///< T', s.
   double slowdown = 0;       ///< T' / T_min (informational).
   double created_s = 0;      ///< Unix time, s.
+  /// "detected" (by the straggler loop, which clears it when the pipeline recovers) or
+  /// "declared" (through the API, cleared only through it). Stored since schema version 4.
+  std::string origin = "declared";
 };
 
 /// One accepted measurement (the request JSON is kept verbatim for replay).
