@@ -695,11 +695,17 @@ void Client::on_instruction_end(std::string_view name) {
   const int applied = im.controller->applied_mhz();
   m.freq_mhz = applied > 0 ? applied : (im.cur_freq > 0 ? im.cur_freq : im.supported_mhz.front());
   if (im.cur_planned_freq > 0 && m.freq_mhz == im.cur_freq) m.planned_freq_mhz = im.cur_planned_freq;
+  // A clock was requested but none is in force (the change failed: no permission, gpud away):
+  // the GPU ran at a clock nobody knows, so the computation is left out rather than labelled
+  // with the planned clock (an online profile built from such samples was false, session 18's
+  // trial). The step's time and energy still go.
+  const bool clock_unknown = applied <= 0 && im.cur_freq > 0 && im.controller->clock_failed();
   // A computation the job does not have (after a plan mismatch with strict off: a name that is
   // no instruction kind, or a microbatch beyond the job's) would make the server refuse the whole
-  // report: it is left out, the step's time and energy still go.
+  // report: it is left out too.
   const int job_mb = im.job_microbatches.load(std::memory_order_relaxed);
-  if (parse_instruction_kind(m.instruction) && (job_mb <= 0 || m.microbatch < job_mb)) im.current.instructions.push_back(std::move(m));
+  if (!clock_unknown && parse_instruction_kind(m.instruction) && (job_mb <= 0 || m.microbatch < job_mb))
+    im.current.instructions.push_back(std::move(m));
   im.in_instr = false;
   ++im.pos;
 }

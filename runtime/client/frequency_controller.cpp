@@ -165,9 +165,16 @@ void FrequencyController::handle(const Request& req, bool superseded) {
   std::lock_guard lock(mutex_);
   applied_mhz_ = applied;
   applied_known_ = known;
+  if (e.outcome == FreqOutcome::kFailed) clock_failed_ = true;
+  if (e.outcome == FreqOutcome::kApplied || e.outcome == FreqOutcome::kReset) clock_failed_ = false;
   if (req.freq_mhz == 0) last_reset_ok_ = e.outcome == FreqOutcome::kReset;
   log_.push_back(std::move(e));
   while (log_.size() > options_.max_log_entries) log_.pop_front();
+}
+
+bool FrequencyController::clock_failed() const {
+  std::lock_guard lock(mutex_);
+  return clock_failed_;
 }
 
 int FrequencyController::applied_mhz() const {

@@ -383,6 +383,32 @@ TEST_F(ClientTest, AnUnresolvableHostIsNamedInTheError) {
   EXPECT_NE(why.find("the host name 'nonexistent.invalid' does not resolve"), std::string::npos) << why;
 }
 
+// Trial (session 18): when every clock change fails (no permission, gpud away), computations
+// were reported with the planned clock, so an online profile was built from clocks never
+// applied. Now a computation run at an unknown clock is left out; the iteration still goes.
+TEST_F(ClientTest, ComputationsAtAClockThatFailedToApplyAreLeftOut) {
+  struct FailingGpu : GpuControl {
+    std::shared_ptr<GpuControl> inner;
+    explicit FailingGpu(std::shared_ptr<GpuControl> g) : inner(std::move(g)) {}
+    std::string name() const override { return "failing"; }
+    int device_index() const override { return 0; }
+    std::vector<int> supported_graphics_clocks_mhz() override { return inner->supported_graphics_clocks_mhz(); }
+    void set_locked_clocks(int) override { throw GpuError("no permission (test)"); }
+    void reset_locked_clocks() override {}
+    std::optional<double> total_energy_j() override { return inner->total_energy_j(); }
+    std::optional<double> power_w() override { return inner->power_w(); }
+  };
+  auto c = Client::create(options(), std::make_shared<FailingGpu>(gpu()));
+  run_step(*c, kSeq);
+  ASSERT_TRUE(c->controller().flush_for(5.0));  // the failures are handled: the clock is unknown now
+  run_step(*c, kSeq);
+  ASSERT_TRUE(c->flush_reports(5.0));
+  const auto m = server_.measurements(0);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_TRUE(m.at(1)["instructions"].empty()) << m.at(1).dump();
+  EXPECT_GE(m.at(1)["time_s"].get<double>(), 0.0) << "the iteration itself is still reported";
+}
+
 TEST_F(ClientTest, RegistrationConflictOnRestartIsAccepted) {
   { auto c = Client::create(options(), gpu()); }
   auto o = options();

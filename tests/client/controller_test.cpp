@@ -132,11 +132,15 @@ TEST(FrequencyController, FailureIsLoggedAndNextRequestRetries) {
   auto gpu = std::make_shared<ScriptedGpu>();
   gpu->fail = true;
   FrequencyController c(gpu);
+  EXPECT_FALSE(c.clock_failed());
   c.request(1200);
   c.flush();
+  EXPECT_TRUE(c.clock_failed()) << "the clock in force is unknown";
+  EXPECT_EQ(c.applied_mhz(), 0);
   gpu->fail = false;
   c.request(1200);  // state unknown after a failure: applied, not skipped
   c.flush();
+  EXPECT_FALSE(c.clock_failed());
   const auto log = c.log();
   ASSERT_EQ(log.size(), 2u);
   EXPECT_EQ(log[0].outcome, FreqOutcome::kFailed);

@@ -81,6 +81,9 @@ class FrequencyController {
 
   /// Clock in force, MHz, as far as the controller knows (0 = unlocked or unknown).
   int applied_mhz() const;
+  /// True while the last clock change handled failed (no later one succeeded): the GPU runs at
+  /// a clock nobody knows. False before any change and while requests are pending.
+  bool clock_failed() const;
   /// Number of failed backend calls so far.
   int failures() const;
   /// Last backend error message ("" if none).
@@ -118,6 +121,7 @@ class FrequencyController {
   bool stopped_ = false;
   int applied_mhz_ = 0;
   bool applied_known_ = false;
+  bool clock_failed_ = false;
   bool last_reset_ok_ = false;  ///< the last reset request reached the backend and succeeded
   int failures_ = 0;
   std::string last_error_;
