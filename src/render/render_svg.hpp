@@ -15,10 +15,24 @@ namespace perseus::render_detail {
 /// A coordinate or length for an SVG attribute: at most 2 decimals, trailing zeros trimmed.
 std::string num(double v);
 
-/// Widens a plot axis range [lo, hi] by 4 % of its span on each side (a degenerate range by
-/// 4 % of 5 % of |lo|, at least 1e-9), so markers at the ends are not cut by the frame.
+/// Widens a plot axis range [lo, hi] by 4 % of its span on each side, so markers at the ends
+/// are not cut by the frame. A range that is one value up to rounding (span <= 1e-6 of its
+/// magnitude: a one-point frontier whose all-max time differs in the last bits) is centred in
+/// 5 % of its magnitude, and [0, 0] becomes [0, 1] (a flat 0 % curve): before, such a range
+/// gave dozens of ticks with the same label and put equal values at opposite edges.
 inline void pad_range(double& lo, double& hi) {
-  const double span = hi > lo ? hi - lo : std::max(std::abs(lo) * 0.05, 1e-9);
+  const double mag = std::max(std::abs(lo), std::abs(hi));
+  if (!(hi - lo > 1e-6 * mag)) {
+    const double mid = 0.5 * (lo + hi);
+    if (mag == 0) {
+      lo = 0;
+      hi = 1;
+    } else {
+      lo = mid - 0.025 * mag;
+      hi = mid + 0.025 * mag;
+    }
+  }
+  const double span = hi - lo;
   lo -= 0.04 * span;
   hi += 0.04 * span;
 }

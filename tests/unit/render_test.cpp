@@ -423,3 +423,24 @@ TEST(PlotPointsCsv, ErrorsNameFileLineAndField) {
 
 }  // namespace
 }  // namespace perseus
+
+namespace {
+// Session 18's trial: a one-point frontier (every clock the same) whose all-max time differed in
+// the last bits got 65 x-axis ticks all labelled "1", the plan at the left edge and the all-max
+// square at the right; a flat 0 % line plot got ticks "-0.000000000".
+TEST(Render, AOnePointFrontierIsDrawnAsOnePoint) {
+  perseus::FrontierPlotData d;
+  d.frontier = {{"", 0.75, 505.1}};
+  d.plans = {{"plan 0", 0.75, 505.1}};
+  d.all_max = perseus::PlotPoint{"all-max", 0.75 * (1 + 1e-15), 505.1};
+  const std::string svg = perseus::render_frontier_svg(d);
+  const std::regex xtick("class=\"xtick\"");
+  const auto n = std::distance(std::sregex_iterator(svg.begin(), svg.end(), xtick), std::sregex_iterator());
+  EXPECT_GE(n, 2);
+  EXPECT_LE(n, 12) << svg;
+  std::smatch plan, square;
+  ASSERT_TRUE(std::regex_search(svg, plan, std::regex("<circle class=\"plan\" cx=\"([0-9.]+)\"")));
+  ASSERT_TRUE(std::regex_search(svg, square, std::regex("<rect class=\"allmax\" x=\"([0-9.]+)\"")));
+  EXPECT_NEAR(std::stod(plan[1]), std::stod(square[1]), 10.0) << "the same time, the same place";
+}
+}  // namespace
