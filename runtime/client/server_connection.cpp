@@ -280,13 +280,14 @@ class RequestDeadline {
 struct ServerConnection::Impl {
   httplib::Client http;
   std::string url;  // as given, for messages
+  std::string host;  // its host, looked up when no connection could be made
   std::string job_id;
   RankInfo ranks;
   double timeout_s = 5.0;
   JobShape shape;
   RequestDeadline deadline{http};
   Impl(const std::string& url, const std::string& token, std::string job, RankInfo r, double timeout)
-      : http(url), url(url), job_id(std::move(job)), ranks(r) {
+      : http(url), url(url), host(host_of(url)), job_id(std::move(job)), ranks(r) {
     set_timeout(timeout);
     http.set_keep_alive(true);
     http.set_tcp_nodelay(true);  // small JSON requests: no Nagle + delayed-ACK stall (~40 ms)
@@ -345,7 +346,7 @@ CallResult ServerConnection::register_rank(const std::vector<int>& supported_fre
   bool cut = false;
   auto res = impl_->timed([&] { return impl_->http.Post(path, body.dump(), "application/json"); }, &cut);
   if (cut) return cut_off_result("POST " + path, impl_->timeout_s);
-  CallResult r = classify(res, "POST " + path, host_of(impl_->url));
+  CallResult r = classify(res, "POST " + path, impl_->host);
   if (r.http_status == 409) {
     r.message += fmt::format(" (this process registers as rank {} with dp_rank {}, pp_rank {}, tp_rank {}; is another "
                              "process using the same rank, or are the ranks computed differently?)",
@@ -418,7 +419,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
   }
   if (cut) return cut_off_result("GET " + path, impl_->timeout_s);
   if (res) res->body = body;
-  CallResult r = classify(res, "GET " + path, host_of(impl_->url));
+  CallResult r = classify(res, "GET " + path, impl_->host);
   if (r.http_status == 409) r.status = CallStatus::kRetryable;  // "no plan yet" (e.g. profiling starts)
   if (r.status == CallStatus::kOk) {
     try {
@@ -444,7 +445,7 @@ CallResult ServerConnection::post_measurements(const std::vector<IterationMeasur
   bool cut = false;
   auto res = impl_->timed([&] { return impl_->http.Post(path, body.dump(), "application/json"); }, &cut);
   if (cut) return cut_off_result("POST " + path, impl_->timeout_s);
-  CallResult r = classify(res, "POST " + path, host_of(impl_->url));
+  CallResult r = classify(res, "POST " + path, impl_->host);
   if (r.status == CallStatus::kOk) {
     try {  // per-item acceptance: {"rejected":[{"iteration":I,"error":"..."}]}
       const json j = json::parse(res->body);
