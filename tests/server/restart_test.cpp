@@ -14,6 +14,7 @@
 #include <thread>
 #include <fstream>
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include "perseus/frontier.hpp"
@@ -528,6 +529,51 @@ TEST(Durability, ADetectedStragglerIsStillClearedAfterARestart) {
   EXPECT_TRUE(after["stragglers"].empty()) << "cleared by detection once pipeline 1 recovered: " << after.dump();
   EXPECT_EQ(after["pipelines"][0]["plan_index"], after["frontier"]["fastest_index"]);
   EXPECT_EQ(p.terminate(), 0);
+}
+
+// A stored plan read on demand that is unreadable (a damaged row: malformed JSON, wrong number
+// of clocks) is never served: the switch that needs it fails whole (500, nothing changed) and
+// the job keeps serving its assigned plan.
+TEST(Durability, AnUnreadableStoredPlanIsNeverServed) {
+  TempDir dir;
+  const std::string db = dir.file("u.db");
+  std::string job;
+  json before;
+  {
+    ServeProcess p(dir, db);
+    ASSERT_GT(p.port(), 0);
+    Api api(p.port());
+    json body = profile_job();
+    body["planning_budget_s"] = 0;  // partial: every plan stored, none re-derivable
+    auto c = api.post("/v1/jobs", body);
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    before = wait_status(api, job, "ready", 120);
+    p.kill_hard();
+  }
+  const std::string base = "/v1/jobs/" + job;
+  const json& pts = before["frontier"]["points"];
+  ASSERT_NE(before["frontier"]["fastest_index"], 0) << "plan 0 (the slowest) is not assigned";
+  for (const char* damaged : {"[1410, 1410", "[1410]"}) {  // malformed JSON; one clock for many computations
+    SCOPED_TRACE(damaged);
+    {
+      sqlite3* h = nullptr;
+      ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+      const std::string sql =
+          fmt::format("UPDATE plans SET freqs_json = '{}' WHERE job_id = '{}' AND plan_index = 0", damaged, job);
+      ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+      sqlite3_close(h);
+    }
+    ServeProcess p(dir, db);
+    ASSERT_GT(p.port(), 0);
+    Api api(p.port());
+    const auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"iteration_time_s", pts[0][0]}});
+    EXPECT_EQ(s.status, 500) << s.body;
+    const json after = api.get(base).j;
+    EXPECT_TRUE(after["stragglers"].empty()) << "the failed switch changed nothing";
+    EXPECT_EQ(after["pipelines"], before["pipelines"]);
+    EXPECT_EQ(p.terminate(), 0);
+  }
 }
 
 // A restart listens before it loads the stored jobs (~5 s for a 1024 x 1024 job): until then
