@@ -201,9 +201,12 @@ std::string add_baselines(FrontierPlotData& fd, const Dag& dag, const Profile& p
         ++beyond;
         continue;
       }
-      const int mhz = plans[i].freq_mhz.empty() ? 0 : plans[i].freq_mhz.front();
-      ps.points.push_back({fmt::format("{} {} {}", unit, i, mhz > 0 ? fmt::format("({} MHz on stage 0)", mhz) : ""),
-                           t, plans[i].total_energy_j()});
+      // The plan's clocks: one for ZeusGlobal, the stages' range for ZeusPerStage.
+      const auto [lo, hi] = std::minmax_element(plans[i].freq_mhz.begin(), plans[i].freq_mhz.end());
+      const std::string clocks = lo == plans[i].freq_mhz.end() ? ""
+                                 : *lo == *hi                  ? fmt::format(" ({} MHz)", *lo)
+                                                               : fmt::format(" ({}-{} MHz)", *lo, *hi);
+      ps.points.push_back({fmt::format("{} {}{}", unit, i, clocks), t, plans[i].total_energy_j()});
     }
     if (!ps.points.empty()) fd.candidates.push_back(std::move(ps));
   };

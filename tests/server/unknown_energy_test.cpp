@@ -90,6 +90,12 @@ TEST(UnknownEnergy, MeasuredSavingIsNullWhenARankEnergyIsUnknown) {
   const std::string metrics = api.get("/metrics").body;
   EXPECT_EQ(metrics.find("perseus_pipeline_measured_saving_joules{"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("perseus_pipeline_predicted_saving_joules{"), std::string::npos);
+  // The server's decision counter counts the verification too, as the job's decisions_total.
+  const std::string name = "\nperseus_straggler_decisions_total ";
+  const auto at = metrics.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_EQ(std::stod(metrics.substr(at + name.size())), info["decisions_total"].get<double>()) << metrics;
+  EXPECT_GE(info["decisions_total"].get<int>(), 2) << "straggler_set and verification";
 }
 
 }  // namespace

@@ -771,7 +771,7 @@ std::string JobManager::metrics_text() const {
   counter("perseus_measurement_duplicates_total", "Repeated measurements ignored.", counters_.measurement_duplicates.load());
   counter("perseus_measurements_rejected_total", "Measurement reports refused (422): alone, or as items of a batch.",
           counters_.measurements_rejected.load());
-  counter("perseus_straggler_decisions_total", "Straggler decisions taken.", counters_.straggler_decisions.load());
+  counter("perseus_straggler_decisions_total", "Straggler decisions taken (every action, verifications included).", counters_.straggler_decisions.load());
   counter("perseus_jobs_created_total", "Jobs created.", counters_.jobs_created.load());
   counter("perseus_jobs_expired_total", "Jobs deleted for idleness.", counters_.jobs_expired.load());
   counter("perseus_frontiers_solved_total", "Frontiers solved.", counters_.plans_solved.load());

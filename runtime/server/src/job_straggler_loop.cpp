@@ -131,6 +131,7 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
           j->decisions.push_back(decision);
           ++j->decisions_total;
           if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
+          counters_.straggler_decisions++;  // every decision of every job, as decisions_total
           loop.actions["verification"]++;
         }
         if (replan) apply_stragglers(j, std::nullopt, std::nullopt, "verification");
