@@ -30,6 +30,9 @@ void exit_cleanly_on_signals(int argc, char** argv) {
   if (argc < 2) return;
   const std::string_view cmd = argv[1];
   if (cmd != "optimize" && cmd != "emulate" && cmd != "report" && cmd != "schedule" && cmd != "validate") return;
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which the output code
+  // reports and cleans up after, instead of ending the process mid-write.
+  ::signal(SIGXFSZ, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);

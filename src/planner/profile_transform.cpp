@@ -1,12 +1,29 @@
 // Approximate chunk and split-backward profiles from per-GPU forward/backward profiles.
 #include "perseus/profile_transform.hpp"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
 #include "perseus/error.hpp"
+#include "perseus/input_limits.hpp"
 
 namespace perseus {
+
+namespace {
+/// A derived computation shorter than a profile may hold (limits::kMinOpTimeS) would plan, then
+/// be refused when its written profile.csv is read back: refused here, naming where it came from.
+void check_derived_time(const Profile& from, int stage, InstructionKind kind, const OperatingPoint& op, double share,
+                        const std::string& derived, const char* advice) {
+  const double t = op.time_s * share;
+  if (t >= limits::kMinOpTimeS) return;
+  throw InputError(fmt::format("{}: stage {} {} at {} MHz takes {:g} s; {} takes {:g} s, below the {:g} s a "
+                               "computation of a profile must take ({})",
+                               from.source, stage, to_string(kind), op.freq_mhz, op.time_s, derived, t,
+                               limits::kMinOpTimeS, advice));
+}
+}  // namespace
 
 Profile split_profile_over_stages(const Profile& per_gpu, const std::vector<int>& stage_rank) {
   const int p = per_gpu.num_stages();
@@ -26,6 +43,10 @@ Profile split_profile_over_stages(const Profile& per_gpu, const std::vector<int>
     for (int k = 0; k < kNumInstructionKinds; ++k) {
       const auto kind = static_cast<InstructionKind>(k);
       for (const OperatingPoint& op : per_gpu.points(r, kind)) {
+        if (chunks_of[r] > 1)
+          check_derived_time(per_gpu, r, kind, op, 1.0 / chunks_of[r],
+                             fmt::format("split evenly over the GPU's {} chunks, a chunk", chunks_of[r]),
+                             "use fewer chunks, or a profile with one stage per chunk");
         out.add(static_cast<int>(s), kind, {op.freq_mhz, op.time_s / chunks_of[r], op.energy_j / chunks_of[r]});
       }
     }
@@ -62,6 +83,11 @@ Profile split_backward_profile(const Profile& profile, double input_fraction) {
                                    profile.source, s));
     }
     for (const OperatingPoint& op : profile.points(s, InstructionKind::kBackward)) {
+      const double smaller = std::min(input_fraction, 1 - input_fraction);
+      check_derived_time(profile, s, InstructionKind::kBackward, op, smaller,
+                         fmt::format("with backward input fraction {}, {}", input_fraction,
+                                     smaller == input_fraction ? "backward_input" : "backward_weight"),
+                         "use a fraction further from 0 and 1, or a profile with backward_input/backward_weight rows");
       out.add(s, InstructionKind::kBackwardInput,
               {op.freq_mhz, op.time_s * input_fraction, op.energy_j * input_fraction});
       out.add(s, InstructionKind::kBackwardWeight,

@@ -355,8 +355,10 @@ TEST(Cli, WritesThatFailMidwayLeaveTheEarlierOutput) {
   const std::string earlier = testing::slurp(dir.path() / "out" / "summary.json");
   const std::string earlier_sched = testing::slurp(sched);
   for (const auto& [args, path] : {std::pair{optimize, out}, std::pair{schedule + " --force", sched}}) {
-    // 4 blocks (2 KiB in dash's 512-byte units): smaller than each output.
-    const std::string cmd = "trap '' XFSZ; ulimit -f 4; exec " + std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
+    // 4 blocks (2 KiB in dash's 512-byte units): smaller than each output. SIGXFSZ keeps its
+    // default action (end the process) here: perseus ignores it, so the write fails instead
+    // and the cleanup runs (before, the signal left the hidden temporary folder behind).
+    const std::string cmd = "ulimit -f 4; exec " + std::string(PERSEUS_BINARY) + " " + args + " 2>&1";
     FILE* p = ::popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     std::string text;

@@ -117,5 +117,33 @@ TEST(ProfileTransform, Errors) {
             "n.csv: stage 0 has no backward rows to split into backward_input/backward_weight");
 }
 
+// A derived computation below the profile format's 1 us was planned, then refused when the
+// written profile.csv was read back (`perseus report` of the output failed): refused up front.
+TEST(ProfileTransform, ADerivedComputationTooShortToTimeIsRefused) {
+  auto msg = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 1e-7); }),
+            "p.csv: stage 0 backward at 1410 MHz takes 2 s; with backward input fraction 1e-07, backward_input takes "
+            "2e-07 s, below the 1e-06 s a computation of a profile must take (use a fraction further from 0 and 1, or "
+            "a profile with backward_input/backward_weight rows)");
+  EXPECT_NE(msg([] { split_backward_profile(two_gpus(), 1 - 1e-7); }).find("backward_weight takes"), std::string::npos);
+  Profile tiny;
+  tiny.source = "t.csv";
+  tiny.add(0, InstructionKind::kForward, {1410, 1.5e-6, 1e-4});
+  tiny.add(0, InstructionKind::kBackward, {1410, 3e-6, 2e-4});
+  EXPECT_EQ(msg([&] { split_profile_into_chunks(tiny, 2); }),
+            "t.csv: stage 0 forward at 1410 MHz takes 1.5e-06 s; split evenly over the GPU's 2 chunks, a chunk takes "
+            "7.5e-07 s, below the 1e-06 s a computation of a profile must take (use fewer chunks, or a profile with "
+            "one stage per chunk)");
+  EXPECT_NO_THROW(split_profile_into_chunks(tiny, 1));
+  EXPECT_NO_THROW(split_backward_profile(two_gpus(), 1e-6));  // 2e-6 s: at the limit, kept
+}
+
 }  // namespace
 }  // namespace perseus
