@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -112,6 +114,21 @@ EmulationConfig a100_mb12() {
   c.time_scale = 10;
   c.unit_time_s = 0.001;
   return c;
+}
+
+// The planner's unit-time range, checked before any planning and named by its field.
+TEST(Emulate, UnitTimeOutsideThePlannersRangeNamesTheField) {
+  for (const double u : {0.0, 1e-8, 100.0, std::numeric_limits<double>::quiet_NaN()}) {
+    EmulationConfig c = a100_mb12();
+    c.unit_time_s = u;
+    try {
+      run_emulation(c);
+      ADD_FAILURE() << "no error for unit_time_s " << u;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "unit_time_s") << e.what();
+      EXPECT_NE(std::string(e.what()).find("must be in [1e-7, 10] s"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The notebook's straggler table (tests/data/emulation/straggler_savings.csv), a100_sxm mb12.
