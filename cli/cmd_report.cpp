@@ -52,6 +52,7 @@ void register_report(CLI::App& app) {
   auto* svg = cmd->add_flag("--svg", opt->write_svgs,
                             "Also write frontier.svg, timeline_fastest.svg and timeline_lowest_energy.svg into DIR");
   for (auto* o : {profile, reference, label, points, svg}) o->needs(dir_opt);
+  label->needs(reference);  // a legend text for no reference line would be dropped silently
   cmd->callback([dir, job, out, opt] {
     if (!job->empty()) {
       fmt::print("wrote {}\n", write_job_report(*job, *out));

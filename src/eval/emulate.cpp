@@ -346,6 +346,20 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
                       format_profile_csv(load_profile_csv(copy)) !=
                           format_profile_csv(cfg.profile ? *cfg.profile : load_profile_csv(cfg.profile_path));
   }
+  // Timeline overheads are added to optimize's stored profile.csv, which then differs from
+  // the profile given here: say so, or the two descriptions above read the same.
+  std::string overheads;
+  for (const auto& [key, flag] : {std::pair{"op_overhead_s", "--op-overhead"}, {"p2p_latency_s", "--p2p-latency"}}) {
+    if (in.contains(key) && in[key].is_number() && in[key].get<double>() != 0)
+      overheads += fmt::format("{}{} {} s", overheads.empty() ? "" : ", ", flag, in[key].dump());
+  }
+  if (profile_differs && !overheads.empty()) {
+    throw InputError("out_dir", fmt::format("{}: holds a perseus optimize run planned with {} (added to the profile "
+                                            "it stored as profile.csv); emulate has no timeline overheads, so its "
+                                            "pipeline would differ from the one `perseus report` shows there: choose "
+                                            "another output folder",
+                                            out_dir, overheads));
+  }
   if (theirs != ours || profile_differs) {
     throw InputError("out_dir",
                      fmt::format("{}: holds a perseus optimize run of another pipeline ({}{}); this emulation is {}{}. "

@@ -207,7 +207,7 @@ Frontier FrontierBuilder::run() {
                                                          static_cast<double>(t_max_units - t_min_units)
                                                    : 1.0;
     const std::string jump = f_.stop_reason == Frontier::StopReason::kMaxPoints && opt_.max_points == 1
-                                 ? std::string("the frontier is the all-max plan alone")
+                                 ? std::string("the frontier is one plan, at the all-max plan's time")
                                  : fmt::format("the frontier jumps from T = {:.6g} s to the all-max plan",
                                                raw_points_.back().first.time_s);
     f_.partial_detail = fmt::format(

@@ -205,6 +205,22 @@ TEST(EmulateCli, AddsToAnOptimizeFolderWithoutStalePage) {
   EXPECT_EQ(slowdowns_in(dir + "/emulation.csv"), std::vector<std::string>{"1.05"});
 }
 
+// An optimize run with timeline overheads stored the profile with them added: the refusal
+// names the overhead (before, both pipelines were described the same way).
+TEST(EmulateCli, AnOptimizeFolderWithOverheadsIsRefusedNamingThem) {
+  testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "ovh").string();
+  const auto opt = testing::run("optimize --quiet --profile " +
+                                testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+                                " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 --op-overhead 0.005 "
+                                "--out " + dir);
+  ASSERT_EQ(opt.status, 0) << opt.output;
+  const auto r = testing::run(emulate_args("1.05", dir));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("planned with --op-overhead 0.005 s"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/emulation.csv"));
+}
+
 TEST(EmulationFolder, NamesAndChecks) {
   EXPECT_TRUE(is_emulation_output("emulation.csv", false));
   EXPECT_TRUE(is_emulation_output("emulation.json", false));

@@ -289,6 +289,10 @@ TEST(JobReportCli, JobFlagWritesThePageAndMisuseIsAUsageError) {
   EXPECT_EQ(testing::run("report " + tmp.path().string() + " --job " + path).status, 2);
   EXPECT_EQ(testing::run("report --out " + out).status, 2);
   EXPECT_EQ(testing::run("report --job " + path + " --svg").status, 2);
+  // A legend text without the reference line it labels was dropped silently.
+  const auto label = testing::run("report " + tmp.path().string() + " --reference-label x");
+  EXPECT_EQ(label.status, 2) << label.output;
+  EXPECT_NE(label.output.find("--reference"), std::string::npos) << label.output;
   json j = sample_export();
   j["decisions"][0]["slowdown"] = "fast";
   r = testing::run("report --job " + write(tmp, j, "bad.json"));
