@@ -251,7 +251,7 @@ perseus.InputError when the plan does not match the schedule or the profile.)doc
         GilRelease release;
         return render_frontier_svg(data, opt);
       },
-      py::arg("frontier"), py::kw_only(), py::arg("plans") = py::none(), py::arg("all_max") = py::none(),
+      py::arg("frontier").none(false), py::kw_only(), py::arg("plans") = py::none(), py::arg("all_max") = py::none(),
       py::arg("title") = "", R"doc(
 Iteration time (s) vs energy (J) plot as an SVG document (str). frontier: optimize()['frontier']
 (dicts with 'time_s', 'energy_j'); plans: dots (e.g. optimize()['plans']); all_max: the

@@ -785,7 +785,7 @@ class RenderTest(unittest.TestCase):
             perseus.render_timeline_svg(prof, {"ranks": []}, 3)
         self.assertEqual(cm.exception.field, "plan")
         # Frontier points: a wrong type is a TypeError, a missing key an InputError naming it.
-        for bad in (3, [3], [{"time_s": "1", "energy_j": 1.0}], [{"time_s": True, "energy_j": 1.0}]):
+        for bad in (None, 3, [3], [{"time_s": "1", "energy_j": 1.0}], [{"time_s": True, "energy_j": 1.0}]):
             with self.assertRaises(TypeError, msg=repr(bad)):
                 perseus.render_frontier_svg(bad)
         with self.assertRaises(perseus.InputError) as cm:
