@@ -106,6 +106,31 @@ TEST_F(PathSegments, RawNulInThePathIsRefusedAndDeletesNothing) {
   EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=1").status, 400);
 }
 
+// A raw NUL inside a header value: libmicrohttpd ends the value there, so "Authorization:
+// Bearer TOKEN<NUL>junk" authenticated as TOKEN. Refused with 400 invalid_header, wherever the
+// header stands; the same request without the NUL, or with bare-LF line ends, still works.
+TEST_F(PathSegments, RawNulInAHeaderValueIsRefused) {
+  const std::string nul(1, '\0'), path = "/v1/jobs/" + job;
+  auto send = [&](const std::string& head) {
+    RawConn c(srv->port());
+    EXPECT_TRUE(c.send(head));
+    const std::string resp = c.read_response();
+    return std::pair{raw_status(resp), raw_body(resp)};
+  };
+  const std::string auth = "Authorization: Bearer " + kToken;
+  for (const auto& head :
+       {"GET " + path + " HTTP/1.1\r\nHost: x\r\n" + auth + nul + "junk\r\nConnection: close\r\n\r\n",
+        "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + auth + nul + "junk\r\n\r\n",
+        "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + auth + "\r\nX-Note: a" + nul + "b\r\nConnection: close\r\n\r\n"}) {
+    const auto [status, body] = send(head);
+    EXPECT_EQ(status, 400) << body;
+    EXPECT_NE(body.find("invalid_header"), std::string::npos) << body;
+    EXPECT_NE(body.find("holds a NUL byte"), std::string::npos) << body;
+  }
+  EXPECT_EQ(send("GET " + path + " HTTP/1.1\r\nHost: x\r\n" + auth + "\r\nConnection: close\r\n\r\n").first, 200);
+  EXPECT_EQ(send("GET " + path + " HTTP/1.1\nHost: x\n" + auth + "\nConnection: close\n\n").first, 200);
+}
+
 TEST_F(PathSegments, OtherCharactersOutsideTheIdRuleAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"job%5Cx", "'\\'"},            // backslash

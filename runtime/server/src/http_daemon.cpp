@@ -126,14 +126,19 @@ struct HttpDaemon::Impl {
   /// Framing and identity headers as sent: how often each came.
   struct HeaderScan {
     int content_length = 0, transfer_encoding = 0, authorization = 0, content_type = 0;
+    /// A header whose value holds a NUL byte (libmicrohttpd's lookups end it there, so
+    /// "Authorization: Bearer TOKEN\0junk" was read as the token): its name.
+    std::string nul_in;
+    std::vector<std::pair<const char*, std::string_view>> lines;  // (name, value) as parsed
   };
   static HeaderScan scan_headers(MHD_Connection* c) {
     HeaderScan scan;
     MHD_get_connection_values_n(
         c, MHD_HEADER_KIND,
-        [](void* cls, MHD_ValueKind, const char* k, std::size_t ks, const char*, std::size_t) -> MHD_Result {
+        [](void* cls, MHD_ValueKind, const char* k, std::size_t ks, const char* v, std::size_t vs) -> MHD_Result {
           auto* h = static_cast<HeaderScan*>(cls);
           const std::string_view key(k, ks);
+          if (v != nullptr && h->lines.size() < 1024) h->lines.emplace_back(k, std::string_view(v, vs));
           auto is = [&](std::string_view name) {
             return key.size() == name.size() && ::strncasecmp(key.data(), name.data(), name.size()) == 0;
           };
@@ -144,11 +149,28 @@ struct HttpDaemon::Impl {
           return MHD_YES;
         },
         &scan);
+    // libmicrohttpd 0.9.75 parses the header block in place, writing a NUL over each line's CR
+    // (or bare LF). A value's C string therefore ends at its line's end, where the next byte is
+    // the LF, another NUL or the next header's name; any other byte there is the rest of a
+    // value cut by a raw NUL (the same layout check_raw_nul() relies on for the path).
+    for (const auto& [name, value] : scan.lines) {
+      const char* p = value.data() + value.size();  // the NUL that ended the value
+      const char* q = p + 1;
+      const bool next_name =
+          std::any_of(scan.lines.begin(), scan.lines.end(), [&](const auto& l) { return l.first == q; });
+      if (*q != '\n' && *q != '\0' && !next_name) {
+        scan.nul_in = name;
+        break;
+      }
+    }
     return scan;
   }
   /// Ambiguous framing or identity (RFC 9112 §6.3: a request smuggled past a proxy that reads
   /// the other length): refused, and the connection closed. nullopt: fine.
   static std::optional<HttpResponse> check_headers(const HeaderScan& h, const std::string& transfer_encoding) {
+    if (!h.nul_in.empty())
+      return transport_error(400, "invalid_header",
+                             fmt::format("header {} holds a NUL byte; a header is text", quote_input(h.nul_in, 64)));
     if (h.content_length > 1 || h.transfer_encoding > 1 || h.authorization > 1 || h.content_type > 1)
       return transport_error(400, "invalid_header",
                              "a Content-Length, Transfer-Encoding, Authorization or Content-Type header appears more "
