@@ -4,6 +4,8 @@
 // decision and in GET /v1/jobs/{id}, and absent from /metrics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "straggler_detector.hpp"
 #include "switch_verifier.hpp"
 #include "test_util.hpp"
@@ -96,6 +98,57 @@ TEST(UnknownEnergy, MeasuredSavingIsNullWhenARankEnergyIsUnknown) {
   ASSERT_NE(at, std::string::npos) << metrics;
   EXPECT_EQ(std::stod(metrics.substr(at + name.size())), info["decisions_total"].get<double>()) << metrics;
   EXPECT_GE(info["decisions_total"].get<int>(), 2) << "straggler_set and verification";
+}
+
+// A verification that re-targets a pipeline (it finished far ahead of the straggler) moves it
+// to a slower plan. The "replanned" decision named the rule's plan for T' (plan_index,
+// plan_time_s, plan_energy_j) and a percentage of that plan, beside pipeline_plans and a saving
+// in J of the plan the pipeline really runs (a fresh-user trial, session 19).
+TEST(VerificationReplan, TheDecisionDescribesThePlanThePipelinesRun) {
+  TempDir dir;
+  LocalServer srv(dir.file("r.db"));
+  Api api(srv.port());
+  json body = profile_job(2, 8);
+  body["straggler_detection"] = {{"enabled", false}, {"verify", true}, {"window", 2}, {"verify_iterations", 2}};
+  auto c = api.post("/v1/jobs", body);
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string job = c.j["job_id"], base = "/v1/jobs/" + job;
+  wait_status(api, job, "ready");
+  for (int r = 0; r < 16; ++r)
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status,
+              201);
+  auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}});
+  ASSERT_EQ(s.status, 200) << s.body;
+  const double target = s.j["decision"]["target_time_s"];
+  // Pipeline 1 (the straggler) takes T'; pipeline 0 runs 30 % faster than its new plan.
+  for (int it = 0; it < 8; ++it) {
+    for (int r = 0; r < 16; ++r) {
+      const json plan = api.get(base + "/ranks/" + std::to_string(r) + "/plan").j;
+      const double t = r >= 8 ? target : 0.7 * plan["iteration_time_s"].get<double>();
+      ASSERT_EQ(api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                         {{"iteration", it}, {"time_s", t}, {"energy_j", 50.0}, {"plan_version", plan["version"]}})
+                    .status,
+                202);
+    }
+  }
+  const json info = api.get(base).j;
+  json replanned;
+  for (const auto& d : info["decisions"])
+    if (d["action"] == "replanned") replanned = d;
+  ASSERT_TRUE(replanned.is_object()) << "no re-plan: " << info["decisions"].dump();
+  const int runs = replanned["pipeline_plans"][0];
+  const json& point = info["frontier"]["points"][runs];
+  EXPECT_EQ(replanned["plan_index"], runs) << replanned.dump();
+  EXPECT_DOUBLE_EQ(replanned["plan_time_s"].get<double>(), point[0].get<double>()) << replanned.dump();
+  EXPECT_DOUBLE_EQ(replanned["plan_energy_j"].get<double>(), point[1].get<double>()) << replanned.dump();
+  // The percentage is the J saving over the same baseline (http-api.md): at T_min, then
+  // blocking at P_block on 8 GPUs until the later of T' and the plan's own time.
+  const double t_fast = replanned["fastest_time_s"], e_fast = replanned["fastest_energy_j"];
+  const double horizon = std::max({target, t_fast, point[0].get<double>()});
+  const double base_j = e_fast + 83.64 * 8 * (horizon - t_fast);
+  EXPECT_NEAR(replanned["predicted_saving_pct"].get<double>(),
+              100 * replanned["predicted_saving_j_per_iteration"].get<double>() / base_j, 1e-9)
+      << replanned.dump();
 }
 
 }  // namespace

@@ -146,22 +146,33 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     const double p_block = j->spec.p_block_w;
     const int gpus_per_pipeline = j->spec.pp * j->spec.tp;
     const int others = dp - static_cast<int>(next.size());
-    const PlanPoint fast = pts[c.fastest], pick = pts[c.chosen];
+    const PlanPoint fast = pts[c.fastest];
     auto saving_of = [&](const PlanPoint& p) {  // per pipeline and iteration, J
       const double horizon = std::max({c.target_time_s, fast.time_s, p.time_s});
       const double base_j = j->spec.tp * fast.energy_j + p_block * gpus_per_pipeline * (horizon - fast.time_s);
       const double pick_j = j->spec.tp * p.energy_j + p_block * gpus_per_pipeline * (horizon - p.time_s);
       return std::pair{base_j - pick_j, base_j};
     };
-    const auto [pick_saving_j, base_j] = saving_of(pick);
-    double saving_j = 0;
+    // The plan the decision names: the one every non-straggler pipeline runs when they agree
+    // (after a verification re-plan that may be another than the rule's plan for T'), else the
+    // rule's plan; pipeline_plans has each pipeline's.
+    int named = c.chosen;
+    {
+      std::set<int> runs;
+      for (int d = 0; d < dp; ++d)
+        if (!next.count(d)) runs.insert(idx_of[d]);
+      if (runs.size() == 1 && !next.empty()) named = *runs.begin();
+    }
+    const PlanPoint pick = pts[named];
+    double saving_j = 0, base_sum_j = 0;
     auto& loop = j->loop;
     loop.predicted_saving_j.clear();
     std::map<int, double> predicted_time, targets;
     for (int d = 0; d < dp && !next.empty(); ++d) {
       if (next.count(d)) continue;
-      const double s = saving_of(pts[idx_of[d]]).first;
+      const auto [s, base] = saving_of(pts[idx_of[d]]);
       saving_j += s;
+      base_sum_j += base;
       loop.predicted_saving_j[d] = s;
       if (replan && loop.reverted.count(d)) continue;  // back on the fastest plan: nothing to verify
       predicted_time[d] = pts[idx_of[d]].time_s;
@@ -177,7 +188,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"target_time_s", next.empty() ? json(nullptr) : json(c.target_time_s)},
         {"slowdown", set ? json(set->slowdown) : json(nullptr)},
         {"stragglers", [&] { json a = json::array(); for (const auto& [d, s] : next) a.push_back(d); return a; }()},
-        {"plan_index", c.chosen},
+        {"plan_index", named},
         {"plan_time_s", pick.time_s},
         {"plan_energy_j", pick.energy_j},
         {"pipeline_plans", idx_of},
@@ -187,7 +198,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"pipelines_switched", switched.size()},
         {"version", new_version},
         {"predicted_saving_j_per_iteration", saving_j},
-        {"predicted_saving_pct", next.empty() || others <= 0 || base_j <= 0 ? 0.0 : 100.0 * pick_saving_j / base_j},
+        {"predicted_saving_pct", next.empty() || others <= 0 || base_sum_j <= 0 ? 0.0 : 100.0 * saving_j / base_sum_j},
     };
     std::optional<StoredStraggler> up = set;
     if (up) up->origin = origin == "detected" ? "detected" : "declared";
