@@ -176,6 +176,9 @@ struct Client::Impl {
   std::int64_t refused_version = -1;  // newest plan version refused by check_plan
   bool warned_snap = false;
   bool warned_foreign_duplicate = false;
+  /// Reasons of reports refused for good, each printed once (a deleted job refuses every later
+  /// report the same way: one line per iteration helped nobody). Under mu.
+  std::set<std::string> refusals_printed;
   bool stopping = false;
   ServerConnection* poll_conn = nullptr;    // for close() to cancel requests in flight
   ServerConnection* report_conn = nullptr;
@@ -347,8 +350,11 @@ struct Client::Impl {
         ++*dropped;
         std::lock_guard lock(mu);
         note_failure(one);
-        fmt::print(stderr, "perseus client: rank {}: server refused the report of iteration {}: {}\n", opt.ranks.rank,
-                   m.iteration, one.message);
+        if (refusals_printed.insert(one.message).second)
+          fmt::print(stderr,
+                     "perseus client: rank {}: server refused the report of iteration {}: {} (printed once; later "
+                     "refusals alike count in reports_dropped)\n",
+                     opt.ranks.rank, m.iteration, one.message);
       } else {
         settled.rejected.insert(settled.rejected.end(), one.rejected.begin(), one.rejected.end());
       }
@@ -411,7 +417,11 @@ struct Client::Impl {
       } else if (r.status == CallStatus::kPermanent) {
         note_failure(r);
         st.reports_dropped += static_cast<std::int64_t>(n);
-        fmt::print(stderr, "perseus client: server refused {} measurement report(s): {}\n", n, r.message);
+        if (refusals_printed.insert(r.message).second)
+          fmt::print(stderr,
+                     "perseus client: rank {}: server refused {} measurement report(s): {} (printed once; later "
+                     "refusals alike count in reports_dropped)\n",
+                     opt.ranks.rank, n, r.message);
       } else {
         note_failure(r);
         for (auto it = batch.rbegin(); it != batch.rend(); ++it) outbox.push_front(std::move(*it));
@@ -471,7 +481,8 @@ struct Client::Impl {
       }
       if (Clock::now() + secs(backoff) > deadline) {
         fmt::print(stderr,
-                   "perseus client: rank {}: server not reachable ({}); training continues without a plan "
+                   "perseus client: rank {}: no plan from the server within the startup timeout ({}); training "
+                   "continues without one "
                    "and the client keeps retrying in the background\n",
                    opt.ranks.rank, r.message);
         return;

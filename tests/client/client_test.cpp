@@ -170,6 +170,29 @@ TEST_F(ClientTest, NewPlanIsSwitchedInAtTheNextStepBoundary) {
   EXPECT_EQ(server_.measurements(0).at(2)["plan_version"], 2);
 }
 
+// Once the job is gone (here: its token no longer accepted), every report is refused the same
+// way: training goes on, the reports count as dropped, and the refusal is printed once (it was
+// one line per iteration).
+TEST_F(ClientTest, AReportRefusedForGoodIsPrintedOncePerReason) {
+  auto c = Client::create(options(), gpu());
+  run_step(*c, kSeq);
+  ASSERT_TRUE(c->flush_reports(5.0));
+  server_.set_token("another-token-0123456789");
+  ::testing::internal::CaptureStderr();
+  for (int i = 1; i < 6; ++i) {
+    run_step(*c, kSeq);
+    c->flush_reports(5.0);
+  }
+  ASSERT_TRUE(wait_for([&] { return c->stats().reports_dropped == 5; })) << c->stats().reports_dropped;
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::size_t lines = 0;
+  for (std::size_t at = err.find("server refused"); at != std::string::npos; at = err.find("server refused", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << err;
+  EXPECT_NE(err.find("a deleted job's tokens are refused too"), std::string::npos) << err;
+  EXPECT_EQ(requested(*c, 5), (std::vector<int>{1200, 1110, 1005, 1005}));  // the plan still runs
+}
+
 TEST_F(ClientTest, ServerOutageKeepsThePlanAndDeliversBufferedReportsLater) {
   auto c = Client::create(options(), gpu());
   for (int i = 0; i < 2; ++i) run_step(*c, kSeq);

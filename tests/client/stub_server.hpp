@@ -108,6 +108,11 @@ class StubServer {
     std::lock_guard lock(mu_);
     raw_plans_[rank] = std::move(body);
   }
+  /// A new token: requests with the old one get 401, as for a job deleted on perseus serve.
+  void set_token(std::string token) {
+    std::lock_guard lock(mu_);
+    token_ = std::move(token);
+  }
   /// Iterations answered as rejected one by one (per-item acceptance), with a reason.
   void reject_iteration(std::int64_t iteration) {
     std::lock_guard lock(mu_);
@@ -128,7 +133,12 @@ class StubServer {
     res.set_content(nlohmann::json{{"error", {{"code", code}, {"message", msg}}}}.dump(), "application/json");
   }
   bool check(const httplib::Request& req, httplib::Response& res) {
-    if (req.get_header_value("Authorization") != "Bearer " + token_) {
+    std::string token;
+    {
+      std::lock_guard lock(mu_);
+      token = token_;
+    }
+    if (req.get_header_value("Authorization") != "Bearer " + token) {
       error(res, 401, "unauthorized", "missing or bad bearer token");
       return false;
     }
