@@ -44,6 +44,22 @@ TEST(UnknownEnergy, SavingWithoutKnownEnergyAfterTheSwitchIsUnknown) {
   EXPECT_FALSE(r->verdicts.at(0).measured_saving_j);
 }
 
+/// A ready job of 2 pipelines × 8 stages with its 16 ranks registered, detection off and
+/// verification after 2 iterations; returns its path "/v1/jobs/ID".
+std::string verified_job(Api& api) {
+  json body = profile_job(2, 8);
+  body["straggler_detection"] = {{"enabled", false}, {"verify", true}, {"window", 2}, {"verify_iterations", 2}};
+  auto c = api.post("/v1/jobs", body);
+  EXPECT_EQ(c.status, 201) << c.body;
+  if (c.status != 201) return "";
+  const std::string job = c.j["job_id"], base = "/v1/jobs/" + job;
+  wait_status(api, job, "ready");
+  for (int r = 0; r < 16; ++r)
+    EXPECT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status,
+              201);
+  return base;
+}
+
 // Through the HTTP API: pipeline 0 is declared a straggler, pipeline 1 switches to a slower
 // plan, and on it one of its ranks reports no energy_j. Before the fix that rank counted as
 // 0 J: the pipeline's energy lost a rank and the switch showed a large "measured" saving.
@@ -51,15 +67,8 @@ TEST(UnknownEnergy, MeasuredSavingIsNullWhenARankEnergyIsUnknown) {
   TempDir dir;
   LocalServer srv(dir.file("e.db"));
   Api api(srv.port());
-  json body = profile_job(2, 8);
-  body["straggler_detection"] = {{"enabled", false}, {"verify", true}, {"window", 2}, {"verify_iterations", 2}};
-  auto c = api.post("/v1/jobs", body);
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string job = c.j["job_id"], base = "/v1/jobs/" + job;
-  wait_status(api, job, "ready");
-  for (int r = 0; r < 16; ++r)
-    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status,
-              201);
+  const std::string base = verified_job(api);
+  ASSERT_FALSE(base.empty() || ::testing::Test::HasFailure());
   // Every rank reports its plan's time (pipeline 0, the straggler, 30 % longer) and 50 J,
   // except rank 8 (pipeline 1) after the switch, whose energy is unknown.
   auto iteration = [&](int it, bool switched) {
@@ -108,15 +117,8 @@ TEST(VerificationReplan, TheDecisionDescribesThePlanThePipelinesRun) {
   TempDir dir;
   LocalServer srv(dir.file("r.db"));
   Api api(srv.port());
-  json body = profile_job(2, 8);
-  body["straggler_detection"] = {{"enabled", false}, {"verify", true}, {"window", 2}, {"verify_iterations", 2}};
-  auto c = api.post("/v1/jobs", body);
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string job = c.j["job_id"], base = "/v1/jobs/" + job;
-  wait_status(api, job, "ready");
-  for (int r = 0; r < 16; ++r)
-    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 8}, {"pp_rank", r % 8}, {"tp_rank", 0}}).status,
-              201);
+  const std::string base = verified_job(api);
+  ASSERT_FALSE(base.empty() || ::testing::Test::HasFailure());
   auto s = api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}});
   ASSERT_EQ(s.status, 200) << s.body;
   const double target = s.j["decision"]["target_time_s"];

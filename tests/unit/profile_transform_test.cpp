@@ -22,6 +22,16 @@ Profile two_gpus() {
   return p;
 }
 
+/// The InputError message `f` throws, or "(no error)".
+std::string msg(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 TEST(ProfileTransform, SplitIntoChunks) {
   const Profile c = split_profile_into_chunks(two_gpus(), 2);
   ASSERT_EQ(c.num_stages(), 4);  // stage c*p + r
@@ -89,14 +99,6 @@ TEST(ProfileTransform, SplitNoteNamesTheStagesSplit) {
 }
 
 TEST(ProfileTransform, Errors) {
-  auto msg = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   EXPECT_EQ(msg([] { split_profile_into_chunks(two_gpus(), 0); }),
             "split_profile_into_chunks: chunks must be >= 1, got 0");
   EXPECT_EQ(msg([] { split_profile_into_chunks(Profile{}, 2); }), ": profile has no stages to split into chunks");
@@ -120,14 +122,6 @@ TEST(ProfileTransform, Errors) {
 // A derived computation below the profile format's 1 us was planned, then refused when the
 // written profile.csv was read back (`perseus report` of the output failed): refused up front.
 TEST(ProfileTransform, ADerivedComputationTooShortToTimeIsRefused) {
-  auto msg = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 1e-7); }),
             "p.csv: stage 0 backward at 1410 MHz takes 2 s; with backward input fraction 1e-07, backward_input takes "
             "2e-07 s, below the 1e-06 s a computation of a profile must take (use a fraction further from 0 and 1, or "
