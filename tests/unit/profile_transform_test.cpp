@@ -22,15 +22,7 @@ Profile two_gpus() {
   return p;
 }
 
-/// The InputError message `f` throws, or "(no error)".
-std::string msg(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::input_error_of;
 
 TEST(ProfileTransform, SplitIntoChunks) {
   const Profile c = split_profile_into_chunks(two_gpus(), 2);
@@ -99,39 +91,39 @@ TEST(ProfileTransform, SplitNoteNamesTheStagesSplit) {
 }
 
 TEST(ProfileTransform, Errors) {
-  EXPECT_EQ(msg([] { split_profile_into_chunks(two_gpus(), 0); }),
+  EXPECT_EQ(input_error_of([] { split_profile_into_chunks(two_gpus(), 0); }),
             "split_profile_into_chunks: chunks must be >= 1, got 0");
-  EXPECT_EQ(msg([] { split_profile_into_chunks(Profile{}, 2); }), ": profile has no stages to split into chunks");
-  EXPECT_EQ(msg([] {
+  EXPECT_EQ(input_error_of([] { split_profile_into_chunks(Profile{}, 2); }), ": profile has no stages to split into chunks");
+  EXPECT_EQ(input_error_of([] {
               split_profile_over_stages(two_gpus(), {0, 2});
             }),
             "p.csv: stage 1 runs on rank 2, but the per-GPU profile has stages 0..1 only");
-  EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 1.0); }), "backward input fraction must be in (0, 1), got 1");
-  EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 0.0); }), "backward input fraction must be in (0, 1), got 0");
+  EXPECT_EQ(input_error_of([] { split_backward_profile(two_gpus(), 1.0); }), "backward input fraction must be in (0, 1), got 1");
+  EXPECT_EQ(input_error_of([] { split_backward_profile(two_gpus(), 0.0); }), "backward input fraction must be in (0, 1), got 0");
   Profile half = two_gpus();
   half.add(1, InstructionKind::kBackwardInput, {1410, 1.0, 1.0});
-  EXPECT_EQ(msg([&] { split_backward_profile(half); }),
+  EXPECT_EQ(input_error_of([&] { split_backward_profile(half); }),
             "p.csv: stage 1 has only one of backward_input/backward_weight; give both or neither");
   Profile nob;
   nob.source = "n.csv";
   nob.add(0, InstructionKind::kForward, {1410, 1.0, 1.0});
-  EXPECT_EQ(msg([&] { split_backward_profile(nob); }),
+  EXPECT_EQ(input_error_of([&] { split_backward_profile(nob); }),
             "n.csv: stage 0 has no backward rows to split into backward_input/backward_weight");
 }
 
 // A derived computation below the profile format's 1 us was planned, then refused when the
 // written profile.csv was read back (`perseus report` of the output failed): refused up front.
 TEST(ProfileTransform, ADerivedComputationTooShortToTimeIsRefused) {
-  EXPECT_EQ(msg([] { split_backward_profile(two_gpus(), 1e-7); }),
+  EXPECT_EQ(input_error_of([] { split_backward_profile(two_gpus(), 1e-7); }),
             "p.csv: stage 0 backward at 1410 MHz takes 2 s; with backward input fraction 1e-07, backward_input takes "
             "2e-07 s, below the 1e-06 s a computation of a profile must take (use a fraction further from 0 and 1, or "
             "a profile with backward_input/backward_weight rows)");
-  EXPECT_NE(msg([] { split_backward_profile(two_gpus(), 1 - 1e-7); }).find("backward_weight takes"), std::string::npos);
+  EXPECT_NE(input_error_of([] { split_backward_profile(two_gpus(), 1 - 1e-7); }).find("backward_weight takes"), std::string::npos);
   Profile tiny;
   tiny.source = "t.csv";
   tiny.add(0, InstructionKind::kForward, {1410, 1.5e-6, 1e-4});
   tiny.add(0, InstructionKind::kBackward, {1410, 3e-6, 2e-4});
-  EXPECT_EQ(msg([&] { split_profile_into_chunks(tiny, 2); }),
+  EXPECT_EQ(input_error_of([&] { split_profile_into_chunks(tiny, 2); }),
             "t.csv: stage 0 forward at 1410 MHz takes 1.5e-06 s; split evenly over the GPU's 2 chunks, a chunk takes "
             "7.5e-07 s, below the 1e-06 s a computation of a profile must take (use fewer chunks, or a profile with "
             "one stage per chunk)");

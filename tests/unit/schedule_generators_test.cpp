@@ -27,14 +27,7 @@ std::string golden(const std::string& name) {
   return s.str();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::input_error_of;
 
 // Iteration time with every op taking the time given by its kind (and stage scale).
 double iteration_time(const Schedule& s, double f, double b, double i, double w) {
@@ -150,23 +143,23 @@ TEST(ScheduleGenerators, Registered) {
 }
 
 TEST(ScheduleGenerators, Errors) {
-  EXPECT_EQ(error_of([] { make_schedule("interleaved-1f1b", 8, 12, 2); }),
+  EXPECT_EQ(input_error_of([] { make_schedule("interleaved-1f1b", 8, 12, 2); }),
             "schedule interleaved-1f1b: microbatches (12) must be a multiple of the pipeline ranks (8), as "
             "Megatron-LM requires for the interleaved schedule; use e.g. 8 or 16 microbatches");
-  EXPECT_NE(error_of([] { make_schedule("interleaved-1f1b", 4, 2, 2); }).find("use e.g. 4 microbatches"),
+  EXPECT_NE(input_error_of([] { make_schedule("interleaved-1f1b", 4, 2, 2); }).find("use e.g. 4 microbatches"),
             std::string::npos);
-  EXPECT_NE(error_of([] { make_schedule("interleaved-1f1b", 4, 8, 0); }).find("chunks must be >= 1, got 0"),
+  EXPECT_NE(input_error_of([] { make_schedule("interleaved-1f1b", 4, 8, 0); }).find("chunks must be >= 1, got 0"),
             std::string::npos);
-  EXPECT_NE(error_of([] { make_schedule("interleaved-1f1b", 0, 8, 2); }).find("ranks (GPUs) must be >= 1"),
+  EXPECT_NE(input_error_of([] { make_schedule("interleaved-1f1b", 0, 8, 2); }).find("ranks (GPUs) must be >= 1"),
             std::string::npos);
-  EXPECT_NE(error_of([] { make_schedule("interleaved-1f1b", 4, 0, 2); }).find("microbatches must be >= 1"),
+  EXPECT_NE(input_error_of([] { make_schedule("interleaved-1f1b", 4, 0, 2); }).find("microbatches must be >= 1"),
             std::string::npos);
   EXPECT_NE(
-      error_of([] { make_schedule("zb-h1", 4, 8, 2); }).find("zb-h1: holds one stage per GPU, so chunks must be 1"),
+      input_error_of([] { make_schedule("zb-h1", 4, 8, 2); }).find("zb-h1: holds one stage per GPU, so chunks must be 1"),
       std::string::npos);
-  EXPECT_NE(error_of([] { make_zb_h1(0, 8); }).find("zb-h1: stages must be >= 1, got 0"), std::string::npos);
-  EXPECT_NE(error_of([] { make_zb_h1(4, 0); }).find("zb-h1: microbatches must be >= 1, got 0"), std::string::npos);
-  EXPECT_NE(error_of([] { make_schedule("zb-v", 4, 8); }).find("interleaved-1f1b, zb-h1"), std::string::npos);
+  EXPECT_NE(input_error_of([] { make_zb_h1(0, 8); }).find("zb-h1: stages must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(input_error_of([] { make_zb_h1(4, 0); }).find("zb-h1: microbatches must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(input_error_of([] { make_schedule("zb-v", 4, 8); }).find("interleaved-1f1b, zb-h1"), std::string::npos);
 }
 
 }  // namespace

@@ -9,9 +9,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
+#include "perseus/error.hpp"
 #include "perseus/profile.hpp"
 
 namespace perseus::testing {
@@ -82,6 +84,16 @@ inline Result run(const std::string& args) {
   while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
   const int rc = ::pclose(p);
   return {WEXITSTATUS(rc), out};
+}
+
+/// The message of the InputError `f` throws, or "(no error)" when it throws none.
+inline std::string input_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace perseus::testing
