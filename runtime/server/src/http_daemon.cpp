@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -138,7 +139,7 @@ struct HttpDaemon::Impl {
         [](void* cls, MHD_ValueKind, const char* k, std::size_t ks, const char* v, std::size_t vs) -> MHD_Result {
           auto* h = static_cast<HeaderScan*>(cls);
           const std::string_view key(k, ks);
-          if (v != nullptr && h->lines.size() < 1024) h->lines.emplace_back(k, std::string_view(v, vs));
+          if (v != nullptr) h->lines.emplace_back(k, std::string_view(v, vs));  // bounded by the header block's size
           auto is = [&](std::string_view name) {
             return key.size() == name.size() && ::strncasecmp(key.data(), name.data(), name.size()) == 0;
           };
@@ -153,12 +154,14 @@ struct HttpDaemon::Impl {
     // (or bare LF). A value's C string therefore ends at its line's end, where the next byte is
     // the LF, another NUL or the next header's name; any other byte there is the rest of a
     // value cut by a raw NUL (the same layout check_raw_nul() relies on for the path).
+    std::vector<const char*> names;  // sorted: one lookup per header
+    names.reserve(scan.lines.size());
+    for (const auto& l : scan.lines) names.push_back(l.first);
+    std::sort(names.begin(), names.end(), std::less<>());
     for (const auto& [name, value] : scan.lines) {
       const char* p = value.data() + value.size();  // the NUL that ended the value
       const char* q = p + 1;
-      const bool next_name =
-          std::any_of(scan.lines.begin(), scan.lines.end(), [&](const auto& l) { return l.first == q; });
-      if (*q != '\n' && *q != '\0' && !next_name) {
+      if (*q != '\n' && *q != '\0' && !std::binary_search(names.begin(), names.end(), q, std::less<>())) {
         scan.nul_in = name;
         break;
       }
@@ -214,6 +217,24 @@ struct HttpDaemon::Impl {
                            "the request's path holds a raw NUL byte; percent-encode it, or remove it");
   }
 
+  /// A raw NUL inside the query: libmicrohttpd splits the query in place, a NUL over each '&'
+  /// and over the space before the version, so each argument's C string ends where the next
+  /// argument (or another NUL, or the version) begins; any other byte there is the rest of an
+  /// argument cut by a raw NUL ("?since_version=1<NUL>junk" read as since_version=1).
+  static bool query_cut_by_nul(const std::vector<std::pair<const char*, const char*>>& raw, const char* version) {
+    std::vector<const char*> keys;  // sorted: one lookup per argument, O(n log n) in all
+    keys.reserve(raw.size());
+    for (const auto& a : raw) keys.push_back(a.first);
+    std::sort(keys.begin(), keys.end(), std::less<>());
+    for (const auto& [k, v] : raw) {
+      const char* end = v != nullptr ? v + std::strlen(v) : k + std::strlen(k);
+      const char* next = end + 1;
+      if (*next == '\0' || next == version) continue;
+      if (!std::binary_search(keys.begin(), keys.end(), next, std::less<>())) return true;
+    }
+    return false;
+  }
+
   /// Transport limits on the header block: body size (declared), encodings. nullopt: fine.
   std::optional<HttpResponse> check_transport(const HttpRequest& req) const {
     if (!req.content_encoding.empty() && req.content_encoding != "identity")
@@ -250,17 +271,28 @@ struct HttpDaemon::Impl {
         q.content_length = (errno == ERANGE || !end || *end) ? std::numeric_limits<std::size_t>::max()
                                                                : static_cast<std::size_t>(n);
       }
+      struct QueryScan {
+        std::vector<std::pair<std::string, std::string>>* query;
+        std::vector<std::pair<const char*, const char*>> raw;  // (key, value) as parsed
+      } qs{&q.query, {}};
       MHD_get_connection_values(
           c, MHD_GET_ARGUMENT_KIND,
           [](void* cls, MHD_ValueKind, const char* k, const char* v) -> MHD_Result {
-            auto* query = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
+            auto* scan = static_cast<QueryScan*>(cls);
+            // Every argument (pointers only; their number is bounded by the request line's size):
+            // query_cut_by_nul() looks for each one's successor among them.
+            if (k != nullptr) scan->raw.emplace_back(k, v);
             // An empty pair ("?&since_version=1", "?&") is no parameter (WHATWG URL form parsing).
             if ((k == nullptr || *k == '\0') && (v == nullptr || *v == '\0')) return MHD_YES;
-            if (query->size() <= kMaxQueryParameters) query->emplace_back(unescape(k), unescape(v));
+            if (scan->query->size() <= kMaxQueryParameters) scan->query->emplace_back(unescape(k), unescape(v));
             return MHD_YES;
           },
-          &q.query);
-      if (auto refused = check_raw_nul(url, version, q.query.empty())) {
+          &qs);
+      auto refused = check_raw_nul(url, version, q.query.empty());
+      if (!refused && query_cut_by_nul(qs.raw, version))
+        refused = transport_error(400, "invalid_request",
+                                  "the request's query holds a raw NUL byte; percent-encode it, or remove it");
+      if (refused) {
         ctx->answered = true;
         queue(c, q, *refused, /*close=*/true);
         return MHD_YES;
