@@ -274,17 +274,20 @@ TEST(Authority, TokenDigestAndFreshTokens) {
   EXPECT_FALSE(equal_constant_time(a, a.substr(0, 10)));
 }
 
-// A database of schema version 1 (before per-job tokens) is upgraded in place: its jobs become
-// /v1 jobs without a token (only the admin reaches them), and new jobs store their auth; the
-// upgrade also adds version 3's frontier_partial_json (empty: old frontiers are complete).
+/// Writes a database of an older schema with `sql`, as an older server left it.
+void write_old_database(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
 // Schema version 4 (session 18) stores a straggler's origin; a version 3 database's stragglers
 // were all kept as declared (what a restart made of them before), and new ones keep theirs.
 TEST(Authority, SchemaVersionThreeIsUpgraded) {
   TempDir dir;
   const std::string path = dir.file("v3.db");
   {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     const char* v3 = R"sql(
       CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
       INSERT INTO meta VALUES('schema_version', '3');
@@ -298,8 +301,7 @@ TEST(Authority, SchemaVersionThreeIsUpgraded) {
       CREATE TABLE stragglers(job_id TEXT NOT NULL, pipeline INTEGER NOT NULL, target_time_s REAL NOT NULL,
         slowdown REAL NOT NULL, created_s REAL NOT NULL, PRIMARY KEY(job_id, pipeline));
       INSERT INTO stragglers VALUES('job-old', 1, 2.0, 1.2, 5);)sql";
-    ASSERT_EQ(sqlite3_exec(db, v3, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-    sqlite3_close(db);
+    ASSERT_NO_FATAL_FAILURE(write_old_database(path, v3));
   }
   Store store(path);
   auto jobs = store.load_all();
@@ -313,12 +315,13 @@ TEST(Authority, SchemaVersionThreeIsUpgraded) {
   for (const auto& s : jobs[0].stragglers) EXPECT_EQ(s.origin, s.pipeline == 0 ? "detected" : "declared");
 }
 
+// A database of schema version 1 (before per-job tokens) is upgraded in place: its jobs become
+// /v1 jobs without a token (only the admin reaches them), and new jobs store their auth; the
+// upgrade also adds version 3's frontier_partial_json (empty: old frontiers are complete).
 TEST(Authority, SchemaVersionOneIsUpgraded) {
   TempDir dir;
   const std::string path = dir.file("old.db");
   {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     const char* v1 = R"sql(
       CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
       INSERT INTO meta VALUES('schema_version', '1');
@@ -328,8 +331,7 @@ TEST(Authority, SchemaVersionOneIsUpgraded) {
         points_json TEXT NOT NULL DEFAULT '');
       INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter)
         VALUES('job-old', 1, 1, '{}', 'ready', 1);)sql";
-    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-    sqlite3_close(db);
+    ASSERT_NO_FATAL_FAILURE(write_old_database(path, v1));
   }
   Store store(path);
   auto jobs = store.load_all();

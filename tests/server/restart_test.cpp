@@ -182,10 +182,6 @@ void expect_served_plan(const json& served, const Frontier& fr, const Dag& dag, 
     EXPECT_EQ(served["instructions"][k]["freq_mhz"].get<int>(), freq[ops[k]]) << "computation " << k;
 }
 
-// Issue 19: a job's op_overhead_s / p2p_latency_s are stored with it, so that after kill -9 the
-// frontier re-derived for a plan never served before is the same as before (identical plans).
-// Issue 20: a partial frontier (planning_budget_s 0: stopped before the first graph-cut step,
-// deterministic) is stored with every plan and stays partial after the restart.
 TEST(Durability, ReadyJobsStoreReportsWithoutTheirComputations) {
   // A report's per-computation entries serve the straggler loop (in memory) and nothing after
   // it: a ready job stores the report without them (their count instead), so a long training
@@ -306,6 +302,10 @@ TEST(Durability, WritesRacingADeleteLeaveNoRows) {
   }
 }
 
+// Issue 19: a job's op_overhead_s / p2p_latency_s are stored with it, so that after kill -9 the
+// frontier re-derived for a plan never served before is the same as before (identical plans).
+// Issue 20: a partial frontier (planning_budget_s 0: stopped before the first graph-cut step,
+// deterministic) is stored with every plan and stays partial after the restart.
 TEST(Durability, OverheadsAndPartialFrontiersSurviveKillNine) {
   TempDir dir;
   const std::string db = dir.file("perseus.db");

@@ -54,6 +54,23 @@ std::string peer_address(MHD_Connection* c) {
   return buf;
 }
 
+/// Where the names (or keys) libmicrohttpd parsed in place begin, for the raw-NUL checks: is a
+/// byte the start of one? Sorted once, so n lookups cost O(n log n) (a request can hold
+/// thousands of tiny headers or query arguments).
+class PointerSet {
+ public:
+  template <class Pairs>
+  explicit PointerSet(const Pairs& pairs) {
+    starts_.reserve(pairs.size());
+    for (const auto& p : pairs) starts_.push_back(p.first);
+    std::sort(starts_.begin(), starts_.end(), std::less<>());
+  }
+  bool contains(const char* p) const { return std::binary_search(starts_.begin(), starts_.end(), p, std::less<>()); }
+
+ private:
+  std::vector<const char*> starts_;
+};
+
 /// Per-request state kept in MHD's con_cls.
 struct RequestCtx {
   HttpRequest req;
@@ -154,14 +171,10 @@ struct HttpDaemon::Impl {
     // (or bare LF). A value's C string therefore ends at its line's end, where the next byte is
     // the LF, another NUL or the next header's name; any other byte there is the rest of a
     // value cut by a raw NUL (the same layout check_raw_nul() relies on for the path).
-    std::vector<const char*> names;  // sorted: one lookup per header
-    names.reserve(scan.lines.size());
-    for (const auto& l : scan.lines) names.push_back(l.first);
-    std::sort(names.begin(), names.end(), std::less<>());
+    const PointerSet names(scan.lines);
     for (const auto& [name, value] : scan.lines) {
-      const char* p = value.data() + value.size();  // the NUL that ended the value
-      const char* q = p + 1;
-      if (*q != '\n' && *q != '\0' && !std::binary_search(names.begin(), names.end(), q, std::less<>())) {
+      const char* q = value.data() + value.size() + 1;  // after the NUL that ended the value
+      if (*q != '\n' && *q != '\0' && !names.contains(q)) {
         scan.nul_in = name;
         break;
       }
@@ -222,15 +235,10 @@ struct HttpDaemon::Impl {
   /// argument (or another NUL, or the version) begins; any other byte there is the rest of an
   /// argument cut by a raw NUL ("?since_version=1<NUL>junk" read as since_version=1).
   static bool query_cut_by_nul(const std::vector<std::pair<const char*, const char*>>& raw, const char* version) {
-    std::vector<const char*> keys;  // sorted: one lookup per argument, O(n log n) in all
-    keys.reserve(raw.size());
-    for (const auto& a : raw) keys.push_back(a.first);
-    std::sort(keys.begin(), keys.end(), std::less<>());
+    const PointerSet keys(raw);
     for (const auto& [k, v] : raw) {
-      const char* end = v != nullptr ? v + std::strlen(v) : k + std::strlen(k);
-      const char* next = end + 1;
-      if (*next == '\0' || next == version) continue;
-      if (!std::binary_search(keys.begin(), keys.end(), next, std::less<>())) return true;
+      const char* next = (v != nullptr ? v + std::strlen(v) : k + std::strlen(k)) + 1;
+      if (*next != '\0' && next != version && !keys.contains(next)) return true;
     }
     return false;
   }

@@ -657,7 +657,7 @@ std::size_t JobManager::load() {
         j->loop.init(j->spec);
         for (const auto& [d, s] : j->stragglers) {
           if (d < 0 || d >= j->spec.dp) continue;
-          j->loop.origin[d] = s.origin == "detected" ? "detected" : "declared";
+          j->loop.origin[d] = straggler_origin(s.origin);
           j->loop.detector->set_state(d, true);
         }
       }

@@ -201,7 +201,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
         {"predicted_saving_pct", next.empty() || others <= 0 || base_sum_j <= 0 ? 0.0 : 100.0 * saving_j / base_sum_j},
     };
     std::optional<StoredStraggler> up = set;
-    if (up) up->origin = origin == "detected" ? "detected" : "declared";
+    if (up) up->origin = straggler_origin(origin);
     std::vector<StoredAssignment> changed;
     for (int d : switched) changed.push_back({d, idx_of[d], version});
     store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump());
@@ -214,7 +214,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     counters_.straggler_decisions++;
 
     // The closed loop: who is a straggler and why, and verify the new assignment.
-    if (set) loop.origin[set->pipeline] = origin == "detected" ? "detected" : "declared";
+    if (set) loop.origin[set->pipeline] = straggler_origin(origin);
     if (clear) loop.origin.erase(*clear);
     if (set && origin != "detected") loop.detector->set_state(set->pipeline, true);
     if (clear && origin != "detected") loop.detector->set_state(*clear, false);

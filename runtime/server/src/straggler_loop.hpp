@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,13 @@
 namespace perseus::server {
 
 struct JobSpec;
+
+/// A straggler's origin as kept in memory and in the store: "detected" (by the loop, which
+/// clears it when the pipeline recovers), else "declared" (through the API; a decision's
+/// "verification" origin, or an older database's missing one, count as declared).
+inline const char* straggler_origin(std::string_view decision_origin) {
+  return decision_origin == "detected" ? "detected" : "declared";
+}
 
 /// Something the loop wants the job manager to do (outside the job lock).
 struct LoopAction {
