@@ -62,6 +62,17 @@ void check_token_file(const std::string& path) {
                                  st.st_mode & 0777));
 }
 
+/// A token every client can send (`source` names where it came from): the Perseus clients
+/// refuse a space, control character or non-ASCII byte in it (it goes into a header).
+void check_token_characters(const std::string& token, const std::string& source) {
+  const auto bad = std::find_if(token.begin(), token.end(), [](char c) { return c < '!' || c > '~'; });
+  if (bad != token.end())
+    throw InputError(fmt::format("{} holds a token with a {} at character {}: no Perseus client can send it (a token is "
+                                 "printable ASCII without spaces, e.g. `openssl rand -hex 32`)",
+                                 source, *bad == ' ' ? "space" : "control character or non-ASCII byte",
+                                 bad - token.begin() + 1));
+}
+
 /// The token in the file at `path` (checked by check_token_file()), trimmed; an empty one is
 /// named as such, not reported later as "no token given".
 std::string token_from_file(const std::string& path) {
@@ -73,6 +84,7 @@ std::string token_from_file(const std::string& path) {
   if (token.size() < 16)
     throw InputError(fmt::format("{}: the token in the file has {} characters; expected a bearer token of at least 16",
                                  path, token.size()));
+  check_token_characters(token, fmt::format("{}:", path));
   return token;
 }
 
@@ -89,6 +101,7 @@ std::string resolve_token(const std::string& token_file, const std::string& db_p
     if (token.size() < 16)
       throw InputError(fmt::format("PERSEUS_TOKEN holds a token of {} characters; expected a bearer token of at least 16",
                                    token.size()));
+    check_token_characters(token, "PERSEUS_TOKEN");
     return token;
   }
   if (db_path == ":memory:") {

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/core.h>
@@ -168,6 +169,9 @@ void check_plan_shape(const RankPlan& plan, const JobShape& shape, int pp_rank) 
 }  // namespace
 
 RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_rank) {
+  // nlohmann's parser ends the text at a NUL byte: whatever follows one would go unread.
+  if (const auto nul = body.find('\0'); nul != std::string::npos)
+    throw std::runtime_error(fmt::format("the plan answer is not JSON text: a NUL byte at offset {}", nul));
   const json j = json::parse(body);  // throws json::parse_error (a std::exception)
   RankPlan plan;
   try {

@@ -37,6 +37,9 @@ const char* to_string(Op op) {
 
 Request parse_request(std::string_view line) {
   if (line.size() > kMaxRequestBytes) bad(fmt::format("request longer than {} bytes", kMaxRequestBytes));
+  // nlohmann's parser ends the text at a NUL: '{"op":"lock",...}<NUL>junk' was executed as a lock.
+  if (const auto nul = line.find('\0'); nul != std::string_view::npos)
+    bad(fmt::format("request is not valid JSON: a NUL byte at column {} (one JSON object per line expected)", nul + 1));
   // A repeated key ({"gpu":0,"gpu":1}) would silently keep the last: refused.
   std::vector<std::set<std::string>> seen;  // keys read, per open object
   std::string repeated;

@@ -67,6 +67,14 @@ TEST(PlanParse, FieldsAndNamesAreChecked) {
   body["instructions"] = json::object();
   EXPECT_NE(refusal(body).find("array"), std::string::npos) << refusal(body);
   EXPECT_THROW(parse_plan_json("{\"version\": 1, \"instructions\": [", {}, -1), std::exception) << "cut off mid-JSON";
+  // A raw NUL ends the text for the JSON parser: what follows it was never read (session 20).
+  const std::string cut = plan_of(1, 2).dump() + '\0' + "junk";
+  try {
+    parse_plan_json(cut, {2, 1, 4}, 1);
+    ADD_FAILURE() << "a plan answer with a NUL byte was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("NUL byte"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanParse, ShapeMustMatchTheRegistration) {

@@ -52,6 +52,9 @@ TEST(GpudProtocol, MalformedRequestsAreRefusedWithTheReason) {
   EXPECT_NE(refusal(R"({"op":"lock","gpu":0,"mhz":1.5e3})").find("must be an integer"), std::string::npos);
   EXPECT_NE(refusal(R"({"op":"clocks","gpu":0,"mhz":1410})").find("unexpected field 'mhz'"), std::string::npos);
   EXPECT_NE(refusal(std::string(600, ' ')).find("longer than 512 bytes"), std::string::npos);
+  // A raw NUL ended the text for the JSON parser: the lock before it was executed (session 20).
+  const std::string cut = std::string(R"({"op":"lock","gpu":0,"mhz":1410})") + '\0' + "this is not JSON";
+  EXPECT_NE(refusal(cut).find("a NUL byte at column 33"), std::string::npos) << refusal(cut);
 }
 
 TEST(GpudProtocol, LineBufferSplitsLinesAndNeverHoldsAnOversizedOne) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -551,6 +552,38 @@ TEST(Hostile, FailedWritesLeaveNoTrace) {
   EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 200);
   EXPECT_EQ(api.post(base + "/ranks", {{"rank", 8}, {"dp_rank", 1}, {"pp_rank", 1}, {"tp_rank", 0}}).status, 409);
   EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 200);
+}
+
+// A frontier solved while the database refuses writes (a full disk, found by a fresh-user trial
+// in session 20) used to leave the job "planning" for good: no solve queued, stragglers 409
+// until a restart, and the failed solve counted as solved. It is now failed with an error that
+// says why and what a restart does; the database still says "planning", so a restart plans it.
+TEST(Hostile, AFrontierTheDatabaseRefusesFailsTheJobUntilARestart) {
+  TempDir dir;
+  const std::string db = dir.file("h.db");
+  std::unique_ptr<ExclusiveDbLock> refuse;  // taken on the planner thread, released below
+  ServerOptions opt;
+  opt.before_frontier_stored = [&](const std::string&) { refuse = std::make_unique<ExclusiveDbLock>(db); };
+  std::string job;
+  {
+    LocalServer srv(db, opt);
+    Api api(srv.port());
+    auto r = api.post("/v1/jobs", profile_job(1, 8));
+    ASSERT_EQ(r.status, 201) << r.body;
+    job = r.j["job_id"];
+    ASSERT_TRUE(srv.server().manager().wait_idle(300)) << "the solve did not finish";
+    const json j = api.get("/v1/jobs/" + job).j;
+    EXPECT_EQ(j["status"], "failed");
+    const std::string error = j["error"];
+    EXPECT_NE(error.find("the solved frontier could not be stored"), std::string::npos) << error;
+    EXPECT_NE(error.find("a server restart plans the job again"), std::string::npos) << error;
+    EXPECT_EQ(metric_value(api, "perseus_frontiers_solved_total"), 0) << "not solved: nothing was stored";
+    refuse.reset();
+  }
+  LocalServer srv(db);
+  Api api(srv.port());
+  const json j = wait_status(api, job, "ready", 300);
+  EXPECT_EQ(j["status"], "ready") << j.dump();
 }
 
 }  // namespace

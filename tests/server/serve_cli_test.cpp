@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "perseus/error.hpp"
 #include "test_util.hpp"
 
 namespace perseus::server::testing {
@@ -26,8 +27,9 @@ struct ServeRun {
 
 /// Runs `perseus serve ARGS` in `cwd` with $PERSEUS_TOKEN set, stdout and stderr together. Each
 /// case is expected to exit at once; `timeout` only guards against a server that did start.
-ServeRun serve(const std::string& cwd, const std::string& args) {
-  const std::string cmd = "cd '" + cwd + "' && PERSEUS_TOKEN=" + kToken + " timeout 60 " + PERSEUS_BINARY +
+ServeRun serve(const std::string& cwd, const std::string& args,
+              const std::string& token_env = std::string("PERSEUS_TOKEN=") + kToken) {
+  const std::string cmd = "cd '" + cwd + "' && " + token_env + " timeout 60 " + PERSEUS_BINARY +
                           " serve --port 0 " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ServeRun r;
@@ -70,6 +72,27 @@ TEST(ServeCli, AShortTokenNamesItsFile) {
   EXPECT_NE(r.output.find(token + ": the token in the file has 5 characters; expected a bearer token of at least 16"),
             std::string::npos)
       << r.output;
+}
+
+// A token with a space passed the length check, yet neither perseus.Client nor the Python API
+// can send it (fresh-user trial, session 20): refused at start, naming the file or variable.
+TEST(ServeCli, ATokenNoClientCanSendIsRefused) {
+  TempDir dir;
+  const std::string token = write(dir, "spaced.token", "correct horse battery staple\n");
+  ServeRun r = serve(dir.path.string(), "--db :memory: --token-file " + token);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(token + ": holds a token with a space at character 8: no Perseus client can send it"),
+            std::string::npos)
+      << r.output;
+  r = serve(dir.path.string(), "--db :memory:", "PERSEUS_TOKEN='0123456789abcdef\tx'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("PERSEUS_TOKEN holds a token with a control character or non-ASCII byte at character 17"),
+            std::string::npos)
+      << r.output;
+  ServerOptions opt;
+  opt.db_path = ":memory:";
+  opt.token = "correct horse battery staple";
+  EXPECT_THROW(Server{opt}, perseus::InputError);
 }
 
 // Zeus settings that no registration could use stop the start, naming the option or file.

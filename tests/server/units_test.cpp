@@ -182,6 +182,17 @@ TEST(RateLimiter, TokenBucket) {
   for (int i = 0; i < 100; ++i) EXPECT_TRUE(off.allow("a", 0));
 }
 
+TEST(RateLimiter, AClockThatStepsBackRefusesNoMoreThanTheEmptyBucket) {
+  // A wall clock stepped back 30 s drained the bucket by 300 tokens: every request from the
+  // address was refused with 429 until the clock caught up (fresh-user trial, session 20).
+  RateLimiter r(10, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(r.allow("a", 100.0));
+  EXPECT_FALSE(r.allow("a", 70.0));  // empty, and no time has passed as far as it can tell
+  EXPECT_TRUE(r.allow("a", 70.2));   // 2 tokens refilled since the step
+  EXPECT_TRUE(r.allow("a", 70.2));
+  EXPECT_FALSE(r.allow("a", 70.2));
+}
+
 TEST(ApiFields, TypesAndRanges) {
   const json j = {{"i", 3}, {"f", 2.5}, {"s", "x"}, {"neg", -1}, {"big", 18446744073709551615ull}};
   EXPECT_EQ(get_int(j, "i", std::nullopt, 0, 10), 3);

@@ -265,7 +265,7 @@ struct Server::Impl {
   double load_s = 0;
   /// The stored jobs are loaded: every route is served (before, only GET /v1/health).
   std::atomic<bool> ready{false};
-  double started_s = now_s();
+  double started_s = monotonic_s();
   std::counting_semaphore<kLargeBodiesAtOnce> large_bodies{kLargeBodiesAtOnce};
   int port = -1;
   int listen_fd = -1;
@@ -281,7 +281,8 @@ struct Server::Impl {
         manager(store, ManagerOptions{opt.job_idle_ttl_s, opt.planner_threads, opt.max_jobs, 100,
                                       opt.zeus_plan_texts, opt.zeus_profile_csv, opt.zeus_schedule,
                                       opt.zeus_p2p_power_w, opt.zeus_anonymous_max_jobs,
-                                      opt.zeus_anonymous_max_ranks, opt.zeus_anonymous_max_bytes}),
+                                      opt.zeus_anonymous_max_ranks, opt.zeus_anonymous_max_bytes,
+                                      opt.before_frontier_stored}),
         limiter(opt.rate_limit_rps, std::max(1.0, opt.rate_limit_burst)) {
     add_routes();
     HttpLimits lim;
@@ -363,7 +364,7 @@ struct Server::Impl {
     using R = HttpRequest;
     add("GET", "/v1/health", Access::kPublic, [this](const R&, const P&) {
       const bool up = ready.load(std::memory_order_acquire);
-      return Reply{200, json{{"status", up ? "ok" : "starting"}, {"version", "0.1.0"}, {"uptime_s", now_s() - started_s}}
+      return Reply{200, json{{"status", up ? "ok" : "starting"}, {"version", "0.1.0"}, {"uptime_s", monotonic_s() - started_s}}
                             .dump()};
     });
     add("GET", "/metrics", Access::kAdmin, [this](const R&, const P&) { return Reply{200, manager.metrics_text()}; });
@@ -424,7 +425,7 @@ struct Server::Impl {
 
   /// Runs once the headers are in, before the body is read: rate limit, route, auth, type.
   std::optional<HttpResponse> precheck(HttpRequest& req) {
-    if (!limiter.allow(req.remote_addr, now_s())) {
+    if (!limiter.allow(req.remote_addr, monotonic_s())) {
       manager.counters().rate_limited++;
       auto r = error_response(429, "rate_limited",
                               fmt::format("more than {} requests/s from this address (--rate-limit-rps); retry later",
@@ -578,6 +579,8 @@ struct Server::Impl {
 Server::Server(ServerOptions options) {
   if (options.token.empty()) throw InputError("the server needs a bearer token (--token-file or PERSEUS_TOKEN)");
   if (options.token.size() < 16) throw InputError("the bearer token must be at least 16 characters");
+  if (std::any_of(options.token.begin(), options.token.end(), [](char c) { return c < '!' || c > '~'; }))
+    throw InputError("the bearer token must be printable ASCII without spaces (the Perseus clients send no other)");
   ManagerOptions zeus;
   zeus.zeus_plan_texts = options.zeus_plan_texts;
   zeus.zeus_profile_csv = options.zeus_profile_csv;

@@ -82,8 +82,10 @@ struct Job {
   }
 };
 
-/// Unix time now, s.
+/// Unix time now, s (stored timestamps; it can step back or forward).
 double now_s();
+/// A monotonic clock, s (durations and rates: never steps).
+double monotonic_s();
 
 /// Returns the heap memory freed by a deleted job or a finished solve to the OS (glibc's
 /// malloc_trim; a no-op elsewhere): glibc otherwise keeps it, and a server that had planned one

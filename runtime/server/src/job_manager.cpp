@@ -316,8 +316,6 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
       auto fr = solve_model_frontier(model, spec, cancelled);
       auto pts = frontier_points(*fr);
       if (pts.empty()) throw InputError("the planner returned an empty frontier");
-      counters_.plans_solved++;
-      if (fr->partial()) counters_.frontiers_partial++;
       // A complete frontier is re-derived deterministically after a restart, so only the served
       // plan is stored; a partial one (stopped by the wall clock) is not reproducible, so every
       // plan of it is stored with it: replayed in one pass, before the job's lock is taken.
@@ -357,13 +355,18 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
         stored_plans.emplace_back(idx, freqs_json(plan->freq_mhz));
       }
       // Stored first, in one transaction, then applied.
-      {
+      if (opt_.before_frontier_stored) opt_.before_frontier_stored(j->id);
+      try {
         Store::Transaction tx(store_);
         store_.set_frontier(j->id, points_json(pts), partial_json, stored_plans);
         store_.update_assignments(j->id, version, next);
         store_.set_status(j->id, kStatusReady, "");
         tx.commit();
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("the solved frontier could not be stored ({})", e.what()));
       }
+      counters_.plans_solved++;
+      if (fr->partial()) counters_.frontiers_partial++;
       j->frontier = fr;
       j->model.points = pts;
       j->model.partial_reason = fr->partial() ? to_string(fr->stop_reason) : "";
@@ -378,8 +381,17 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
     } catch (const std::exception& e) {
       std::unique_lock lock(j->mu);
       if (j->deleted || !assign_when_done) return;
-      const std::string error = fmt::format("planning failed: {}", e.what());
-      store_.set_status(j->id, kStatusFailed, error);
+      // Failed in memory whatever the database does: a job left "planning" with no solve
+      // queued waited forever (a full disk refused the frontier and then this status too).
+      std::string error = fmt::format("planning failed: {}", e.what());
+      try {
+        store_.set_status(j->id, kStatusFailed, error);
+      } catch (const std::exception& store_error) {
+        // Still "planning" in the database: a restart plans the job again.
+        error += fmt::format("; this status could not be stored either ({}), so a server restart plans the job again",
+                             store_error.what());
+        std::fprintf(stderr, "perseus serve: job %s: %s\n", j->id.c_str(), error.c_str());
+      }
       j->status = kStatusFailed;
       j->error = error;
     }

@@ -14,7 +14,9 @@ bool RateLimiter::allow(const std::string& key, double now_s) {
   }
   auto [it, fresh] = buckets_.try_emplace(key, Bucket{burst_, now_s});
   Bucket& b = it->second;
-  b.tokens = std::min(burst_, b.tokens + (now_s - b.last_s) * rate_);
+  // A clock that steps back refills nothing (it used to drain the bucket for as long as the
+  // step: every request refused with 429 until the clock caught up).
+  b.tokens = std::min(burst_, b.tokens + std::max(0.0, now_s - b.last_s) * rate_);
   b.last_s = now_s;
   if (b.tokens < 1.0) return false;
   b.tokens -= 1.0;

@@ -48,6 +48,9 @@ struct ManagerOptions {
   std::size_t anonymous_max_jobs = 16;             ///< Live anonymous jobs.
   std::int64_t anonymous_max_ranks = 4096;         ///< Sum of their world sizes (ranks).
   std::int64_t anonymous_max_bytes = 64ll << 20;   ///< Measurement text they may store in total, bytes.
+  /// Called on the planner thread with the job's id once its frontier is solved, just before it
+  /// is stored (tests make the database refuse the write here).
+  std::function<void(const std::string& job_id)> before_frontier_stored;
 };
 
 /// A byte budget shared by concurrent requests (the measurement text that jobs made without a

@@ -13,8 +13,9 @@ class RateLimiter {
  public:
   RateLimiter(double rate_per_s, double burst, std::size_t max_keys = 100000)
       : rate_(rate_per_s), burst_(burst), max_keys_(max_keys) {}
-  /// Takes one token for `key` at time now_s (s); false when the bucket is empty (answer 429).
-  /// Always true when rate_per_s <= 0.
+  /// Takes one token for `key` at time now_s (s, a monotonic clock: the server passes
+  /// monotonic_s()); false when the bucket is empty (answer 429). A now_s earlier than the
+  /// key's last call refills nothing and refuses nothing more. Always true when rate_per_s <= 0.
   bool allow(const std::string& key, double now_s);
 
  private:

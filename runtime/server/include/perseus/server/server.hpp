@@ -54,6 +54,8 @@ struct ServerOptions {
   /// Called by run() after the listener started and before the jobs load (tests hold the
   /// load here to see the server while it is starting).
   std::function<void()> before_load;
+  /// ManagerOptions::before_frontier_stored (tests).
+  std::function<void(const std::string& job_id)> before_frontier_stored;
 };
 
 /// The running server. Construction opens the database; bind() opens the socket; run() starts
