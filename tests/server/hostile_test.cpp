@@ -49,9 +49,9 @@ ServerOptions small_limits() {
 TEST(Hostile, BearerSchemeIsCaseInsensitive) {
   TempDir dir;
   LocalServer srv(dir.file("h.db"), small_limits());
-  for (const std::string& scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {
+  for (const char* scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {
     RawConn c(srv.port());
-    ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", "Authorization: " + scheme + " " + kToken + "\r\n", false)));
+    ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", std::string("Authorization: ") + scheme + " " + kToken + "\r\n", false)));
     EXPECT_EQ(raw_status(c.read_response()), 200) << scheme;
   }
   for (const std::string& header : {"Bearer" + kToken, "Bearerx " + kToken, "Basic " + kToken, "Bearer " + kToken + "X"}) {

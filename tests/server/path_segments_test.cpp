@@ -106,7 +106,7 @@ TEST_F(PathSegments, RawNulInThePathIsRefusedAndDeletesNothing) {
   EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=1").status, 400);
   EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=1&").status, 400);
   // A raw NUL inside the query cut it there: "since_version=1<NUL>junk" was read as 1.
-  for (const std::string query : {"since_version=1" + nul + "junk", "since_version" + nul + "=1"}) {
+  for (const std::string& query : {"since_version=1" + nul + "junk", "since_version" + nul + "=1"}) {
     const Resp q = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?" + query);
     EXPECT_EQ(q.status, 400) << q.body;
     EXPECT_NE(q.body.find("query holds a raw NUL byte"), std::string::npos) << q.body;
