@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
+#include "perseus/json_input.hpp"
 #include "../formats/csv_fields.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/problem.hpp"
@@ -325,13 +326,18 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
   const std::string summary_path = (dir / "summary.json").string();
   nlohmann::json in;
   try {
-    in = nlohmann::json::parse(csv::read_file(summary_path, "summary.json")).at("inputs");
-  } catch (const nlohmann::json::exception&) {
+    in = parse_json_text(csv::read_file(summary_path, "summary.json"), summary_path).at("inputs");
+  } catch (const std::exception&) {  // unreadable, not JSON (JsonTextError), no "inputs" (json::exception)
     throw InputError("out_dir", fmt::format("{}: has no readable \"inputs\" (not a perseus optimize summary); cannot "
                                             "tell whether it is the pipeline emulated here: choose another output folder",
                                             summary_path));
   }
-  auto field = [&](const char* key) { return in.contains(key) ? in[key].dump() : std::string("(missing)"); };
+  // Compared with the emulation's values as JSON text; an array or object (never equal to them)
+  // by its kind only: dump() of one nested 100,000 levels deep overflowed the stack.
+  auto field = [&](const char* key) {
+    if (!in.contains(key)) return std::string("(missing)");
+    return in[key].is_structured() ? describe_json_value(in[key]) : in[key].dump();
+  };
   const std::string theirs = fmt::format("schedule {}, chunks {}, {} stages x {} microbatches, P_block {} W, unit {} s",
                                          field("schedule"), field("chunks"), field("stages"), field("microbatches"),
                                          field("p2p_power_w"), field("unit_time_s"));
@@ -351,7 +357,7 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
   std::string overheads;
   for (const auto& [key, flag] : {std::pair{"op_overhead_s", "--op-overhead"}, {"p2p_latency_s", "--p2p-latency"}}) {
     if (in.contains(key) && in[key].is_number() && in[key].get<double>() != 0)
-      overheads += fmt::format("{}{} {} s", overheads.empty() ? "" : ", ", flag, in[key].dump());
+      overheads += fmt::format("{}{} {} s", overheads.empty() ? "" : ", ", flag, describe_json_value(in[key]));
   }
   if (profile_differs && !overheads.empty()) {
     throw InputError("out_dir", fmt::format("{}: holds a perseus optimize run planned with {} (added to the profile "

@@ -172,7 +172,7 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
         throw InputError::in_file(info_path, 0, key,
                                   fmt::format("expected an integer in [1, {}]{}, got {}", kMax,
                                               fallback > 0 ? fmt::format(" (optional, default {})", fallback) : "",
-                                              it == info.end() ? "nothing" : it->dump().substr(0, 64)));
+                                              it == info.end() ? "nothing" : describe_json_value(*it)));
       }
       return static_cast<int>(it->get<std::int64_t>());
     };

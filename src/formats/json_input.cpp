@@ -120,6 +120,41 @@ std::string description(const std::string& what, const std::string& token) {
 
 }  // namespace
 
+JsonShape json_shape(std::string_view text, int depth_limit, std::size_t value_limit) {
+  JsonShape out;
+  int depth = 0;
+  bool in_string = false, escaped = false, just_opened = false;
+  out.values = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') continue;
+    if (just_opened && ch != ']' && ch != '}') ++out.values;  // the container's first element
+    just_opened = false;
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      out.deepest = std::max(out.deepest, ++depth);
+      just_opened = true;
+      if (out.deepest > depth_limit) {
+        out.too_deep_at = i;
+        return out;
+      }
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    } else if (ch == ',') {
+      ++out.values;
+    }
+    if (out.values > value_limit) return out;
+  }
+  return out;
+}
+
 json parse_json_text(std::string_view text, const std::string& source) {
   // A NUL byte would end the text early for the parser (and for C readers of the same bytes):
   // junk after it must not pass as valid JSON.
@@ -128,6 +163,15 @@ json parse_json_text(std::string_view text, const std::string& source) {
     throw JsonTextError(InputError::in_file(source, line, "",
                                             fmt::format("malformed JSON at column {}: a NUL byte (JSON is UTF-8 text)",
                                                         column)),
+                        false, column);
+  }
+  if (const JsonShape shape = json_shape(text, kMaxJsonTextDepth, static_cast<std::size_t>(-1));
+      shape.deepest > kMaxJsonTextDepth) {
+    const auto [line, column] = line_and_column(text, shape.too_deep_at);
+    throw JsonTextError(InputError::in_file(source, line, "",
+                                            fmt::format("malformed JSON at column {}: arrays and objects nest deeper "
+                                                        "than {} levels",
+                                                        column, kMaxJsonTextDepth)),
                         false, column);
   }
   json result;
@@ -170,6 +214,19 @@ json parse_json_text(std::string_view text, const std::string& source) {
       InputError::in_file(source, line, field,
                           fmt::format("malformed JSON at column {}: {}", column, description(error->what, error->token))),
       false, column);
+}
+
+std::string describe_json_value(const json& value) {
+  switch (value.type()) {
+    case json::value_t::string: return quote_input(value.get_ref<const std::string&>());
+    case json::value_t::array:
+      return value.empty() ? "an empty array" : fmt::format("an array of {} value{}", value.size(), value.size() == 1 ? "" : "s");
+    case json::value_t::object:
+      return value.empty() ? "an empty object" : fmt::format("an object of {} key{}", value.size(), value.size() == 1 ? "" : "s");
+    case json::value_t::binary: return "binary data";
+    case json::value_t::discarded: return "nothing";
+    default: return value.dump();  // number, boolean, null: short, and plain ASCII
+  }
 }
 
 json load_json_file(const std::string& path, std::string_view what) {

@@ -12,6 +12,7 @@
 
 #include "perseus/error.hpp"
 #include "perseus/input_limits.hpp"
+#include "perseus/json_input.hpp"
 
 namespace perseus {
 
@@ -90,7 +91,7 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
       if (f == e.end() || !f->is_number_integer() || f->get<std::int64_t>() <= 0 ||
           f->get<std::int64_t>() > limits::kMaxFrequencyMhz)
         throw bad(fmt::format("\"freq_mhz\" (or \"frequency_mhz\") must be an integer in [1, {}] MHz, got {}",
-                              limits::kMaxFrequencyMhz, f == e.end() ? std::string("none") : f->dump()));
+                              limits::kMaxFrequencyMhz, f == e.end() ? std::string("none") : describe_json_value(*f)));
       int op = ops[k];  // an entry without a name is the rank's next computation
       auto ins = e.find("instruction");
       auto mb = e.find("microbatch");
@@ -105,7 +106,7 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
                                                     : v->get<std::int64_t>() >= 0 &&
                                                           v->get<std::int64_t>() <= std::numeric_limits<int>::max();
           if (!fits) throw bad(fmt::format("\"{}\" must be an integer in [0, {}], got {}", name,
-                                           std::numeric_limits<int>::max(), v->dump()));
+                                           std::numeric_limits<int>::max(), describe_json_value(*v)));
           return v->get<int>();
         };
         const int microbatch = index(mb == e.end() ? nullptr : &*mb, "microbatch");

@@ -50,11 +50,11 @@ class Reader {
   }
   bool has(const json& obj, const char* name) const { return obj.is_object() && obj.contains(name) && !obj.at(name).is_null(); }
   double number(const json& v, const std::string& path) const {
-    if (!v.is_number() || !std::isfinite(v.get<double>())) fail(path, "expected a finite number, got " + v.dump());
+    if (!v.is_number() || !std::isfinite(v.get<double>())) fail(path, "expected a finite number, got " + describe_json_value(v));
     return v.get<double>();
   }
   std::int64_t integer(const json& v, const std::string& path, std::int64_t lo, std::int64_t hi) const {
-    if (!v.is_number_integer()) fail(path, "expected an integer, got " + v.dump());
+    if (!v.is_number_integer()) fail(path, "expected an integer, got " + describe_json_value(v));
     const auto i = v.get<std::int64_t>();
     if (i < lo || i > hi) fail(path, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, i));
     return i;
@@ -65,18 +65,18 @@ class Reader {
   }
   std::string text(const json& obj, const std::string& prefix, const char* name) const {
     const json& v = at(obj, prefix, name);
-    if (!v.is_string()) fail(prefix + name, "expected a string, got " + v.dump());
+    if (!v.is_string()) fail(prefix + name, "expected a string, got " + describe_json_value(v));
     return v.get<std::string>();
   }
   const json& array(const json& obj, const std::string& prefix, const char* name) const {
     const json& v = at(obj, prefix, name);
-    if (!v.is_array()) fail(prefix + name, "expected an array, got " + v.dump().substr(0, 80));
+    if (!v.is_array()) fail(prefix + name, "expected an array, got " + describe_json_value(v));
     return v;
   }
   /// A number in [lo, hi] (`unit` names it in the message, e.g. "s").
   double number_in(const json& v, const std::string& path, double lo, double hi, std::string_view unit) const {
     const double x = number(v, path);
-    if (!(x >= lo && x <= hi)) fail(path, fmt::format("expected a number in [{}, {}] {}, got {}", lo, hi, unit, v.dump()));
+    if (!(x >= lo && x <= hi)) fail(path, fmt::format("expected a number in [{}, {}] {}, got {}", lo, hi, unit, describe_json_value(v)));
     return x;
   }
   double number_in(const json& obj, const std::string& prefix, const char* name, const Range& r) const {
@@ -169,7 +169,7 @@ JobExport load_job_export(const std::string& path) {
     }
     for (std::size_t i = 0; i < pts.size(); ++i) {
       const std::string p = fmt::format("frontier.points[{}]", i);
-      if (!pts[i].is_array() || pts[i].size() != 2) r.fail(p, "expected [time_s, energy_j], got " + pts[i].dump());
+      if (!pts[i].is_array() || pts[i].size() != 2) r.fail(p, "expected [time_s, energy_j], got " + describe_json_value(pts[i]));
       out.frontier.push_back({fmt::format("plan {}", i),
                               r.number_in(pts[i][0], p + "[0]", kIterationTime.lo, kIterationTime.hi, kIterationTime.unit),
                               r.number_in(pts[i][1], p + "[1]", kEnergy.lo, kEnergy.hi, kEnergy.unit)});

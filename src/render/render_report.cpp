@@ -48,7 +48,7 @@ const json& field(const json& obj, const std::string& source, const std::string&
 double number(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
   const json& v = field(obj, source, prefix, name);
   if (!v.is_number() || !std::isfinite(v.get<double>())) {
-    throw InputError(fmt::format("{}: field '{}{}': expected a finite number, got {}", source, prefix, name, v.dump()));
+    throw InputError(fmt::format("{}: field '{}{}': expected a finite number, got {}", source, prefix, name, describe_json_value(v)));
   }
   return v.get<double>();
 }
@@ -66,7 +66,7 @@ double number_in(const json& obj, const std::string& source, const std::string& 
 long integer(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
   const json& v = field(obj, source, prefix, name);
   if (!v.is_number_integer()) {
-    throw InputError(fmt::format("{}: field '{}{}': expected an integer, got {}", source, prefix, name, v.dump()));
+    throw InputError(fmt::format("{}: field '{}{}': expected an integer, got {}", source, prefix, name, describe_json_value(v)));
   }
   return v.get<long>();
 }
@@ -74,7 +74,7 @@ long integer(const json& obj, const std::string& source, const std::string& pref
 std::string text(const json& obj, const std::string& source, const std::string& prefix, const char* name) {
   const json& v = field(obj, source, prefix, name);
   if (!v.is_string()) {
-    throw InputError(fmt::format("{}: field '{}{}': expected a string, got {}", source, prefix, name, v.dump()));
+    throw InputError(fmt::format("{}: field '{}{}': expected a string, got {}", source, prefix, name, describe_json_value(v)));
   }
   return v.get<std::string>();
 }
@@ -565,7 +565,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     // Inputs that did not apply to this schedule are left out (they would suggest they did).
     if (k == "backward_input_fraction" && !schedule.split_backward) continue;
     if (k == "chunks" && dag.num_stages() == dag.num_ranks()) continue;
-    kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.dump());
+    kv("inputs." + k, v.is_string() ? v.get<std::string>() : v.is_structured() ? describe_json_value(v) : v.dump());
   }
   h += "</tbody></table></div>\n";
 

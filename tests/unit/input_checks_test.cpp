@@ -8,6 +8,7 @@
 #include <string>
 
 #include "perseus/error.hpp"
+#include "perseus/job_report.hpp"
 #include "perseus/json_input.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/schedule_io.hpp"
@@ -293,6 +294,39 @@ TEST(JsonInput, NumberOutOfRangeNamesTheFieldAndLine) {
             nlohmann::json::parse(R"({"a": [1, {"b": null}]})"));
   EXPECT_THROW((void)parse_json_text("{} {}", "two.json"), JsonTextError);
   EXPECT_THROW((void)parse_json_text("", "empty.json"), JsonTextError);
+}
+
+// A bad value is shown in one short line whatever it is: a number field holding 100,000 nested
+// arrays crashed `perseus report` / `validate` / `emulate` with SIGSEGV (dump() recursed), a 1 MB
+// string was quoted whole and a right-to-left override raw (fresh-user fuzzing, session 20).
+TEST(JsonInput, BadValuesAreDescribedBoundedAndEscaped) {
+  const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
+  try {
+    (void)parse_json_text("{\"t\": " + deep + "}", "deep.json");
+    FAIL() << "no error";
+  } catch (const JsonTextError& e) {
+    EXPECT_EQ(std::string(e.what()), "deep.json:1: malformed JSON at column 70: arrays and objects nest deeper than 64 "
+                                     "levels");
+  }
+  const std::string nested = std::string(63, '[') + "1" + std::string(63, ']');
+  EXPECT_EQ(describe_json_value(parse_json_text("{\"t\": " + nested + "}", "ok.json").at("t")), "an array of 1 value");
+  EXPECT_EQ(describe_json_value(nlohmann::json::object()), "an empty object");
+  EXPECT_EQ(describe_json_value(nlohmann::json{{"a", 1}, {"b", 2}}), "an object of 2 keys");
+  EXPECT_EQ(describe_json_value(nlohmann::json(2.5)), "2.5");
+  EXPECT_EQ(describe_json_value(nlohmann::json(nullptr)), "null");
+  EXPECT_EQ(describe_json_value(nlohmann::json("\u202etwo\u0085")), "'\\u202Etwo\\u0085'");
+  const std::string long_value = describe_json_value(nlohmann::json(std::string(1 << 20, '7')));
+  EXPECT_LT(long_value.size(), 120u) << long_value;
+  EXPECT_TRUE(has(long_value, "(1048576 bytes)")) << long_value;
+  // Through a reader: the job export's first field.
+  TempDir dir;
+  const auto path = dir.write("job.json", "{\"job_id\": [[1]]}");
+  try {
+    (void)load_job_export(path);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(has(e.what(), "field 'job_id': expected a string, got an array of 1 value")) << e.what();
+  }
 }
 
 // 7/8 through the CLI: a real-GPU run's info.json with 1e400, and with a pp beyond 64 bits.

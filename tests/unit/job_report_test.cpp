@@ -163,7 +163,7 @@ TEST(JobExport, BadExportsNameFileAndField) {
   EXPECT_NE(load_error(j).find("job.json: field 'created_s': missing"), std::string::npos) << load_error(j);
   j = sample_export();
   j["decisions"][1]["time_s"] = "soon";
-  EXPECT_NE(load_error(j).find("field 'decisions[1].time_s': expected a finite number, got \"soon\""),
+  EXPECT_NE(load_error(j).find("field 'decisions[1].time_s': expected a finite number, got 'soon'"),
             std::string::npos);
   j = sample_export();
   j["decisions"][0]["pipeline_plans"] = {1, 1};

@@ -244,7 +244,7 @@ TEST(ReportErrors, BadFolderAndSummary) {
   // Each edit of a good summary.json (pattern -> replacement) and the error it must give; the
   // last two are hand-edited numbers outside their ranges, named rather than drawn.
   const std::tuple<const char*, const char*, const char*> edits[] = {
-      {"\"stages\": 2", "\"stages\": \"two\"", "field 'inputs.stages': expected an integer, got \"two\""},
+      {"\"stages\": 2", "\"stages\": \"two\"", "field 'inputs.stages': expected an integer, got 'two'"},
       // Each size named with optimize's range (it said "must be positive" of three positive numbers).
       {"\"stages\": 2", "\"stages\": 1000000000", "field 'inputs.stages': expected an integer in [1, 1048576], got 1000000000"},
       {"\"microbatches\": 3", "\"microbatches\": 0", "field 'inputs.microbatches': expected an integer in [1, 1048576], got 0"},

@@ -288,7 +288,7 @@ TEST(Validation, Errors) {
   {
     TinyWorkload w;
     w.dir.write("info.json", R"({"pp": "x"})");
-    expect_error(w.path(), "info.json: field 'pp': expected an integer in [1, 1048576], got \"x\"");
+    expect_error(w.path(), "info.json: field 'pp': expected an integer in [1, 1048576], got 'x'");
   }
   {
     TinyWorkload w("3,0,0,forward,0,1000,1\n");

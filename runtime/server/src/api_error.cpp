@@ -19,47 +19,6 @@ std::string error_body(std::string_view code, std::string_view message) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-namespace {
-struct JsonShape {
-  int deepest = 0;          ///< deepest array/object nesting
-  std::size_t values = 0;   ///< JSON values: the top-level one, each array element and object member
-};
-/// The nesting and the number of values of a JSON text, scanning at most until either limit is
-/// passed (strings and escapes skipped). Linear, no recursion, no allocation: runs before the
-/// parser ever nests or builds a node. Values are the top-level one plus every element and
-/// member of every array and object: a non-empty container holds its commas + 1 of them, an
-/// empty one none. Exact for valid JSON, an estimate otherwise.
-JsonShape json_shape(std::string_view text, int depth_limit, std::size_t value_limit) {
-  JsonShape out;
-  int depth = 0;
-  bool in_string = false, escaped = false, just_opened = false;
-  out.values = 1;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
-      continue;
-    }
-    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') continue;
-    if (just_opened && ch != ']' && ch != '}') ++out.values;  // the container's first element
-    just_opened = false;
-    if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      out.deepest = std::max(out.deepest, ++depth);
-      just_opened = true;
-      if (out.deepest > depth_limit) return out;
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    } else if (ch == ',') {
-      ++out.values;
-    }
-    if (out.values > value_limit) return out;
-  }
-  return out;
-}
-}  // namespace
 
 json parse_json_body(std::string_view body) {
   if (body.empty()) throw ApiError(400, "empty_body", "request body is empty; expected a JSON object");
