@@ -332,11 +332,13 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
                                             "tell whether it is the pipeline emulated here: choose another output folder",
                                             summary_path));
   }
-  // Compared with the emulation's values as JSON text; an array or object (never equal to them)
-  // by its kind only: dump() of one nested 100,000 levels deep overflowed the stack.
+  // Compared with the emulation's values as JSON text (non-ASCII escaped: it is quoted in the
+  // message); an array, object or long string (never equal to them) as describe_json_value().
   auto field = [&](const char* key) {
     if (!in.contains(key)) return std::string("(missing)");
-    return in[key].is_structured() ? describe_json_value(in[key]) : in[key].dump();
+    if (in[key].is_structured()) return describe_json_value(in[key]);
+    std::string text = in[key].dump(-1, ' ', /*ensure_ascii=*/true);
+    return text.size() <= kMaxQuotedBytes ? text : describe_json_value(in[key]);
   };
   const std::string theirs = fmt::format("schedule {}, chunks {}, {} stages x {} microbatches, P_block {} W, unit {} s",
                                          field("schedule"), field("chunks"), field("stages"), field("microbatches"),

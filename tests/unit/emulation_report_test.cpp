@@ -1,5 +1,6 @@
 // `perseus emulate --report`: the line plot, the page, its errors and the CLI flag; emulate's output folder.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -219,6 +220,26 @@ TEST(EmulateCli, AnOptimizeFolderWithOverheadsIsRefusedNamingThem) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("planned with --op-overhead 0.005 s"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir + "/emulation.csv"));
+}
+
+// The other pipeline's description quotes summary.json's values: a right-to-left override was
+// printed raw and a 1 MB value whole (fresh-user fuzzing, session 20).
+TEST(EmulateCli, AnotherPipelinesValuesAreQuotedEscapedAndShort) {
+  testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "o").string();
+  const auto opt = testing::run("optimize --quiet --profile " +
+                                testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv") +
+                                " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 --out " + dir);
+  ASSERT_EQ(opt.status, 0) << opt.output;
+  nlohmann::json summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
+  summary["inputs"]["schedule"] = "\u202e1f1b";
+  summary["inputs"]["chunks"] = std::string(1 << 20, '7');
+  std::ofstream(dir + "/summary.json") << summary.dump(2);
+  const auto r = testing::run(emulate_args("1.05", dir));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("another pipeline (schedule \"\\u202e1f1b\", chunks '7777"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(1048576 bytes)"), std::string::npos) << r.output.substr(0, 400);
+  EXPECT_LT(r.output.size(), 1000u);
 }
 
 TEST(EmulationFolder, NamesAndChecks) {
