@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string_view>
 #include <thread>
@@ -116,6 +117,14 @@ int main(int argc, char** argv) {
   } catch (const perseus::InputError& e) {
     wait_if_interrupted();
     fmt::print(stderr, "perseus: error: {}\n", perseus::cli::phrase_input_error(e));
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // Not a bug: an input path the file system refuses to resolve (a symbolic-link loop, a
+    // name too long, no permission on a folder) where a reader asked about it without
+    // expecting that.
+    wait_if_interrupted();
+    fmt::print(stderr, "perseus: error: {}: {}\n", perseus::quote_input(e.path1().string(), 200),
+               e.code().message());
     return 1;
   } catch (const std::bad_alloc&) {
     // Not a bug: the documented ranges allow problems larger than this machine's memory.

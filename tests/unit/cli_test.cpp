@@ -82,6 +82,20 @@ TEST(Cli, BadProfileExitsOneWithMessage) {
   EXPECT_NE(r.output.find("p.csv:2: field 'time'"), std::string::npos) << r.output;
 }
 
+// A symbolic-link loop given as an input was "internal error: filesystem error: status: Too
+// many levels of symbolic links", exit 3 ("a bug"; fresh-user fuzzing, session 20): exit 1,
+// naming the path.
+TEST(Cli, ASymbolicLinkLoopIsAnInputErrorNotABug) {
+  testing::TempDir dir;
+  std::filesystem::create_symlink(dir.path() / "loop.csv", dir.path() / "loop.csv");
+  const auto r = run("schedule --schedule " + (dir.path() / "loop.csv").string() + " --out " +
+                     (dir.path() / "s.csv").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("loop.csv': Too many levels of symbolic links"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "s.csv"));
+}
+
 // The option ranges allow a problem larger than the machine: running out of memory was
 // "internal error: std::bad_alloc", exit 3 ("a bug"; session 16's trial). Now exit 1, saying so.
 // The address space is capped with ulimit -v (not under ASan, which reserves terabytes of it).
