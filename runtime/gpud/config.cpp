@@ -28,7 +28,8 @@ struct LineParser {
   std::vector<std::string> words;
 
   [[noreturn]] void fail(const std::string& field, const std::string& message) const {
-    throw InputError::in_file(source, line, field, message);
+    // The field is a directive as written: escaped and cut like any quoted input.
+    throw InputError::in_file(source, line, escape_input(field, 64), message);
   }
   void want(std::size_t lo, std::size_t hi, const char* usage) const {
     if (words.size() < lo || words.size() > hi) fail(directive, fmt::format("expected '{}'", usage));
@@ -36,8 +37,8 @@ struct LineParser {
   long long integer(const std::string& w, const std::string& field, long long lo, long long hi, int base = 10) const {
     long long v = 0;
     const auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v, base);
-    if (ec != std::errc() || p != w.data() + w.size()) fail(field, fmt::format("'{}' is not an integer", w));
-    if (v < lo || v > hi) fail(field, fmt::format("{} is out of range {}..{}", w, lo, hi));
+    if (ec != std::errc() || p != w.data() + w.size()) fail(field, fmt::format("{} is not an integer", quote_input(w)));
+    if (v < lo || v > hi) fail(field, fmt::format("{} is out of range {}..{}", escape_input(w), lo, hi));
     return v;
   }
   double number(const std::string& w, const std::string& field) const {
@@ -47,14 +48,14 @@ struct LineParser {
       if (used == w.size() && v > 0 && v < 1e6) return v;
     } catch (const std::exception&) {
     }
-    fail(field, fmt::format("'{}' is not a positive number below 1e6", w));
+    fail(field, fmt::format("{} is not a positive number below 1e6", quote_input(w)));
   }
   unsigned user_id(const std::string& name, const std::string& field) const {
     if (name.find_first_not_of("0123456789") == std::string::npos && !name.empty()) {
       return static_cast<unsigned>(integer(name, field, 0, 0xfffffffe));
     }
     const passwd* p = ::getpwnam(name.c_str());
-    if (p == nullptr) fail(field, fmt::format("unknown user '{}'", name));
+    if (p == nullptr) fail(field, fmt::format("unknown user {}", quote_input(name)));
     return p->pw_uid;
   }
   unsigned group_id(const std::string& name, const std::string& field) const {
@@ -62,7 +63,7 @@ struct LineParser {
       return static_cast<unsigned>(integer(name, field, 0, 0xfffffffe));
     }
     const group* g = ::getgrnam(name.c_str());
-    if (g == nullptr) fail(field, fmt::format("unknown group '{}'", name));
+    if (g == nullptr) fail(field, fmt::format("unknown group {}", quote_input(name)));
     return g->gr_gid;
   }
   Principal principal(const std::string& w) const {
@@ -71,7 +72,7 @@ struct LineParser {
     const std::string value = colon == std::string::npos ? "" : w.substr(colon + 1);
     if (colon == std::string::npos || value.empty() ||
         (kind != "user" && kind != "uid" && kind != "group" && kind != "gid")) {
-      fail("allow", fmt::format("'{}' is not a principal (expected user:NAME, uid:N, group:NAME or gid:N)", w));
+      fail("allow", fmt::format("{} is not a principal (expected user:NAME, uid:N, group:NAME or gid:N)", quote_input(w)));
     }
     Principal p;
     p.text = w;
@@ -127,7 +128,7 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
     }
     if (d == "socket") {
       p.want(1, 1, "socket PATH");
-      if (w[0].front() != '/') p.fail(d, fmt::format("'{}' must be an absolute path", w[0]));
+      if (w[0].front() != '/') p.fail(d, fmt::format("{} must be an absolute path", quote_input(w[0])));
       if (w[0].size() > 100) p.fail(d, "a Unix socket path must be at most 100 characters");
       c.socket_path = w[0];
     } else if (d == "socket_mode") {
@@ -144,12 +145,12 @@ GpudConfig parse_gpud_config(std::string_view text, const std::string& source) {
       c.socket_gid = p.group_id(w[0], d);
     } else if (d == "state_dir") {
       p.want(1, 1, "state_dir PATH");
-      if (w[0].front() != '/') p.fail(d, fmt::format("'{}' must be an absolute path", w[0]));
+      if (w[0].front() != '/') p.fail(d, fmt::format("{} must be an absolute path", quote_input(w[0])));
       c.state_dir = w[0];
     } else if (d == "backend") {
       p.want(1, 1, "backend nvml|rocm-smi|dry-run");
       if (w[0] != "nvml" && w[0] != "rocm-smi" && w[0] != "dry-run") {
-        p.fail(d, fmt::format("unknown backend '{}' (expected nvml, rocm-smi or dry-run)", w[0]));
+        p.fail(d, fmt::format("unknown backend {} (expected nvml, rocm-smi or dry-run)", quote_input(w[0])));
       }
       c.backend = w[0];
     } else if (d == "library") {

@@ -82,6 +82,17 @@ TEST(GpudConfig, ErrorsNameFileLineAndField) {
   // A NUL byte: named, not copied into the message (it would cut the message short).
   const std::string with_nul = error_of(std::string("allow * uid:0\n\0junk\n", 20));
   EXPECT_EQ(with_nul, "gpud.conf:2: field 'config': the line contains a NUL byte");
+  // Terminal escapes, direction marks and long values are escaped and cut like every quoted
+  // input: they reached the terminal raw, a 1 MB word whole (fresh-user fuzzing, session 20).
+  EXPECT_EQ(error_of("allow * user:\x1b[2Jx\n"), "gpud.conf:1: field 'allow': unknown user '\\x1B[2Jx'");
+  EXPECT_EQ(error_of("\x1b[31mbogus 1\n"), "gpud.conf:1: field '\\x1B[31mbogus': unknown directive (expected socket, "
+                                           "socket_mode, socket_group, state_dir, backend, library, dry_run_log, gpus, "
+                                           "rate_limit, max_clients or allow)");
+  EXPECT_EQ(error_of("allow * uid:1\nstate_dir \u2066/tmp/x\n"),
+            "gpud.conf:2: field 'state_dir': '\\u2066/tmp/x' must be an absolute path");
+  const std::string long_error = error_of("allow * user:" + std::string(1 << 20, 'a') + "\n");
+  EXPECT_LT(long_error.size(), 200u);
+  EXPECT_NE(long_error.find("(1048576 bytes)"), std::string::npos) << long_error;
 }
 
 TEST(GpudConfig, MissingFileIsAnInputError) {
