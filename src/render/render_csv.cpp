@@ -102,6 +102,12 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
                                    t.lines[i], t.header[ec], kMaxIterationEnergyJ, t.rows[i][ec]));
     }
     p.label = lc >= 0 ? t.rows[i][lc] : std::to_string(i);
+    // frontier.csv's plan numbers (a hand-edited 'Infinity' or -4.5 was shown as "plan Infinity").
+    if (lc >= 0 && t.header[lc] == "plan" &&
+        (p.label.empty() || p.label.size() > 9 || p.label.find_first_not_of("0123456789") != std::string::npos)) {
+      throw InputError(fmt::format("{}:{}: field 'plan': expected a plan number (an integer >= 0), got {}", path,
+                                   t.lines[i], quote_input(p.label)));
+    }
     out.push_back(std::move(p));
   }
   return out;

@@ -280,11 +280,26 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
     throw InputError(fmt::format("{}:1: expected the header of perseus emulate's emulation.csv ({}), got {} (re-run "
                                  "perseus emulate into this folder, or remove emulation.csv/.json)",
                                  csv_path.string(), kEmulationCsvHeader, quote_input(header)));
+  // Each column within what perseus emulate writes (a hand-edited -0.38 s or 1e308 s drew
+  // negative times and "inf%"): slowdown [1, 100], chosen time (0, max], energy [0, 1e18] J,
+  // savings [-1e6, 100] %.
+  struct Range {
+    double lo, hi;
+    bool lo_open;
+  };
+  const Range ranges[] = {{1, 100, false},   {0, limits::kMaxIterationTimeS, true}, {0, 1e18, false},
+                          {-1e6, 100, false}, {-1e6, 100, false},                     {-1e6, 100, false}};
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     if (t.rows[i][0].empty())
       throw InputError(fmt::format("{}:{}: field 'method': expected a method's name, got an empty field",
                                    csv_path.string(), t.lines[i]));
-    for (std::size_t c = 1; c < t.header.size(); ++c) render_detail::csv_number(t, i, static_cast<int>(c));
+    for (std::size_t c = 1; c < t.header.size(); ++c) {
+      const double v = render_detail::csv_number(t, i, static_cast<int>(c));
+      const Range& r = ranges[c - 1];
+      if (v > r.hi || (r.lo_open ? !(v > r.lo) : v < r.lo))
+        throw InputError(fmt::format("{}:{}: field '{}': expected a number in {}{:g}, {:g}], got {}", csv_path.string(),
+                                     t.lines[i], t.header[c], r.lo_open ? "(" : "[", r.lo, r.hi, t.rows[i][c]));
+    }
   }
   std::optional<double> t_min_s;
   std::error_code ec;
@@ -295,6 +310,16 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
     const long tp = integer(e, js, "", "tp");
     const double scale = number(e, js, "", "time_scale");
     t_min_s = number(e, js, "", "t_min_s");
+    // emulate's own ranges (a time scale of 0 printed "inf s unscaled", a T_min of -0 "-inf%").
+    if (pipelines < 1 || stages < 1 || tp < 1 || tp > 1'000'000)
+      throw InputError(fmt::format("{}: fields 'pipelines', 'stages', 'tp': expected integers >= 1 (tp <= 1000000), "
+                                   "got {}, {}, {}",
+                                   js, pipelines, stages, tp));
+    if (!(scale >= 1e-9 && scale <= 1e6))
+      throw InputError(fmt::format("{}: field 'time_scale': expected a number in [1e-09, 1e+06], got {}", js, scale));
+    if (!(*t_min_s > 0 && *t_min_s <= limits::kMaxIterationTimeS && *t_min_s / scale <= limits::kMaxIterationTimeS))
+      throw InputError(fmt::format("{}: field 't_min_s': expected a time in (0, {:g}] s, also when unscaled, got {}", js,
+                                   limits::kMaxIterationTimeS, *t_min_s));
     h += fmt::format(
         "<p class=\"note\">From emulation.csv (perseus emulate): {} data-parallel pipelines (one of them the "
         "straggler) of {} stages × TP {} = {} GPUs each, {} GPUs in all; time scale {}. Times and energies in this "

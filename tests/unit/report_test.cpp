@@ -416,6 +416,39 @@ TEST(ReportErrors, EmulationCsvNotWrittenByEmulateIsRefused) {
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
   std::ofstream(csv) << header << "\nperseus,1.1,1,2,3,4,5\n";
   EXPECT_EQ(report_error(job.out), "");
+  // Values outside what emulate writes drew negative times and "inf%" (fresh-user fuzzing,
+  // session 20): refused with the line and field.
+  for (const auto& [row, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"perseus,1.1,-0.382,2,3,4,5", "emulation.csv:2: field 'chosen_time_s': expected a number in (0, 1e+07], got -0.382"},
+           {"perseus,1.1,1e308,2,3,4,5", "field 'chosen_time_s': expected a number in (0, 1e+07], got 1e308"},
+           {"perseus,1.1,1,-371.27,3,4,5", "field 'cluster_energy_j': expected a number in [0, 1e+18], got -371.27"},
+           {"perseus,0.5,1,2,3,4,5", "field 'slowdown': expected a number in [1, 100], got 0.5"}}) {
+    std::ofstream(csv) << header << "\n" << row << "\n";
+    e = report_error(job.out);
+    EXPECT_NE(e.find(expected), std::string::npos) << row << ": " << e;
+  }
+  std::ofstream(csv) << header << "\nperseus,1.1,1,2,3,4,5\n";
+  const fs::path json_path = fs::path(job.out) / "emulation.json";
+  for (const auto& [fields, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"("time_scale": 0, "t_min_s": 0.8)", "field 'time_scale': expected a number in [1e-09, 1e+06], got 0"},
+           {R"("time_scale": 10, "t_min_s": -0.0)", "field 't_min_s': expected a time in (0, 1e+07] s"},
+           {R"("time_scale": 10, "t_min_s": 0.8, "tp": 0)", "fields 'pipelines', 'stages', 'tp': expected integers"}}) {
+    std::ofstream(json_path) << R"({"pipelines": 4, "stages": 2, "microbatches": 3, )"
+                             << (fields.find("\"tp\"") == std::string::npos ? R"("tp": 8, )" : "") << fields << "}";
+    e = report_error(job.out);
+    EXPECT_NE(e.find(expected), std::string::npos) << fields << ": " << e;
+  }
+  fs::remove(json_path);
+  // frontier.csv's plan numbers: 'Infinity' and -4.5 were shown as plans.
+  const fs::path frontier = fs::path(job.out) / "frontier.csv";
+  const std::string good = slurp(frontier.string());
+  std::string bad = good;
+  bad.replace(bad.find("\n0,") + 1, 1, "-4.5");
+  std::ofstream(frontier) << bad;
+  e = report_error(job.out);
+  EXPECT_NE(e.find("frontier.csv:2: field 'plan': expected a plan number (an integer >= 0), got '-4.5'"),
+            std::string::npos)
+      << e;
 }
 
 // A plan file lists each rank's computations in execution order: read against another
