@@ -52,6 +52,13 @@ int to_int(const Where& w, std::string_view field, const char* text) {
   return v;
 }
 
+/// A plan number (column 'plan'): an integer >= 0, as `perseus optimize` numbers plans.
+int plan_number(const Where& w, const char* text) {
+  const int plan = to_int(w, "plan", text);
+  if (plan < 0) fail(w, "plan", fmt::format("expected a plan number (an integer >= 0), got {}", plan));
+  return plan;
+}
+
 InstructionKind to_kind(const Where& w, const char* text) {
   const auto k = parse_instruction_kind(text);
   if (!k) fail(w, "instruction", fmt::format("expected forward or backward, got {}", quote_input(text)));
@@ -245,9 +252,12 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     while (next_row(*r, path, cols, pl, tm, am)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
       const double t = to_double(w, "time_s", tm);
-      if (!(t > 0 && t <= limits::kMaxIterationTimeS))
-        fail(w, "time_s", fmt::format("expected an iteration time in (0, {}] s, got {}", limits::kMaxIterationTimeS, t));
-      const int plan = to_int(w, "plan", pl);
+      // At least one computation's shortest time: a subnormal 4.9e-324 s printed as 0 s with an
+      // error of inf %.
+      if (!(t >= limits::kMinOpTimeS && t <= limits::kMaxIterationTimeS))
+        fail(w, "time_s", fmt::format("expected an iteration time in [{}, {}] s, got {}", limits::kMinOpTimeS,
+                                      limits::kMaxIterationTimeS, t));
+      const int plan = plan_number(w, pl);
       const int flag = to_int(w, "all_max_frequency", am);
       if (flag != 0 && flag != 1) fail(w, "all_max_frequency", fmt::format("expected 0 or 1, got {}", flag));
       if (const auto [it, fresh] = measured_line.emplace(plan, w.line); !fresh)
@@ -259,9 +269,11 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   // rows of one computation on a stage's TP GPUs must agree (one clock per stage).
   const int replicas = out.dp;  // without a dp_rank column, replica 0's plan stands for all
   std::map<int, std::vector<std::vector<int>>> freqs;  // plan -> [dp][op] MHz
+  std::map<int, int> plan_first_line;                   // plan -> its first line in perseus_plans.csv
   bool per_replica = false;
+  const std::string plans_path = (fs::path(dir) / "perseus_plans.csv").string();
   {
-    const std::string path = (fs::path(dir) / "perseus_plans.csv").string();
+    const std::string& path = plans_path;
     std::unique_ptr<Reader<8>> r;
     const std::string cols = open_csv<8>(r, path, 2, "plan", "stage", "order", "instruction", "microbatch",
                                          "frequency_mhz", "dp_rank", "tp_rank");
@@ -271,7 +283,8 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
          *tpr = nullptr;
     while (next_row(*r, path, cols, pl, st, od, in, mb, fr, dpr, tpr)) {
       const Where w{path, static_cast<int>(r->get_file_line())};
-      const int plan = to_int(w, "plan", pl);
+      const int plan = plan_number(w, pl);
+      plan_first_line.emplace(plan, w.line);
       const Computation c{to_int(w, "stage", st), to_int(w, "microbatch", mb), to_kind(w, in)};
       const int op = (c.stage >= 0 && c.stage < out.num_ranks && c.microbatch >= 0 && c.microbatch < out.microbatches)
                          ? dag.find(c)
@@ -338,7 +351,8 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
   for (auto& [plan, f] : freqs) {
     const auto m = measured.find(plan);
     if (m == measured.end()) {
-      throw InputError(fmt::format("{}/perseus_frontier.csv: no measured time for plan {}", dir, plan));
+      fail(Where{plans_path, plan_first_line.at(plan)}, "plan",
+           fmt::format("plan {} has no measured time in perseus_frontier.csv", plan));
     }
     std::vector<std::vector<double>> times;
     for (std::size_t d = 0; d < f.size(); ++d) {

@@ -207,7 +207,7 @@ TEST(Validation, ImpossibleMeasurementsAndMissingCalibrationPlans) {
   {
     TinyWorkload w;
     w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,1e300,1,1\n1,10.5,1,0\n");
-    expect_error(w.path(), "perseus_frontier.csv:2: field 'time_s': expected an iteration time in (0, 10000000] s");
+    expect_error(w.path(), "perseus_frontier.csv:2: field 'time_s': expected an iteration time in [1e-06, 10000000] s");
   }
   {
     TinyWorkload w;
@@ -291,8 +291,18 @@ TEST(Validation, Errors) {
     expect_error(w.path(), "info.json: field 'pp': expected an integer in [1, 1048576], got 'x'");
   }
   {
+    // Named where the plan is (it named perseus_frontier.csv, without a line; session 20).
     TinyWorkload w("3,0,0,forward,0,1000,1\n");
-    expect_error(w.path(), "perseus_frontier.csv: no measured time for plan 3");
+    expect_error(w.path(), "perseus_plans.csv:18: field 'plan': plan 3 has no measured time in perseus_frontier.csv");
+  }
+  {
+    TinyWorkload w("-1,0,0,forward,0,1000,1\n");
+    expect_error(w.path(), "perseus_plans.csv:18: field 'plan': expected a plan number (an integer >= 0), got -1");
+  }
+  {  // a subnormal time printed as 0 s with an error of inf %
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n1,4.9e-324,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv:3: field 'time_s': expected an iteration time in [1e-06, 10000000] s");
   }
   {  // a plan measured twice: the second row would silently win
     TinyWorkload w;
