@@ -315,8 +315,8 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
       throw InputError(fmt::format("{}: fields 'pipelines', 'stages', 'tp': expected integers >= 1 (tp <= 1000000), "
                                    "got {}, {}, {}",
                                    js, pipelines, stages, tp));
-    if (!(scale >= 1e-9 && scale <= 1e6))
-      throw InputError(fmt::format("{}: field 'time_scale': expected a number in [1e-09, 1e+06], got {}", js, scale));
+    if (!(scale > 0 && scale <= 1e6))
+      throw InputError(fmt::format("{}: field 'time_scale': expected a number in (0, 1e+06], got {}", js, scale));
     if (!(*t_min_s > 0 && *t_min_s <= limits::kMaxIterationTimeS && *t_min_s / scale <= limits::kMaxIterationTimeS))
       throw InputError(fmt::format("{}: field 't_min_s': expected a time in (0, {:g}] s, also when unscaled, got {}", js,
                                    limits::kMaxIterationTimeS, *t_min_s));

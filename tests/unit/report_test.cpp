@@ -430,8 +430,9 @@ TEST(ReportErrors, EmulationCsvNotWrittenByEmulateIsRefused) {
   std::ofstream(csv) << header << "\nperseus,1.1,1,2,3,4,5\n";
   const fs::path json_path = fs::path(job.out) / "emulation.json";
   for (const auto& [fields, expected] : std::vector<std::pair<std::string, std::string>>{
-           {R"("time_scale": 0, "t_min_s": 0.8)", "field 'time_scale': expected a number in [1e-09, 1e+06], got 0"},
+           {R"("time_scale": 0, "t_min_s": 0.8)", "field 'time_scale': expected a number in (0, 1e+06], got 0"},
            {R"("time_scale": 10, "t_min_s": -0.0)", "field 't_min_s': expected a time in (0, 1e+07] s"},
+           {R"("time_scale": 1e-320, "t_min_s": 0.8)", "field 't_min_s': expected a time in (0, 1e+07] s, also when unscaled"},
            {R"("time_scale": 10, "t_min_s": 0.8, "tp": 0)", "fields 'pipelines', 'stages', 'tp': expected integers"}}) {
     std::ofstream(json_path) << R"({"pipelines": 4, "stages": 2, "microbatches": 3, )"
                              << (fields.find("\"tp\"") == std::string::npos ? R"("tp": 8, )" : "") << fields << "}";
