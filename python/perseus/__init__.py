@@ -89,12 +89,20 @@ def _keyword_hints(f):
     params = set()
     signatures = []
     declared = {}  # keyword -> its plain declared type (str, bool, int, float), for the message
+    listed = {}  # keyword -> the element type of a declared List[...] (str, bool, int, float)
+    optional = {}  # keyword -> the type of a declared Optional[...] (None allowed)
+    positional = []  # parameter names in order (of the first signature), for positional arguments
     for line in (f.__doc__ or "").splitlines():
         m = re.match(r"\s*(?:\d+\. )?%s\((.*)\) ->" % re.escape(name), line)
         if m:
-            params.update(re.findall(r"(?:^|, |\*, )(\w+): ", m.group(1)))
+            names = re.findall(r"(?:^|, |\*, )(\w+): ", m.group(1))
+            params.update(names)
+            if not positional:
+                positional = names
             signatures.append(line.strip())
             declared.update(re.findall(r"(?:^|, |\*, )(\w+): (str|bool|int|float)\b(?! *\])", m.group(1)))
+            listed.update(re.findall(r"(?:^|, |\*, )(\w+): List\[(str|bool|int|float)\]", m.group(1)))
+            optional.update(re.findall(r"(?:^|, |\*, )(\w+): Optional\[(str|bool|int|float)\]", m.group(1)))
 
     def given(v):
         return type(v).__name__ if v is not None else "None"
@@ -111,12 +119,25 @@ def _keyword_hints(f):
                 # A value of the wrong type: pybind11's message repeats every argument (a frontier
                 # with all its plans: megabytes, session 18's trial); name the types instead.
                 kinds = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
-                wrong = [
-                    "%s must be %s, got %s" % (k, declared[k], given(v))
-                    for k, v in kwargs.items()
-                    if k in declared and (v is None or not isinstance(v, kinds[declared[k]]))
-                ] + ["%s is not valid text (it holds a lone surrogate)" % k for k, v in kwargs.items()
-                     if isinstance(v, str) and not _encodable(v)]
+                named = list(zip(positional, args)) + list(kwargs.items())
+                wrong = []
+                for k, v in named:
+                    if k in declared and (v is None or not isinstance(v, kinds[declared[k]])):
+                        wrong.append("%s must be %s, got %s" % (k, declared[k], given(v)))
+                    elif ("int" in (declared.get(k), optional.get(k)) and isinstance(v, int) and
+                          not isinstance(v, bool) and not -2**31 <= v < 2**31):
+                        # The right type, beyond the C++ integer it is read into.
+                        wrong.append("%s=%d is outside the range of integers it accepts" % (k, v))
+                    elif isinstance(v, str) and not _encodable(v):
+                        wrong.append("%s is not valid text (it holds a lone surrogate)" % k)
+                    elif k in listed:
+                        kind = listed[k]
+                        if not isinstance(v, (list, tuple)):
+                            wrong.append("%s must be a list of %s, got %s" % (k, kind, given(v)))
+                        else:
+                            bad = [i for i, x in enumerate(v) if x is None or not isinstance(x, kinds[kind])]
+                            if bad:
+                                wrong.append("%s[%d] must be %s, got %s" % (k, bad[0], kind, given(v[bad[0]])))
                 got = [given(a) for a in args] + ["%s=%s" % (k, given(v)) for k, v in kwargs.items()]
                 raise TypeError(
                     "%s(): %s; given (%s); it takes %s"

@@ -85,8 +85,9 @@ std::vector<std::size_t> plan_selection(const py::object& plans, std::size_t n, 
     }
     if (s == "none") return {};
     if (s == "fastest") return n ? std::vector<std::size_t>{n - 1} : std::vector<std::size_t>{};
-    throw InputError(fmt::format(
-        "plans must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of plan indices; got \"{}\"", s));
+    throw InputError("plans", fmt::format("must be \"sampled\", \"all\", \"fastest\", \"none\" or a list of plan "
+                                          "indices; got {}",
+                                          quote_input(s)));
   }
   // Indices count from the slowest plan (0) to the fastest (n - 1). Negative indices are refused,
   // not taken from the end as Python lists would: plan -1 is the server's all-max baseline

@@ -57,8 +57,12 @@ std::string text_arg(const py::object& obj, const char* name) {
 }
 
 std::string path_arg(const py::object& obj, const char* name) {
-  py::object p = py::module_::import("os").attr("fspath")(obj);  // TypeError for a non-path
-  std::string s = py::isinstance<py::bytes>(p) ? p.cast<std::string>() : py::str(p).cast<std::string>();
+  const py::module_ os = py::module_::import("os");
+  py::object p = os.attr("fspath")(obj);  // TypeError for a non-path
+  // A str is encoded as the file system does (os.fsencode: a name that is not UTF-8, listed by
+  // os.listdir as a str with lone surrogates, gets its own bytes back; a UTF-8 cast refused it).
+  if (!py::isinstance<py::bytes>(p)) p = os.attr("fsencode")(p);
+  std::string s = p.cast<std::string>();
   // perseus.InputError "NAME must not contain ...", .field = NAME, as the planner's other errors.
   if (const auto at = s.find('\0'); at != std::string::npos) throw perseus::InputError(name, nul_detail(at, s.size()));
   return s;
@@ -82,9 +86,16 @@ void bind_errors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const perseus::InputError& e) {
       const bool in_file = !e.source().empty();
-      py::object exc = py::handle(error.ptr())(py::str(e.phrased(keyword_for_field)));
+      // A path need not be UTF-8: the message shows its bad bytes as \xNN, `source` keeps them
+      // as os.fsdecode() would (py::str's strict decoding raised UnicodeDecodeError instead).
+      const auto decoded = [](const std::string& text, const char* errors) {
+        PyObject* o = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), errors);
+        if (o == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::str>(o);
+      };
+      py::object exc = py::handle(error.ptr())(decoded(e.phrased(keyword_for_field), "backslashreplace"));
       exc.attr("field") = in_file ? e.field() : keyword_for_field(e.field());
-      exc.attr("source") = e.source();
+      exc.attr("source") = decoded(e.source(), "surrogateescape");
       exc.attr("line") = e.line();
       PyErr_SetObject(error.ptr(), exc.ptr());
     }

@@ -302,7 +302,7 @@ std::string emulation_json_text(const EmulationResult& res, const EmulationConfi
       {"unit_time_s", cfg.unit_time_s},   {"t_min_s", res.t_min_s},
       {"t_min_unscaled_s", res.t_min_s / cfg.time_scale}, {"profile", cfg.profile_path},
   };
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // paths need not be UTF-8
 }
 
 namespace {

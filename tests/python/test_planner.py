@@ -253,6 +253,24 @@ class ProfileTest(unittest.TestCase):
         self.assertFalse(os.path.exists(cut))
         self.assertEqual(perseus.load_profile(os.fsencode(real)).rows(), prof.rows())  # bytes paths work
 
+    def test_a_file_name_that_is_not_utf8_works_as_str_and_bytes(self):
+        """Linux names are bytes: os.listdir() gives such a name as a str with lone surrogates.
+        It raised "Unable to cast Python instance to C++ type", and a missing one given as bytes
+        UnicodeDecodeError, not InputError (fresh-user trial, session 20)."""
+        d = temp_dir(self)
+        name = os.path.join(os.fsencode(d), b"prof\xff.csv")
+        prof = perseus.parse_profile(first_stages_csv(2))
+        prof.write_csv(os.fsdecode(name))
+        self.assertTrue(os.path.exists(name))
+        self.assertEqual(perseus.load_profile(os.fsdecode(name)).rows(), prof.rows())
+        self.assertEqual(perseus.load_profile(name).rows(), prof.rows())
+        res = perseus.optimize(os.fsdecode(name), 2, 3, p2p_power_w=80.0, unit_time_s=0.01)
+        self.assertGreater(len(res["frontier"]), 0)
+        missing = os.path.join(os.fsencode(d), b"missing\xff.csv")
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.load_profile(missing)
+        self.assertIn("missing\\xff.csv", str(cm.exception))
+
     def test_ctrl_c_ends_load_profile_of_a_fifo_without_writer(self):
         """Session 13's trial: load_profile() of a FIFO nobody writes to blocks in open() (as
         everywhere on Unix), and Ctrl-C did nothing: the library retried the interrupted call.
@@ -311,6 +329,15 @@ class ProfileTest(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             perseus.optimize(prof, stages=2, microbatches=4, p2p_power_w=80, reclaim_slack=None)
         self.assertIn("optimize(): reclaim_slack must be bool, got None;", str(cm.exception))
+        # The right type beyond the C++ integer, or a list with an element of another type, was
+        # "an argument has the wrong type" too (fresh-user trial, session 20): now named.
+        with self.assertRaises(TypeError) as cm:
+            perseus.optimize(prof, 2**31, 4, p2p_power_w=80)
+        self.assertIn("optimize(): stages=2147483648 is outside the range of integers it accepts;", str(cm.exception))
+        if perseus.HAVE_EMULATE:
+            with self.assertRaises(TypeError) as cm:
+                perseus.emulate(prof, 2, 4, slowdowns=[1.1, "1.2"], p2p_power_w=80, pipelines=2)
+            self.assertIn("emulate(): slowdowns[1] must be float, got str;", str(cm.exception))
         if perseus.HAVE_RENDER:
             res = perseus.optimize(prof, stages=2, microbatches=4, p2p_power_w=80, plans="all")
             for title, why in ((None, "title must be str, got None"),
@@ -582,7 +609,8 @@ class OptimizeTest(unittest.TestCase):
             perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans=[n + 5])
         with self.assertRaises(perseus.InputError) as cm:
             perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="some")
-        self.assertIn('"some"', str(cm.exception))
+        self.assertIn("got 'some'", str(cm.exception))
+        self.assertEqual(cm.exception.field, "plans")  # it was '' (session 20's trial)
         # Negative indices are refused, not counted from the end (-1 is the server's all-max baseline).
         for bad in ([-1], [0, -(2 ** 70)]):
             with self.assertRaises(perseus.InputError) as cm:

@@ -96,6 +96,20 @@ TEST(Cli, ASymbolicLinkLoopIsAnInputErrorNotABug) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "s.csv"));
 }
 
+// A profile whose file name is not UTF-8 (Linux names are bytes) was exit 3, "internal error:
+// [json.exception.type_error.316] invalid UTF-8 byte" when summary.json recorded its path
+// (fresh-user trial, session 20): the name is recorded with U+FFFD for the bad byte.
+TEST(Cli, AProfileNameThatIsNotUtf8IsPlanned) {
+  testing::TempDir dir;
+  const std::string odd = (dir.path() / "prof\xff.csv").string();
+  std::filesystem::copy_file(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"), odd);
+  const auto out = (dir.path() / "o").string();
+  const auto r = run("optimize --profile '" + odd + "' --stages 8 --microbatches 4 --p2p-power 75 --unit-time 0.01 "
+                     "--out " + out);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(testing::slurp(out + "/summary.json").find("prof\xEF\xBF\xBD.csv"), std::string::npos);
+}
+
 // The option ranges allow a problem larger than the machine: running out of memory was
 // "internal error: std::bad_alloc", exit 3 ("a bug"; session 16's trial). Now exit 1, saying so.
 // The address space is capped with ulimit -v (not under ASan, which reserves terabytes of it).
