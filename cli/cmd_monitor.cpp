@@ -156,7 +156,8 @@ void check_json_writable(const std::string& path, bool force) {
 // why, the JSON goes to stderr, and the exit status is CMD's when non-zero, else
 // kExitJsonNotWritten. Returns the exit status.
 int write_json_or_report(const std::string& path, const nlohmann::json& out, int status) {
-  const std::string text = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // argv need not be UTF-8
+  // The command's arguments need not be UTF-8: their bad bytes are written as U+FFFD.
+  const std::string text = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   try {
     write_file_atomically(path, text);
     return status;

@@ -233,9 +233,9 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   r.summary.plans_written = indices.size();
   r.summary.plan_files_capped = cfg.sample == 0 && default_max_plan_files(static_cast<std::size_t>(dag.num_ops())) < 100 &&
                                 pts.size() > indices.size();
-  // A path that is not UTF-8 (Linux allows any bytes) is written with U+FFFD for its bad bytes:
-  // dump() threw on it (exit 3, "internal error").
-  write_file(tmp / "summary.json", summary_json(r, cfg).dump(2, ' ', false, json::error_handler_t::replace) + "\n");  // last: marks the folder complete
+  // Last: marks the folder complete. A path that is not UTF-8 (Linux allows any bytes) is written
+  // with U+FFFD for its bad bytes: dump() threw on it (exit 3, "internal error").
+  write_file(tmp / "summary.json", summary_json(r, cfg).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   folder.commit();
 }
 
