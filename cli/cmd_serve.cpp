@@ -23,6 +23,7 @@
 #include "perseus/error.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/profile.hpp"
+#include "perseus/runtime/job_limits.hpp"
 #include "perseus/server/server.hpp"
 #include "perseus/server/store.hpp"
 #include "perseus/zeus_plan_file.hpp"
@@ -62,15 +63,15 @@ void check_token_file(const std::string& path) {
                                  st.st_mode & 0777));
 }
 
-/// A token every client can send (`source` names where it came from): the Perseus clients
-/// refuse a space, control character or non-ASCII byte in it (it goes into a header).
+/// A token every client can send (runtime::is_sendable_token; `source` names where it came
+/// from), else InputError naming the first character no client can send.
 void check_token_characters(const std::string& token, const std::string& source) {
-  const auto bad = std::find_if(token.begin(), token.end(), [](char c) { return c < '!' || c > '~'; });
-  if (bad != token.end())
-    throw InputError(fmt::format("{} holds a token with a {} at character {}: no Perseus client can send it (a token is "
-                                 "printable ASCII without spaces, e.g. `openssl rand -hex 32`)",
-                                 source, *bad == ' ' ? "space" : "control character or non-ASCII byte",
-                                 bad - token.begin() + 1));
+  if (runtime::is_sendable_token(token)) return;
+  const auto bad = std::find_if(token.begin(), token.end(), [](char c) { return !runtime::is_sendable_token({&c, 1}); });
+  throw InputError(fmt::format("{} holds a token with a {} at character {}: no Perseus client can send it (a token is "
+                               "printable ASCII without spaces, e.g. `openssl rand -hex 32`)",
+                               source, *bad == ' ' ? "space" : "control character or non-ASCII byte",
+                               bad - token.begin() + 1));
 }
 
 /// The token in the file at `path` (checked by check_token_file()), trimmed; an empty one is

@@ -56,6 +56,9 @@ JsonShape json_shape(std::string_view text, int depth_limit, std::size_t value_l
 ///   objects nest deeper than 64 levels".
 /// The field is a path from the top: object keys joined by '.', array indices in brackets.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source);
+/// parse_json_text() with the json_shape() of `text` the caller already took (depth_limit at
+/// most kMaxJsonTextDepth): one linear scan of a large request body, not two.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source, const JsonShape& shape);
 
 /// A JSON value read from input as an error message shows it: a number, boolean or null as
 /// written; a string by quote_input() (escaped, at most 80 bytes, "'…' (N bytes)" when longer);

@@ -17,6 +17,7 @@
 #include "perseus/output_folder.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/runtime/gpu_lock_record.hpp"
+#include "perseus/runtime/job_limits.hpp"
 #include "perseus/runtime/watchdog.hpp"
 #include "signal_guard.hpp"
 
@@ -72,9 +73,7 @@ void check_options(const ClientOptions& o) {
     bad(fmt::format("server URL {} {}; expected http://HOST[:PORT], e.g. http://10.0.0.1:7787",
                     perseus::quote_input(o.server_url), why));
   }
-  // Sent as "Authorization: Bearer TOKEN": a control character (CR/LF would inject headers),
-  // space or non-ASCII byte cannot be part of it (RFC 6750 b64token is a subset of this).
-  if (std::any_of(o.token.begin(), o.token.end(), [](char c) { return c <= ' ' || c == '\x7f' || (c & 0x80) != 0; })) {
+  if (!runtime::is_sendable_token(o.token)) {
     bad("token has a character not allowed in an HTTP header (a control character, space or non-ASCII byte); "
         "tokens are printable ASCII, e.g. the pjt-... job token");
   }

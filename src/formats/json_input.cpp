@@ -156,6 +156,10 @@ JsonShape json_shape(std::string_view text, int depth_limit, std::size_t value_l
 }
 
 json parse_json_text(std::string_view text, const std::string& source) {
+  return parse_json_text(text, source, json_shape(text, kMaxJsonTextDepth, static_cast<std::size_t>(-1)));
+}
+
+json parse_json_text(std::string_view text, const std::string& source, const JsonShape& shape) {
   // A NUL byte would end the text early for the parser (and for C readers of the same bytes):
   // junk after it must not pass as valid JSON.
   if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
@@ -165,8 +169,7 @@ json parse_json_text(std::string_view text, const std::string& source) {
                                                         column)),
                         false, column);
   }
-  if (const JsonShape shape = json_shape(text, kMaxJsonTextDepth, static_cast<std::size_t>(-1));
-      shape.deepest > kMaxJsonTextDepth) {
+  if (shape.deepest > kMaxJsonTextDepth) {
     const auto [line, column] = line_and_column(text, shape.too_deep_at);
     throw JsonTextError(InputError::in_file(source, line, "",
                                             fmt::format("malformed JSON at column {}: arrays and objects nest deeper "

@@ -19,7 +19,6 @@ std::string error_body(std::string_view code, std::string_view message) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-
 json parse_json_body(std::string_view body) {
   if (body.empty()) throw ApiError(400, "empty_body", "request body is empty; expected a JSON object");
   const JsonShape shape = json_shape(body, kMaxJsonDepth, kMaxJsonValues);
@@ -31,7 +30,8 @@ json parse_json_body(std::string_view body) {
                                "no request needs that many: send large measurement batches in several requests",
                                kMaxJsonValues));
   try {
-    return parse_json_text(body, "request body");
+    static_assert(kMaxJsonDepth <= kMaxJsonTextDepth, "the scan above must stand for parse_json_text()'s own");
+    return parse_json_text(body, "request body", shape);
   } catch (const JsonTextError& e) {  // the message names the field, line and column, never the parser's own text
     const std::string field = e.field().empty() ? "" : fmt::format("field \"{}\": ", e.field());
     if (e.number_out_of_range()) {  // e.g. 1e400

@@ -31,11 +31,11 @@
 
 namespace perseus::server {
 
-namespace {
-
-double mono_s() {
+double monotonic_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+namespace {
 
 std::string header(MHD_Connection* c, const char* key) {
   const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, key);
@@ -348,7 +348,7 @@ struct HttpDaemon::Impl {
       const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
       auto* st = new ConnState;
       st->fd = info ? info->connect_fd : -1;
-      st->request_start_s = mono_s();
+      st->request_start_s = monotonic_s();
       if (st->fd >= 0) {
         const int one = 1;
         setsockopt(st->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -371,14 +371,14 @@ struct HttpDaemon::Impl {
     delete static_cast<RequestCtx*>(*con_cls);
     *con_cls = nullptr;
     const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (info && info->socket_context) static_cast<ConnState*>(info->socket_context)->request_start_s = mono_s();
+    if (info && info->socket_context) static_cast<ConnState*>(info->socket_context)->request_start_s = monotonic_s();
   }
 
   void reap_loop() {
     const double period = std::clamp(lim.request_deadline_s / 4, 0.02, 1.0);
     std::unique_lock lock(stop_mu);
     while (!stop_cv.wait_for(lock, std::chrono::duration<double>(period), [&] { return stopping; })) {
-      const double now = mono_s();
+      const double now = monotonic_s();
       std::lock_guard cl(conn_mu);
       for (ConnState* s : conns) {
         if (s->fd >= 0 && now - s->request_start_s.load() > lim.request_deadline_s) {

@@ -12,6 +12,10 @@
 
 namespace perseus::server {
 
+/// A monotonic clock, s (durations and rates: the request deadline, the rate limiter, uptime;
+/// it never steps, unlike the wall clock of now_s()).
+double monotonic_s();
+
 /// Transport limits. All hold before authentication.
 struct HttpLimits {
   int threads = 4;                          ///< Event-loop threads (each epoll()s many connections).

@@ -21,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "http_daemon.hpp"
+#include "perseus/runtime/job_limits.hpp"
 #include "job.hpp"  // equal_constant_time
 #include "perseus/error.hpp"
 #include "perseus/server/api_error.hpp"
@@ -579,7 +580,7 @@ struct Server::Impl {
 Server::Server(ServerOptions options) {
   if (options.token.empty()) throw InputError("the server needs a bearer token (--token-file or PERSEUS_TOKEN)");
   if (options.token.size() < 16) throw InputError("the bearer token must be at least 16 characters");
-  if (std::any_of(options.token.begin(), options.token.end(), [](char c) { return c < '!' || c > '~'; }))
+  if (!runtime::is_sendable_token(options.token))
     throw InputError("the bearer token must be printable ASCII without spaces (the Perseus clients send no other)");
   ManagerOptions zeus;
   zeus.zeus_plan_texts = options.zeus_plan_texts;

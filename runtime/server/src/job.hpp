@@ -82,10 +82,9 @@ struct Job {
   }
 };
 
-/// Unix time now, s (stored timestamps; it can step back or forward).
+/// Unix time now, s (stored timestamps; it can step back or forward; durations and rates use
+/// monotonic_s(), http_daemon.hpp).
 double now_s();
-/// A monotonic clock, s (durations and rates: never steps).
-double monotonic_s();
 
 /// Returns the heap memory freed by a deleted job or a finished solve to the OS (glibc's
 /// malloc_trim; a no-op elsewhere): glibc otherwise keeps it, and a server that had planned one

@@ -3,7 +3,9 @@
 // registration answer beyond them (the job's shape bounds the plan bytes it accepts).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string_view>
 
 namespace perseus::runtime {
 
@@ -16,5 +18,13 @@ inline constexpr std::int64_t kMaxJobChunks = 64;             ///< Model chunks 
 inline constexpr std::int64_t kMaxJobComputations = 4'000'000;  ///< Bound on pp × chunks × microbatches × 3.
 /// Largest plan version a client accepts (versions are integers a JSON double holds exactly).
 inline constexpr std::uint64_t kMaxPlanVersion = std::uint64_t{1} << 53;
+
+/// Whether a bearer token can be sent as "Authorization: Bearer TOKEN" by every Perseus client:
+/// printable ASCII, no space (a control character, CR/LF above all, would inject headers; RFC
+/// 6750's b64token is a subset). The clients refuse another token at construction, the server
+/// another admin token at start.
+inline bool is_sendable_token(std::string_view token) {
+  return std::all_of(token.begin(), token.end(), [](char c) { return c >= '!' && c <= '~'; });
+}
 
 }  // namespace perseus::runtime
