@@ -48,7 +48,7 @@ void register_optimize(CLI::App& app) {
                                  "Stages (model chunks) per GPU for interleaved schedules (with a schedule CSV: "
                                  "must match the file's, default the file's)")
       ->capture_default_str()
-      ->check(integer_in(1, 1024));
+      ->check(integer_in(1, 1 << 20));
   cmd->add_option("--p2p-power", cfg->problem.p_block_w, "P2P blocking power P_block of one GPU, W")
       ->required()
       ->check(number_in(0, 1e5, "W"));
@@ -184,6 +184,7 @@ void register_optimize(CLI::App& app) {
     const OptimizeSummary s = run_optimize(*cfg, progress);
     if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
+    for (const auto& w : s.warnings) fmt::print(stderr, "warning: {} (--unit-time)\n", w);
     if (bif->count() > 0 && std::none_of(s.approximations.begin(), s.approximations.end(), [](const std::string& a) {
           return a.find("backward split") != std::string::npos;
         })) {

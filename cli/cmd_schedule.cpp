@@ -4,6 +4,7 @@
 #include <memory>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include "commands.hpp"
 #include "option_checks.hpp"
@@ -71,8 +72,9 @@ void register_schedule(CLI::App& app) {
     } else {
       // Missing options are usage errors (exit status 2).
       if (std::find(names.begin(), names.end(), a->schedule) == names.end()) {
-        throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name nor an existing schedule "
-                                                             "CSV file", a->schedule));
+        throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name ({}) nor an existing "
+                                                             "schedule CSV file",
+                                                             a->schedule, fmt::join(names, ", ")));
       }
       if (a->stages < 1) throw CLI::ValidationError("--stages", "required with a schedule name");
       if (a->microbatches < 1) throw CLI::ValidationError("--microbatches", "required with a schedule name");

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training by planning GPU frequencies"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "perseus 0.1.0");
+  app.footer("docs/*.md named in this help: the source tree's docs/, installed to <prefix>/share/doc/perseus/");
   perseus::cli::register_optimize(app);
   perseus::cli::register_emulate(app);
   perseus::cli::register_validate(app);

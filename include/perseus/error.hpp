@@ -37,6 +37,10 @@ class InputError : public std::runtime_error {
   InputError(std::string field, std::string message);
   /// A bad field in a file: "SOURCE:LINE: field 'FIELD': MESSAGE" (line 0: no line; field empty: no field).
   static InputError in_file(std::string source, long line, std::string field, std::string message);
+  /// A file error whose `message` already says where, in its own words (e.g. the schedule CSV's
+  /// "FILE:LINE (rank R), action P: ..."): the text stays exactly `message`; field(), source()
+  /// and line() (0: no line) still tell a program where.
+  static InputError located(std::string source, long line, std::string field, std::string message);
 
   const std::string& field() const noexcept { return field_; }
   const std::string& source() const noexcept { return source_; }
@@ -47,10 +51,12 @@ class InputError : public std::runtime_error {
   std::string phrased(const Phrase& phrase) const;
 
  private:
-  InputError(std::string field, std::string source, long line, std::string message, bool in_file);
+  InputError(std::string field, std::string source, long line, std::string message, bool in_file,
+             bool verbatim = false);
   std::string field_, source_, message_;
   long line_ = 0;
   bool in_file_ = false;
+  bool verbatim_ = false;  // located(): the message is the whole text
 };
 
 /// `{field:NAME}`: a reference to another input field inside an InputError message.

@@ -79,6 +79,8 @@ struct OptimizeSummary {
   std::string partial_reason, partial_detail;
   /// Profile approximations applied (chunk split, backward split), for the user to see.
   std::vector<std::string> approximations;
+  /// unit_time_warnings(): the time unit is coarse for these computations.
+  std::vector<std::string> warnings;
 };
 
 /// The default plan sampling (sample = 0) of a DAG of `num_ops` computations writes at most
@@ -97,6 +99,17 @@ std::size_t default_max_plan_files(std::size_t num_ops);
 /// plus the last (T_min). sample = 0 picks K so that at most default_max_plan_files(num_ops)
 /// plans are written.
 std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample, std::size_t num_ops = 0);
+
+/// A computation should span at least this many time units at its fastest clock: the planner
+/// rounds durations up to whole units (Perseus §4.2), so fewer make the frontier coarse.
+inline constexpr double kFineUnitsPerComputation = 10;
+
+/// Warnings about the time unit (s) for `problem`: when the median computation at its fastest
+/// clock spans fewer than kFineUnitsPerComputation units, one message saying so, with the
+/// median (s) and a unit that plans it finely (a power of ten at most 1/20 of that median).
+/// Empty otherwise. Without it, a profile of sub-millisecond computations planned at the
+/// default 1 ms got a one-plan frontier and no word why (session 21).
+std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_time_s);
 
 /// What optimize() computed: the problem, its frontier and the all-max baseline.
 struct OptimizeResult {

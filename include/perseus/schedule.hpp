@@ -72,6 +72,10 @@ Schedule make_interleaved_1f1b(int ranks, int microbatches, int chunks);
 /// Throws InputError when stages or microbatches < 1.
 Schedule make_zb_h1(int stages, int microbatches);
 
+/// Stages (model chunks) each rank holds, by rank: {V, V, ...} for an interleaved schedule of
+/// V chunks, uneven for a hand-written placement (e.g. {3, 1}).
+std::vector<int> stages_per_rank(const Schedule& schedule);
+
 /// Names accepted by make_schedule(): "1f1b", "gpipe", "interleaved-1f1b", "zb-h1"
 /// (see docs/schedules.md).
 std::vector<std::string> schedule_names();

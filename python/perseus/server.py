@@ -238,11 +238,14 @@ class API:
 
 def find_perseus_binary(binary=None):
     """The `perseus` executable: `binary`, else $PERSEUS_BINARY, else `perseus` on PATH, else the
-    one built beside this package in a build tree (<build>/python/perseus -> <build>/cli/perseus).
+    one installed with this package (<prefix>/lib/python3.X/dist-packages/perseus ->
+    <prefix>/bin/perseus, wherever the prefix was installed), else the one built beside it in a
+    build tree (<build>/python/perseus -> <build>/cli/perseus).
     Raises ServerStartError when none exists."""
     here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, os.pardir, os.pardir, os.pardir, os.pardir, "bin", "perseus")
     build_tree = os.path.join(here, os.pardir, os.pardir, "cli", "perseus")
-    for cand in (binary, os.environ.get("PERSEUS_BINARY"), shutil.which("perseus"), build_tree):
+    for cand in (binary, os.environ.get("PERSEUS_BINARY"), shutil.which("perseus"), installed, build_tree):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     raise ServerStartError("cannot find the `perseus` executable (pass binary=, set PERSEUS_BINARY, add it to PATH "

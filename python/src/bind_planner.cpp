@@ -457,6 +457,12 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         py::list approximations;
         for (const auto& a : problem->approximations) approximations.append(a);
         summary["approximations"] = std::move(approximations);
+        py::list warnings;  // also raised as UserWarning, where a notebook shows them
+        for (const auto& w : unit_time_warnings(*problem, unit_time_s)) {
+          warnings.append(w);
+          if (PyErr_WarnEx(PyExc_UserWarning, (w + " (unit_time_s)").c_str(), 1) != 0) throw py::error_already_set();
+        }
+        summary["warnings"] = std::move(warnings);
         return out;
       },
       py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
@@ -527,7 +533,7 @@ Returns a dict of plain Python types:
                planner='graph-cut' or a solve stopped before the bound stage), 'num_lp_solves',
                'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size, docs/planner2.md),
                'partial', 'partial_reason', 'partial_detail', 'op_overhead_s', 'p2p_latency_s', 'polish_s',
-               'num_polished_points', 'max_lp_solves', 'approximations'};
+               'num_polished_points', 'max_lp_solves', 'approximations', 'warnings'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes (0 included), schedule name or option value,

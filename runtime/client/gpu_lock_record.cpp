@@ -39,11 +39,14 @@ std::string hostname() {
   return buf;
 }
 
+/// Creates dir (and its parents) when missing; only a directory this call created is made
+/// mode 1777 (shared by every user's trainers, like /tmp; best effort). An existing one keeps its
+/// mode: /run/perseus may be `perseus gpud`'s 0755 runtime directory, which holds its socket.
 bool make_dir(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  const bool created = std::filesystem::create_directories(dir, ec);
   if (ec) return false;
-  ::chmod(dir.c_str(), 01777);  // shared by every user's trainers, like /tmp (best effort)
+  if (created) ::chmod(dir.c_str(), 01777);
   return ::access(dir.c_str(), W_OK | X_OK) == 0;
 }
 
@@ -51,7 +54,7 @@ bool make_dir(const std::string& dir) {
 
 std::string default_lock_dir() {
   if (const char* env = std::getenv("PERSEUS_LOCK_DIR"); env != nullptr && *env != '\0') return env;
-  if (make_dir("/run/perseus")) return "/run/perseus";
+  if (make_dir(kRunLockDir)) return kRunLockDir;
   const char* tmp = std::getenv("TMPDIR");
   return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/perseus-gpu-locks";
 }

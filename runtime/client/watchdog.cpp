@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -37,25 +38,50 @@ void on_term(int sig) { g_term_signal.store(sig); }
 
 }  // namespace
 
-std::string find_watchdog_executable() {
+std::vector<std::string> watchdog_search_dirs() {
   namespace fs = std::filesystem;
-  if (const char* env = std::getenv("PERSEUS_WATCHDOG"); env != nullptr && *env != '\0') return env;
-  std::vector<fs::path> dirs;
+  std::vector<std::string> dirs;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back(self.parent_path());
+  std::vector<fs::path> homes;  // the running program's folder, then the shared object's
+  if (!ec) homes.push_back(self.parent_path());
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&find_watchdog_executable), &info) != 0 && info.dli_fname != nullptr) {
-    dirs.push_back(fs::absolute(info.dli_fname, ec).parent_path());
+    const fs::path so = fs::absolute(info.dli_fname, ec);
+    if (!ec) {
+      homes.push_back(so.parent_path());
+      // An installed library: <prefix>/lib/libperseus_client.so (or lib/<multiarch>/...) beside
+      // <prefix>/bin/perseus-watchdog, wherever the prefix was installed or moved to.
+      dirs.push_back((so.parent_path() / ".." / "bin").string());
+      dirs.push_back((so.parent_path() / ".." / ".." / "bin").string());
+    }
   }
-#ifdef PERSEUS_WATCHDOG_BUILD_DIR
-  dirs.emplace_back(PERSEUS_WATCHDOG_BUILD_DIR);
+  for (auto it = homes.rbegin(); it != homes.rend(); ++it) dirs.insert(dirs.begin(), it->string());
+  for (auto& d : dirs) d = fs::path(d).lexically_normal().string();
+#ifdef PERSEUS_BUILD_TREE
+  // The build directory only for code running from that build tree (its tests and tools): an
+  // installed or copied library must never run whatever sits at the developer's path.
+  {
+    const std::string tree = fs::path(PERSEUS_BUILD_TREE).lexically_normal().string();
+    const bool in_tree = std::any_of(homes.begin(), homes.end(), [&](const fs::path& h) {
+      const std::string d = h.lexically_normal().string();
+      return d.size() >= tree.size() && d.compare(0, tree.size(), tree) == 0 &&
+             (d.size() == tree.size() || d[tree.size()] == '/');
+    });
+    if (in_tree) dirs.emplace_back(PERSEUS_WATCHDOG_BUILD_DIR);
+  }
 #endif
 #ifdef PERSEUS_WATCHDOG_INSTALL_DIR
   dirs.emplace_back(PERSEUS_WATCHDOG_INSTALL_DIR);
 #endif
-  for (const auto& d : dirs) {
-    const fs::path candidate = d / "perseus-watchdog";
+  return dirs;
+}
+
+std::string find_watchdog_executable() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("PERSEUS_WATCHDOG"); env != nullptr && *env != '\0') return env;
+  for (const auto& d : watchdog_search_dirs()) {
+    const fs::path candidate = fs::path(d) / "perseus-watchdog";
     if (executable(candidate)) return candidate.string();
   }
   return "";
@@ -166,11 +192,12 @@ int watchdog_main(int argc, char** argv) {
     } else if (a == "--log" && (v = value())) {
       log_path = v;
     } else {
-      fmt::print(stderr,
+      const bool help = a == "--help" || a == "-h";
+      fmt::print(help ? stdout : stderr,
                  "usage: perseus-watchdog --fd N --parent PID [--backend nvml|rocm-smi|dry-run] "
                  "[--device I] [--nvml-library PATH] [--rocm-smi-library PATH] [--log PATH]\n"
                  "Started by the Perseus client; resets GPU clocks when the training process exits.\n");
-      return 2;
+      return help ? 0 : 2;
     }
   }
   if (fd < 0 || parent <= 0) {

@@ -138,19 +138,27 @@ InputError::InputError(const std::string& message)
 InputError::InputError(std::string field, std::string message)
     : InputError(std::move(field), {}, 0, std::move(message), false) {}
 
-InputError::InputError(std::string field, std::string source, long line, std::string message, bool in_file)
-    : std::runtime_error(render(field, source, line, message, in_file, identity)),
+InputError::InputError(std::string field, std::string source, long line, std::string message, bool in_file,
+                       bool verbatim)
+    : std::runtime_error(verbatim ? render_refs(message, identity)
+                                  : render(field, source, line, message, in_file, identity)),
       field_(std::move(field)),
       source_(std::move(source)),
       message_(std::move(message)),
       line_(line),
-      in_file_(in_file) {}
+      in_file_(in_file),
+      verbatim_(verbatim) {}
 
 InputError InputError::in_file(std::string source, long line, std::string field, std::string message) {
   return InputError(std::move(field), std::move(source), line, std::move(message), true);
 }
 
+InputError InputError::located(std::string source, long line, std::string field, std::string message) {
+  return InputError(std::move(field), std::move(source), line, std::move(message), true, true);
+}
+
 std::string InputError::phrased(const Phrase& phrase) const {
+  if (verbatim_) return render_refs(message_, phrase ? phrase : Phrase(identity));
   return render(field_, source_, line_, message_, in_file_, phrase ? phrase : Phrase(identity));
 }
 

@@ -62,6 +62,46 @@ std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
   return csv;
 }
 
+}  // namespace
+
+std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_time_s) {
+  const Dag& dag = problem.dag;
+  std::vector<double> fastest;
+  fastest.reserve(static_cast<std::size_t>(dag.num_ops()));
+  for (int i = 0; i < dag.num_ops(); ++i) {
+    const Computation& c = dag.op(i);
+    const auto& pts = problem.profile.points(c.stage, c.kind);
+    if (pts.empty()) continue;
+    double t = pts.front().time_s;
+    for (const auto& p : pts) t = std::min(t, p.time_s);
+    fastest.push_back(t);
+  }
+  if (fastest.empty() || !(unit_time_s > 0)) return {};
+  const auto mid = fastest.begin() + static_cast<std::ptrdiff_t>(fastest.size() / 2);
+  std::nth_element(fastest.begin(), mid, fastest.end());
+  const double median = *mid;
+  if (median >= kFineUnitsPerComputation * unit_time_s) return {};
+  const double fine = median > 0 ? std::pow(10.0, std::floor(std::log10(median / 20))) : unit_time_s;
+  return {fmt::format("the median computation takes {:.3g} s at its fastest clock, {:.3g} time units of {:g} s; "
+                      "durations are rounded up to whole units, so the frontier is coarse (few plans, little "
+                      "saving found): a time unit of {:g} s plans these computations finely",
+                      median, median / unit_time_s, unit_time_s, fine)};
+}
+
+namespace {
+
+/// summary.json's inputs.chunks: as given, else for a schedule CSV the stages each rank holds
+/// (null when they differ between ranks).
+json input_chunks(const ProblemSpec& spec, const Schedule& schedule) {
+  const std::vector<std::string> names = schedule_names();
+  if (spec.chunks_given || spec.chunks > 1 || std::find(names.begin(), names.end(), spec.schedule) != names.end())
+    return spec.chunks;
+  const std::vector<int> per_rank = stages_per_rank(schedule);
+  if (per_rank.empty() || std::any_of(per_rank.begin(), per_rank.end(), [&](int n) { return n != per_rank.front(); }))
+    return nullptr;
+  return per_rank.front();
+}
+
 json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
   const OptimizeSummary& sum = r.summary;
   const Schedule& schedule = r.problem.schedule;
@@ -95,6 +135,7 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
       {"partial_reason", sum.partial_reason},
       {"partial_detail", sum.partial_detail},
       {"approximations", sum.approximations},
+      {"warnings", sum.warnings},
       {"schedule",
        {{"name", schedule.name},
         {"ranks", schedule.num_ranks()},
@@ -102,12 +143,14 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"microbatches", schedule.num_microbatches},
         {"split_backward", schedule.split_backward}}},
       // Key names are the file format (docs): "stages" counts GPUs, "p2p_power_w" is P_block.
+      // With a schedule CSV, stages, microbatches and (unless given) chunks are the file's (null:
+      // an uneven placement has no one chunk count).
       {"inputs",
        {{"profile", cfg.profile_path},
-        {"stages", cfg.problem.num_ranks},
-        {"microbatches", cfg.problem.microbatches},
+        {"stages", cfg.problem.num_ranks > 0 ? cfg.problem.num_ranks : schedule.num_ranks()},
+        {"microbatches", cfg.problem.microbatches > 0 ? cfg.problem.microbatches : schedule.num_microbatches},
         {"schedule", cfg.problem.schedule},
-        {"chunks", cfg.problem.chunks},
+        {"chunks", input_chunks(cfg.problem, schedule)},
         {"backward_input_fraction", cfg.problem.backward_input_fraction},
         {"p2p_power_w", cfg.problem.p_block_w},
         {"unit_time_s", cfg.unit_time_s},
@@ -205,6 +248,7 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
   sum.partial_reason = frontier.partial() ? to_string(frontier.stop_reason) : "";
   sum.partial_detail = frontier.partial_detail;
   sum.approximations = problem.approximations;
+  sum.warnings = unit_time_warnings(problem, cfg.unit_time_s);
   return OptimizeResult{std::move(problem), std::move(frontier), std::move(allmax), std::move(sum)};
 }
 

@@ -64,12 +64,23 @@ Schedule resolve_schedule(const ProblemSpec& spec) {
     throw InputError("microbatches", fmt::format("{} does not match schedule file {}, which has {} microbatches",
                                                  spec.microbatches, spec.schedule, s.num_microbatches));
   }
-  if ((spec.chunks > 1 || spec.chunks_given) && spec.chunks * s.num_ranks() != s.num_stages) {
-    const std::string file_chunks =
-        s.num_stages % s.num_ranks() == 0 ? fmt::format("{} chunks (stages per rank)", s.num_stages / s.num_ranks())
-                                          : "an uneven number of stages per rank";
-    throw InputError("chunks", fmt::format("{} does not match schedule file {}, which has {}: {} stages on {} ranks",
-                                           spec.chunks, spec.schedule, file_chunks, s.num_stages, s.num_ranks()));
+  if (spec.chunks > 1 || spec.chunks_given) {
+    // Every rank must hold `chunks` stages: 4 stages placed 3 + 1 on 2 ranks are not 2 chunks.
+    const std::vector<int> per_rank = stages_per_rank(s);
+    const bool even = std::all_of(per_rank.begin(), per_rank.end(), [&](int n) { return n == per_rank.front(); });
+    if (!even || per_rank.front() != spec.chunks) {
+      std::string file_chunks;
+      if (even) {
+        file_chunks = fmt::format("{} chunks (stages per rank)", per_rank.front());
+      } else {
+        for (std::size_t r = 0; r < per_rank.size() && r < 8; ++r)
+          file_chunks += fmt::format("{}rank {}: {}", r == 0 ? "" : ", ", r, per_rank[r]);
+        file_chunks = fmt::format("an uneven number of stages per rank ({}{}; leave {} out)", file_chunks,
+                                  per_rank.size() > 8 ? ", ..." : "", field_ref("chunks"));
+      }
+      throw InputError("chunks", fmt::format("{} does not match schedule file {}, which has {}: {} stages on {} ranks",
+                                             spec.chunks, spec.schedule, file_chunks, s.num_stages, s.num_ranks()));
+    }
   }
   return s;
 }

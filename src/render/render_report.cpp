@@ -127,7 +127,7 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
     // The ranges `perseus optimize` takes (--stages, --microbatches, --chunks).
     for (const auto& [field, value, max] : {std::tuple{"stages", stages, 1L << 20},
                                             std::tuple{"microbatches", microbatches, 1L << 20},
-                                            std::tuple{"chunks", chunks, 1024L}}) {
+                                            std::tuple{"chunks", chunks, 1L << 20}}) {
       if (value < 1 || value > max)
         throw InputError(fmt::format("{}: field 'inputs.{}': expected an integer in [1, {}], got {}", ss, field, max,
                                      value));
@@ -376,7 +376,8 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const long stages = integer(in, ss, ip, "stages");
   const long microbatches = integer(in, ss, ip, "microbatches");
   const std::string schedule_name = text(in, ss, ip, "schedule");
-  const long chunks = in.contains("chunks") ? integer(in, ss, ip, "chunks") : 1;
+  // null: a schedule CSV with an uneven placement (its schedule.csv says it all).
+  const long chunks = in.contains("chunks") && !in["chunks"].is_null() ? integer(in, ss, ip, "chunks") : 1;
   constexpr double kTimeS = limits::kMaxIterationTimeS, kEnergyJ = 1e18;
   const double p_block_w = number_in(in, ss, ip, "p2p_power_w", 0, limits::kMaxPBlockW);
   const double t_min_s = number_in(sum, ss, "", "t_min_s", 0, kTimeS);

@@ -74,6 +74,13 @@ Schedule make_gpipe(int stages, int microbatches) {
   return s;
 }
 
+std::vector<int> stages_per_rank(const Schedule& schedule) {
+  std::vector<int> count(static_cast<std::size_t>(schedule.num_ranks()), 0);
+  for (const int rank : schedule.stage_rank)
+    if (rank >= 0 && rank < schedule.num_ranks()) ++count[static_cast<std::size_t>(rank)];
+  return count;
+}
+
 std::vector<std::string> schedule_names() { return {"1f1b", "gpipe", "interleaved-1f1b", "zb-h1"}; }
 
 Schedule make_schedule(std::string_view name, int ranks, int microbatches, int chunks) {

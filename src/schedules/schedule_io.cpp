@@ -33,6 +33,13 @@ struct Where {
   int position = 0;  // 1-based field index in the row
 };
 
+/// A schedule file error: the message (which says where, e.g. "FILE:LINE (rank R), action P: ...")
+/// as the whole text, with source, line (0: none) and field "schedule" for programs (Python's
+/// InputError.source / .line / .field).
+[[noreturn]] void fail(const std::string& source, long line, std::string message) {
+  throw InputError::located(source, line, "schedule", std::move(message));
+}
+
 std::string at(const std::string& source, const Where& w) {
   return fmt::format("{}:{} (rank {}), action {}", source, w.line, w.rank, w.position);
 }
@@ -61,13 +68,13 @@ bool parse_action(std::string_view field, const std::string& source, const Where
   std::size_t i = 0;
   while (i < field.size() && field[i] >= '0' && field[i] <= '9') ++i;
   if (i == 0) {
-    throw InputError(
+    fail(source, w.line,
         fmt::format("{}: {} is not an action; expected {{stage}}{{F|B|I|W}}{{microbatch}}, e.g. 2F0", where,
                     quote_input(field)));
   }
   int stage = 0;
   if (!parse_id(field.substr(0, i), kMaxStageId, stage)) {
-    throw InputError(fmt::format("{}: {}: stage id must be 0..{}", where, quote_input(field), kMaxStageId));
+    fail(source, w.line, fmt::format("{}: {}: stage id must be 0..{}", where, quote_input(field), kMaxStageId));
   }
   std::size_t j = i;
   while (j < field.size() && !(field[j] >= '0' && field[j] <= '9')) ++j;
@@ -85,17 +92,17 @@ bool parse_action(std::string_view field, const std::string& source, const Where
   } else if (kind == "W") {
     k = InstructionKind::kBackwardWeight;
   } else {
-    throw InputError(fmt::format(
+    fail(source, w.line, fmt::format(
         "{}: {} has unknown kind {}; expected F (forward), B (full backward), I (backward input) or W (backward "
         "weight)",
         where, quote_input(field), quote_input(kind)));
   }
   int microbatch = 0;
   if (mb.empty())
-    throw InputError(fmt::format("{}: {} has no microbatch id (e.g. {}{}0)", where, quote_input(field), stage, kind));
+    fail(source, w.line, fmt::format("{}: {} has no microbatch id (e.g. {}{}0)", where, quote_input(field), stage, kind));
   if (!parse_id(mb, kMaxMicrobatchId, microbatch)) {
     const std::size_t sep = mb.find_first_of(";\t|");
-    throw InputError(fmt::format(
+    fail(source, w.line, fmt::format(
         "{}: {}: microbatch id must be an integer 0..{}{}", where, quote_input(field), kMaxMicrobatchId,
         sep == std::string_view::npos
             ? std::string()
@@ -192,7 +199,7 @@ void reject_stray_ids(const Schedule& s, const std::vector<std::vector<Where>>& 
   const int most = *std::max_element(mb_count.begin(), mb_count.end());
   for (int m = microbatches + 1; m < static_cast<int>(mb_count.size()); ++m) {
     if (2 * mb_count[m] > most) {
-      throw InputError(fmt::format("{}: microbatch {} is missing: the file runs microbatches up to {} but no action of "
+      fail(source, 0, fmt::format("{}: microbatch {} is missing: the file runs microbatches up to {} but no action of "
                                    "microbatch {} (microbatch ids must be 0..M-1 with none skipped)",
                                    source, microbatches, static_cast<int>(mb_count.size()) - 1, microbatches));
     }
@@ -204,7 +211,7 @@ void reject_stray_ids(const Schedule& s, const std::vector<std::vector<Where>>& 
     for (std::size_t i = 0; i < s.order[r].size(); ++i) {
       const Computation& c = s.order[r][i];
       if (c.stage >= stages) {
-        throw InputError(fmt::format(
+        fail(source, wheres[r][i].line, fmt::format(
             "{}: '{}': stage {} is out of range; expected a stage id in 0..{}, the stages the rest of the file runs "
             "({})",
             at(source, wheres[r][i]), format_action(c), c.stage, stages - 1, layout));
@@ -224,7 +231,7 @@ void reject_stray_ids(const Schedule& s, const std::vector<std::vector<Where>>& 
                              [&](const Computation& o) { return o.microbatch == c.microbatch; }))
               lacking += fmt::format("{}line {} (rank {})", lacking.empty() ? "" : ", ", wheres[q].front().line, q);
         }
-        throw InputError(fmt::format(
+        fail(source, wheres[r][i].line, fmt::format(
             "{}: '{}': microbatch {} is out of range; expected a microbatch id in 0..{}, the microbatches the rest "
             "of the file runs{}",
             at(source, wheres[r][i]), format_action(c), c.microbatch, microbatches - 1,
@@ -275,11 +282,11 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
       wheres[rank].push_back(w);
     }
     if (s.order[rank].empty()) {
-      throw InputError(
+      fail(source, line_no,
           fmt::format("{}:{} (rank {}): the rank has no computations (F/B/I/W actions)", source, line_no, rank));
     }
   }
-  if (s.order.empty()) throw InputError(fmt::format("{}: no ranks (expected one row of actions per rank)", source));
+  if (s.order.empty()) fail(source, 0, fmt::format("{}: no ranks (expected one row of actions per rank)", source));
   s.num_stages = max_stage + 1;
   s.num_microbatches = max_mb + 1;
   reject_stray_ids(s, wheres, source);
@@ -298,7 +305,7 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
         stage_first[c.stage] = w;
       } else if (s.stage_rank[c.stage] != r) {
         const Where& first = stage_first[c.stage];
-        throw InputError(
+        fail(source, w.line,
             fmt::format("{}: '{}' puts stage {} on rank {}, but line {} (rank {}) already runs it; a "
                         "stage must stay on one rank",
                         at(source, w), format_action(c), c.stage, r, first.line, first.rank));
@@ -312,12 +319,12 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
   }
   for (int st = 0; st < s.num_stages; ++st) {
     if (s.stage_rank[st] < 0) {
-      throw InputError(fmt::format("{}: stage {} has no actions, but stages up to {} appear (stage ids must be 0..{})",
+      fail(source, 0, fmt::format("{}: stage {} has no actions, but stages up to {} appear (stage ids must be 0..{})",
                                    source, st, s.num_stages - 1, s.num_stages - 1));
     }
   }
   if (full_b != nullptr && split_b != nullptr) {
-    throw InputError(
+    fail(source, 0,
         fmt::format("{}: mixes full backward B (line {}, action {}) with split backward I/W (line {}, "
                     "action {}); use one or the other for the whole pipeline",
                     source, full_b->line, full_b->position, split_b->line, split_b->position));
@@ -332,7 +339,7 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
       auto [it, fresh] =
           where_of.emplace(std::make_tuple(c.stage, static_cast<int>(c.kind), c.microbatch), wheres[r][i]);
       if (!fresh) {
-        throw InputError(fmt::format("{}: '{}' is a duplicate; it already appears at line {}, action {}",
+        fail(source, wheres[r][i].line, fmt::format("{}: '{}' is a duplicate; it already appears at line {}, action {}",
                                      at(source, wheres[r][i]), format_action(c), it->second.line, it->second.position));
       }
     }
@@ -348,7 +355,7 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
     for (InstructionKind k : needed)
       for (int m = 0; m < s.num_microbatches; ++m)
         if (!where_of.contains(std::make_tuple(st, static_cast<int>(k), m))) {
-          throw InputError(fmt::format(
+          fail(source, stage_first[st].line, fmt::format(
               "{}: computation '{}' is missing from line {} (rank {}, which runs stage {}); every stage needs {} of "
               "each microbatch 0..{}",
               source, format_action({st, m, k}), stage_first[st].line, s.stage_rank[st], st,
@@ -360,8 +367,8 @@ Schedule parse_schedule_csv(std::string_view text, const std::string& source) {
     (void)Dag::build(s);
   } catch (const InputError& e) {
     const std::string why = explain_deadlock(s, where_of);
-    if (why.empty()) throw InputError(fmt::format("{}: {}", source, e.what()));
-    throw InputError(fmt::format("{}: the per-rank orders deadlock (dependency cycle):{}", source, why));
+    if (why.empty()) fail(source, 0, fmt::format("{}: {}", source, e.what()));
+    fail(source, 0, fmt::format("{}: the per-rank orders deadlock (dependency cycle):{}", source, why));
   }
   return s;
 }

@@ -557,6 +557,33 @@ TEST_F(Guards, ALockRecordThatIsALinkIsLeftAlone) {
   EXPECT_EQ(fine.path(), record);
 }
 
+// Fresh-user trial (session 21): a trainer running as root made /run/perseus, `perseus gpud`'s
+// 0755 runtime directory holding its socket, mode 1777. Only a directory the client creates is
+// opened to every user now; an existing one keeps its mode, and the default is a folder of its own.
+TEST_F(Guards, OnlyALockDirectoryTheClientCreatesIsOpenedToEveryUser) {
+  namespace fs = std::filesystem;
+  FakeNvmlEnv env(dir_, "");
+  auto gpu = nvml();
+  const std::string existing = dir_.file("gpud-runtime");
+  fs::create_directories(existing);
+  fs::permissions(existing, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
+  {
+    GpuLockRecord r = GpuLockRecord::claim(*gpu, existing);
+    EXPECT_FALSE(r.path().empty());
+  }
+  EXPECT_EQ(fs::status(existing).permissions(), fs::perms::owner_all | fs::perms::group_read |
+                                                    fs::perms::group_exec | fs::perms::others_read |
+                                                    fs::perms::others_exec);
+  const std::string fresh = dir_.file("new/locks");
+  {
+    GpuLockRecord r = GpuLockRecord::claim(*gpu, fresh);
+    EXPECT_FALSE(r.path().empty());
+  }
+  EXPECT_EQ(fs::status(fresh).permissions(), fs::perms::all | fs::perms::sticky_bit);
+  EXPECT_EQ(std::string(kRunLockDir), "/run/perseus/locks");
+}
+
 TEST_F(Guards, ClocksLeftLockedByAKilledContainerAreResetAtTheNextStart) {
   server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
   std::ofstream(dir_.file("scenario")) << "";

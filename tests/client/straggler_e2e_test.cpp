@@ -256,7 +256,9 @@ TEST_F(StragglerE2E, DetectsSwitchesVerifiesClearsAndSavesWhatEmulatePredicts) {
   for (const auto& dec : with.final_job["decisions"]) {
     actions[dec["action"]]++;
     if (dec["action"] == "verification" && verification.is_null()) verification = dec;
-    if (dec["action"] != "verification") EXPECT_EQ(dec["origin"], "detected") << dec.dump();
+    if (dec["action"] != "verification") {
+      EXPECT_EQ(dec["origin"], "detected") << dec.dump();
+    }
   }
   EXPECT_EQ(actions["straggler_set"], 1);
   EXPECT_EQ(actions["straggler_cleared"], 1);

@@ -86,6 +86,34 @@ class ClientTest(unittest.TestCase):
         self.assertNotEqual(usage.returncode, 0)
         self.assertIn("--fd and --parent are required", usage.stderr)
 
+    def test_an_installed_package_finds_the_installed_perseus(self):
+        # Fresh-user trial (session 21): an installed package (<prefix>/lib/python3.X/dist-packages/
+        # perseus) looked only in a build tree's layout, so LocalServer failed unless
+        # <prefix>/bin was on PATH. Loaded from a copy in that layout, with PATH and
+        # $PERSEUS_BINARY telling nothing, it finds <prefix>/bin/perseus.
+        import importlib.util
+        import shutil
+        import stat
+        from unittest import mock
+        import perseus.server
+        d = temp_dir(self)
+        pkg = os.path.join(d, "prefix", "lib", "python3.11", "dist-packages", "perseus")
+        os.makedirs(pkg)
+        shutil.copy(perseus.server.__file__, pkg)
+        os.makedirs(os.path.join(d, "prefix", "bin"))
+        exe = os.path.join(d, "prefix", "bin", "perseus")
+        with open(exe, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(exe, stat.S_IRWXU)
+        spec = importlib.util.spec_from_file_location("installed_server", os.path.join(pkg, "server.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with mock.patch.dict(os.environ, {"PATH": d, "PERSEUS_BINARY": ""}):
+            self.assertEqual(os.path.realpath(mod.find_perseus_binary()), os.path.realpath(exe))
+            os.remove(exe)
+            with self.assertRaises(mod.ServerStartError):
+                mod.find_perseus_binary()
+
     def test_conflicting_registration_raises(self):
         # Issue 16 row 3: rank 1 is registered as (dp 0, pp 1); a process claiming rank 1 at
         # pp_rank 0 must not silently run stage 0's plan.

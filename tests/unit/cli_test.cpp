@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
+#include <fmt/core.h>
 
 #include <array>
 #include <csignal>
@@ -257,6 +258,90 @@ TEST(Cli, BackwardInputFractionAndUnitTimeErrorsNameTheOption) {
         << cmd << ": " << r.output;
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "u"));
   }
+}
+
+// Fresh-user trial (session 21): computations shorter than --unit-time gave a one-plan frontier
+// and no word why; the warning names the median computation and a unit that fits, on the
+// terminal and in summary.json. None for the bundled GPT-3 profile at the default unit.
+TEST(Cli, ATimeUnitCoarserThanTheComputationsIsWarnedAbout) {
+  testing::TempDir dir;
+  const std::string tiny = dir.write("tiny.csv",
+                                     "stage,instruction,frequency,time,energy\n"
+                                     "0,forward,1410,0.0002,0.06\n0,forward,1000,0.00028,0.04\n"
+                                     "0,backward,1410,0.0004,0.12\n0,backward,1000,0.00056,0.08\n"
+                                     "1,forward,1410,0.0002,0.06\n1,forward,1000,0.00028,0.04\n"
+                                     "1,backward,1410,0.0004,0.12\n1,backward,1000,0.00056,0.08\n");
+  // The graph-cut planner shows it plainly (the certified planner's LP stage hides part of it).
+  const std::string base =
+      "optimize --profile " + tiny + " --stages 2 --microbatches 4 --p2p-power 50 --planner graph-cut --out ";
+  const auto coarse = run(base + (dir.path() / "coarse").string());
+  ASSERT_EQ(coarse.status, 0) << coarse.output;
+  EXPECT_NE(coarse.output.find("warning: the median computation takes 0.0004 s at its fastest clock, 0.4 time units "
+                               "of 0.001 s; durations are rounded up to whole units, so the frontier is coarse"),
+            std::string::npos)
+      << coarse.output;
+  EXPECT_NE(coarse.output.find("a time unit of 1e-05 s plans these computations finely (--unit-time)"),
+            std::string::npos)
+      << coarse.output;
+  const auto summary = nlohmann::json::parse(testing::slurp(dir.path() / "coarse" / "summary.json"));
+  ASSERT_EQ(summary["warnings"].size(), 1u);
+  const auto fine = run(base + (dir.path() / "fine").string() + " --unit-time 1e-5");
+  ASSERT_EQ(fine.status, 0) << fine.output;
+  EXPECT_EQ(fine.output.find("warning:"), std::string::npos) << fine.output;
+  EXPECT_GT(nlohmann::json::parse(testing::slurp(dir.path() / "fine" / "summary.json"))["num_plans"].get<int>(),
+            summary["num_plans"].get<int>());
+  const auto gpt3 = run("optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                        " --stages 8 --microbatches 12 --p2p-power 83.64 --planner graph-cut --out " +
+                        (dir.path() / "gpt3").string());
+  ASSERT_EQ(gpt3.status, 0) << gpt3.output;
+  EXPECT_EQ(nlohmann::json::parse(testing::slurp(dir.path() / "gpt3" / "summary.json"))["warnings"],
+            nlohmann::json::array());
+}
+
+// Fresh-user trial (session 21): planned from a schedule CSV, summary.json's inputs said 0 stages
+// x 0 microbatches and chunks 1 (what was given, not the pipeline), which the report showed
+// under its own "4 GPUs, 2 stage(s) per GPU" header; they are the file's now (chunks null for an
+// uneven placement, which `perseus report` draws from schedule.csv).
+TEST(Cli, ASummaryPlannedFromAScheduleFileRecordsItsShape) {
+  testing::TempDir dir;
+  std::string text = "stage,instruction,frequency,time,energy\n";
+  for (int st = 0; st < 4; ++st)
+    for (const char* kind : {"forward", "backward"})
+      text += fmt::format("{0},{1},1410,{2},{3}\n{0},{1},1000,{4},{5}\n", st, kind, 0.01 * (st + 1), 3.0 * (st + 1),
+                          0.014 * (st + 1), 2.0 * (st + 1));
+  const std::string profile = dir.write("four.csv", text);
+  const auto sched = run("schedule --schedule interleaved-1f1b --stages 2 --microbatches 4 --chunks 2 --out " +
+                         (dir.path() / "i.csv").string());
+  ASSERT_EQ(sched.status, 0) << sched.output;
+  const std::string uneven =
+      dir.write("uneven.csv", "0F0,1F0,2F0,0F1,1F1,2F1,2B0,1B0,0B0,2B1,1B1,0B1\n3F0,3B0,3F1,3B1\n");
+  for (const auto& [file, chunks] : {std::pair{(dir.path() / "i.csv").string(), nlohmann::json(2)},
+                                     std::pair{uneven, nlohmann::json(nullptr)}}) {
+    const std::string out = file + ".out";
+    const auto r = run("optimize --quiet --profile " + profile + " --schedule " + file +
+                       " --p2p-power 83.64 --unit-time 0.01 --report --out " + out);
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto in = nlohmann::json::parse(testing::slurp(std::filesystem::path(out) / "summary.json"))["inputs"];
+    EXPECT_EQ(in["stages"], 2) << file;
+    EXPECT_EQ(in["microbatches"], chunks.is_null() ? 2 : 4) << file;
+    EXPECT_EQ(in["chunks"], chunks) << file;
+    const auto report = run("report " + out);
+    EXPECT_EQ(report.status, 0) << report.output;
+  }
+  // The same limits as `perseus schedule`: --chunks 2048 is planned, not a usage error.
+  const std::string one = dir.write("one.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,1,300\n"
+                                                "0,forward,1000,1.4,200\n0,backward,1410,2,600\n0,backward,1000,2.8,400\n");
+  const auto many = run("optimize --quiet --profile " + one + " --schedule interleaved-1f1b --stages 1 "
+                        "--microbatches 1 --chunks 2048 --p2p-power 83.64 --planner graph-cut --sample 1000 --out " +
+                        (dir.path() / "many").string());
+  EXPECT_EQ(many.status, 0) << many.output;
+  // An unknown schedule name lists the names, in `perseus schedule` as in optimize.
+  const auto unknown = run("schedule --schedule 1F1B --stages 2 --microbatches 2 --out -");
+  EXPECT_EQ(unknown.status, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("'1F1B' is not a schedule name (1f1b, gpipe, interleaved-1f1b, zb-h1) nor an existing "
+                                "schedule CSV file"),
+            std::string::npos)
+      << unknown.output;
 }
 
 // Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,

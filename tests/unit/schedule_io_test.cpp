@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "perseus/error.hpp"
+#include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
 #include "test_util.hpp"
@@ -148,6 +149,62 @@ TEST(ScheduleIo, StructureErrors) {
   EXPECT_EQ(error_of("0F0,0B0\n1F0,1I0,1W0\n"),
             "s.csv: mixes full backward B (line 1, action 2) with split backward I/W (line 2, action 2); use one or "
             "the other for the whole pipeline");
+}
+
+// Fresh-user trial (session 21): Python's InputError had source '', line 0 and field '' for a
+// schedule file's errors, while the message named file and line. The text is unchanged; a
+// program now reads where from the error too.
+TEST(ScheduleIo, ErrorsTellSourceLineAndField) {
+  const auto located = [](const std::string& text) -> InputError {
+    try {
+      parse_schedule_csv(text, "s.csv");
+    } catch (const InputError& e) {
+      return e;
+    }
+    return InputError("(no error)");
+  };
+  const InputError dup = located("0F0,0B0\n1F0,1B0,1F0\n");
+  EXPECT_EQ(std::string(dup.what()), "s.csv:2 (rank 1), action 3: '1F0' is a duplicate; it already appears at line 2, action 1");
+  EXPECT_EQ(dup.source(), "s.csv");
+  EXPECT_EQ(dup.line(), 2);
+  EXPECT_EQ(dup.field(), "schedule");
+  EXPECT_EQ(dup.phrased([](const std::string& f) { return "--" + f; }), dup.what());  // the text as it was
+  const InputError none = located("");
+  EXPECT_EQ(none.source(), "s.csv");
+  EXPECT_EQ(none.line(), 0);
+  const InputError missing = located("0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n");
+  EXPECT_EQ(missing.line(), 1);  // the line of the rank that lacks it
+  EXPECT_EQ(located("0F0,0B0\n1F0,1X0\n").line(), 2);
+}
+
+// Fresh-user trial (session 21): 4 stages placed 3 + 1 on 2 ranks were accepted as `chunks` 2
+// (4 / 2), and chunks 3 was refused with "2 chunks". Each rank must hold `chunks` stages.
+TEST(ScheduleIo, ChunksOfAnUnevenPlacementAreRefusedByRank) {
+  testing::TempDir dir;
+  const std::string file = dir.write("uneven.csv", "0F0,1F0,2F0,0F1,1F1,2F1,2B0,1B0,0B0,2B1,1B1,0B1\n3F0,3B0,3F1,3B1\n");
+  EXPECT_EQ(stages_per_rank(load_schedule_csv(file)), (std::vector<int>{3, 1}));
+  ProblemSpec spec;
+  spec.schedule = file;
+  EXPECT_EQ(resolve_schedule(spec).num_stages, 4);  // chunks not given: the file's placement
+  for (const int chunks : {1, 2, 3}) {
+    spec.chunks = chunks;
+    spec.chunks_given = true;
+    try {
+      resolve_schedule(spec);
+      ADD_FAILURE() << chunks;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "chunks");
+      EXPECT_NE(std::string(e.what()).find("which has an uneven number of stages per rank (rank 0: 3, rank 1: 1; "
+                                           "leave chunks out): 4 stages on 2 ranks"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  spec.schedule = dir.write("even.csv", format_schedule_csv(make_schedule("interleaved-1f1b", 2, 4, 2)));
+  spec.chunks = 2;
+  EXPECT_EQ(resolve_schedule(spec).num_stages, 4);
+  spec.chunks = 1;
+  EXPECT_THROW(resolve_schedule(spec), InputError);
 }
 
 TEST(ScheduleIo, FileErrors) {

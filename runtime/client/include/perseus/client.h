@@ -139,7 +139,8 @@ void perseus_client_config_init(perseus_client_config* config);
 /** Creates a client: loads the GPU backend, starts the clock controller and watchdog,
  *  registers the rank and fetches its plan (waiting up to startup_timeout_s while the server
  *  is unreachable; after that it keeps trying in the background). On success *out is set.
- *  Errors: INVALID_ARGUMENT, GPU, SERVER (e.g. 401 bad token, 404 unknown job), INTERNAL. */
+ *  Errors: INVALID_ARGUMENT, GPU, SERVER (e.g. 401 bad token, 404 unknown job), CANCELLED
+ *  (config.startup_cancelled returned nonzero), INTERNAL. */
 perseus_status perseus_client_create(const perseus_client_config* config, perseus_client** out);
 
 /** Flushes pending reports (bounded by request_timeout_s), resets the GPU clocks, stops the

@@ -83,8 +83,8 @@ struct ClientOptions {
   double clock_snap_tolerance_mhz = kDefaultClockToleranceMhz;
   /// Plausibility bounds of energy readings (telemetry.hpp).
   TelemetryLimits telemetry;
-  /// Directory of the per-GPU lock records ("" = $PERSEUS_LOCK_DIR, else /run/perseus if
-  /// writable, else $TMPDIR/perseus-gpu-locks); see gpu_lock_record.hpp.
+  /// Directory of the per-GPU lock records ("" = $PERSEUS_LOCK_DIR, else /run/perseus/locks if
+  /// writable or creatable, else $TMPDIR/perseus-gpu-locks); see gpu_lock_record.hpp.
   std::string lock_dir;
 };
 

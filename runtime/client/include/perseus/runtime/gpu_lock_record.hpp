@@ -50,8 +50,14 @@ class GpuLockRecord {
   bool reset_stale_ = false;
 };
 
-/// $PERSEUS_LOCK_DIR if set, else /run/perseus when it exists or can be created, else
-/// $TMPDIR (or /tmp) + "/perseus-gpu-locks".
+/// The default lock-record directory: a folder of its own inside /run/perseus, so that
+/// creating it mode 1777 never changes /run/perseus itself (`perseus gpud`'s 0755 runtime
+/// directory, holding its socket).
+inline constexpr const char* kRunLockDir = "/run/perseus/locks";
+
+/// $PERSEUS_LOCK_DIR if set, else kRunLockDir when it exists and is writable or can be
+/// created, else $TMPDIR (or /tmp) + "/perseus-gpu-locks". A directory the client creates is
+/// made mode 1777; an existing one keeps its mode.
 std::string default_lock_dir();
 
 }  // namespace perseus::runtime

@@ -38,9 +38,15 @@ class Watchdog {
   int write_fd_ = -1;
 };
 
-/// Where the watchdog executable is: $PERSEUS_WATCHDOG if set; else "perseus-watchdog"
-/// next to the running executable, next to the shared object holding this code, or in
-/// the build/install directory recorded at compile time; else "" (not found).
+/// Folders searched for "perseus-watchdog", in order: the running executable's, the shared
+/// object's holding this code, that object's <prefix>/bin (<prefix>/lib/libperseus_client.so
+/// or <prefix>/lib/<multiarch>/..., wherever the prefix now is), the build directory (only
+/// when the program or the object runs from that build tree), the install prefix's bin
+/// recorded at configure time.
+std::vector<std::string> watchdog_search_dirs();
+
+/// Where the watchdog executable is: $PERSEUS_WATCHDOG if set; else the first executable
+/// "perseus-watchdog" in watchdog_search_dirs(); else "" (not found).
 std::string find_watchdog_executable();
 
 /// Body of `perseus-watchdog` (argv as for main). Options: --fd N (pipe read end),
