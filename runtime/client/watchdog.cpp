@@ -40,24 +40,22 @@ void on_term(int sig) { g_term_signal.store(sig); }
 
 std::vector<std::string> watchdog_search_dirs() {
   namespace fs = std::filesystem;
-  std::vector<std::string> dirs;
   std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   std::vector<fs::path> homes;  // the running program's folder, then the shared object's
-  if (!ec) homes.push_back(self.parent_path());
+  if (const fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec) homes.push_back(self.parent_path());
   Dl_info info{};
+  fs::path so_dir;
   if (dladdr(reinterpret_cast<void*>(&find_watchdog_executable), &info) != 0 && info.dli_fname != nullptr) {
-    const fs::path so = fs::absolute(info.dli_fname, ec);
-    if (!ec) {
-      homes.push_back(so.parent_path());
-      // An installed library: <prefix>/lib/libperseus_client.so (or lib/<multiarch>/...) beside
-      // <prefix>/bin/perseus-watchdog, wherever the prefix was installed or moved to.
-      dirs.push_back((so.parent_path() / ".." / "bin").string());
-      dirs.push_back((so.parent_path() / ".." / ".." / "bin").string());
-    }
+    if (const fs::path so = fs::absolute(info.dli_fname, ec); !ec) homes.push_back(so_dir = so.parent_path());
   }
-  for (auto it = homes.rbegin(); it != homes.rend(); ++it) dirs.insert(dirs.begin(), it->string());
-  for (auto& d : dirs) d = fs::path(d).lexically_normal().string();
+  std::vector<std::string> dirs;
+  for (const auto& h : homes) dirs.push_back(h.lexically_normal().string());
+  if (!so_dir.empty()) {
+    // An installed library: <prefix>/lib/libperseus_client.so (or lib/<multiarch>/...) beside
+    // <prefix>/bin/perseus-watchdog, wherever the prefix was installed or moved to.
+    dirs.push_back((so_dir / ".." / "bin").lexically_normal().string());
+    dirs.push_back((so_dir / ".." / ".." / "bin").lexically_normal().string());
+  }
 #ifdef PERSEUS_BUILD_TREE
   // The build directory only for code running from that build tree (its tests and tools): an
   // installed or copied library must never run whatever sits at the developer's path.
