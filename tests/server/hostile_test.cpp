@@ -54,6 +54,13 @@ TEST(Hostile, BearerSchemeIsCaseInsensitive) {
     ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", std::string("Authorization: ") + scheme + " " + kToken + "\r\n", false)));
     EXPECT_EQ(raw_status(c.read_response()), 200) << scheme;
   }
+  // Whitespace around the value is not part of it (RFC 9110 §5.5): trailing spaces or a tab
+  // after the token gave 401 while leading ones were accepted (session 21's trial).
+  for (const std::string& padding : {"  ", "\t", " \t "}) {
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", "Authorization:   Bearer " + kToken + padding + "\r\n", false)));
+    EXPECT_EQ(raw_status(c.read_response()), 200) << "padding of " << padding.size();
+  }
   for (const std::string& header : {"Bearer" + kToken, "Bearerx " + kToken, "Basic " + kToken, "Bearer " + kToken + "X"}) {
     RawConn c(srv.port());
     ASSERT_TRUE(c.send(request_head("GET", "/v1/jobs", "Authorization: " + header + "\r\n", false)));
@@ -305,6 +312,20 @@ TEST(Hostile, SecondServerOnSameDatabaseRefuses) {
     EXPECT_NE(std::string(e.what()).find("in use by another"), std::string::npos) << e.what();
   }
   EXPECT_EQ(database_lock_path(dir.file("alias.db")), database_lock_path(dir.file("same.db")));
+  // Through a hard link (or a bind mount: the same file under another path) the lock file was
+  // another one too: both servers started and each lost the other's acknowledged jobs (session
+  // 21's trial). The database file itself is locked now.
+  ASSERT_EQ(::link(dir.file("same.db").c_str(), dir.file("hard.db").c_str()), 0);
+  opt.db_path = dir.file("hard.db");
+  try {
+    Server second(opt);
+    FAIL() << "a second server opened a database in use through a hard link";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another `perseus serve` (the file itself is locked"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(health_ok(first.port())) << "the first server is unaffected";
 }
 
 // Row 13: content types: form type gets 415 naming the fix (not a bare 413); empty body names it.

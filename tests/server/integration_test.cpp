@@ -284,6 +284,12 @@ TEST_F(ServerFlow, MaxJobsHoldsUnderConcurrentCreates) {
   EXPECT_EQ(fast.status, 422) << fast.body;
   EXPECT_NE(fast.body.find("must be >= the job's fastest plan's time"), std::string::npos) << fast.body;
   EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 0}, {"iteration_time_s", 1.5}}).status, 200);
+  // The cap of "slowdown" (1000) holds for a time too: 1e7 s is a unit mistake, not a straggler
+  // every other pipeline should slow down for (session 21's trial).
+  const auto huge = api.post(base + "/stragglers", {{"pipeline", 0}, {"iteration_time_s", 1e7}});
+  EXPECT_EQ(huge.status, 422) << huge.body;
+  EXPECT_NE(huge.body.find("must be <= 1000 x the job's fastest plan's time"), std::string::npos) << huge.body;
+  EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 0}, {"iteration_time_s", 1000.0}}).status, 200);
   // An iteration of 0 s is a broken timer, not a measurement.
   ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
   const auto zero = api.post(base + "/ranks/0/measurements", {{"iteration", 1}, {"time_s", 0.0}});

@@ -31,10 +31,6 @@
 
 namespace perseus::server {
 
-double monotonic_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 namespace {
 
 std::string header(MHD_Connection* c, const char* key) {

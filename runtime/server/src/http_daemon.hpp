@@ -10,11 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "clocks.hpp"
+
 namespace perseus::server {
 
-/// A monotonic clock, s (durations and rates: the request deadline, the rate limiter, uptime;
-/// it never steps, unlike the wall clock of now_s()).
-double monotonic_s();
 
 /// Transport limits. All hold before authentication.
 struct HttpLimits {

@@ -204,13 +204,17 @@ void check_param(std::string_view pattern, const std::string& raw, const std::st
 }
 
 /// The bearer token of an Authorization header ("" when there is none). The scheme name is
-/// case-insensitive (RFC 7235 §2.1): "Bearer", "bearer" and "BEARER" all name it.
+/// case-insensitive (RFC 7235 §2.1): "Bearer", "bearer" and "BEARER" all name it. Whitespace
+/// around the value is not part of it (RFC 9110 §5.5: libmicrohttpd strips the leading part,
+/// this the trailing spaces and tabs a hand-written header may carry).
 std::string_view bearer_token(const std::string& header) {
   static constexpr std::string_view kScheme = "bearer";
   if (header.size() <= kScheme.size() + 1 || header[kScheme.size()] != ' ') return {};
   for (std::size_t i = 0; i < kScheme.size(); ++i)
     if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return {};
-  return std::string_view(header).substr(kScheme.size() + 1);
+  std::string_view token = std::string_view(header).substr(kScheme.size() + 1);
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  return token;
 }
 
 /// True for a Content-Type the JSON routes accept: none, application/json, any "+json" type, or
@@ -336,7 +340,7 @@ struct Server::Impl {
                              [&] { return stopping; })) {
       lock.unlock();
       try {
-        const auto n = manager.expire_idle(now_s());
+        const auto n = manager.expire_idle(monotonic_s());
         if (n) std::fprintf(stderr, "perseus serve: expired %zu idle job(s)\n", n);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "perseus serve: expiry failed: %s\n", e.what());

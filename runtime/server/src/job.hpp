@@ -19,6 +19,7 @@
 #include "perseus/server/job_spec.hpp"
 #include "perseus/server/store.hpp"
 #include "perseus/server/sweep.hpp"
+#include "clocks.hpp"
 #include "straggler_loop.hpp"
 
 namespace perseus::server {
@@ -41,7 +42,8 @@ struct Job {
   JobAuth auth;  ///< Origin and token hash; fixed at creation.
   JobSpec spec;
   double created_s = 0;
-  std::atomic<double> last_activity_s{0};
+  std::atomic<double> last_activity_s{0};       ///< Unix time (stored, shown), s.
+  std::atomic<double> last_activity_mono_s{0};  ///< monotonic_s() of the same request: idleness.
   std::atomic<bool> activity_dirty{false};
 
   std::atomic<bool> deleted_flag{false};  // set (without mu) on DELETE: cancels a running solve
@@ -78,13 +80,11 @@ struct Job {
 
   void touch(double now_s) {
     last_activity_s.store(now_s, std::memory_order_relaxed);
+    last_activity_mono_s.store(monotonic_s(), std::memory_order_relaxed);
     activity_dirty.store(true, std::memory_order_relaxed);
   }
 };
 
-/// Unix time now, s (stored timestamps; it can step back or forward; durations and rates use
-/// monotonic_s(), http_daemon.hpp).
-double now_s();
 
 /// Returns the heap memory freed by a deleted job or a finished solve to the OS (glibc's
 /// malloc_trim; a no-op elsewhere): glibc otherwise keeps it, and a server that had planned one

@@ -69,6 +69,14 @@ Reply JobManager::post_straggler(const std::string& job_id, const json& body) {
                      fmt::format("field \"iteration_time_s\" must be >= the job's fastest plan's time T_min = {:.9g} s "
                                  "(a straggler is slower, not faster), got {:.9g}",
                                  t_min, t_given));
+    // The cap of "slowdown" holds for a time too (session 21's trial: 1e7 s gave a slowdown of
+    // 6.2e6 and moved every other pipeline to its slowest plan; a time in ms sent as s does).
+    if (!has_slowdown && slowdown > kMaxStragglerSlowdown)
+      throw ApiError(422, "invalid_field",
+                     fmt::format("field \"iteration_time_s\" must be <= {:g} x the job's fastest plan's time T_min = "
+                                 "{:.9g} s, i.e. <= {:.9g} s (the largest \"slowdown\"), got {:.9g} (a time in ms "
+                                 "sent as s?)",
+                                 kMaxStragglerSlowdown, t_min, kMaxStragglerSlowdown * t_min, t_given));
     slowdown = std::max(slowdown, 1.0);
   }
   s.pipeline = pipeline;

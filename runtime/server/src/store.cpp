@@ -188,6 +188,28 @@ void create_private(const std::string& path) {
   if (fd >= 0) ::close(fd);
 }
 
+/// Takes an exclusive flock() on the database file itself for the life of the store: the lock
+/// file of lock_database() is named by path, so a second server reaching the same file by
+/// another path (a hard link, a bind mount such as Docker's `-v host/p.db:/data/p.db`) took its
+/// own lock and both ran, each with its own -wal file, losing acknowledged writes (session 21's
+/// trial). flock() is separate from SQLite's fcntl() locks; the fd is closed only after
+/// sqlite3_close(), so SQLite's locks are never dropped by it. Returns the fd.
+int lock_database_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open database: {}", path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == EWOULDBLOCK)
+      throw InputError(fmt::format("{}: the database is in use by another `perseus serve` (the file itself is "
+                                   "locked: another path reaches it, e.g. a hard link or a bind mount); stop it or "
+                                   "use another --db",
+                                   path));
+    throw InputError(fmt::format("{}: cannot lock the database file: {}", path, std::strerror(e)));
+  }
+  return fd;
+}
+
 }  // namespace
 
 Store::Store(const std::string& path, bool sync_full) {
@@ -195,6 +217,12 @@ Store::Store(const std::string& path, bool sync_full) {
   if (on_disk) {
     lock_fd_ = lock_database(path);
     create_private(path);
+    try {
+      file_lock_fd_ = lock_database_file(path);
+    } catch (...) {
+      release_lock();
+      throw;
+    }
   }
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                       nullptr) != SQLITE_OK) {
@@ -266,7 +294,9 @@ Store::~Store() {
 }
 
 void Store::release_lock() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // closing the fd drops the flock
+  if (file_lock_fd_ >= 0) ::close(file_lock_fd_);  // after sqlite3_close(): closing drops the flock
+  file_lock_fd_ = -1;
+  if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = -1;
 }
 

@@ -167,7 +167,8 @@ class Store {
 
  private:
   sqlite3* db_ = nullptr;
-  int lock_fd_ = -1;
+  int lock_fd_ = -1;       // flock on database_lock_path()
+  int file_lock_fd_ = -1;  // flock on the database file itself (any path to it)
   std::recursive_mutex mu_;  // recursive: a Transaction holds it while the methods it spans lock it
   void release_lock();
   void exec(const char* sql);
