@@ -592,7 +592,11 @@ std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<Gp
   copt.supported_mhz = impl->supported_mhz;
   impl->controller = std::make_unique<FrequencyController>(impl->gpu, copt);
   if (impl->opt.watchdog) {
-    const auto args = impl->gpu->watchdog_args();
+    auto args = impl->gpu->watchdog_args();
+    if (!args.empty() && !impl->lock_record.path().empty()) {
+      args.push_back("--lock-record");
+      args.push_back(impl->lock_record.path());
+    }
     std::string error;
     if (!args.empty() && !impl->watchdog.start(impl->opt.watchdog_path, args, &error)) {
       fmt::print(stderr, "perseus client: WARNING: {}; clocks will stay locked if this process is killed\n", error);

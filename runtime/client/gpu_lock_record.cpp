@@ -87,6 +87,18 @@ void GpuLockRecord::abandon() {
   fd_ = -1;
 }
 
+bool GpuLockRecord::clear_after_reset(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool cleared = false;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    cleared = ::ftruncate(fd, 0) == 0;
+  }
+  ::close(fd);  // drops the flock
+  return cleared;
+}
+
 GpuLockRecord GpuLockRecord::claim(GpuControl& gpu, const std::string& dir_in) {
   GpuLockRecord rec;
   const std::string uuid = gpu.uuid();

@@ -21,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "perseus/runtime/gpu_control.hpp"
+#include "perseus/runtime/gpu_lock_record.hpp"
 
 extern char** environ;
 
@@ -171,6 +172,7 @@ int watchdog_main(int argc, char** argv) {
   std::string nvml_library;
   std::string rocm_smi_library;
   std::string log_path;
+  std::string lock_record;  // the trainer's GpuLockRecord, emptied after a reset
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -189,11 +191,13 @@ int watchdog_main(int argc, char** argv) {
       rocm_smi_library = v;
     } else if (a == "--log" && (v = value())) {
       log_path = v;
+    } else if (a == "--lock-record" && (v = value())) {
+      lock_record = v;
     } else {
       const bool help = a == "--help" || a == "-h";
       fmt::print(help ? stdout : stderr,
                  "usage: perseus-watchdog --fd N --parent PID [--backend nvml|rocm-smi|dry-run] "
-                 "[--device I] [--nvml-library PATH] [--rocm-smi-library PATH] [--log PATH]\n"
+                 "[--device I] [--nvml-library PATH] [--rocm-smi-library PATH] [--log PATH] [--lock-record PATH]\n"
                  "Started by the Perseus client; resets GPU clocks when the training process exits.\n");
       return help ? 0 : 2;
     }
@@ -243,6 +247,9 @@ int watchdog_main(int argc, char** argv) {
     gpu->reset_locked_clocks();
     fmt::print(stderr, "perseus-watchdog: training process {} exited without cleanup ({}); reset GPU {} clocks\n",
                parent, why, device);
+    // The clocks are reset: the record no longer stands for a lock left behind (the next client
+    // would reset again and blame a container teardown; session 21's trial).
+    if (!lock_record.empty()) GpuLockRecord::clear_after_reset(lock_record);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "perseus-watchdog: training process {} exited ({}); FAILED to reset GPU {} clocks: {}\n",

@@ -98,6 +98,15 @@ TEST_F(Watchdog, KillMinus9OfTheTrainerResetsClocks) {
   EXPECT_EQ(wd_calls, (std::vector<std::string>{"nvmlInit_v2", "nvmlDeviceGetHandleByIndex_v2 0",
                                                 "nvmlDeviceGetUUID 0", "nvmlDeviceResetGpuLockedClocks 0",
                                                 "nvmlShutdown"}));
+  // The watchdog then empties the trainer's lock record: the next client neither resets again
+  // nor warns of a container teardown (session 21's trial saw both after a plain kill -9).
+  std::string record;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.file("locks"))) record = e.path().string();
+  ASSERT_FALSE(record.empty());
+  ASSERT_TRUE(wait_for([&] { return read_file(record).empty(); }, 10)) << read_file(record);
+  const int next = wait_exit(start_trainer(false));
+  EXPECT_TRUE(WIFEXITED(next) && WEXITSTATUS(next) == 0) << output();
+  EXPECT_EQ(output().find("died without releasing"), std::string::npos) << output();
 }
 
 TEST_F(Watchdog, NormalExitResetsInProcessAndDisarmsTheWatchdog) {

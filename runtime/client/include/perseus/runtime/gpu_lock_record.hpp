@@ -28,6 +28,12 @@ class GpuLockRecord {
   GpuLockRecord(const GpuLockRecord&) = delete;
   GpuLockRecord& operator=(const GpuLockRecord&) = delete;
 
+  /// Empties the record at `path` after the watchdog reset the clocks of a trainer that died
+  /// (so the next client does not reset again and call it a container teardown), if it is a
+  /// regular file with one name and no live process holds its flock (a forked child of the
+  /// trainer may still: then it is left alone). Returns true when emptied. Never throws.
+  static bool clear_after_reset(const std::string& path);
+
   /// Claims gpu (keyed by gpu.uuid(); a GPU without a UUID is not recorded: returns an empty
   /// record). dir: "" = default_lock_dir(). Resets stale clock locks as described above.
   /// Throws GpuError when a live process holds the record. A directory or file that cannot

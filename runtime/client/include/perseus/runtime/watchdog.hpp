@@ -50,7 +50,8 @@ std::vector<std::string> watchdog_search_dirs();
 std::string find_watchdog_executable();
 
 /// Body of `perseus-watchdog` (argv as for main). Options: --fd N (pipe read end),
-/// --parent PID, --backend nvml|dry-run, --device I, --nvml-library PATH, --log PATH.
+/// --parent PID, --backend nvml|rocm-smi|dry-run, --device I, --nvml-library PATH, --rocm-smi-library
+/// PATH, --log PATH, --lock-record PATH (the trainer's GpuLockRecord, emptied after a reset).
 /// Returns the process exit status: 0 disarmed or reset done, 1 reset failed, 2 bad usage.
 int watchdog_main(int argc, char** argv);
 
