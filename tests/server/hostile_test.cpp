@@ -607,6 +607,46 @@ TEST(Hostile, AFrontierTheDatabaseRefusesFailsTheJobUntilARestart) {
   EXPECT_EQ(j["status"], "ready") << j.dump();
 }
 
+// Session 21's trial: when the disk had room for the "failed" status but not for the frontier,
+// the job stayed failed across restarts (only delete and recreate, new id and token for every
+// rank). Such a job is planned again at the next start now. Here a trigger refuses the
+// frontier's plans as a full disk would (the smaller status write passes), and is gone by then.
+TEST(Hostile, AJobFailedOnlyByStoringItsFrontierIsPlannedAgainAtRestart) {
+  TempDir dir;
+  const std::string db = dir.file("h.db");
+  const auto sql = [&](const char* statement) {
+    sqlite3* other = nullptr;
+    EXPECT_EQ(sqlite3_open(db.c_str(), &other), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(other, statement, nullptr, nullptr, nullptr), SQLITE_OK) << statement;
+    sqlite3_close(other);
+  };
+  ServerOptions opt;
+  opt.before_frontier_stored = [&](const std::string&) {
+    sql("CREATE TRIGGER full_disk BEFORE INSERT ON plans WHEN NEW.plan_index >= 0 "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END");
+  };
+  std::string job;
+  {
+    LocalServer srv(db, opt);
+    Api api(srv.port());
+    auto r = api.post("/v1/jobs", profile_job(1, 8));
+    ASSERT_EQ(r.status, 201) << r.body;
+    job = r.j["job_id"];
+    ASSERT_TRUE(srv.server().manager().wait_idle(300)) << "the solve did not finish";
+    const json j = api.get("/v1/jobs/" + job).j;
+    EXPECT_EQ(j["status"], "failed");
+    const std::string error = j["error"];
+    EXPECT_NE(error.find("the solved frontier could not be stored"), std::string::npos) << error;
+    EXPECT_EQ(error.find("could not be stored either"), std::string::npos) << "the failed status was stored";
+  }
+  sql("DROP TRIGGER full_disk");  // the disk has room again
+  LocalServer srv(db);
+  Api api(srv.port());
+  const json j = wait_status(api, job, "ready", 120);
+  EXPECT_EQ(j["status"], "ready") << j.dump();
+  EXPECT_GT(j["frontier"]["num_points"].get<int>(), 0) << j.dump();
+}
+
 }  // namespace
 }  // namespace perseus::server::testing
 

@@ -36,6 +36,9 @@ inline constexpr const char* kStatusPlanning = "planning";    ///< Solving; rank
 inline constexpr const char* kStatusProfiling = "profiling";  ///< Online sweep in progress.
 inline constexpr const char* kStatusReady = "ready";          ///< Frontier plans are served.
 inline constexpr const char* kStatusFailed = "failed";        ///< Planning failed; see "error".
+/// A failed job's error says this when its frontier was solved but could not be stored (a full
+/// disk): such a job is planned again at the next start (JobManager::load()).
+inline constexpr const char* kFrontierNotStored = "the solved frontier could not be stored";
 
 struct Job {
   std::string id;

@@ -363,7 +363,7 @@ void JobManager::start_solve(const std::shared_ptr<Job>& job, bool assign_when_d
         store_.set_status(j->id, kStatusReady, "");
         tx.commit();
       } catch (const std::exception& e) {
-        throw std::runtime_error(fmt::format("the solved frontier could not be stored ({})", e.what()));
+        throw std::runtime_error(fmt::format("{} ({})", kFrontierNotStored, e.what()));
       }
       counters_.plans_solved++;
       if (fr->partial()) counters_.frontiers_partial++;
@@ -736,6 +736,14 @@ std::size_t JobManager::load() {
         tx.commit();
         apply();
       } else if (j->status == kStatusPlanning) {
+        solve = true;
+      } else if (j->status == kStatusFailed && j->error.find(kFrontierNotStored) != std::string::npos) {
+        // Planning worked; storing its frontier did not (a full disk that had room for the failed
+        // status): a restart plans it again, as when that status could not be stored either,
+        // instead of a job failed for good (session 21's trial). The database keeps "failed"
+        // until the new frontier is stored, so a crash meanwhile replans once more.
+        j->status = kStatusPlanning;
+        j->error.clear();
         solve = true;
       }
     } catch (const std::exception& e) {
