@@ -27,13 +27,16 @@ __all__ = ["API", "APIError", "LocalServer", "ServerStartError", "find_perseus_b
 
 class APIError(RuntimeError):
     """The server answered an error. Attributes: ``http_status`` (int), ``code`` (server error
-    code such as ``"unknown_job"``; ``"unreachable"`` when no answer came), ``message``."""
+    code such as ``"unknown_job"``; ``"unreachable"`` when no answer came), ``message``,
+    ``retry_after_s`` (the answer's Retry-After, s, e.g. 503 ``starting`` or
+    ``frontier_not_ready`` right after a restart: try again then; None without one)."""
 
-    def __init__(self, http_status, code, message):
+    def __init__(self, http_status, code, message, retry_after_s=None):
         super().__init__("HTTP %s %s: %s" % (http_status, code, message))
         self.http_status = http_status
         self.code = code
         self.message = message
+        self.retry_after_s = retry_after_s
 
 
 def _non_finite_field(value, path="body"):
@@ -156,7 +159,12 @@ class API:
                 code, message = err.get("code", code), err.get("message", message)
             except Exception:  # noqa: BLE001 - keep the HTTP reason
                 pass
-            raise APIError(e.code, code, message) from None
+            retry_after = None
+            try:
+                retry_after = float(e.headers.get("Retry-After")) if e.headers.get("Retry-After") else None
+            except ValueError:  # an HTTP date: not sent by perseus serve
+                pass
+            raise APIError(e.code, code, message, retry_after) from None
         except (urllib.error.URLError, OSError) as e:
             raise APIError(0, "unreachable", "%s %s: %s" % (method, self.url + path, e)) from None
         return json.loads(text) if text else None
@@ -201,11 +209,19 @@ class API:
         return self.request("DELETE", _job_path(job_id))
 
     def wait_ready(self, job_id, timeout_s=60.0, poll_s=0.05):
-        """Polls the job until its status is 'ready' (frontier solved); returns the job.
-        Raises APIError (code 'job_failed') when planning failed, TimeoutError after timeout_s."""
+        """Polls the job until its status is 'ready' (frontier solved); returns the job. A 503
+        with Retry-After (a server still loading its jobs after a restart) is waited out within
+        timeout_s. Raises APIError (code 'job_failed') when planning failed, TimeoutError after
+        timeout_s."""
         deadline = time.monotonic() + timeout_s
         while True:
-            job = self.get_job(job_id)
+            try:
+                job = self.get_job(job_id)
+            except APIError as e:
+                if e.http_status != 503 or e.retry_after_s is None or time.monotonic() > deadline:
+                    raise
+                time.sleep(max(poll_s, min(e.retry_after_s, deadline - time.monotonic())))
+                continue
             if job["status"] == "ready":
                 return job
             if job["status"] == "failed":
@@ -222,8 +238,10 @@ class API:
     def report_straggler(self, job_id, pipeline, *, slowdown=None, iteration_time_s=None):
         """POST /v1/jobs/{id}/stragglers: pipeline (data-parallel rank) is slow by `slowdown`
         (>= 1, times T_min) or runs iterations of `iteration_time_s` s. The other pipelines
-        switch to the lowest-energy plan that still meets the straggler (Perseus §3.2).
-        Returns {'decision': {...}}."""
+        switch to the plan that draws the least energy until the straggler's iteration time
+        (its own energy plus waiting at P_block; Perseus §3.2). Returns {'decision': {...}}.
+        Right after a server restart the answer may be 503 'frontier_not_ready': the APIError's
+        retry_after_s says when to send it again."""
         body = {"pipeline": pipeline}
         if slowdown is not None:
             body["slowdown"] = slowdown

@@ -545,3 +545,48 @@ class ClientTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RetryAfterTest(unittest.TestCase):
+    """Session 21's operator trial: API.wait_ready raised on the 503 `starting` a restarted
+    server answers while it loads its jobs, instead of waiting as Retry-After says."""
+
+    def test_wait_ready_waits_out_a_503_with_retry_after(self):
+        import http.server
+        import threading
+        from perseus.server import API, APIError
+
+        answers = [(503, {"error": {"code": "starting", "message": "loading jobs"}}, "0.05"),
+                   (503, {"error": {"code": "starting", "message": "loading jobs"}}, "0.05"),
+                   (200, {"status": "ready", "job_id": "job-x"}, None)]
+        served = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - the http.server name
+                status, body, retry = answers[min(len(served), len(answers) - 1)]
+                served.append(self.path)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                if retry:
+                    self.send_header("Retry-After", retry)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.addCleanup(httpd.shutdown)
+        api = API("http://127.0.0.1:%d" % httpd.server_address[1], token="t")
+        self.assertEqual(api.wait_ready("job-x", timeout_s=60)["status"], "ready")
+        self.assertEqual(len(served), 3)
+        # The attribute itself, for callers such as report_straggler's.
+        answers[:] = [(503, {"error": {"code": "frontier_not_ready", "message": "re-deriving"}}, "1")]
+        served.clear()
+        with self.assertRaises(APIError) as cm:
+            api.get_job("job-x")
+        self.assertEqual((cm.exception.http_status, cm.exception.code, cm.exception.retry_after_s),
+                         (503, "frontier_not_ready", 1.0))
