@@ -575,6 +575,33 @@ TEST(Hostile, FailedWritesLeaveNoTrace) {
   EXPECT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.3}}).status, 200);
 }
 
+/// Creates a job on a server at `db` whose `opt.before_frontier_stored` makes storing the solved
+/// frontier fail, waits for the solve and checks that the job failed for that reason; returns the
+/// job id and its error.
+std::pair<std::string, std::string> job_failed_storing_its_frontier(const std::string& db, const ServerOptions& opt) {
+  LocalServer srv(db, opt);
+  Api api(srv.port());
+  auto r = api.post("/v1/jobs", profile_job(1, 8));
+  EXPECT_EQ(r.status, 201) << r.body;
+  const std::string job = r.j.value("job_id", "");
+  EXPECT_TRUE(srv.server().manager().wait_idle(300)) << "the solve did not finish";
+  const json j = api.get("/v1/jobs/" + job).j;
+  EXPECT_EQ(j["status"], "failed");
+  const std::string error = j.value("error", "");
+  EXPECT_NE(error.find("the solved frontier could not be stored"), std::string::npos) << error;
+  EXPECT_EQ(metric_value(api, "perseus_frontiers_solved_total"), 0) << "not solved: nothing was stored";
+  return {job, error};
+}
+
+/// A server restarted on `db` plans `job` again: it becomes ready with a frontier.
+void expect_planned_again_at_restart(const std::string& db, const std::string& job) {
+  LocalServer srv(db);
+  Api api(srv.port());
+  const json j = wait_status(api, job, "ready", 120);
+  EXPECT_EQ(j["status"], "ready") << j.dump();
+  EXPECT_GT(j["frontier"]["num_points"].get<int>(), 0) << j.dump();
+}
+
 // A frontier solved while the database refuses writes (a full disk, found by a fresh-user trial
 // in session 20) used to leave the job "planning" for good: no solve queued, stragglers 409
 // until a restart, and the failed solve counted as solved. It is now failed with an error that
@@ -585,26 +612,10 @@ TEST(Hostile, AFrontierTheDatabaseRefusesFailsTheJobUntilARestart) {
   std::unique_ptr<ExclusiveDbLock> refuse;  // taken on the planner thread, released below
   ServerOptions opt;
   opt.before_frontier_stored = [&](const std::string&) { refuse = std::make_unique<ExclusiveDbLock>(db); };
-  std::string job;
-  {
-    LocalServer srv(db, opt);
-    Api api(srv.port());
-    auto r = api.post("/v1/jobs", profile_job(1, 8));
-    ASSERT_EQ(r.status, 201) << r.body;
-    job = r.j["job_id"];
-    ASSERT_TRUE(srv.server().manager().wait_idle(300)) << "the solve did not finish";
-    const json j = api.get("/v1/jobs/" + job).j;
-    EXPECT_EQ(j["status"], "failed");
-    const std::string error = j["error"];
-    EXPECT_NE(error.find("the solved frontier could not be stored"), std::string::npos) << error;
-    EXPECT_NE(error.find("a server restart plans the job again"), std::string::npos) << error;
-    EXPECT_EQ(metric_value(api, "perseus_frontiers_solved_total"), 0) << "not solved: nothing was stored";
-    refuse.reset();
-  }
-  LocalServer srv(db);
-  Api api(srv.port());
-  const json j = wait_status(api, job, "ready", 300);
-  EXPECT_EQ(j["status"], "ready") << j.dump();
+  const auto [job, error] = job_failed_storing_its_frontier(db, opt);
+  EXPECT_NE(error.find("a server restart plans the job again"), std::string::npos) << error;
+  refuse.reset();
+  expect_planned_again_at_restart(db, job);
 }
 
 // Session 21's trial: when the disk had room for the "failed" status but not for the frontier,
@@ -625,26 +636,10 @@ TEST(Hostile, AJobFailedOnlyByStoringItsFrontierIsPlannedAgainAtRestart) {
     sql("CREATE TRIGGER full_disk BEFORE INSERT ON plans WHEN NEW.plan_index >= 0 "
         "BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END");
   };
-  std::string job;
-  {
-    LocalServer srv(db, opt);
-    Api api(srv.port());
-    auto r = api.post("/v1/jobs", profile_job(1, 8));
-    ASSERT_EQ(r.status, 201) << r.body;
-    job = r.j["job_id"];
-    ASSERT_TRUE(srv.server().manager().wait_idle(300)) << "the solve did not finish";
-    const json j = api.get("/v1/jobs/" + job).j;
-    EXPECT_EQ(j["status"], "failed");
-    const std::string error = j["error"];
-    EXPECT_NE(error.find("the solved frontier could not be stored"), std::string::npos) << error;
-    EXPECT_EQ(error.find("could not be stored either"), std::string::npos) << "the failed status was stored";
-  }
+  const auto [job, error] = job_failed_storing_its_frontier(db, opt);
+  EXPECT_EQ(error.find("could not be stored either"), std::string::npos) << "the failed status was stored";
   sql("DROP TRIGGER full_disk");  // the disk has room again
-  LocalServer srv(db);
-  Api api(srv.port());
-  const json j = wait_status(api, job, "ready", 120);
-  EXPECT_EQ(j["status"], "ready") << j.dump();
-  EXPECT_GT(j["frontier"]["num_points"].get<int>(), 0) << j.dump();
+  expect_planned_again_at_restart(db, job);
 }
 
 }  // namespace
