@@ -59,11 +59,43 @@ bool plausible_energy(double energy_j, double time_s, const TelemetryLimits& lim
   return energy_j <= limits.max_power_w * (time_s + limits.counter_update_s);
 }
 
+namespace {
+
+/// The plausible power samples (finite, in [0, max_power_w]); *dropped set when any was not.
+std::vector<PowerSample> plausible_samples(const std::vector<PowerSample>& power, const TelemetryLimits& limits,
+                                           bool* dropped) {
+  std::vector<PowerSample> ok;
+  *dropped = false;
+  for (const auto& p : power) {
+    if (std::isfinite(p.power_w) && p.power_w >= 0 && p.power_w <= limits.max_power_w) ok.push_back(p);
+    else *dropped = true;
+  }
+  return ok;
+}
+
+/// A counter that fell is read as a wrap only when the wrapped energy could have been drawn: at
+/// most max_power_w over the interval, and, when power samples cover it, within a factor 2 of
+/// their integral (plus one counter update at max_power_w). Without the second test a GPU reset
+/// during a run of more than ~24 minutes (2^32 mJ at 3000 W) passed as a 2^32 wrap: a reset to 0
+/// of a 50 kJ counter read as 4.2 MJ "measured", 21 x the 100 W the samples showed (session 21).
+bool plausible_wrap(double wrapped_j, double dt, const std::optional<double>& sampled_j,
+                    const TelemetryLimits& limits) {
+  if (!plausible_energy(wrapped_j, dt, limits)) return false;
+  if (!sampled_j) return true;
+  const double slack_j = limits.max_power_w * limits.counter_update_s;
+  return wrapped_j <= 2 * *sampled_j + slack_j && wrapped_j >= 0.5 * *sampled_j - slack_j;
+}
+
+}  // namespace
+
 IntervalEnergy interval_energy(const CounterReading& start, const CounterReading& end,
                                const std::vector<PowerSample>& power, const TelemetryLimits& limits) {
   IntervalEnergy out;
   std::vector<std::string> notes;
   const double dt = end.t_s - start.t_s;
+  bool dropped = false;
+  const std::vector<PowerSample> ok = plausible_samples(power, limits, &dropped);
+  const std::optional<double> sampled_j = integrate_power(ok, start.t_s, end.t_s);
   if (start.failed || end.failed) {
     out.anomalies.push_back(Anomaly::kGpuLost);
     // No fallback: power samples cannot be trusted past the failure either.
@@ -83,7 +115,7 @@ IntervalEnergy interval_energy(const CounterReading& start, const CounterReading
     if (d < 0) {
       for (const double width_j : {4294967296.0 / 1000.0, 18446744073709551616.0 / 1000.0}) {
         const double wrapped = width_j - e0 + e1;
-        if (e0 <= width_j && wrapped >= 0 && plausible_energy(wrapped, dt, limits)) {
+        if (e0 <= width_j && wrapped >= 0 && plausible_wrap(wrapped, dt, sampled_j, limits)) {
           out.energy_j = wrapped;
           out.source = EnergySource::kCounter;
           out.anomalies.push_back(Anomaly::kCounterWrapped);
@@ -103,18 +135,12 @@ IntervalEnergy interval_energy(const CounterReading& start, const CounterReading
     }
   }
   // Fall back to power samples (plausible ones only).
-  std::vector<PowerSample> ok;
-  bool dropped = false;
-  for (const auto& p : power) {
-    if (std::isfinite(p.power_w) && p.power_w >= 0 && p.power_w <= limits.max_power_w) ok.push_back(p);
-    else dropped = true;
-  }
   if (dropped) {
     out.anomalies.push_back(Anomaly::kImplausiblePower);
     notes.push_back(fmt::format("power samples outside [0, {:.0f}] W dropped", limits.max_power_w));
   }
-  if (auto e = integrate_power(ok, start.t_s, end.t_s)) {
-    out.energy_j = *e;
+  if (sampled_j) {
+    out.energy_j = *sampled_j;
     out.source = EnergySource::kPowerSamples;
     notes.push_back(fmt::format("this interval uses {} power sample(s) instead", ok.size()));
   } else {

@@ -50,6 +50,25 @@ TEST(Telemetry, WrapIsMeasuredAcrossTheWrap) {
   EXPECT_EQ(r.source, EnergySource::kCounter);
 }
 
+// Session 21's trial: over a run of more than ~24 minutes (2^32 mJ at 3000 W) a GPU reset was
+// read as a 2^32 wrap: 4.2 MJ "measured" where the power samples showed 100 W. A wrap must now
+// agree with the samples (within a factor 2) when there are some; a true wrap still does.
+TEST(Telemetry, AResetDuringALongRunIsNotAWrap) {
+  const std::vector<PowerSample> hundred_watts = {{0, 100}, {1000, 100}, {2000, 100}};
+  const auto reset = interval_energy(at(0, 50000.0), at(2000, 1.0), hundred_watts);
+  EXPECT_FALSE(has(reset, Anomaly::kCounterWrapped)) << reset.detail;
+  EXPECT_TRUE(has(reset, Anomaly::kCounterBackwards)) << reset.detail;
+  EXPECT_EQ(reset.source, EnergySource::kPowerSamples);
+  EXPECT_DOUBLE_EQ(*reset.energy_j, 200000.0);
+  const double width = 4294967296.0 / 1000.0;
+  const auto wrap = interval_energy(at(0, width - 100000.0), at(2000, 99990.0), hundred_watts);
+  EXPECT_TRUE(has(wrap, Anomaly::kCounterWrapped)) << wrap.detail;
+  EXPECT_NEAR(*wrap.energy_j, 199990.0, 1e-6);
+  EXPECT_EQ(wrap.source, EnergySource::kCounter);
+  // Without samples only the power bound applies, as before.
+  EXPECT_TRUE(has(interval_energy(at(0, 50000.0), at(2000, 1.0), {}), Anomaly::kCounterWrapped));
+}
+
 TEST(Telemetry, ImpossibleJumpsAndImplausiblePowerAreNotReported) {
   // 1 MJ in 1 s is 1 MW: not a GPU.
   const auto r = interval_energy(at(0, 0.0), at(1, 1e6), {{0, 250}, {1, 250}});
