@@ -131,10 +131,15 @@ inline constexpr std::string_view kEmulationCsvHeader =
 /// The emulation CSV (one writer): kEmulationCsvHeader and one line per row.
 std::string emulation_csv_text(const std::vector<EmulationRow>& rows);
 
+/// The digest emulation.json records of its emulation.csv text: "fnv1a64:" and 16 hex digits
+/// (FNV-1a, 64 bit). Not a security measure: it ties the two files of one run together, so
+/// `perseus report` refuses a CSV copied in from another run (session 21).
+std::string emulation_csv_digest(std::string_view csv_text);
+
 /// The emulation's shape and scaling as JSON text (what a reader of emulation.csv needs to
 /// interpret its scaled numbers): {"pipelines", "stages", "microbatches", "tp", "time_scale",
 /// "p2p_power_w", "unit_time_s", "t_min_s" (Perseus T_min, scaled s), "t_min_unscaled_s",
-/// "profile"}.
+/// "profile", "csv_digest" (emulation_csv_digest() of the emulation.csv written with it)}.
 std::string emulation_json_text(const EmulationResult& result, const EmulationConfig& config);
 
 /// Checks, before the (long) emulation runs, that write_emulation_outputs() may write

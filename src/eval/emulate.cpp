@@ -294,8 +294,15 @@ void write_emulation_csv(const std::vector<EmulationRow>& rows, const std::strin
   write_file_atomically(emulation_folder(out_dir) / "emulation.csv", emulation_csv_text(rows));
 }
 
+std::string emulation_csv_digest(std::string_view csv_text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const unsigned char c : csv_text) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
 std::string emulation_json_text(const EmulationResult& res, const EmulationConfig& cfg) {
   const nlohmann::ordered_json j = {
+      {"csv_digest", emulation_csv_digest(emulation_csv_text(res.rows))},
       {"pipelines", res.num_pipelines},   {"stages", cfg.num_ranks},
       {"microbatches", cfg.microbatches}, {"tp", cfg.tp_degree},
       {"time_scale", cfg.time_scale},     {"p2p_power_w", cfg.p_block_w},

@@ -17,6 +17,7 @@
 #include "perseus/baselines.hpp"
 #include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 #include "perseus/input_limits.hpp"
 #include "perseus/profile_transform.hpp"
 #include "perseus/render.hpp"
@@ -303,9 +304,23 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
   }
   std::optional<double> t_min_s;
   std::error_code ec;
-  if (fs::exists(json_path, ec)) {
+  // perseus emulate writes emulation.json and emulation.csv together; a CSV alone, or one
+  // copied in from another run, was shown under this run's numbers (session 21's trial).
+  if (!fs::exists(json_path, ec))
+    throw InputError(fmt::format("{}: has no emulation.json beside it (perseus emulate writes both): it cannot be "
+                                 "tied to this run; re-run perseus emulate into this folder, or remove emulation.csv",
+                                 csv_path.string()));
+  {
     const std::string js = json_path.string();
     const json e = read_json(json_path, "emulation");
+    if (e.contains("csv_digest")) {  // emulation.json files before session 21 have none
+      const std::string want = e["csv_digest"].is_string() ? e["csv_digest"].get<std::string>() : "";
+      if (want != emulation_csv_digest(read_input_file(csv_path.string(), "emulation CSV")))
+        throw InputError(fmt::format("{}: is not the emulation.csv that {} was written with (field 'csv_digest' "
+                                     "differs): the two are from different runs; re-run perseus emulate into this "
+                                     "folder, or remove emulation.csv/.json",
+                                     csv_path.string(), js));
+    }
     const long pipelines = integer(e, js, "", "pipelines"), stages = integer(e, js, "", "stages");
     const long tp = integer(e, js, "", "tp");
     const double scale = number(e, js, "", "time_scale");
@@ -326,10 +341,6 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
         "table are of that scaled cluster (T_min = {:.4f} s here is {:.4f} s unscaled), not of the one pipeline "
         "in the Summary above. Savings in % do not depend on the scaling.</p>\n",
         pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, *t_min_s, *t_min_s / scale);
-  } else {
-    h += "<p class=\"note\">From emulation.csv (perseus emulate): cluster energy and savings of each method for the "
-         "given straggler slowdown. Times and energies are scaled as the emulation ran; its time scale, TP and "
-         "pipeline count are not known (emulation.json, written by perseus emulate, is missing).</p>\n";
   }
   const int c_slow = t.column({"slowdown"}), c_chosen = t.column({"chosen_time_s"});
   if (t_min_s && c_slow >= 0 && c_chosen >= 0) {

@@ -398,8 +398,43 @@ TEST(ReportErrors, EmulationOfAnotherPipelineIsRefused) {
 
 // An emulation.csv that perseus emulate did not write (another header, a bad row) is refused
 // with its line and field: the page would show it as this run's emulation.
+/// emulation.json of the pipeline Job plans (perseus emulate writes both files); `digest` is
+/// written as its csv_digest unless empty (emulation.json files before session 21 have none).
+void write_matching_emulation_json(const std::string& out, const std::string& digest = "") {
+  const double t_min = nlohmann::json::parse(slurp(fs::path(out) / "summary.json"))["t_min_s"].get<double>();
+  nlohmann::json j = {{"pipelines", 2},    {"stages", 2},         {"microbatches", 3},  {"tp", 1},
+                      {"time_scale", 1.0}, {"p2p_power_w", 40},   {"unit_time_s", 0.01}, {"t_min_s", t_min},
+                      {"t_min_unscaled_s", t_min}};
+  if (!digest.empty()) j["csv_digest"] = digest;
+  std::ofstream(fs::path(out) / "emulation.json") << j.dump();
+}
+
+// Session 21's trial: an emulation.csv copied in from another run (beside this run's
+// emulation.json), or one with no emulation.json at all, was shown under this run's header.
+TEST(ReportErrors, AnEmulationCsvOfAnotherRunOrAloneIsRefused) {
+  Job job;
+  const fs::path csv = fs::path(job.out) / "emulation.csv";
+  const std::string text = std::string(kEmulationCsvHeader) + "\nperseus,1.1,1,2,3,4,5\n";
+  std::ofstream(csv) << text;
+  std::string e = report_error(job.out);
+  EXPECT_NE(e.find("emulation.csv: has no emulation.json beside it (perseus emulate writes both)"), std::string::npos)
+      << e;
+  write_matching_emulation_json(job.out, emulation_csv_digest(text));
+  EXPECT_EQ(report_error(job.out), "");
+  fs::remove(fs::path(job.out) / "report.html");
+  std::ofstream(csv) << std::string(kEmulationCsvHeader) << "\nperseus,1.1,1,2,3,4,6\n";  // another run's
+  e = report_error(job.out);
+  EXPECT_NE(e.find("is not the emulation.csv that"), std::string::npos) << e;
+  EXPECT_NE(e.find("(field 'csv_digest' differs): the two are from different runs"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+  write_matching_emulation_json(job.out);  // an older emulation.json, without csv_digest: as before
+  EXPECT_EQ(report_error(job.out), "");
+  EXPECT_EQ(emulation_csv_digest(""), "fnv1a64:cbf29ce484222325");  // FNV-1a's offset basis
+}
+
 TEST(ReportErrors, EmulationCsvNotWrittenByEmulateIsRefused) {
   Job job;
+  write_matching_emulation_json(job.out);
   const fs::path csv = fs::path(job.out) / "emulation.csv";
   const std::string header(kEmulationCsvHeader);
   std::ofstream(csv) << "method,slowdown\nperseus,1.1\n";
