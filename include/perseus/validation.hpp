@@ -9,6 +9,13 @@
 
 namespace perseus {
 
+/// A measured iteration time must lie in [kMinMeasuredOverDagTime, kMaxMeasuredOverDagTime] x
+/// the plan's computation-only time from time_profile.csv (validate refuses it otherwise: overheads
+/// only lengthen an iteration, and a profile is not 2x off; outside, it is a unit mistake or
+/// another plan's time).
+inline constexpr double kMinMeasuredOverDagTime = 0.5;
+inline constexpr double kMaxMeasuredOverDagTime = 1000;
+
 /// One measured plan and our prediction of its iteration time.
 struct RealPlanCheck {
   int plan = 0;                  ///< Plan id in perseus_frontier.csv.

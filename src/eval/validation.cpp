@@ -393,6 +393,16 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
     chk.all_max = m->second.second;
     chk.measured_time_s = m->second.first;
     chk.dag_time_s = replica_max(plan_times.size() - 1, std::vector<double>(n, 0.0));
+    // A measured iteration faster than half the plan's own computations (time_profile.csv), or
+    // slower than 1000 times them, is not a measurement of this plan (a unit mistake, another
+    // run): it gave a negative "constant" overhead and errors of 6.9e8 % as results (session
+    // 21's trial). Overheads only lengthen an iteration; a real profile is not 2x off.
+    if (chk.measured_time_s < kMinMeasuredOverDagTime * chk.dag_time_s ||
+        chk.measured_time_s > kMaxMeasuredOverDagTime * chk.dag_time_s)
+      fail(Where{frontier_path, measured_line[plan]}, "time_s",
+           fmt::format("plan {} measured {:.6g} s, but its computations alone take {:.6g} s by time_profile.csv: "
+                       "expected a time in [{:g}, {:g}] x that (a time in other units, or of another plan?)",
+                       plan, chk.measured_time_s, chk.dag_time_s, kMinMeasuredOverDagTime, kMaxMeasuredOverDagTime));
     out.plans.push_back(chk);
   }
   // Both ways to account for what the DAG leaves out are calibrated on the all-max plans and

@@ -196,6 +196,18 @@ TEST(Validation, ThreeDimensionalErrors) {
 // plans that calibrate the overheads (or without a plan to score) is an error, not a table of
 // 300-digit numbers or a silent overhead of 0.
 TEST(Validation, ImpossibleMeasurementsAndMissingCalibrationPlans) {
+  // Session 21's trial: an all-max plan measured far faster than its own computations (a negative
+  // "constant" overhead resulted) or far slower (an overhead of 6.4e7 ms per computation) was
+  // turned into confident results. Refused now with the line, naming the computation-only time.
+  for (const char* row : {"0,0.5,1,1", "1,9e6,1,0"}) {
+    TinyWorkload w;
+    std::string frontier = "plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n1,10.5,1,0\n";
+    frontier.replace(frontier.find(row[0] == '0' ? "0,10.0,1,1" : "1,10.5,1,0"), 10, row);
+    w.dir.write("perseus_frontier.csv", frontier);
+    expect_error(w.path(), std::string("perseus_frontier.csv:") + (row[0] == '0' ? "2" : "3") +
+                               ": field 'time_s': plan " + row[0] + " measured ");
+    expect_error(w.path(), "expected a time in [0.5, 1000] x that (a time in other units, or of another plan?)");
+  }
   {
     TinyWorkload w("", "0,forward,900,1e300,0,1,1\n");
     expect_error(w.path(), "time_profile.csv:7: field 'time': expected a duration in [1e-06, 100000] s");
