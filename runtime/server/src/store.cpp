@@ -162,6 +162,19 @@ std::string database_lock_path(const std::string& db_path) {
 
 namespace {
 
+/// Takes an exclusive flock() on `fd` (opened on `locked`, for the database `path`) or closes it
+/// and throws: `held` says who holds it when another process does. Returns the fd.
+int flock_or_throw(int fd, const std::string& path, const std::string& locked, const std::string& held) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  const int e = errno;
+  ::close(fd);
+  if (e == EWOULDBLOCK)
+    throw InputError(fmt::format("{}: the database is in use by another `perseus serve` ({}); stop it or use another "
+                                 "--db",
+                                 path, held));
+  throw InputError(fmt::format("{}: cannot lock {}: {}", path, locked, std::strerror(e)));
+}
+
 /// Takes an exclusive flock() on database_lock_path(path) (created 0600) for the life of the
 /// store: a second server on the same database fails at start instead of interleaving writes.
 /// Returns the fd.
@@ -169,16 +182,7 @@ int lock_database(const std::string& path) {
   const std::string lock_path = database_lock_path(path);
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) throw InputError(fmt::format("{}: cannot create the lock file: {}", lock_path, std::strerror(errno)));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int e = errno;
-    ::close(fd);
-    if (e == EWOULDBLOCK)
-      throw InputError(fmt::format("{}: the database is in use by another `perseus serve` (lock {} is held); "
-                                   "stop it or use another --db",
-                                   path, lock_path));
-    throw InputError(fmt::format("{}: cannot lock {}: {}", path, lock_path, std::strerror(e)));
-  }
-  return fd;
+  return flock_or_throw(fd, path, lock_path, fmt::format("lock {} is held", lock_path));
 }
 
 /// Creates the database file private (0600) if it does not exist; SQLite gives its -wal and
@@ -197,17 +201,8 @@ void create_private(const std::string& path) {
 int lock_database_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) throw InputError(fmt::format("{}: cannot open database: {}", path, std::strerror(errno)));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int e = errno;
-    ::close(fd);
-    if (e == EWOULDBLOCK)
-      throw InputError(fmt::format("{}: the database is in use by another `perseus serve` (the file itself is "
-                                   "locked: another path reaches it, e.g. a hard link or a bind mount); stop it or "
-                                   "use another --db",
-                                   path));
-    throw InputError(fmt::format("{}: cannot lock the database file: {}", path, std::strerror(e)));
-  }
-  return fd;
+  return flock_or_throw(fd, path, "the database file",
+                        "the file itself is locked: another path reaches it, e.g. a hard link or a bind mount");
 }
 
 }  // namespace
