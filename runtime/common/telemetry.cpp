@@ -93,9 +93,18 @@ IntervalEnergy interval_energy(const CounterReading& start, const CounterReading
   IntervalEnergy out;
   std::vector<std::string> notes;
   const double dt = end.t_s - start.t_s;
+  // The power samples' integral, only where it is needed (a counter that fell, or the fallback):
+  // a clean counter, the common case on every computation of the client, skips it.
   bool dropped = false;
-  const std::vector<PowerSample> ok = plausible_samples(power, limits, &dropped);
-  const std::optional<double> sampled_j = integrate_power(ok, start.t_s, end.t_s);
+  std::vector<PowerSample> ok;  // the plausible samples, once sampled_j() ran
+  std::optional<std::optional<double>> sampled;
+  const auto sampled_j = [&]() -> const std::optional<double>& {
+    if (!sampled) {
+      ok = plausible_samples(power, limits, &dropped);
+      sampled = integrate_power(ok, start.t_s, end.t_s);
+    }
+    return *sampled;
+  };
   if (start.failed || end.failed) {
     out.anomalies.push_back(Anomaly::kGpuLost);
     // No fallback: power samples cannot be trusted past the failure either.
@@ -115,7 +124,7 @@ IntervalEnergy interval_energy(const CounterReading& start, const CounterReading
     if (d < 0) {
       for (const double width_j : {4294967296.0 / 1000.0, 18446744073709551616.0 / 1000.0}) {
         const double wrapped = width_j - e0 + e1;
-        if (e0 <= width_j && wrapped >= 0 && plausible_wrap(wrapped, dt, sampled_j, limits)) {
+        if (e0 <= width_j && wrapped >= 0 && plausible_wrap(wrapped, dt, sampled_j(), limits)) {
           out.energy_j = wrapped;
           out.source = EnergySource::kCounter;
           out.anomalies.push_back(Anomaly::kCounterWrapped);
@@ -135,12 +144,13 @@ IntervalEnergy interval_energy(const CounterReading& start, const CounterReading
     }
   }
   // Fall back to power samples (plausible ones only).
+  const std::optional<double>& fallback_j = sampled_j();
   if (dropped) {
     out.anomalies.push_back(Anomaly::kImplausiblePower);
     notes.push_back(fmt::format("power samples outside [0, {:.0f}] W dropped", limits.max_power_w));
   }
-  if (sampled_j) {
-    out.energy_j = *sampled_j;
+  if (fallback_j) {
+    out.energy_j = *fallback_j;
     out.source = EnergySource::kPowerSamples;
     notes.push_back(fmt::format("this interval uses {} power sample(s) instead", ok.size()));
   } else {
