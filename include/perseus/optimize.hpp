@@ -107,8 +107,9 @@ inline constexpr double kFineUnitsPerComputation = 10;
 /// Warnings about the time unit (s) for `problem`: when the median computation at its fastest
 /// clock spans fewer than kFineUnitsPerComputation units, one message saying so, with the
 /// median (s) and a unit that plans it finely (a power of ten at most 1/20 of that median).
-/// Empty otherwise. Without it, a profile of sub-millisecond computations planned at the
-/// default 1 ms got a one-plan frontier and no word why (session 21).
+/// Empty otherwise (also for a unit <= 0 or a problem without computations); does not throw.
+/// Without it, a profile of sub-millisecond computations planned at the default 1 ms got a
+/// one-plan frontier and no word why (session 21).
 std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_time_s);
 
 /// What optimize() computed: the problem, its frontier and the all-max baseline.

@@ -73,7 +73,8 @@ Schedule make_interleaved_1f1b(int ranks, int microbatches, int chunks);
 Schedule make_zb_h1(int stages, int microbatches);
 
 /// Stages (model chunks) each rank holds, by rank: {V, V, ...} for an interleaved schedule of
-/// V chunks, uneven for a hand-written placement (e.g. {3, 1}).
+/// V chunks, uneven for a hand-written placement (e.g. {3, 1}); one entry per rank. Counts
+/// schedule.stage_rank (entries outside 0..ranks-1 are skipped); does not throw.
 std::vector<int> stages_per_rank(const Schedule& schedule);
 
 /// Names accepted by make_schedule(): "1f1b", "gpipe", "interleaved-1f1b", "zb-h1"
