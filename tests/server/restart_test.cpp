@@ -229,21 +229,70 @@ TEST(Durability, ReadyJobsStoreReportsWithoutTheirComputations) {
   EXPECT_EQ(api.post("/v1/jobs/" + job + "/ranks/2/measurements", {{"iteration", 0}, {"time_s", 1.0}}).j["duplicate"], true);
 }
 
-/// Rows of `job` in the store's tables (read while the server runs: WAL allows it).
-int rows_of_job(const std::string& db_path, const std::string& job) {
+/// Rows of `job` in `table` of the store (read while the server runs: WAL allows it); -1 when
+/// the database cannot be read.
+int rows_of_job_in(const std::string& db_path, const std::string& table, const std::string& job) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return -1;
+  int rows = -1;
+  sqlite3_stmt* st = nullptr;
+  const std::string sql = "SELECT COUNT(*) FROM " + table + " WHERE job_id = ?";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, job.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) rows = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rows;
+}
+
+/// Rows of `job` in all the store's tables.
+int rows_of_job(const std::string& db_path, const std::string& job) {
   int total = 0;
   for (const char* table : {"jobs", "ranks", "assignments", "plans", "stragglers", "decisions", "measurements"}) {
-    sqlite3_stmt* st = nullptr;
-    const std::string sql = std::string("SELECT COUNT(*) FROM ") + table + " WHERE job_id = ?";
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) total = -1000000;
-    sqlite3_bind_text(st, 1, job.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(st) == SQLITE_ROW) total += sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
+    const int rows = rows_of_job_in(db_path, table, job);
+    total += rows < 0 ? -1000000 : rows;
   }
-  sqlite3_close(db);
   return total;
+}
+
+// Every straggler declaration is a decision, identical ones too: the store keeps the newest
+// max_decisions_kept (100) of a job, so a trainer that re-declares each iteration cannot grow
+// the database without bound, and decisions_total (the newest decision's id) survives a restart.
+TEST(Durability, StoredStragglerDecisionsStayBoundedAndTheirCountSurvivesARestart) {
+  TempDir dir;
+  const std::string db = dir.file("d.db");
+  std::string job;
+  json before;
+  constexpr int kDeclarations = 130;
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    auto c = api.post("/v1/jobs", profile_job());
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    const std::string base = "/v1/jobs/" + job;
+    wait_status(api, job, "ready");
+    for (int i = 0; i < kDeclarations; ++i)
+      ASSERT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.1 + 0.01 * (i % 3)}}).status, 200) << i;
+    before = api.get(base).j;
+    EXPECT_EQ(before["decisions_total"], kDeclarations);
+    ASSERT_EQ(before["decisions"].size(), 100u);
+    EXPECT_EQ(before["decisions"].back()["id"], kDeclarations);
+    EXPECT_EQ(rows_of_job_in(db, "decisions", job), 100) << "the store keeps the newest 100, like memory";
+  }
+  LocalServer srv(db);
+  Api api(srv.port());
+  const std::string base = "/v1/jobs/" + job;
+  const json after = api.get(base).j;
+  EXPECT_EQ(after["decisions_total"], kDeclarations);
+  EXPECT_EQ(after["decisions"], before["decisions"]);
+  // (503 until the restarted server has derived the frontier again.)
+  ASSERT_EQ(post_when_frontier_ready(api, job, base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.5}}).status, 200);
+  const json next = api.get(base).j;
+  EXPECT_EQ(next["decisions_total"], kDeclarations + 1);
+  EXPECT_EQ(next["decisions"].back()["id"], kDeclarations + 1) << "ids continue after the restart";
+  EXPECT_EQ(rows_of_job_in(db, "decisions", job), 100);
 }
 
 TEST(Durability, WritesRacingADeleteLeaveNoRows) {

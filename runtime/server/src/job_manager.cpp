@@ -635,7 +635,7 @@ std::size_t JobManager::expire_idle(double now_monotonic_s) {
 
 std::size_t JobManager::load() {
   std::size_t n = 0;
-  for (auto& sj : store_.load_all()) {
+  for (auto& sj : store_.load_all(opt_.max_decisions_kept)) {
     auto j = std::make_shared<Job>();
     j->id = sj.job_id;
     j->auth = sj.auth;
@@ -679,7 +679,13 @@ std::size_t JobManager::load() {
         j->decisions.push_back(json::parse(d));
         if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
       }
-      j->decisions_total = static_cast<std::int64_t>(sj.decisions.size());
+      // The store keeps only the newest decisions (update_assignments prunes): the newest one's
+      // id is the count of every decision the job ever took.
+      j->decisions_total = sj.decision_rows;
+      if (!j->decisions.empty()) {
+        const json& id = j->decisions.back()["id"];
+        if (id.is_number_integer()) j->decisions_total = std::max(j->decisions_total, id.get<std::int64_t>());
+      }
       j->model = prepare_model(j->spec, sj.built_profile_csv);
       if (!sj.points_json.empty()) j->model.points = parse_points(sj.points_json);
       if (!sj.frontier_partial_json.empty()) {

@@ -127,7 +127,8 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
                            {"predicted_saving_j_per_iteration", predicted},
                            {"measured_saving_j_per_iteration", opt_json(measured)},
                            {"version", j->version_counter}};
-          store_.update_assignments(j->id, j->version_counter, {}, std::nullopt, std::nullopt, decision.dump());
+          store_.update_assignments(j->id, j->version_counter, {}, std::nullopt, std::nullopt, decision.dump(),
+                                    opt_.max_decisions_kept);
           j->decisions.push_back(decision);
           ++j->decisions_total;
           if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();

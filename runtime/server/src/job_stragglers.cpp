@@ -212,7 +212,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     if (up) up->origin = straggler_origin(origin);
     std::vector<StoredAssignment> changed;
     for (int d : switched) changed.push_back({d, idx_of[d], version});
-    store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump());
+    store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump(), opt_.max_decisions_kept);
     for (const auto& a : changed) j->pipelines[a.pipeline] = {a.plan_index, version, j->plans.at(a.plan_index)};
     j->version_counter = new_version;
     j->stragglers = next;

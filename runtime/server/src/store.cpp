@@ -6,7 +6,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -379,7 +381,8 @@ std::optional<std::string> Store::plan(const std::string& job_id, int plan_index
 void Store::update_assignments(const std::string& job_id, std::int64_t version_counter,
                                const std::vector<StoredAssignment>& assignments,
                                const std::optional<StoredStraggler>& upsert_straggler,
-                               std::optional<int> delete_straggler, const std::string& decision_json) {
+                               std::optional<int> delete_straggler, const std::string& decision_json,
+                               std::size_t keep_decisions) {
   std::lock_guard lock(mu_);
   Txn txn(db_);
   {
@@ -404,6 +407,11 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
   if (!decision_json.empty()) {
     Stmt s(db_, "INSERT INTO decisions(job_id, decision_json) VALUES(?, ?)");
     s.bind(1, job_id).bind(2, decision_json).run();
+    if (keep_decisions > 0) {
+      Stmt prune(db_, "DELETE FROM decisions WHERE job_id=?1 AND id < (SELECT MIN(id) FROM (SELECT id FROM decisions "
+                      "WHERE job_id=?1 ORDER BY id DESC LIMIT ?2))");
+      prune.bind(1, job_id).bind(2, static_cast<std::int64_t>(std::min<std::size_t>(keep_decisions, INT64_MAX))).run();
+    }
   }
   txn.commit();
 }
@@ -447,7 +455,7 @@ void Store::delete_job(const std::string& job_id) {
   txn.commit();
 }
 
-std::vector<StoredJob> Store::load_all() {
+std::vector<StoredJob> Store::load_all(std::size_t max_decisions) {
   std::lock_guard lock(mu_);
   std::vector<StoredJob> jobs;
   {
@@ -501,9 +509,13 @@ std::vector<StoredJob> Store::load_all() {
         j.stragglers.push_back({static_cast<int>(s.i64(0)), s.f64(1), s.f64(2), s.f64(3), s.text(4)});
     }
     {
-      Stmt s(db_, "SELECT decision_json FROM decisions WHERE job_id=? ORDER BY id");
-      s.bind(1, j.job_id);
+      Stmt s(db_, "SELECT decision_json FROM (SELECT id, decision_json FROM decisions WHERE job_id=?1 ORDER BY id "
+                  "DESC LIMIT ?2) ORDER BY id");
+      s.bind(1, j.job_id).bind(2, static_cast<std::int64_t>(std::min<std::size_t>(max_decisions, INT64_MAX)));
       while (s.step()) j.decisions.push_back(s.text(0));
+      Stmt n(db_, "SELECT COUNT(*) FROM decisions WHERE job_id=?");
+      n.bind(1, j.job_id);
+      if (n.step()) j.decision_rows = n.i64(0);
     }
     {
       // energy_j is stored as 0 when the report had none: the report itself (body_json) says

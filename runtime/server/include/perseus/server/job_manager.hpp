@@ -37,7 +37,7 @@ struct ManagerOptions {
   double job_idle_ttl_s = 7 * 24 * 3600.0;  ///< Jobs idle longer are deleted, s (<= 0: never).
   int planner_threads = 1;                  ///< Background frontier solvers.
   std::size_t max_jobs = 1000;              ///< More live jobs: 503 on create.
-  std::size_t max_decisions_kept = 100;     ///< Straggler decisions kept in memory per job.
+  std::size_t max_decisions_kept = 100;     ///< Newest straggler decisions kept per job, in memory and stored.
   // Zeus PFO compatibility: what a job registered with POST /register_job runs.
   std::vector<std::string> zeus_plan_texts; ///< freqs_pipeline_*.py texts, slowest first.
   std::string zeus_profile_csv;             ///< Optional profile to give those plans times.

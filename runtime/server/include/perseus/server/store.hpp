@@ -74,7 +74,9 @@ struct StoredJob {
   /// (all-max, quick, sweep) and those a pipeline is assigned; Store::plan() reads any other.
   std::vector<std::pair<int, std::string>> plans;
   std::vector<StoredStraggler> stragglers;
-  std::vector<std::string> decisions;  ///< Decision JSON texts, oldest first.
+  /// The newest decision JSON texts (at most load_all()'s `max_decisions`), oldest first.
+  std::vector<std::string> decisions;
+  std::int64_t decision_rows = 0;  ///< Decision rows stored for the job (older ones may have been pruned).
   std::int64_t num_measurements = 0;
   std::int64_t num_energy_known = 0;  ///< measurements whose report carried energy_j (the mean's divisor)
   double sum_time_s = 0, sum_energy_j = 0;
@@ -125,12 +127,15 @@ class Store {
   /// load_all() returns only the plans a reload needs; the others are read here when fetched.
   std::optional<std::string> plan(const std::string& job_id, int plan_index);
   /// Replaces assignments and the version counter in one transaction; optionally also
-  /// upserts/deletes a straggler and appends a decision, atomically.
+  /// upserts/deletes a straggler and appends a decision, atomically. With `keep_decisions` > 0
+  /// the job's stored decisions are then pruned to the newest `keep_decisions` (the database
+  /// stays bounded however often stragglers are declared; each decision's JSON carries its "id",
+  /// from which a reload recovers `decisions_total`).
   void update_assignments(const std::string& job_id, std::int64_t version_counter,
                           const std::vector<StoredAssignment>& assignments,
                           const std::optional<StoredStraggler>& upsert_straggler = std::nullopt,
                           std::optional<int> delete_straggler = std::nullopt,
-                          const std::string& decision_json = {});
+                          const std::string& decision_json = {}, std::size_t keep_decisions = 0);
   /// Inserts a rank; false if (job, rank) exists.
   bool insert_rank(const std::string& job_id, const StoredRank& rank);
   /// Inserts a measurement; false (and nothing written) if (job, rank, iteration) exists.
@@ -140,8 +145,8 @@ class Store {
   std::vector<StoredMeasurement> measurements(const std::string& job_id);
   /// Deletes a job and everything about it.
   void delete_job(const std::string& job_id);
-  /// Loads every job.
-  std::vector<StoredJob> load_all();
+  /// Loads every job, each with at most its newest `max_decisions` straggler decisions.
+  std::vector<StoredJob> load_all(std::size_t max_decisions = SIZE_MAX);
 
   /// One write transaction spanning several calls of the store, so that a logical change made
   /// of several writes is committed whole or not at all (a kill -9 or a failed write in
