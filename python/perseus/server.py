@@ -170,7 +170,9 @@ class API:
         return json.loads(text) if text else None
 
     def health(self):
-        """GET /v1/health: {'status': 'ok', 'version', 'uptime_s'}."""
+        """GET /v1/health: {'status': 'ok', 'version', 'uptime_s'} ('starting' while a restarted
+        server loads its jobs). Raises APIError 503 'storage_unwritable' while the server's
+        database refuses writes (a full disk)."""
         return self.request("GET", "/v1/health")
 
     def create_job(self, *, pp, microbatches, profile_csv=None, plans=None, dp=1, tp=1, schedule="1f1b",

@@ -93,6 +93,40 @@ TEST(AtomicWrites, JobIsStoredWithItsQuickPlanOrNotAtAll) {
   EXPECT_EQ(query_text(db, "SELECT COUNT(*) FROM plans WHERE plan_index = -3"), "1");
 }
 
+// A database that refuses writes (a full disk) cannot keep what the server acknowledges: health
+// says so (503 "degraded", for probes and load balancers) and /metrics counts it, until a write
+// succeeds again. Before, health said "ok" while every write failed.
+TEST(AtomicWrites, HealthIsDegradedWhileTheDatabaseRefusesWrites) {
+  TempDir dir;
+  const std::string db = dir.file("a.db");
+  LocalServer srv(db);
+  Api api(srv.port());
+  auto c = api.post("/v1/jobs", profile_job());
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  ASSERT_EQ(api.post(base + "/ranks", {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0}}).status, 201);
+  auto health = api.get("/v1/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.j["status"], "ok");
+  EXPECT_EQ(metric_value(api, "perseus_store_writable"), 1);
+  exec_sql(db, std::string("CREATE TRIGGER fault BEFORE INSERT ON measurements BEGIN SELECT ") + kFault + "; END");
+  ASSERT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 0}, {"time_s", 1.0}}).status, 500);
+  health = api.get("/v1/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.j["status"], "degraded");
+  EXPECT_EQ(health.j["error"]["code"], "storage_unwritable");
+  EXPECT_NE(health.j["error"]["message"].get<std::string>().find("malformed JSON"), std::string::npos) << health.body;
+  EXPECT_EQ(metric_value(api, "perseus_store_writable"), 0);
+  EXPECT_EQ(metric_value(api, "perseus_store_write_failures_total"), 1);
+  exec_sql(db, "DROP TRIGGER fault");
+  ASSERT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 0}, {"time_s", 1.0}}).status, 202);
+  health = api.get("/v1/health");
+  EXPECT_EQ(health.status, 200) << "a write succeeded again";
+  EXPECT_EQ(health.j["status"], "ok");
+  EXPECT_EQ(metric_value(api, "perseus_store_writable"), 1);
+  EXPECT_EQ(metric_value(api, "perseus_store_write_failures_total"), 1);
+}
+
 TEST(AtomicWrites, SweepStepIsStoredWithItsReportOrNotAtAll) {
   // Before the fix the report was committed and the sweep stepped in memory before the new plan
   // version was: a failed commit left the sweep one step ahead of the plan served (whose

@@ -369,8 +369,16 @@ struct Server::Impl {
     using R = HttpRequest;
     add("GET", "/v1/health", Access::kPublic, [this](const R&, const P&) {
       const bool up = ready.load(std::memory_order_acquire);
-      return Reply{200, json{{"status", up ? "ok" : "starting"}, {"version", "0.1.0"}, {"uptime_s", monotonic_s() - started_s}}
-                            .dump()};
+      json body{{"status", up ? "ok" : "starting"}, {"version", "0.1.0"}, {"uptime_s", monotonic_s() - started_s}};
+      // A database that refused its latest write (a full disk) cannot keep what the server
+      // acknowledges: 503 "degraded" until a write succeeds again. SQLite's message only: the
+      // route is public, and it names no job or path.
+      const Store::WriteHealth storage = store.write_health();
+      if (storage.ok) return Reply{200, body.dump()};
+      body["status"] = "degraded";
+      body["error"] = {{"code", "storage_unwritable"},
+                       {"message", "the database refused its latest write: " + storage.last_error.substr(0, 200)}};
+      return Reply{503, body.dump()};
     });
     add("GET", "/metrics", Access::kAdmin, [this](const R&, const P&) { return Reply{200, manager.metrics_text()}; });
     add("GET", "/v1/jobs", Access::kAdmin, [this](const R&, const P&) { return manager.list_jobs(); });

@@ -805,6 +805,11 @@ std::string JobManager::metrics_text() const {
   counter("perseus_frontiers_solved_total", "Frontiers solved.", counters_.plans_solved.load());
   counter("perseus_frontiers_partial_total", "Frontiers solved partially (the job's planning_budget_s was reached).",
           counters_.frontiers_partial.load());
+  const Store::WriteHealth storage = store_.write_health();
+  counter("perseus_store_write_failures_total", "Database writes that failed (disk full, I/O error, locked).",
+          storage.write_failures);
+  out += fmt::format("# HELP perseus_store_writable 1 when the latest database write succeeded, else 0.\n"
+                     "# TYPE perseus_store_writable gauge\nperseus_store_writable {}\n", storage.ok ? 1 : 0);
   const PlannerState planner = planner_state();
   counter("perseus_planner_solves_started_total", "Frontier solves started.", planner.solves_started);
   out += fmt::format("# HELP perseus_planner_queued Frontier solves waiting for a planner thread.\n"

@@ -57,12 +57,22 @@ CREATE TABLE IF NOT EXISTS measurements(
   body_json TEXT NOT NULL, UNIQUE(job_id, rank, iteration));
 )sql";
 
+/// The message of this thread's latest SQLite failure (Store::WriteOutcome reads it: by the time
+/// a write scope is left, its rollback has replaced sqlite3_errmsg()).
+thread_local std::string t_last_failure;
+
+/// Throws std::runtime_error(`message`), remembered as this thread's latest SQLite failure.
+[[noreturn]] void sqlite_failed(std::string message) {
+  t_last_failure = message;
+  throw std::runtime_error(std::move(message));
+}
+
 /// RAII prepared statement with positional binding.
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(fmt::format("sqlite prepare: {}", sqlite3_errmsg(db)));
+      sqlite_failed(fmt::format("sqlite prepare: {}", sqlite3_errmsg(db)));
   }
   ~Stmt() { sqlite3_finalize(st_); }
   Stmt& bind(int i, const std::string& v) {
@@ -79,14 +89,14 @@ class Stmt {
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     if ((rc & 0xff) == SQLITE_CONSTRAINT) { constraint_ = true; return false; }
-    throw std::runtime_error(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
+    sqlite_failed(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
   }
   bool constraint() const { return constraint_; }
   /// Steps a write that must happen: a constraint violation is an error here (thrown), not a
   /// quiet "not written" the caller would have to check.
   void run() {
     step();
-    if (constraint_) throw std::runtime_error(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
+    if (constraint_) sqlite_failed(fmt::format("sqlite step: {}", sqlite3_errmsg(db_)));
   }
   /// Makes the statement ready to bind and step again (bindings are replaced by the next bind()).
   void reset() { sqlite3_reset(st_); }
@@ -102,7 +112,7 @@ class Stmt {
   sqlite3_stmt* st_ = nullptr;
   bool constraint_ = false;
   void check(int rc) {
-    if (rc != SQLITE_OK) throw std::runtime_error(fmt::format("sqlite bind: {}", sqlite3_errmsg(db_)));
+    if (rc != SQLITE_OK) sqlite_failed(fmt::format("sqlite bind: {}", sqlite3_errmsg(db_)));
   }
 };
 
@@ -111,7 +121,7 @@ void run_sql(sqlite3* db, const char* sql) {
   if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "?";
     sqlite3_free(err);
-    throw std::runtime_error(fmt::format("sqlite {}: {}", sql, msg));
+    sqlite_failed(fmt::format("sqlite {}: {}", sql, msg));
   }
 }
 
@@ -274,15 +284,38 @@ Store::Store(const std::string& path, bool sync_full) {
   }
 }
 
-Store::Transaction::Transaction(Store& store) : lock_(store.mu_), db_(store.db_), nested_(begin_scope(db_)) {}
+Store::Transaction::Transaction(Store& store)
+    : store_(store), lock_(store.mu_), db_(store.db_), nested_(begin_scope(db_)) {}
 
 Store::Transaction::~Transaction() {
   if (!done_) rollback_scope(db_, nested_);
 }
 
 void Store::Transaction::commit() {
+  WriteOutcome outcome(store_);
   commit_scope(db_, nested_);
   done_ = true;
+}
+
+Store::WriteOutcome::WriteOutcome(Store& store) : store_(store), exceptions_(std::uncaught_exceptions()) {
+  t_last_failure.clear();
+}
+
+Store::WriteOutcome::~WriteOutcome() {
+  const bool failed = std::uncaught_exceptions() > exceptions_;
+  std::lock_guard lock(store_.health_mu_);
+  store_.health_.ok = !failed;
+  if (failed) {
+    store_.health_.last_error = t_last_failure.empty() ? "write failed" : t_last_failure;
+    ++store_.health_.write_failures;
+  } else {
+    store_.health_.last_error.clear();
+  }
+}
+
+Store::WriteHealth Store::write_health() const {
+  std::lock_guard lock(health_mu_);
+  return health_;
 }
 
 Store::~Store() {
@@ -302,7 +335,7 @@ void Store::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    throw std::runtime_error(fmt::format("sqlite: {}", msg));
+    sqlite_failed(fmt::format("sqlite: {}", msg));
   }
 }
 
@@ -310,6 +343,7 @@ bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& a
                        const std::string& status, std::int64_t version_counter,
                        const std::vector<StoredAssignment>& assignments) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Txn txn(db_);
   Stmt ins(db_, "INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter, origin, "
                 "token_sha256) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
@@ -327,12 +361,14 @@ bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& a
 
 void Store::set_status(const std::string& job_id, const std::string& status, const std::string& error) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Stmt s(db_, "UPDATE jobs SET status=?, error=? WHERE job_id=?");
   s.bind(1, status).bind(2, error).bind(3, job_id).run();
 }
 
 void Store::set_built_profile(const std::string& job_id, const std::string& csv) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Stmt s(db_, "UPDATE jobs SET built_profile_csv=? WHERE job_id=?");
   s.bind(1, csv).bind(2, job_id).run();
 }
@@ -340,6 +376,7 @@ void Store::set_built_profile(const std::string& job_id, const std::string& csv)
 void Store::set_frontier(const std::string& job_id, const std::string& points_json, const std::string& partial_json,
                          const std::vector<std::pair<int, std::string>>& plans) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Txn txn(db_);
   {
     Stmt s(db_, "UPDATE jobs SET points_json=?, frontier_partial_json=? WHERE job_id=?");
@@ -360,12 +397,14 @@ void Store::set_frontier(const std::string& job_id, const std::string& points_js
 
 void Store::set_last_activity(const std::string& job_id, double now_s) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Stmt s(db_, "UPDATE jobs SET last_activity_s=? WHERE job_id=?");
   s.bind(1, now_s).bind(2, job_id).run();
 }
 
 void Store::put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Stmt s(db_, "INSERT OR IGNORE INTO plans(job_id, plan_index, freqs_json) VALUES(?, ?, ?)");
   s.bind(1, job_id).bind(2, plan_index).bind(3, freqs_json).run();
 }
@@ -384,6 +423,7 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
                                std::optional<int> delete_straggler, const std::string& decision_json,
                                std::size_t keep_decisions) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Txn txn(db_);
   {
     Stmt s(db_, "UPDATE jobs SET version_counter=? WHERE job_id=?");
@@ -418,6 +458,7 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
 
 bool Store::insert_rank(const std::string& job_id, const StoredRank& r) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Stmt s(db_, "INSERT INTO ranks(job_id, rank, dp_rank, pp_rank, tp_rank, freqs_json) VALUES(?, ?, ?, ?, ?, ?)");
   s.bind(1, job_id).bind(2, r.rank).bind(3, r.dp_rank).bind(4, r.pp_rank).bind(5, r.tp_rank)
       .bind(6, nlohmann::json(r.supported_freqs_mhz).dump());
@@ -428,6 +469,7 @@ bool Store::insert_rank(const std::string& job_id, const StoredRank& r) {
 bool Store::insert_measurement(const std::string& job_id, int rank, std::int64_t iteration, double time_s,
                                double energy_j, const std::string& body_json, double now_s) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Stmt s(db_, "INSERT INTO measurements(job_id, rank, iteration, time_s, energy_j, created_s, body_json) "
               "VALUES(?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, job_id).bind(2, rank).bind(3, iteration).bind(4, time_s).bind(5, energy_j).bind(6, now_s)
@@ -447,6 +489,7 @@ std::vector<StoredMeasurement> Store::measurements(const std::string& job_id) {
 
 void Store::delete_job(const std::string& job_id) {
   std::lock_guard lock(mu_);
+  WriteOutcome outcome(*this);
   Txn txn(db_);
   for (const char* table : {"jobs", "ranks", "assignments", "plans", "stragglers", "decisions", "measurements"}) {
     Stmt s(db_, fmt::format("DELETE FROM {} WHERE job_id=?", table).c_str());

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -148,6 +149,17 @@ class Store {
   /// Loads every job, each with at most its newest `max_decisions` straggler decisions.
   std::vector<StoredJob> load_all(std::size_t max_decisions = SIZE_MAX);
 
+  /// Whether the database takes writes: the outcome of the latest write (a store method that
+  /// writes, or a Transaction's commit). A failed one (disk full, I/O error, the file locked
+  /// by another program) makes `ok` false, with SQLite's message, until a write succeeds again.
+  /// `write_failures` counts every failed write since the store opened. Thread-safe.
+  struct WriteHealth {
+    bool ok = true;
+    std::string last_error;          ///< SQLite's message for the failed write (empty when ok).
+    std::uint64_t write_failures = 0;
+  };
+  WriteHealth write_health() const;
+
   /// One write transaction spanning several calls of the store, so that a logical change made
   /// of several writes is committed whole or not at all (a kill -9 or a failed write in
   /// between leaves the database as it was). While it lives, the calling thread holds the
@@ -164,6 +176,7 @@ class Store {
     void commit();
 
    private:
+    Store& store_;
     std::unique_lock<std::recursive_mutex> lock_;
     sqlite3* db_;
     bool nested_;
@@ -171,6 +184,21 @@ class Store {
   };
 
  private:
+  /// Records the outcome of one write scope in write_health(): a failure when it is left by
+  /// an exception, else a success.
+  class WriteOutcome {
+   public:
+    explicit WriteOutcome(Store& store);
+    ~WriteOutcome();
+    WriteOutcome(const WriteOutcome&) = delete;
+    WriteOutcome& operator=(const WriteOutcome&) = delete;
+
+   private:
+    Store& store_;
+    int exceptions_;
+  };
+  mutable std::mutex health_mu_;
+  WriteHealth health_;  // guarded by health_mu_
   sqlite3* db_ = nullptr;
   int lock_fd_ = -1;       // flock on database_lock_path()
   int file_lock_fd_ = -1;  // flock on the database file itself (any path to it)
