@@ -67,11 +67,33 @@ class PointerSet {
   std::vector<const char*> starts_;
 };
 
-/// Per-request state kept in MHD's con_cls.
+/// Per-request state kept in MHD's con_cls (made by uri_seen()).
 struct RequestCtx {
   HttpRequest req;
-  bool answered = false;  // a response was queued early (before the body)
+  bool started = false;         // access() has read the request line and headers
+  bool answered = false;        // a response was queued early (before the body)
+  bool query_overflow = false;  // more than kMaxQueryParameters + 1 query arguments: cut by uri_seen()
 };
+
+/// libmicrohttpd's URI log callback: called with the request line's URI before libmicrohttpd
+/// splits its query into arguments, each of which takes ~56 bytes of the connection's memory
+/// pool (header_bytes). A query of a few hundred arguments ran the pool out, and the request was
+/// never answered (the client waited for the idle timeout). A query with more arguments than any
+/// request may carry is cut here, in libmicrohttpd's own buffer, before it is split (the '?' it
+/// found is kept, the arguments become ""), and access() refuses it with 400. Returns the
+/// request's RequestCtx (MHD's con_cls; freed by request_completed()).
+void* uri_seen(void*, const char* uri, MHD_Connection*) {
+  auto* ctx = new RequestCtx;
+  if (char* q = std::strchr(const_cast<char*>(uri), '?')) {
+    std::size_t arguments = 1;
+    for (const char* p = q + 1; *p != '\0'; ++p) arguments += *p == '&';
+    if (arguments > kMaxQueryParameters + 1) {
+      q[1] = '\0';
+      ctx->query_overflow = true;
+    }
+  }
+  return ctx;
+}
 
 /// Per-connection state for the whole-request deadline (MHD's socket context).
 struct ConnState {
@@ -256,9 +278,12 @@ struct HttpDaemon::Impl {
   MHD_Result access(MHD_Connection* c, const char* url, const char* method, const char* version,
                     const char* upload_data, std::size_t* upload_size, void** con_cls) {
     auto* ctx = static_cast<RequestCtx*>(*con_cls);
-    if (!ctx) {  // headers complete; no body byte read yet
+    if (!ctx) {  // uri_seen() always makes it; kept for a libmicrohttpd that would not call it
       ctx = new RequestCtx;
       *con_cls = ctx;
+    }
+    if (!ctx->started) {  // headers complete; no body byte read yet
+      ctx->started = true;
       HttpRequest& q = ctx->req;
       q.method = method;
       q.path = url;
@@ -292,7 +317,8 @@ struct HttpDaemon::Impl {
             return MHD_YES;
           },
           &qs);
-      auto refused = check_raw_nul(url, version, q.query.empty());
+      auto refused = ctx->query_overflow ? transport_error(400, "invalid_query", too_many_query_parameters_message())
+                                         : check_raw_nul(url, version, q.query.empty());
       if (!refused && query_cut_by_nul(qs.raw, version))
         refused = transport_error(400, "invalid_request",
                                   "the request's query holds a raw NUL byte; percent-encode it, or remove it");
@@ -423,6 +449,7 @@ void HttpDaemon::start(int listen_fd) {
       MHD_OPTION_NOTIFY_CONNECTION, static_cast<MHD_NotifyConnectionCallback>(notify), i,      //
       MHD_OPTION_STRICT_FOR_CLIENT, 1,                                                        //
       MHD_OPTION_UNESCAPE_CALLBACK, &keep_escaped, nullptr,                                   //
+      MHD_OPTION_URI_LOG_CALLBACK, &uri_seen, nullptr,                                        //
       MHD_OPTION_END);
   if (!i->daemon) {
     ::close(listen_fd);

@@ -30,6 +30,12 @@ struct HttpLimits {
 /// Most query parameters a request may carry (none of the routes takes more than two).
 inline constexpr std::size_t kMaxQueryParameters = 64;
 
+/// The 400 `invalid_query` message for a request with more than kMaxQueryParameters.
+inline std::string too_many_query_parameters_message() {
+  return "more than " + std::to_string(kMaxQueryParameters) +
+         " query parameters; this API takes at most one or two";
+}
+
 /// One request as the routes see it. `body` is complete (at most max_body_bytes).
 struct HttpRequest {
   std::string method, remote_addr;

@@ -456,9 +456,7 @@ struct Server::Impl {
     }
     // A query parameter given twice would be read as its first value, silently: refuse it.
     if (req.query.size() > kMaxQueryParameters)
-      return error_response(400, "invalid_query",
-                            fmt::format("more than {} query parameters; this API takes at most one or two",
-                                        kMaxQueryParameters));
+      return error_response(400, "invalid_query", too_many_query_parameters_message());
     for (std::size_t i = 0; i < req.query.size(); ++i)
       for (std::size_t j = i + 1; j < req.query.size(); ++j)
         if (req.query[i].first == req.query[j].first)
