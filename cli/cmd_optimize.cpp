@@ -13,7 +13,7 @@
 #include "perseus/error.hpp"
 #include "perseus/input_file.hpp"
 #include "perseus/profile.hpp"
-#include "profile_plausibility.hpp"
+#include "faster_clocks.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
@@ -152,15 +152,11 @@ void register_optimize(CLI::App& app) {
     keep_stream_input(cfg->profile_path, "profile");
     // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
     const Profile profile = load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first
-    const auto findings = profile_plausibility(cfg->profile_path, cfg->problem.p_block_w);
-    if (!findings.empty()) {
-      std::string text;
-      for (std::size_t i = 0; i < findings.size() && i < 5; ++i) text += (i ? "\n" : "") + findings[i];
-      if (findings.size() > 5) text += fmt::format("\n... and {} more", findings.size() - 5);
-      if (*strict) throw InputError(text + "\n(--strict: implausible units are errors)");
-      for (std::size_t i = 0; i < findings.size() && i < 5; ++i) fmt::print(stderr, "warning: {}\n", findings[i]);
-      if (findings.size() > 5) fmt::print(stderr, "warning: ... and {} more rows\n", findings.size() - 5);
-    }
+    // Shown before the solve (optimize() lists them in summary.json too; --strict: it refuses them).
+    const auto unit_warnings = profile_unit_warnings(profile, cfg->problem.p_block_w);
+    cfg->strict = *strict;
+    if (!*strict)
+      for (const auto& w : unit_warnings) fmt::print(stderr, "warning: {}\n", w);
     // Options that cannot act on this solve are accepted (scripts share flags) but said so.
     const bool lp_solves_set = cfg->max_lp_solves != PlannerOptions{}.max_lp_solves;
     if (cfg->planner_mode == PlannerMode::kGraphCut) {
@@ -184,7 +180,9 @@ void register_optimize(CLI::App& app) {
     const OptimizeSummary s = run_optimize(*cfg, progress);
     if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
-    for (const auto& w : s.warnings) fmt::print(stderr, "warning: {} (--unit-time)\n", w);
+    for (const auto& w : s.warnings)
+      if (std::find(unit_warnings.begin(), unit_warnings.end(), w) == unit_warnings.end())
+        fmt::print(stderr, "warning: {} (--unit-time)\n", w);
     if (bif->count() > 0 && std::none_of(s.approximations.begin(), s.approximations.end(), [](const std::string& a) {
           return a.find("backward split") != std::string::npos;
         })) {

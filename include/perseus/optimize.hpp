@@ -43,6 +43,9 @@ struct OptimizeConfig {
   /// the planner also caps them at max(40, 320000 / computations)). Fewer is faster with a looser
   /// frontier (docs/planner2.md). summary.json has inputs.max_lp_solves when it is not the default.
   int max_lp_solves = PlannerOptions{}.max_lp_solves;
+  /// Implausible profile units (Problem::unit_warnings) are an InputError (field "profile")
+  /// before anything is solved, instead of warnings.
+  bool strict = false;
 };
 
 /// Headline results of an optimize job (also written to summary.json).
@@ -79,7 +82,8 @@ struct OptimizeSummary {
   std::string partial_reason, partial_detail;
   /// Profile approximations applied (chunk split, backward split), for the user to see.
   std::vector<std::string> approximations;
-  /// unit_time_warnings(): the time unit is coarse for these computations.
+  /// Problem::unit_warnings (implausible profile units), then unit_time_warnings() (the time
+  /// unit is coarse for these computations).
   std::vector<std::string> warnings;
 };
 

@@ -44,6 +44,9 @@ struct Problem {
   /// Profile approximations applied by fit_profile_to_schedule() (chunk split, backward
   /// split), one sentence each, for the user to see.
   std::vector<std::string> approximations;
+  /// profile_unit_warnings() of the profile as given (before fitting) with spec.p_block_w:
+  /// implausible units, for the user to see (empty when plausible).
+  std::vector<std::string> unit_warnings;
 };
 
 /// True when `schedule` is not a schedule name but an existing regular file (a schedule CSV).

@@ -83,6 +83,24 @@ Profile load_profile_csv(const std::string& path, std::optional<int> expected_st
 Profile parse_profile_csv(std::string_view text, const std::string& source_name,
                           std::optional<int> expected_stages = std::nullopt);
 
+/// Bounds of one GPU's average power while computing, W. Outside them a profile row's units are
+/// almost surely wrong: times in ms (0.3 W), energy in kJ, or power in the energy column
+/// (10 kW). The upper bound is the runtime's telemetry bound (docs/client.md).
+inline constexpr double kMinComputePowerW = 1.0;
+inline constexpr double kMaxComputePowerW = 3000.0;
+/// profile_unit_warnings() names at most this many operating points (then a count of the rest).
+inline constexpr std::size_t kMaxUnitWarnings = 5;
+
+/// Warnings about the units of a profile that parsed: operating points whose energy / time (W)
+/// is outside [kMinComputePowerW, kMaxComputePowerW] ("SOURCE: stage S KIND at F MHz: energy E J
+/// over time T s implies P W per GPU, outside the plausible 1..3000 W (...)"; at most
+/// kMaxUnitWarnings, then "... and N more"), and P_block (`p_block_w`, W) above the lowest
+/// computation power of the profile (a GPU blocked on communication draws less than one
+/// computing: P_block typed in mW, as NVML reports power, is 1000 x too high). Empty when
+/// plausible; does not throw. `perseus optimize` prints them (--strict: errors), Python's
+/// optimize() raises them as UserWarning, both list them in summary `warnings`.
+std::vector<std::string> profile_unit_warnings(const Profile& profile, double p_block_w);
+
 /// Writes a profile in the same CSV format (stage,instruction,frequency,time,energy),
 /// atomically (write_file_atomically). Throws InputError naming the reason when the file
 /// cannot be written.

@@ -27,6 +27,7 @@ from ._perseus import (  # noqa: F401  (re-exports)
     load_profile,
     optimize,
     parse_profile,
+    profile_unit_warnings,
     schedule,
     schedule_names,
 )

@@ -29,6 +29,10 @@ namespace perseus::python {
 
 namespace {
 
+/// stacklevel of optimize()'s UserWarnings: the caller's line (2: past perseus/__init__.py's
+/// keyword-hint wrapper), where a notebook user looks.
+constexpr Py_ssize_t kWarnStackLevel = 2;
+
 InstructionKind kind_arg(const std::string& name) {
   if (auto k = parse_instruction_kind(name)) return *k;
   throw InputError(fmt::format(
@@ -246,6 +250,18 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
       py::arg("text"), py::arg("source_name") = "<string>", py::arg("expected_stages") = py::none(),
       "Same as load_profile() for CSV text in memory; source_name appears in error messages.");
 
+  m.def(
+      "profile_unit_warnings",
+      [](const Profile& profile, Real p2p_power_w) {
+        check_finite(p2p_power_w.value, "p_block_w", true);
+        return profile_unit_warnings(profile, p2p_power_w.value);
+      },
+      py::arg("profile"), py::arg("p2p_power_w"), R"doc(
+Warnings about a profile's units, as `perseus optimize` prints them: operating points whose
+energy/time is outside 1..3000 W per GPU (time in ms? energy in kJ?), at most 5 then a count,
+and P_block (p2p_power_w, W) above the lowest computation power (P_block in mW?). A list of
+str, empty when plausible. optimize() raises the same as UserWarning (strict=True: InputError).)doc");
+
   m.def("schedule_names", &schedule_names, "Names accepted by schedule() and optimize(schedule=...).");
 
   m.def(
@@ -268,7 +284,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
          Real unit_time_arg, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
          Strict<int> threads_arg, std::optional<Real> time_budget_arg,
          std::optional<Strict<std::int64_t>> max_points_arg, Real op_overhead_arg, Real p2p_latency_arg,
-         Real polish_arg, Strict<int> max_lp_solves_arg, const std::string& planner, const std::string& bound) {
+         Real polish_arg, Strict<int> max_lp_solves_arg, const std::string& planner, const std::string& bound,
+         bool strict) {
         auto opt_value = [](const auto& a) { return a ? std::optional(a->value) : std::nullopt; };
         // Real: a number but never a bool (unit_time_s=True would silently be 1 s).
         const double backward_input_fraction = backward_input_fraction_arg.value, unit_time_s = unit_time_arg.value,
@@ -332,7 +349,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
             if (set && PyErr_WarnEx(PyExc_UserWarning,
                                     fmt::format("{} has no effect with planner='graph-cut' (it computes no bound)", name)
                                         .c_str(),
-                                    1) != 0) {
+                                    kWarnStackLevel) != 0) {
               throw py::error_already_set();  // warnings turned into errors (-W error)
             }
           }
@@ -359,6 +376,14 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           GilRelease release;
           problem.emplace(load_problem(spec, path));
         }
+        // Implausible units (the CLI's warnings, --strict): before the solve, where they matter.
+        if (strict && !problem->unit_warnings.empty()) {
+          std::string text;
+          for (const auto& w : problem->unit_warnings) text += w + "\n";
+          throw InputError("profile", text + "(strict=True: implausible units are errors)");
+        }
+        for (const auto& w : problem->unit_warnings)
+          if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), kWarnStackLevel) != 0) throw py::error_already_set();
         const Schedule& schedule = problem->schedule;
         bool interrupted = false;  // a Python signal handler raised during the solve
         struct Result {
@@ -458,9 +483,11 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         for (const auto& a : problem->approximations) approximations.append(a);
         summary["approximations"] = std::move(approximations);
         py::list warnings;  // also raised as UserWarning, where a notebook shows them
+        for (const auto& w : problem->unit_warnings) warnings.append(w);
         for (const auto& w : unit_time_warnings(*problem, unit_time_s)) {
           warnings.append(w);
-          if (PyErr_WarnEx(PyExc_UserWarning, (w + " (unit_time_s)").c_str(), 1) != 0) throw py::error_already_set();
+          if (PyErr_WarnEx(PyExc_UserWarning, (w + " (unit_time_s)").c_str(), kWarnStackLevel) != 0)
+            throw py::error_already_set();
         }
         summary["warnings"] = std::move(warnings);
         return out;
@@ -471,7 +498,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       py::arg("reclaim_slack").noconvert() = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
       py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
-      py::arg("planner") = "certified", py::arg("bound") = "auto",
+      py::arg("planner") = "certified", py::arg("bound") = "auto", py::arg("strict").noconvert() = false,
       R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
 
@@ -516,6 +543,10 @@ planner: 'certified' (default: graph cut, certified lower bound, LP-rounded plan
 regime) or 'graph-cut' (the paper's algorithm only: no bound), as `perseus optimize --planner`.
 bound: 'auto' (default), 'lp' or 'hull-walk', how the certified planner gets its bound, as `perseus
 optimize --bound`; summary['bound_method'] says which ran. Other names: InputError.
+Implausible profile units (an operating point's energy/time outside 1..3000 W; P_block above a
+computation's power, e.g. given in mW) are raised as UserWarning before the solve and listed in
+summary['warnings'] (perseus.profile_unit_warnings); strict=True makes them an InputError (field
+'profile'), as `perseus optimize --strict`.
 
 Returns a dict of plain Python types:
   'frontier': [{'plan', 'time_s', 'energy_j', 'energy_before_reclaim_j', 'step', 'lower_bound_j'}], slowest

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -288,6 +289,42 @@ std::string format_profile_csv(const Profile& profile) {
 
 void write_profile_csv(const Profile& profile, const std::string& path) {
   write_file_atomically(path, format_profile_csv(profile));  // never a half-written file; errors name the reason
+}
+
+std::vector<std::string> profile_unit_warnings(const Profile& profile, double p_block_w) {
+  std::vector<std::string> out;
+  const std::string source = profile.source.empty() ? "profile" : profile.source;
+  std::size_t implausible = 0;
+  double min_power = std::numeric_limits<double>::infinity();
+  std::string min_at;
+  for (int s = 0; s < profile.num_stages(); ++s) {
+    for (int k = 0; k < kNumInstructionKinds; ++k) {
+      const auto kind = static_cast<InstructionKind>(k);
+      for (const OperatingPoint& p : profile.points(s, kind)) {
+        if (!(p.time_s > 0)) continue;
+        const double w = p.energy_j / p.time_s;
+        const std::string at = fmt::format("stage {} {} at {} MHz", s, to_string(kind), p.freq_mhz);
+        if (!(w >= kMinComputePowerW && w <= kMaxComputePowerW) && implausible++ < kMaxUnitWarnings) {
+          out.push_back(fmt::format("{}: {}: energy {} J over time {} s implies {:.4g} W per GPU, outside the "
+                                    "plausible {}..{} W (time in ms? energy in kJ? power in the energy column?)",
+                                    source, at, p.energy_j, p.time_s, w, kMinComputePowerW, kMaxComputePowerW));
+        }
+        if (w < min_power) {
+          min_power = w;
+          min_at = at;
+        }
+      }
+    }
+  }
+  if (implausible > kMaxUnitWarnings)
+    out.push_back(fmt::format("{}: ... and {} more operating points outside {}..{} W", source,
+                              implausible - kMaxUnitWarnings, kMinComputePowerW, kMaxComputePowerW));
+  if (!min_at.empty() && p_block_w > min_power) {
+    out.push_back(fmt::format("{}: P_block {} W is above the power of {} ({:.4g} W); a GPU blocked on "
+                              "communication draws less than one computing (is P_block in W?)",
+                              source, p_block_w, min_at, min_power));
+  }
+  return out;
 }
 
 }  // namespace perseus

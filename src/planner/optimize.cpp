@@ -204,6 +204,11 @@ std::vector<std::size_t> sample_plan_indices(std::size_t num_plans, int sample, 
 OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(SolveStage, double)>& progress) {
   check_options(cfg);
   Problem problem = load_problem(cfg.problem, cfg.profile_path);
+  if (cfg.strict && !problem.unit_warnings.empty()) {
+    std::string text;
+    for (const auto& w : problem.unit_warnings) text += w + "\n";
+    throw InputError("profile", text + "(strict: implausible units are errors)");
+  }
   // "all-max" means one clock for every computation, as in `perseus emulate` (docs/baselines.md).
   require_max_frequency(problem.dag, problem.profile);
 
@@ -248,7 +253,8 @@ OptimizeResult optimize(const OptimizeConfig& cfg, const std::function<void(Solv
   sum.partial_reason = frontier.partial() ? to_string(frontier.stop_reason) : "";
   sum.partial_detail = frontier.partial_detail;
   sum.approximations = problem.approximations;
-  sum.warnings = unit_time_warnings(problem, cfg.unit_time_s);
+  sum.warnings = problem.unit_warnings;
+  for (auto& w : unit_time_warnings(problem, cfg.unit_time_s)) sum.warnings.push_back(std::move(w));
   return OptimizeResult{std::move(problem), std::move(frontier), std::move(allmax), std::move(sum)};
 }
 

@@ -86,12 +86,14 @@ Schedule resolve_schedule(const ProblemSpec& spec) {
 }
 
 Problem make_problem(const ProblemSpec& spec, Schedule schedule, Profile profile) {
+  std::vector<std::string> unit_warnings = profile_unit_warnings(profile, spec.p_block_w);
   std::vector<std::string> approximations;
   Profile fitted =
       fit_profile_to_schedule(std::move(profile), schedule, spec.backward_input_fraction, &approximations);
   fitted = add_timeline_overheads(std::move(fitted), schedule, spec.overheads, spec.p_block_w);
   Dag dag = Dag::build(schedule);
-  return Problem{std::move(schedule), std::move(dag), std::move(fitted), spec.p_block_w, std::move(approximations)};
+  return Problem{std::move(schedule), std::move(dag),           std::move(fitted),
+                 spec.p_block_w,      std::move(approximations), std::move(unit_warnings)};
 }
 
 namespace {

@@ -197,6 +197,37 @@ class ProfileTest(unittest.TestCase):
             with self.assertRaises(UserWarning):
                 perseus.optimize(prof, 2, 3, p2p_power_w=80.0, planner="graph-cut", max_lp_solves=40)
 
+    def test_implausible_units_warn_as_the_cli_does_or_fail_with_strict(self):
+        """optimize() planned a profile in kJ, or P_block typed in mW (NVML's unit), without a word
+        while `perseus optimize` warned (session 22's trial): now a UserWarning at the caller's
+        line, summary['warnings'], and strict=True refuses them, as --strict."""
+        import warnings
+        bad = perseus.parse_profile("stage,instruction,frequency,time,energy\n"
+                                    "0,forward,1410,0.1,5000\n0,backward,1410,0.2,20\n", "bad.csv")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = perseus.optimize(bad, 1, 2, p2p_power_w=80.0, plans="none")
+        msgs = [str(w.message) for w in caught]
+        self.assertEqual(len(msgs), 1, msgs)
+        self.assertIn("bad.csv: stage 0 forward at 1410 MHz: energy 5000 J over time 0.1 s implies 5e+04 W", msgs[0])
+        self.assertEqual(caught[0].filename, __file__, "the warning points at the caller's line")
+        self.assertEqual(res["summary"]["warnings"], msgs)
+        self.assertEqual(perseus.profile_unit_warnings(bad, 80.0), msgs)
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize(bad, 1, 2, p2p_power_w=80.0, plans="none", strict=True)
+        self.assertEqual(cm.exception.field, "profile")
+        self.assertIn("strict=True", str(cm.exception))
+        prof = perseus.parse_profile(first_stages_csv(2))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            milliwatts = perseus.optimize(prof, 2, 3, p2p_power_w=80000.0, plans="none")
+            self.assertEqual(perseus.optimize(prof, 2, 3, p2p_power_w=80.0, plans="none", strict=True)["summary"]["warnings"], [])
+        self.assertEqual(len(caught), 1, [str(w.message) for w in caught])
+        self.assertIn("P_block 80000 W is above the power of stage", str(caught[0].message))
+        self.assertEqual(milliwatts["summary"]["warnings"], [str(caught[0].message)])
+        with self.assertRaises(TypeError):
+            perseus.optimize(prof, 2, 3, p2p_power_w=80.0, strict=1)  # a bool, not a truthy number
+
     def test_an_input_error_raised_from_python_has_the_attributes(self):
         e = perseus.InputError("x")
         self.assertEqual((e.field, e.source, e.line), ("", "", 0))

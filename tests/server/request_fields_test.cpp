@@ -26,6 +26,27 @@ std::string ready_job(Api& api) {
   return job;
 }
 
+// P_block typed in mW (NVML's unit) was planned without a word (session 22's trial): the job is
+// created (the numbers are the operator's), and its answer and JSON carry the warning that
+// `perseus optimize` prints; a plausible job has none.
+TEST(RequestFields, ImplausibleUnitsAreWarnedAboutInTheJob) {
+  TempDir dir;
+  LocalServer srv(dir.file("f.db"));
+  Api api(srv.port());
+  json body = profile_job(1, 8);
+  body["p2p_power_w"] = 83640.0;
+  auto r = api.post("/v1/jobs", body);
+  ASSERT_EQ(r.status, 201) << r.body;
+  ASSERT_EQ(r.j["warnings"].size(), 1u) << r.body;
+  EXPECT_NE(r.j["warnings"][0].get<std::string>().find("profile_csv: P_block 83640 W is above the power of stage"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(api.get("/v1/jobs/" + r.j["job_id"].get<std::string>()).j["warnings"], r.j["warnings"]);
+  auto ok = api.post("/v1/jobs", profile_job(1, 8));
+  ASSERT_EQ(ok.status, 201) << ok.body;
+  EXPECT_EQ(ok.j["warnings"], json::array());
+}
+
 // The job-size bound names the fields, the product, the limit and the value (before: "pp*chunks*
 // microbatches is too large for one job", naming neither).
 TEST(RequestFields, JobSizeBoundNamesTheProductAndTheLimit) {

@@ -355,14 +355,17 @@ TEST(Cli, ImplausibleUnitsWarnOrFailWithStrict) {
   const auto watts = dir.write("w.csv", header + "0,forward,1410,0.03,300\n0,backward,1410,0.06,300\n");  // 10 kW
   const auto ok = dir.write("ok.csv", header + "0,forward,1410,0.03,9\n0,backward,1410,0.06,18\n");  // 300 W
   const std::string args = " --stages 1 --microbatches 2 --quiet --out ";
-  for (const auto& [prof, line] : {std::pair{ms, 2}, std::pair{kj, 2}, std::pair{watts, 2}}) {
+  for (const auto& prof : {ms, kj, watts}) {
     const auto warn = run("optimize --profile " + prof + " --p2p-power 50" + args + (dir.path() / "o").string());
     EXPECT_EQ(warn.status, 0) << warn.output;
-    EXPECT_NE(warn.output.find("warning: " + prof + ":" + std::to_string(line) + ": energy"), std::string::npos)
-        << warn.output;
+    const std::string row = prof + ": stage 0 forward at 1410 MHz: energy";
+    EXPECT_NE(warn.output.find("warning: " + row), std::string::npos) << warn.output;
+    EXPECT_EQ(warn.output.find("(--unit-time)"), std::string::npos) << "printed once, before the solve: " << warn.output;
+    const std::string summary = testing::slurp(dir.path() / "o" / "summary.json");
+    EXPECT_NE(summary.find(row), std::string::npos) << "summary.json lists it: " << summary;
     const auto strict = run("optimize --strict --profile " + prof + " --p2p-power 50" + args + (dir.path() / "s").string());
     EXPECT_EQ(strict.status, 1) << strict.output;
-    EXPECT_NE(strict.output.find(prof + ":" + std::to_string(line) + ":"), std::string::npos) << strict.output;
+    EXPECT_NE(strict.output.find(row), std::string::npos) << strict.output;
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "s"));
   }
   const auto clean = run("optimize --strict --profile " + ok + " --p2p-power 50" + args + (dir.path() / "c").string());
@@ -370,7 +373,9 @@ TEST(Cli, ImplausibleUnitsWarnOrFailWithStrict) {
   EXPECT_EQ(clean.output.find("warning"), std::string::npos) << clean.output;
   const auto pblock = run("optimize --strict --profile " + ok + " --p2p-power 750" + args + (dir.path() / "p").string());
   EXPECT_EQ(pblock.status, 1) << pblock.output;
-  EXPECT_NE(pblock.output.find("P_block (--p2p-power) 750 W is above"), std::string::npos) << pblock.output;
+  EXPECT_NE(pblock.output.find("P_block 750 W is above the power of stage 0 forward at 1410 MHz (300 W)"),
+            std::string::npos)
+      << pblock.output;
 }
 
 // Issue 22: `perseus <unknown> --help` is an error (exit 2), not the general help; typos of a

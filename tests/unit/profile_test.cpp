@@ -336,3 +336,28 @@ TEST(ProfileErrors, UnwritableOutputNamesTheReasonAndLeavesNothing) {
 
 }  // namespace
 }  // namespace perseus
+
+namespace perseus {
+namespace {
+
+// Units that parse but cannot be right: at most kMaxUnitWarnings points named, then a count;
+// P_block against the lowest computation power; the bundled real profile is plausible.
+TEST(ProfileUnitWarnings, NamesImplausiblePointsAndPBlockInMilliwatts) {
+  std::string csv = "stage,instruction,frequency,time,energy\n";
+  for (int f = 1000; f < 1008; ++f) csv += fmt::format("0,forward,{},30,9\n0,backward,{},0.06,18\n", f, f);  // ms: 0.3 W
+  const Profile ms = parse_profile_csv(csv, "ms.csv");
+  const auto w = profile_unit_warnings(ms, 50);
+  ASSERT_EQ(w.size(), kMaxUnitWarnings + 2) << "5 points, the count of the other 3, P_block";
+  EXPECT_EQ(w[0].rfind("ms.csv: stage 0 forward at 1007 MHz: energy 9 J over time 30 s implies 0.3 W per GPU", 0), 0u) << w[0];
+  EXPECT_EQ(w[kMaxUnitWarnings], "ms.csv: ... and 3 more operating points outside 1..3000 W");
+  EXPECT_NE(w.back().find("P_block 50 W is above the power of stage 0 forward at 1007 MHz (0.3 W)"), std::string::npos)
+      << w.back();
+  const Profile real = load_profile_csv(testing::example("stage_profile_gpt3-175b_a100_sxm.csv"));
+  EXPECT_TRUE(profile_unit_warnings(real, 83.64).empty());
+  const auto mw = profile_unit_warnings(real, 83640);
+  ASSERT_EQ(mw.size(), 1u);
+  EXPECT_NE(mw[0].find("P_block 83640 W is above the power of stage"), std::string::npos) << mw[0];
+}
+
+}  // namespace
+}  // namespace perseus

@@ -285,7 +285,8 @@ Reply JobManager::create_job_as(const json& body, const std::string& origin) {
               {"num_ops", job->model.dag->num_ops()},
               {"num_plans", job->model.points.size()},
               {"plan_index", idx},
-              {"spec", spec.summary_json()}};
+              {"spec", spec.summary_json()},
+              {"warnings", job->model.warnings}};
   if (!token.empty()) out["job_token"] = token;
   if (spec.source == PlanSource::kProfile) start_solve(job, true);  // after reading the status
   return {201, out.dump()};
@@ -554,6 +555,7 @@ Reply JobManager::get_job(const std::string& job_id) {
   out["stragglers"] = strag;
   out["decisions"] = json(std::vector<json>(j->decisions.begin(), j->decisions.end()));
   out["decisions_total"] = j->decisions_total;
+  out["warnings"] = j->model.warnings;
   {
     // In-memory closed-loop state (restarts with the server; stored stragglers reload with their origin).
     std::lock_guard loop_lock(j->loop.mu);

@@ -188,6 +188,7 @@ JobModel prepare_model(const JobSpec& spec, const std::string& profile_csv) {
     m.schedule = std::make_shared<const Schedule>(std::move(problem.schedule));
     m.dag = std::make_shared<const Dag>(std::move(problem.dag));
     m.profile = std::make_shared<const Profile>(std::move(problem.profile));
+    m.warnings = std::move(problem.unit_warnings);
   } else {
     m.schedule = std::make_shared<const Schedule>(resolve_schedule(ps));
     m.dag = std::make_shared<const Dag>(Dag::build(*m.schedule));

@@ -52,6 +52,9 @@ struct JobModel {
   std::string partial_reason, partial_detail;
   std::vector<std::vector<int>> explicit_plans;   ///< Per point: per-op MHz (sources plans/zeus_plans).
   double pipe_block_w = 0;  ///< P_block × pipeline ranks, W: GPUs block at it until a deadline.
+  /// Problem::unit_warnings of the job's profile (implausible units, P_block in mW), shown in
+  /// the job's JSON as "warnings" (empty without a profile, or when plausible).
+  std::vector<std::string> warnings;
 
   /// Index of the fastest point (least time; lowest energy among equal times); for points
   /// with unknown times, the last one (Zeus convention: higher file number = faster).
