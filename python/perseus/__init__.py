@@ -76,16 +76,18 @@ def _encodable(text):
         return False
 
 
-def _keyword_hints(f):
-    """`f` (a bound C++ function) whose unknown keyword arguments are named, with the nearest
-    accepted keyword: pybind11 only says "incompatible function arguments" and lists the whole
-    signature (session 13's trial: ``optimize(..., microbatchs=12)``). Every other error, and the
-    result, are f's own."""
+def _keyword_hints(f, display=None):
+    """`f` (a bound C++ function or method) whose unknown keyword arguments are named, with the
+    nearest accepted keyword: pybind11 only says "incompatible function arguments" and lists the
+    whole signature (session 13's trial: ``optimize(..., microbatchs=12)``), and whose arguments
+    of the wrong type are named too. Every other error, and the result, are f's own. `display`:
+    the name in messages (e.g. "Client" for its __init__; default f's own)."""
     import difflib
     import functools
     import re
 
     name = f.__name__
+    shown = display or name
     # pybind11's docstring starts with the signature(s): "name(a: int, *, b: float = 0.5) -> dict".
     params = set()
     signatures = []
@@ -97,7 +99,7 @@ def _keyword_hints(f):
         m = re.match(r"\s*(?:\d+\. )?%s\((.*)\) ->" % re.escape(name), line)
         if m:
             names = re.findall(r"(?:^|, |\*, )(\w+): ", m.group(1))
-            params.update(names)
+            params.update(n for n in names if n != "self")
             if not positional:
                 positional = names
             signatures.append(line.strip())
@@ -113,7 +115,7 @@ def _keyword_hints(f):
         try:
             return f(*args, **kwargs)
         except TypeError as e:
-            if "incompatible function arguments" not in str(e):
+            if "incompatible function arguments" not in str(e) and "incompatible constructor arguments" not in str(e):
                 raise
             unknown = [k for k in kwargs if k not in params]
             if not params or not unknown:
@@ -123,7 +125,10 @@ def _keyword_hints(f):
                 named = list(zip(positional, args)) + list(kwargs.items())
                 wrong = []
                 for k, v in named:
-                    if k in declared and (v is None or not isinstance(v, kinds[declared[k]])):
+                    if k == "self":
+                        continue
+                    if k in declared and (v is None or not isinstance(v, kinds[declared[k]]) or
+                                          (isinstance(v, bool) and declared[k] in ("int", "float"))):
                         wrong.append("%s must be %s, got %s" % (k, declared[k], given(v)))
                     elif ("int" in (declared.get(k), optional.get(k)) and isinstance(v, int) and
                           not isinstance(v, bool) and not -2**31 <= v < 2**31):
@@ -139,10 +144,11 @@ def _keyword_hints(f):
                             bad = [i for i, x in enumerate(v) if x is None or not isinstance(x, kinds[kind])]
                             if bad:
                                 wrong.append("%s[%d] must be %s, got %s" % (k, bad[0], kind, given(v[bad[0]])))
-                got = [given(a) for a in args] + ["%s=%s" % (k, given(v)) for k, v in kwargs.items()]
+                got = [given(a) for k, a in zip(positional, args) if k != "self"]
+                got += ["%s=%s" % (k, given(v)) for k, v in kwargs.items()]
                 raise TypeError(
                     "%s(): %s; given (%s); it takes %s"
-                    % (name, "; ".join(wrong) or "an argument has the wrong type", ", ".join(got),
+                    % (shown, "; ".join(wrong) or "an argument has the wrong type", ", ".join(got),
                        " or ".join(signatures) or "other arguments")
                 ) from None
             hints = []
@@ -151,13 +157,21 @@ def _keyword_hints(f):
                 hints.append("%r%s" % (k, " (did you mean %r?)" % near[0] if near else ""))
             raise TypeError(
                 "%s() got an unexpected keyword argument%s %s; it takes %s"
-                % (name, "s" if len(hints) > 1 else "", ", ".join(hints), ", ".join(sorted(params)))
+                % (shown, "s" if len(hints) > 1 else "", ", ".join(hints), ", ".join(sorted(params)))
             ) from None
 
     return call
 
 
 load_profile, parse_profile, optimize, schedule = map(_keyword_hints, (load_profile, parse_profile, optimize, schedule))
+profile_unit_warnings = _keyword_hints(profile_unit_warnings)
+for _method in ("has", "max_freq_mhz", "points", "write_csv"):
+    setattr(Profile, _method, _keyword_hints(getattr(Profile, _method), "Profile." + _method))
+if HAVE_CLIENT:
+    Client.__init__ = _keyword_hints(Client.__init__, "Client")
+    for _method in ("flush", "on_instruction_begin", "on_instruction_end", "on_step_begin", "on_step_end",
+                    "write_freq_log"):
+        setattr(Client, _method, _keyword_hints(getattr(Client, _method), "Client." + _method))
 if HAVE_EMULATE:
     emulate = _keyword_hints(emulate)
 if HAVE_RENDER:

@@ -214,7 +214,11 @@ class API:
         """Polls the job until its status is 'ready' (frontier solved); returns the job. A 503
         with Retry-After (a server still loading its jobs after a restart) is waited out within
         timeout_s. Raises APIError (code 'job_failed') when planning failed, TimeoutError after
-        timeout_s."""
+        timeout_s (s, finite and >= 0; poll_s > 0: else ValueError naming it)."""
+        for name, value, least in (("timeout_s", timeout_s, 0.0), ("poll_s", poll_s, 1e-3)):
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+                    or value < least):
+                raise ValueError("%s must be a finite number of seconds >= %g, got %r" % (name, least, value))
         deadline = time.monotonic() + timeout_s
         while True:
             try:

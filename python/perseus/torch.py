@@ -46,26 +46,43 @@ def create_job(server_url, *, token=None, group=None, src=0, wait_ready=True, ti
     of :meth:`perseus.server.API.create_job` (pp, dp, tp, microbatches, profile_csv or plans,
     schedule, p2p_power_w W, unit_time_s s...). wait_ready: rank `src` waits until the
     frontier is solved (status 'ready', at most timeout_s seconds) so that training starts
-    on a final plan. Returns the job id (str) on every rank. Raises APIError on every rank
-    when the creation failed (the message of rank `src` is broadcast).
+    on a final plan. Returns the job id (str) on every rank. When the creation failed, rank
+    `src` raises its own error (an APIError keeps the server's ``http_status`` and ``code``,
+    e.g. 401 ``unauthorized``; a TimeoutError of wait_ready stays one) and every other rank an
+    APIError with the same ``http_status`` and ``code`` (0 and ``job_creation_failed`` for an
+    error that is not the server's) whose message names rank `src` and its error. A job created
+    but not ready within timeout_s is deleted (best effort), so a failed call leaves no job
+    planning on the server.
     """
     me = dist.get_rank(group) if group is not None else dist.get_rank()
     payload = [None]
+    failure = None
     if me == src:
+        api = API(server_url, token)
+        job_id = None
         try:
-            api = API(server_url, token)
             job_id = api.create_job(**spec)["job_id"]
             if wait_ready:
                 api.wait_ready(job_id, timeout_s=timeout_s)
             payload = [("ok", job_id)]
         except (APIError, TimeoutError, OSError, ValueError, TypeError) as e:
-            payload = [("error", "%s: %s" % (type(e).__name__, e))]
+            failure = e
+            if job_id is not None:  # created, not ready: nobody will run it
+                try:
+                    api.delete_job(job_id)
+                except (APIError, OSError):
+                    pass
+            status, code = (e.http_status, e.code) if isinstance(e, APIError) else (0, "job_creation_failed")
+            payload = [("error", (status, code, "%s: %s" % (type(e).__name__, e)))]
     src_global = dist.get_global_rank(group, src) if group is not None and hasattr(dist, "get_global_rank") else src
     dist.broadcast_object_list(payload, src=src_global, group=group)
-    status, value = payload[0]
-    if status != "ok":
-        raise APIError(0, "job_creation_failed", "rank %d could not create the Perseus job: %s" % (src, value))
-    return value
+    outcome, value = payload[0]
+    if outcome == "ok":
+        return value
+    if failure is not None:
+        raise failure
+    status, code, message = value
+    raise APIError(status, code, "rank %d could not create the Perseus job: %s" % (src, message))
 
 
 def _device_identity(device):
@@ -81,13 +98,31 @@ def _device_identity(device):
         return None
 
 
-def _device_index(device):
-    if device is None:
-        return int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device(device)
-    if device.type == "cuda":
-        return device.index if device.index is not None else torch.cuda.current_device()
-    return int(os.environ.get("LOCAL_RANK", "0"))
+_GPU_BACKENDS = ("nvml", "rocm-smi", "gpud")
+
+
+def _device_index(device, backend, device_index):
+    """The GPU index the client drives: `device_index` when given (it must agree with a CUDA
+    `device`), else a CUDA device's index, else $LOCAL_RANK (torchrun), else 0 for device=None.
+    A CPU device with a GPU backend and neither device_index nor $LOCAL_RANK is refused: it
+    silently became GPU 0 on every rank (session 22's trial)."""
+    cuda_index = None
+    if device is not None and device.type == "cuda":
+        cuda_index = device.index if device.index is not None else torch.cuda.current_device()
+    if device_index is not None:
+        if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
+            raise ValueError("device_index must be a GPU index (int >= 0), got %r" % (device_index,))
+        if cuda_index is not None and cuda_index != device_index:
+            raise ValueError("device_index=%d disagrees with device=%s; give one of them" % (device_index, device))
+        return device_index
+    if cuda_index is not None:
+        return cuda_index
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if device is not None and backend in _GPU_BACKENDS:
+        raise ValueError("device=%s with backend=%r: which GPU should Perseus drive? Pass device='cuda:N' or "
+                         "device_index=N (the GPU's index), or run under torchrun ($LOCAL_RANK)" % (device, backend))
+    return 0
 
 
 class PipelineRuntime:
@@ -95,9 +130,12 @@ class PipelineRuntime:
 
     server_url, job_id, token: the job (see :func:`create_job`). dp_rank: pipeline id;
     pp_rank: stage; tp_rank: tensor-parallel rank; rank: global rank (default
-    ``dist.get_rank()``). device: the rank's torch device (its UUID, else its CUDA index through
-    CUDA_VISIBLE_DEVICES -> NVML device; the client refuses when it cannot be sure; CPU -> no
-    synchronisation). backend: "nvml", "rocm-smi", "gpud" (pass gpud_socket_path=... or set
+    ``dist.get_rank()``, else $RANK; ValueError when neither exists). device: the rank's torch
+    device (its UUID, else its CUDA index through CUDA_VISIBLE_DEVICES -> NVML device; the
+    client refuses when it cannot be sure; CPU -> no synchronisation). device_index: the GPU
+    the client drives when the device does not say (a CPU device, e.g. CPU tensors on a GPU
+    node); default: the CUDA device's index, else $LOCAL_RANK, else 0 for device=None (a CPU
+    device with a GPU backend and none of these: ValueError). backend: "nvml", "rocm-smi", "gpud" (pass gpud_socket_path=... or set
     $PERSEUS_GPUD_SOCKET), "simulated" (pass profile_path=...) or "dry-run".
     strict: raise PlanMismatchError when the loop's instruction order differs from the
     plan (False: warn once; that step then runs without clock changes). sync: "auto",
@@ -116,7 +154,13 @@ class PipelineRuntime:
         if sync not in ("auto", "always", "never"):
             raise ValueError('sync must be "auto", "always" or "never", got %r' % (sync,))
         if rank is None:
-            rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank()
+            elif "RANK" in os.environ:  # torchrun, before init_process_group
+                rank = int(os.environ["RANK"])
+            else:  # was 0 on every rank: the others then got 409 duplicate_rank (session 22's trial)
+                raise ValueError("rank: torch.distributed is not initialized and $RANK is unset; pass rank=<global "
+                                 "rank> or call torch.distributed.init_process_group() first")
         self.rank, self.dp_rank, self.pp_rank, self.tp_rank = rank, dp_rank, pp_rank, tp_rank
         self.job_id = job_id
         self.device = torch.device(device) if device is not None else None
@@ -125,8 +169,9 @@ class PipelineRuntime:
         self.simulate_compute = simulate_compute and backend == "simulated"
         self._cuda = self.device is not None and self.device.type == "cuda" and torch.cuda.is_available()
         self._api = API(server_url, token)
+        index = _device_index(self.device, backend, client_kwargs.pop("device_index", None))
         self.client = Client(server_url, job_id, rank=rank, dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=tp_rank,
-                             token=token, device_index=_device_index(device), backend=backend,
+                             token=token, device_index=index, backend=backend,
                              **dict(dict(device_uuid=_device_identity(self.device)), **client_kwargs))
         self.plan = None            # plan in use as served: {'version', 'instructions': [...], ...}
         self._plan_version = None

@@ -372,6 +372,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           GilRelease release;
           problem.emplace(make_problem(spec, *profile));
         } else {
+          if (profile_arg.is_none()) throw py::type_error("profile must be a perseus.Profile or a CSV path, got None");
           const std::string path = path_arg(profile_arg, "profile");
           GilRelease release;
           problem.emplace(load_problem(spec, path));

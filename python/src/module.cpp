@@ -58,7 +58,12 @@ std::string text_arg(const py::object& obj, const char* name) {
 
 std::string path_arg(const py::object& obj, const char* name) {
   const py::module_ os = py::module_::import("os");
-  py::object p = os.attr("fspath")(obj);  // TypeError for a non-path
+  if (!py::isinstance<py::str>(obj) && !py::isinstance<py::bytes>(obj) && !py::isinstance(obj, os.attr("PathLike"))) {
+    // os.fspath's own TypeError named no argument (session 22's trial: optimize(None, ...)).
+    throw py::type_error(fmt::format("{} must be str, bytes or os.PathLike (a path), got {}", name,
+                                     py::str(py::type::of(obj).attr("__name__")).cast<std::string>()));
+  }
+  py::object p = os.attr("fspath")(obj);
   // A str is encoded as the file system does (os.fsencode: a name that is not UTF-8, listed by
   // os.listdir as a str with lone surrogates, gets its own bytes back; a UTF-8 cast refused it).
   if (!py::isinstance<py::bytes>(p)) p = os.attr("fsencode")(p);

@@ -228,6 +228,32 @@ class ProfileTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             perseus.optimize(prof, 2, 3, p2p_power_w=80.0, strict=1)  # a bool, not a truthy number
 
+    def test_wrong_types_name_the_argument(self):
+        """Session 22's trial: Profile methods, Client() and a None path gave pybind11's generic
+        "incompatible arguments" (or os.fspath's) message, naming no argument."""
+        prof = perseus.parse_profile(first_stages_csv(2))
+        cases = [
+            (lambda: prof.points(2**40, "forward"), "Profile.points(): stage=1099511627776 is outside"),
+            (lambda: prof.points(True, "forward"), "Profile.points(): stage must be int, got bool"),
+            (lambda: prof.has(0, 3), "Profile.has(): instruction must be str, got int"),
+            (lambda: prof.max_freq_mhz(2**40, "forward"), "Profile.max_freq_mhz(): stage=1099511627776"),
+            (lambda: prof.points(0, "forward", frob=1), "Profile.points() got an unexpected keyword argument 'frob'"),
+            (lambda: perseus.optimize(None, 2, 3, p2p_power_w=80.0), "profile must be a perseus.Profile or a CSV path"),
+            (lambda: perseus.optimize(prof, 2, 3, p2p_power_w=80.0, schedule=None), "schedule must be str, bytes or"),
+            (lambda: perseus.load_profile(3), "path must be str, bytes or os.PathLike (a path), got int"),
+        ]
+        if perseus.HAVE_CLIENT:
+            cases += [
+                (lambda: perseus.Client("http://127.0.0.1:9", None, rank=0), "Client(): job_id must be str, got None"),
+                (lambda: perseus.Client("http://127.0.0.1:9", "j", rank=0, backend=None),
+                 "Client(): backend must be str, got None"),
+            ]
+        for i, (call, text) in enumerate(cases):
+            with self.subTest(case=i), self.assertRaises(TypeError) as cm:
+                call()
+            self.assertIn(text, str(cm.exception))
+        self.assertEqual(prof.max_freq_mhz(0, "forward"), prof.points(0, "forward")[0]["freq_mhz"])
+
     def test_an_input_error_raised_from_python_has_the_attributes(self):
         e = perseus.InputError("x")
         self.assertEqual((e.field, e.source, e.line), ("", "", 0))

@@ -6,7 +6,7 @@ import unittest
 
 import perseus
 
-from common import applied_by_iteration, run_workers, runtime_missing, temp_dir, write_first_stages
+from common import GPT3_PROFILE, applied_by_iteration, run_workers, runtime_missing, temp_dir, write_first_stages
 
 ITERATIONS, MICROBATCHES, PP = 12, 6, 4
 
@@ -79,11 +79,44 @@ class TorchHelpersTest(unittest.TestCase):
         if why:
             self.skipTest(why)
 
+    def test_a_rank_or_gpu_that_cannot_be_known_is_refused(self):
+        """Session 22's trial: without torch.distributed every PipelineRuntime registered as rank 0,
+        a CPU device with the nvml backend silently drove GPU 0 on every rank, and device_index
+        collided with the one PipelineRuntime passes (a raw TypeError)."""
+        from unittest import mock
+        import perseus.torch as pt
+        from perseus.server import API
+        url = "http://127.0.0.1:9"  # never contacted: each refusal comes first
+        with mock.patch.dict(os.environ):
+            for name in ("RANK", "LOCAL_RANK"):
+                os.environ.pop(name, None)
+            with self.assertRaises(ValueError) as cm:
+                pt.PipelineRuntime(url, "job-x", dp_rank=0, pp_rank=1, device="cpu", backend="dry-run")
+            self.assertIn("rank", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                pt.PipelineRuntime(url, "job-x", rank=1, dp_rank=0, pp_rank=1, device="cpu", backend="nvml")
+            self.assertIn("device_index", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                pt.PipelineRuntime(url, "job-x", rank=1, dp_rank=0, pp_rank=1, device="cuda:1", backend="nvml",
+                                   device_index=0)
+            self.assertIn("disagrees", str(cm.exception))
+            for bad in (-1, True, "0"):
+                with self.subTest(device_index=bad), self.assertRaises(ValueError):
+                    pt.PipelineRuntime(url, "job-x", rank=1, dp_rank=0, pp_rank=1, device="cpu", backend="nvml",
+                                       device_index=bad)
+        self.assertEqual(pt._device_index(None, "nvml", 3), 3)
+        with mock.patch.dict(os.environ, {"LOCAL_RANK": "2"}):
+            self.assertEqual(pt._device_index(pt.torch.device("cpu"), "nvml", None), 2)
+        for bad in (None, -1, float("nan"), "5"):
+            with self.subTest(timeout_s=bad), self.assertRaises(ValueError) as cm:
+                API(url).wait_ready("job-x", timeout_s=bad)
+            self.assertIn("timeout_s", str(cm.exception))
+
     def test_create_job_failure_and_non_strict_mismatch(self):
         import warnings
         import torch.distributed as dist
         import perseus.torch as pt
-        from perseus.server import APIError, LocalServer
+        from perseus.server import API, APIError, LocalServer
         from common import free_port
         out = temp_dir(self)
         profile = write_first_stages(1, out)
@@ -93,8 +126,20 @@ class TorchHelpersTest(unittest.TestCase):
             csv = f.read()
             with self.assertRaises(APIError) as cm:
                 pt.create_job(server.url, token=server.token, pp=0, microbatches=2, profile_csv=csv, p2p_power_w=80.0)
-            self.assertEqual(cm.exception.code, "job_creation_failed")
+            # Rank src raises the server's own error (it said 0 / job_creation_failed for every cause).
+            self.assertEqual((cm.exception.http_status, cm.exception.code), (422, "invalid_field"))
             self.assertIn("pp", str(cm.exception))
+            with self.assertRaises(APIError) as cm:
+                pt.create_job(server.url, token="y" * 32, pp=1, microbatches=2, profile_csv=csv, p2p_power_w=80.0)
+            self.assertEqual((cm.exception.http_status, cm.exception.code), (401, "unauthorized"))
+            api = API(server.url, server.token)
+            before = len(api.request("GET", "/v1/jobs")["jobs"])
+            with open(GPT3_PROFILE) as g:  # a solve of minutes: 8 stages, 256 microbatches, a 1 us quantum
+                long_solve = dict(pp=8, microbatches=256, profile_csv=g.read(), p2p_power_w=83.64, unit_time_s=1e-6)
+            with self.assertRaises(TimeoutError):
+                pt.create_job(server.url, token=server.token, timeout_s=0, **long_solve)
+            self.assertEqual(len(api.request("GET", "/v1/jobs")["jobs"]), before,
+                             "the job that was not ready in time is deleted")
             job = pt.create_job(server.url, token=server.token, pp=1, microbatches=2, profile_csv=csv, p2p_power_w=80.0)
             with pt.PipelineRuntime(server.url, job, token=server.token, dp_rank=0, pp_rank=0, device="cpu",
                                     backend="simulated", profile_path=profile, strict=False) as rt:
