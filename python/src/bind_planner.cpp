@@ -280,7 +280,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       "optimize",
       [](const py::object& profile_arg, std::optional<Strict<int>> stages_arg,
          std::optional<Strict<int>> microbatches_arg, const py::object& schedule_arg,
-         std::optional<Strict<int>> chunks_arg, std::optional<Real> p2p_power_arg, Real backward_input_fraction_arg,
+         std::optional<Strict<int>> chunks_arg, std::optional<Real> p2p_power_arg, std::optional<Real> backward_input_fraction_arg,
          Real unit_time_arg, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
          Strict<int> threads_arg, std::optional<Real> time_budget_arg,
          std::optional<Strict<std::int64_t>> max_points_arg, Real op_overhead_arg, Real p2p_latency_arg,
@@ -288,7 +288,8 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
          bool strict) {
         auto opt_value = [](const auto& a) { return a ? std::optional(a->value) : std::nullopt; };
         // Real: a number but never a bool (unit_time_s=True would silently be 1 s).
-        const double backward_input_fraction = backward_input_fraction_arg.value, unit_time_s = unit_time_arg.value,
+        const double backward_input_fraction = backward_input_fraction_arg ? backward_input_fraction_arg->value : 0.5,
+                     unit_time_s = unit_time_arg.value,
                      op_overhead_s = op_overhead_arg.value, p2p_latency_s = p2p_latency_arg.value,
                      polish_s = polish_arg.value;
         const std::optional<double> time_budget_s = opt_value(time_budget_arg);
@@ -385,6 +386,16 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         }
         for (const auto& w : problem->unit_warnings)
           if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), kWarnStackLevel) != 0) throw py::error_already_set();
+        // As `perseus optimize --backward-input-fraction`: a value that cannot act is said so.
+        if (backward_input_fraction_arg &&
+            std::none_of(problem->approximations.begin(), problem->approximations.end(),
+                         [](const std::string& a) { return a.find("backward split") != std::string::npos; }) &&
+            PyErr_WarnEx(PyExc_UserWarning,
+                         "backward_input_fraction had no effect: the schedule does not split the backward into I and "
+                         "W, or the profile has backward_input/backward_weight rows",
+                         kWarnStackLevel) != 0) {
+          throw py::error_already_set();
+        }
         const Schedule& schedule = problem->schedule;
         bool interrupted = false;  // a Python signal handler raised during the solve
         struct Result {
@@ -495,7 +506,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
       },
       py::arg("profile"), py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),
       py::arg("schedule") = "1f1b", py::arg("chunks") = py::none(), py::arg("p2p_power_w") = py::none(),
-      py::arg("backward_input_fraction") = 0.5, py::arg("unit_time_s") = 1e-3,
+      py::arg("backward_input_fraction") = py::none(), py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack").noconvert() = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
       py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
@@ -506,7 +517,8 @@ Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP
 profile: a perseus.Profile or a CSV path: one stage per schedule stage (stages x chunks), or
 one per GPU (then split evenly over each GPU's chunks); a split-backward schedule (zb-h1) on a
 profile without backward_input/backward_weight rows gets its backward split by
-backward_input_fraction (both approximations are listed in summary['approximations']).
+backward_input_fraction (default None: 0.5; both approximations are listed in
+summary['approximations']; a value given where no backward is split is a UserWarning).
 stages: GPUs in the pipeline; microbatches: per iteration (both >= 1; required for a schedule
 name; for a schedule file None takes the file's, a value must match it); schedule: a
 schedule_names() entry or the path of a schedule CSV (torch.distributed.pipelining action

@@ -18,6 +18,7 @@
 #include <fmt/core.h>
 
 #include "perseus/error.hpp"
+#include "perseus/output_folder.hpp"
 #include "perseus/profile.hpp"
 #include "perseus/runtime/client.hpp"
 #include "perseus/runtime/gpu_factory.hpp"
@@ -126,6 +127,15 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
     return fail(PERSEUS_ERR_INVALID_ARGUMENT,
                 fmt::format("perseus_client_create: startup_timeout_s must be a number of seconds <= {:g}, got {}",
                             kMaxClientDurationS, c.startup_timeout_s));
+  }
+  // Opened when the GPU is made: a missing folder was a GPU error there (session 22's trial),
+  // while the same mistake in freq_log_path is the caller's (INVALID_ARGUMENT), as here.
+  if (c.dry_run_log_path != nullptr && *c.dry_run_log_path != '\0') {
+    try {
+      perseus::check_output_file_writable(c.dry_run_log_path, /*force=*/true, "dry_run_log_path");
+    } catch (const perseus::InputError& e) {
+      return fail(PERSEUS_ERR_INVALID_ARGUMENT, fmt::format("perseus_client_create: dry_run_log_path {}", e.message()));
+    }
   }
   return guarded("perseus_client_create", [&] {
     auto h = std::make_unique<perseus_client>();

@@ -235,6 +235,13 @@ class ClientTest(unittest.TestCase):
             perseus.Client(self.server.url, self.job_id, rank=0, backend="simulated", profile_path="/nonexistent.csv")
         with self.assertRaises(TypeError):
             perseus.Client(self.server.url, self.job_id)  # rank is required
+        # A folder that does not exist is the caller's mistake for both log paths (the dry-run
+        # one was a GpuError, session 22's trial).
+        for kw in ("dry_run_log_path", "freq_log_path"):
+            with self.subTest(kw=kw), self.assertRaises(perseus.ClientConfigError) as cm:
+                perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", enable_watchdog=False,
+                               **{kw: "/nonexistent-perseus-dir/x.log"})
+            self.assertIn(kw, str(cm.exception))
         # A rank beyond 64 bits (or negative) names the keyword and the range, not pybind's signature list.
         for kw, value in (("rank", 99999999999999999999), ("pp_rank", -1)):
             args = dict(rank=0, backend="simulated")

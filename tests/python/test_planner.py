@@ -227,6 +227,16 @@ class ProfileTest(unittest.TestCase):
         self.assertEqual(milliwatts["summary"]["warnings"], [str(caught[0].message)])
         with self.assertRaises(TypeError):
             perseus.optimize(prof, 2, 3, p2p_power_w=80.0, strict=1)  # a bool, not a truthy number
+        # As `perseus optimize --backward-input-fraction`: said so where 1F1B splits no backward.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            perseus.optimize(prof, 2, 3, p2p_power_w=80.0, plans="none", backward_input_fraction=0.3)
+            split = perseus.optimize(prof, 2, 3, p2p_power_w=80.0, plans="none", schedule="zb-h1",
+                                     backward_input_fraction=0.3)
+        self.assertEqual([str(w.message) for w in caught],
+                         ["backward_input_fraction had no effect: the schedule does not split the backward into I "
+                          "and W, or the profile has backward_input/backward_weight rows"])
+        self.assertTrue(any("backward split" in a for a in split["summary"]["approximations"]))
 
     def test_wrong_types_name_the_argument(self):
         """Session 22's trial: Profile methods, Client() and a None path gave pybind11's generic
