@@ -92,8 +92,20 @@ bool GpuLockRecord::clear_after_reset(const std::string& path) {
   if (fd < 0) return false;
   struct stat st {};
   bool cleared = false;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-    cleared = ::ftruncate(fd, 0) == 0;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+    // The trainer's exit closes its files in fd order: its pipe to the watchdog (which woke us)
+    // may close before the record, whose flock it still holds for a moment (a race seen as a
+    // record left full in about half the runs of Watchdog.KillMinus9OfTheTrainerResetsClocks).
+    constexpr int kTries = static_cast<int>(kClearWaitS / 0.005);
+    for (int i = 0; i < kTries && !cleared; ++i) {
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        cleared = ::ftruncate(fd, 0) == 0;
+      } else if (errno == EWOULDBLOCK) {
+        ::usleep(5000);
+      } else {
+        break;
+      }
+    }
   }
   ::close(fd);  // drops the flock
   return cleared;

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -486,6 +487,28 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     throw InputError(fmt::format("{}: {} plans, but {} says num_plans {}; are both from the same `perseus optimize` run?",
                                  frontier_csv.string(), frontier.size(), ss, num_plans));
   }
+  // The headline numbers must be the frontier's (a hand-edited summary.json or frontier.csv was
+  // shown as given): T_min and its energy are the last row, the slowest plan the first, and the
+  // saving follows from the energies. frontier.csv has 9 decimals of time and 6 of energy.
+  const auto off = [](double a, double b, double abs_tol) {
+    return std::abs(a - b) > 1e-9 * std::max(std::abs(a), std::abs(b)) + abs_tol;
+  };
+  for (const auto& [name, value, row, what] :
+       {std::tuple{"t_min_s", t_min_s, frontier.back().time_s, "T"}, {"energy_at_t_min_j", e_t_min_j, frontier.back().energy_j, "E"},
+        {"t_max_s", t_max_s, frontier.front().time_s, "T"}, {"energy_at_t_max_j", e_t_max_j, frontier.front().energy_j, "E"}}) {
+    if (off(value, row, std::string_view(what) == "T" ? 1e-9 : 1e-6)) {
+      const bool fastest = std::string_view(name).find("min") != std::string_view::npos;
+      throw InputError(fmt::format("{}: field '{}' is {} but {}'s {} row says {} = {}; are both from the same `perseus "
+                                   "optimize` run?",
+                                   ss, name, value, frontier_csv.string(), fastest ? "last (T_min)" : "first (slowest)",
+                                   what, row));
+    }
+  }
+  if (allmax_e > 0 && std::abs(100 * (allmax_e - e_t_min_j) / allmax_e - saving) > 1e-6) {
+    throw InputError(fmt::format("{}: field 'intrinsic_saving_pct' is {} but its energies give {} (100 x (allmax_energy_j "
+                                 "- energy_at_t_min_j) / allmax_energy_j)",
+                                 ss, saving, 100 * (allmax_e - e_t_min_j) / allmax_e));
+  }
   std::map<long, fs::path> plan_files;  // frontier index -> file
   if (fs::is_directory(dir / "plans", ec)) {
     for (const auto& e : fs::directory_iterator(dir / "plans")) {
@@ -532,6 +555,12 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
       throw InputError(fmt::format("{}: T = {} s, but row {} of {} says T = {} s; are both from the same `perseus "
                                    "optimize` run?",
                                    plan_files[idx].string(), t, idx, frontier_csv.string(), row_t));
+    }
+    const double row_e = frontier[idx].energy_j, e = plan->total_energy_j();  // (0 without a profile)
+    if (prof != nullptr && std::abs(e - row_e) > 1e-6 * std::max(std::abs(row_e), std::abs(e)) + 1e-5) {
+      throw InputError(fmt::format("{}: E = {} J, but row {} of {} says E = {} J; are both from the same `perseus "
+                                   "optimize` run?",
+                                   plan_files[idx].string(), e, idx, frontier_csv.string(), row_e));
     }
   }
 

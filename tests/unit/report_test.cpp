@@ -337,9 +337,51 @@ TEST(ReportErrors, FrontierCsvFromAnotherRunIsRefused) {
   last = last.substr(0, comma) + ",9" + last.substr(last.find(',', comma + 1));
   std::ofstream(csv) << head + last;
   e = report_error(job.out);
-  EXPECT_NE(e.find("but row "), std::string::npos) << e;
-  EXPECT_NE(e.find("says T = 9 s; are both from the same `perseus optimize` run?"), std::string::npos) << e;
+  EXPECT_NE(e.find("field 't_min_s' is "), std::string::npos) << e;
+  EXPECT_NE(e.find("last (T_min) row says T = 9; are both from the same `perseus optimize` run?"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+}
+
+// The headline numbers are cross-checked (a hand-edited summary.json or frontier.csv was shown
+// as given; only row counts and plan times were checked): summary vs the frontier's first and
+// last rows, the saving vs its energies, and each drawn plan's energy vs its row.
+TEST(ReportErrors, HandEditedEnergiesAreRefused) {
+  Job job;
+  const fs::path sp = fs::path(job.out) / "summary.json", csv = fs::path(job.out) / "frontier.csv";
+  const std::string summary = slurp(sp), frontier = slurp(csv);
+  const auto edit_summary = [&](const char* field, double value) {
+    nlohmann::json j = nlohmann::json::parse(summary);
+    j[field] = value;
+    std::ofstream(sp) << j.dump(2);
+  };
+  const nlohmann::json s = nlohmann::json::parse(summary);
+  edit_summary("energy_at_t_min_j", s["energy_at_t_min_j"].get<double>() * 0.9);
+  std::string e = report_error(job.out);
+  EXPECT_NE(e.find("field 'energy_at_t_min_j' is "), std::string::npos) << e;
+  EXPECT_NE(e.find("frontier.csv's last (T_min) row says E = "), std::string::npos) << e;
+  edit_summary("t_max_s", s["t_max_s"].get<double>() + 1);
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 't_max_s' is "), std::string::npos) << e;
+  EXPECT_NE(e.find("first (slowest) row says T = "), std::string::npos) << e;
+  edit_summary("intrinsic_saving_pct", s["intrinsic_saving_pct"].get<double>() + 5);
+  e = report_error(job.out);
+  EXPECT_NE(e.find("field 'intrinsic_saving_pct' is "), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(fs::path(job.out) / "report.html"));
+  // The T_min row and summary edited alike: the plan file's energy (from the profile) disagrees.
+  std::string last = frontier.substr(frontier.rfind('\n', frontier.size() - 2) + 1);
+  const std::string head = frontier.substr(0, frontier.size() - last.size());
+  const auto c2 = last.find(',', last.find(',') + 1), c3 = last.find(',', c2 + 1);
+  last = last.substr(0, c2 + 1) + "1.5" + last.substr(c3);
+  std::ofstream(csv) << head + last;
+  nlohmann::json j = s;
+  j["energy_at_t_min_j"] = 1.5;
+  j["intrinsic_saving_pct"] = 100 * (j["allmax_energy_j"].get<double>() - 1.5) / j["allmax_energy_j"].get<double>();
+  std::ofstream(sp) << j.dump(2);
+  e = report_error(job.out);
+  EXPECT_NE(e.find("says E = 1.5 J; are both from the same `perseus optimize` run?"), std::string::npos) << e;
+  std::ofstream(sp) << summary;
+  std::ofstream(csv) << frontier;
+  EXPECT_EQ(report_error(job.out), "") << "the folder as written is fine";
 }
 
 // --points adds named points beside the built-in baselines (EnvPipe stays), and a file

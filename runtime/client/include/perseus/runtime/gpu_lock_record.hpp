@@ -31,8 +31,11 @@ class GpuLockRecord {
   /// Empties the record at `path` after the watchdog reset the clocks of a trainer that died
   /// (so the next client does not reset again and call it a container teardown), if it is a
   /// regular file with one name and no live process holds its flock (a forked child of the
-  /// trainer may still: then it is left alone). Returns true when emptied. Never throws.
+  /// trainer may still: then it is left alone). The dead trainer's own flock goes only when the
+  /// kernel has closed all its files, which can be after the watchdog saw its pipe close: the
+  /// flock is tried for up to kClearWaitS. Returns true when emptied. Never throws.
   static bool clear_after_reset(const std::string& path);
+  static constexpr double kClearWaitS = 2.0;  ///< clear_after_reset()'s wait for a dying owner's flock, s.
 
   /// Claims gpu (keyed by gpu.uuid(); a GPU without a UUID is not recorded: returns an empty
   /// record). dir: "" = default_lock_dir(). Resets stale clock locks as described above.
