@@ -259,6 +259,41 @@ int rows_of_job(const std::string& db_path, const std::string& job) {
 // Every straggler declaration is a decision, identical ones too: the store keeps the newest
 // max_decisions_kept (100) of a job, so a trainer that re-declares each iteration cannot grow
 // the database without bound, and decisions_total (the newest decision's id) survives a restart.
+// A decision lists every pipeline's plan: at 65,536 pipelines ~200 KB, so 100 of them were
+// ~26 MB of JSON per job, in memory, in the database and in every GET of the job. The history
+// is also bounded in bytes (ManagerOptions::max_decision_bytes, 4 MiB), alike in memory and store.
+TEST(Durability, LargeStragglerDecisionsAreKeptWithinAByteBudget) {
+  TempDir dir;
+  const std::string db = dir.file("d.db");
+  constexpr int kDeclarations = 30;
+  std::string job;
+  json before;
+  {
+    LocalServer srv(db);
+    Api api(srv.port());
+    auto c = api.post("/v1/jobs", profile_job(65536, 8));
+    ASSERT_EQ(c.status, 201) << c.body;
+    job = c.j["job_id"];
+    const std::string base = "/v1/jobs/" + job;
+    wait_status(api, job, "ready", 120);
+    for (int i = 0; i < kDeclarations; ++i)
+      ASSERT_EQ(api.post(base + "/stragglers", {{"pipeline", 1}, {"slowdown", 1.2}}).status, 200) << i;
+    before = api.get(base).j;
+    EXPECT_EQ(before["decisions_total"], kDeclarations);
+    const std::size_t kept = before["decisions"].size();
+    EXPECT_GE(kept, 1u);
+    EXPECT_LT(kept, static_cast<std::size_t>(kDeclarations)) << "each is ~200 KB: fewer than 30 fit in 4 MiB";
+    EXPECT_LE(before["decisions"].dump().size(), std::size_t{4} << 20);
+    EXPECT_EQ(before["decisions"].back()["id"], kDeclarations);
+    EXPECT_EQ(rows_of_job_in(db, "decisions", job), static_cast<int>(kept)) << "the store keeps what memory keeps";
+  }
+  LocalServer srv(db);
+  Api api(srv.port());
+  const json after = api.get("/v1/jobs/" + job).j;
+  EXPECT_EQ(after["decisions_total"], kDeclarations);
+  EXPECT_EQ(after["decisions"], before["decisions"]);
+}
+
 TEST(Durability, StoredStragglerDecisionsStayBoundedAndTheirCountSurvivesARestart) {
   TempDir dir;
   const std::string db = dir.file("d.db");

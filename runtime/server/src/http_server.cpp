@@ -280,14 +280,27 @@ struct Server::Impl {
   bool stopping = false;
   std::thread expiry;
 
+  /// The job manager's settings from the server's (by name: the others keep their defaults).
+  static ManagerOptions manager_options(const ServerOptions& o) {
+    ManagerOptions m;
+    m.job_idle_ttl_s = o.job_idle_ttl_s;
+    m.planner_threads = o.planner_threads;
+    m.max_jobs = o.max_jobs;
+    m.zeus_plan_texts = o.zeus_plan_texts;
+    m.zeus_profile_csv = o.zeus_profile_csv;
+    m.zeus_schedule = o.zeus_schedule;
+    m.zeus_p2p_power_w = o.zeus_p2p_power_w;
+    m.anonymous_max_jobs = o.zeus_anonymous_max_jobs;
+    m.anonymous_max_ranks = o.zeus_anonymous_max_ranks;
+    m.anonymous_max_bytes = o.zeus_anonymous_max_bytes;
+    m.before_frontier_stored = o.before_frontier_stored;
+    return m;
+  }
+
   explicit Impl(ServerOptions o)
       : opt(std::move(o)),
         store(opt.db_path, opt.sync_full),
-        manager(store, ManagerOptions{opt.job_idle_ttl_s, opt.planner_threads, opt.max_jobs, 100,
-                                      opt.zeus_plan_texts, opt.zeus_profile_csv, opt.zeus_schedule,
-                                      opt.zeus_p2p_power_w, opt.zeus_anonymous_max_jobs,
-                                      opt.zeus_anonymous_max_ranks, opt.zeus_anonymous_max_bytes,
-                                      opt.before_frontier_stored}),
+        manager(store, manager_options(opt)),
         limiter(opt.rate_limit_rps, std::max(1.0, opt.rate_limit_burst)) {
     add_routes();
     HttpLimits lim;

@@ -61,7 +61,8 @@ struct Job {
   std::map<int, StoredRank> ranks;
   std::map<std::tuple<int, int, int>, int> slots;    // (dp, pp, tp) -> rank
   std::map<int, StoredStraggler> stragglers;
-  std::deque<nlohmann::json> decisions;
+  std::deque<nlohmann::json> decisions;   // the newest (JobManager::record_decision), oldest first
+  std::deque<std::size_t> decision_bytes;  // each one's JSON text, bytes (same order)
   std::int64_t decisions_total = 0;
   std::unique_ptr<Sweep> sweep;
   std::int64_t zeus_next_iteration = 0;

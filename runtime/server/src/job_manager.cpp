@@ -677,14 +677,20 @@ std::size_t JobManager::load() {
           j->loop.detector->set_state(d, true);
         }
       }
-      for (const auto& d : sj.decisions) {
-        j->decisions.push_back(json::parse(d));
-        if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
+      // The newest that fit record_decision()'s bounds (a store written with other bounds may hold more).
+      std::size_t bytes = 0, first = sj.decisions.size();
+      while (first > 0 && sj.decisions.size() - first < opt_.max_decisions_kept &&
+             (first == sj.decisions.size() || bytes + sj.decisions[first - 1].size() <= opt_.max_decision_bytes)) {
+        bytes += sj.decisions[--first].size();
+      }
+      for (std::size_t k = first; k < sj.decisions.size(); ++k) {
+        j->decisions.push_back(json::parse(sj.decisions[k]));
+        j->decision_bytes.push_back(sj.decisions[k].size());
       }
       // The store keeps only the newest decisions (update_assignments prunes): the newest one's
       // id is the count of every decision the job ever took.
       j->decisions_total = sj.decision_rows;
-      if (!j->decisions.empty()) {
+      if (!j->decisions.empty()) {  // the newest is always kept
         const json& id = j->decisions.back()["id"];
         if (id.is_number_integer()) j->decisions_total = std::max(j->decisions_total, id.get<std::int64_t>());
       }

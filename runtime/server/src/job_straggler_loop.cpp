@@ -127,12 +127,7 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
                            {"predicted_saving_j_per_iteration", predicted},
                            {"measured_saving_j_per_iteration", opt_json(measured)},
                            {"version", j->version_counter}};
-          store_.update_assignments(j->id, j->version_counter, {}, std::nullopt, std::nullopt, decision.dump(),
-                                    opt_.max_decisions_kept);
-          j->decisions.push_back(decision);
-          ++j->decisions_total;
-          if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
-          counters_.straggler_decisions++;  // every decision of every job, as decisions_total
+          record_decision(*j, decision, decision.dump(), j->version_counter);
           loop.actions["verification"]++;
         }
         if (replan) apply_stragglers(j, std::nullopt, std::nullopt, "verification");

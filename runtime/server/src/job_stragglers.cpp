@@ -212,14 +212,10 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     if (up) up->origin = straggler_origin(origin);
     std::vector<StoredAssignment> changed;
     for (int d : switched) changed.push_back({d, idx_of[d], version});
-    store_.update_assignments(j->id, new_version, changed, up, clear, decision.dump(), opt_.max_decisions_kept);
+    record_decision(*j, decision, decision.dump(), new_version, changed, up, clear);
     for (const auto& a : changed) j->pipelines[a.pipeline] = {a.plan_index, version, j->plans.at(a.plan_index)};
     j->version_counter = new_version;
     j->stragglers = next;
-    j->decisions.push_back(decision);
-    ++j->decisions_total;
-    if (j->decisions.size() > opt_.max_decisions_kept) j->decisions.pop_front();
-    counters_.straggler_decisions++;
 
     // The closed loop: who is a straggler and why, and verify the new assignment.
     if (set) loop.origin[set->pipeline] = straggler_origin(origin);
@@ -246,6 +242,28 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     return {200, json{{"decision", decision}}.dump()};
   }
   throw ApiError(503, "busy", "the job changed during the decision; retry");
+}
+
+void JobManager::record_decision(Job& j, json decision, const std::string& text, std::int64_t version_counter,
+                                 const std::vector<StoredAssignment>& assignments,
+                                 const std::optional<StoredStraggler>& upsert_straggler,
+                                 std::optional<int> delete_straggler) {
+  // How many of the newest decisions, this one included, memory and the store keep.
+  std::size_t keep = 1, bytes = text.size();
+  for (auto it = j.decision_bytes.rbegin(); it != j.decision_bytes.rend() && keep < opt_.max_decisions_kept; ++it) {
+    if (bytes + *it > opt_.max_decision_bytes) break;
+    bytes += *it;
+    ++keep;
+  }
+  store_.update_assignments(j.id, version_counter, assignments, upsert_straggler, delete_straggler, text, keep);
+  j.decisions.push_back(std::move(decision));
+  j.decision_bytes.push_back(text.size());
+  ++j.decisions_total;
+  while (j.decisions.size() > keep) {
+    j.decisions.pop_front();
+    j.decision_bytes.pop_front();
+  }
+  counters_.straggler_decisions++;  // every decision of every job, as decisions_total
 }
 
 }  // namespace perseus::server

@@ -38,6 +38,9 @@ struct ManagerOptions {
   int planner_threads = 1;                  ///< Background frontier solvers.
   std::size_t max_jobs = 1000;              ///< More live jobs: 503 on create.
   std::size_t max_decisions_kept = 100;     ///< Newest straggler decisions kept per job, in memory and stored.
+  /// ... and at most this many bytes of their JSON per job (the newest always): a decision of a
+  /// job of 65,536 pipelines lists each one's plan (~200 KB), so 100 of them were ~20 MB per job.
+  std::size_t max_decision_bytes = std::size_t{4} << 20;
   // Zeus PFO compatibility: what a job registered with POST /register_job runs.
   std::vector<std::string> zeus_plan_texts; ///< freqs_pipeline_*.py texts, slowest first.
   std::string zeus_profile_csv;             ///< Optional profile to give those plans times.
@@ -207,6 +210,13 @@ class JobManager {
   /// the decision; origin: "declared" (API), "detected" or "verification".
   Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear,
                          const std::string& origin = "declared");
+  /// Records `decision` (its JSON, `text`) as the job's newest: stores it with the store's copy
+  /// pruned to what memory keeps (max_decisions_kept, max_decision_bytes), then keeps it in
+  /// memory. Caller holds job->mu (exclusive). Throws what the store throws (then nothing changed).
+  void record_decision(Job& job, nlohmann::json decision, const std::string& text, std::int64_t version_counter,
+                       const std::vector<StoredAssignment>& assignments = {},
+                       const std::optional<StoredStraggler>& upsert_straggler = std::nullopt,
+                       std::optional<int> delete_straggler = std::nullopt);
   /// Acts on what the closed loop decided from measurements (no job lock held).
   void run_straggler_actions(const std::shared_ptr<Job>& job, const std::vector<LoopAction>& actions);
 };
