@@ -424,7 +424,21 @@ struct Gpud::Impl {
     std::error_code ec;
     std::filesystem::create_directories(cfg.state_dir, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot create state_dir {}: {}", cfg.state_dir, ec.message()));
-    ::chmod(cfg.state_dir.c_str(), 0700);
+    // The helper (root, typically) reads and replaces files here: only its own user may write
+    // in it, or links planted there were followed (a root file's text logged, another truncated
+    // through the record's temporary name; session 22's trial).
+    struct stat dir_st {};
+    if (::lstat(cfg.state_dir.c_str(), &dir_st) != 0 || !S_ISDIR(dir_st.st_mode)) {
+      throw std::runtime_error(fmt::format("state_dir {} is not a directory (a symbolic link is refused)", cfg.state_dir));
+    }
+    if (dir_st.st_uid != ::geteuid()) {
+      throw std::runtime_error(fmt::format("state_dir {} is owned by uid {}, not by the helper's user (uid {}): that "
+                                           "user could plant links in it; chown it, or choose another state_dir",
+                                           cfg.state_dir, dir_st.st_uid, ::geteuid()));
+    }
+    if (::chmod(cfg.state_dir.c_str(), 0700) != 0) {
+      throw std::runtime_error(fmt::format("cannot make state_dir {} private (0700): {}", cfg.state_dir, errno_text()));
+    }
     for (const auto& e : std::filesystem::directory_iterator(cfg.state_dir)) {
       const std::string name = e.path().filename().string();
       if (name.rfind("locked-", 0) != 0 || name.find('.') != std::string::npos) continue;
@@ -434,9 +448,20 @@ struct Gpud::Impl {
       } catch (const std::exception&) {
         continue;
       }
-      std::ifstream f(e.path());
+      // Never through a link; a record is a small regular file.
       std::string what;
-      std::getline(f, what);
+      const int fd = ::open(e.path().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0) ::close(fd);
+        note("{} is not a lock record (not a regular file); not read", e.path().string());
+        continue;
+      }
+      char buf[512];
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ::close(fd);
+      what.assign(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+      what = what.substr(0, what.find('\n'));
       const auto it = gpus.find(index);
       if (it == gpus.end()) {
         note("GPU {} was left locked ({}) but is not served now; not touched", index, what);

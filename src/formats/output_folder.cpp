@@ -195,23 +195,31 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
                                  path.string(), kind));
   }
   const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
-  std::ofstream f;
-  int open_errno = 0;
+  int fd = -1, open_errno = 0;
   create_unfinished(tmp, path, [&] {
-    errno = 0;
-    f.open(tmp, std::ios::binary | std::ios::trunc);
-    open_errno = f ? 0 : errno;
+    // A new file, never an existing name: the temporary name is predictable, and a link planted
+    // there was written through (and truncated) by a root `perseus gpud` (session 22's trial).
+    // A name left over (a crash of a process with this pid, or planted) is removed, not opened.
+    for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      open_errno = fd < 0 ? errno : 0;
+      if (fd < 0 && open_errno == EEXIST) ::unlink(tmp.c_str());
+    }
   });
   struct Unregister {
     const fs::path& tmp;
     ~Unregister() { unregister_unfinished(tmp); }
   } unregister{tmp};
   {
-    f << text;
-    f.close();
-    if (!f) {
-      const int err = open_errno != 0 ? open_errno : errno;
-      fs::remove(tmp, ec);
+    int err = open_errno;
+    for (std::size_t done = 0; fd >= 0 && err == 0 && done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n > 0) done += static_cast<std::size_t>(n);
+      else if (n < 0 && errno != EINTR) err = errno;
+    }
+    if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+    if (fd < 0 || err != 0) {
+      if (fd >= 0) fs::remove(tmp, ec);
       // The reason: a missing folder, no permission, a full disk ...
       throw InputError(fmt::format("{}: cannot write the file{}", path.string(),
                                    err != 0 ? std::string(": ") + std::strerror(err) : ""));

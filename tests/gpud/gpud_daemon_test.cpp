@@ -258,6 +258,36 @@ TEST_F(Gpud, ARestartedHelperResetsWhatItsKilledPredecessorLeftLockedAndClientsR
   EXPECT_EQ(gpud_.gpu_state(1), "1005\n");
 }
 
+// Session 22's trial: a root helper followed links planted in its state_dir, logging the text
+// of a file it read through one and truncating another through the record's temporary name. A
+// link is never read or written through, and a state_dir another user owns is refused.
+TEST_F(Gpud, LinksInTheStateDirAreNeverFollowedAndAStateDirOfAnotherUserIsRefused) {
+  std::filesystem::create_directories(dir_.file("state"));
+  std::ofstream(dir_.file("victim")) << "secret\n";
+  std::ofstream(dir_.file("victim2")) << "important\n";
+  std::filesystem::create_symlink(dir_.file("victim"), dir_.file("state/locked-1"));
+  ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
+  EXPECT_EQ(gpud_.log().find("secret"), std::string::npos) << gpud_.log();
+  EXPECT_NE(gpud_.log().find("locked-1 is not a lock record (not a regular file); not read"), std::string::npos)
+      << gpud_.log();
+  // The record's temporary name is predictable (.locked-N.tmp-PID): a link planted there is
+  // replaced, never written through.
+  std::filesystem::create_symlink(dir_.file("victim2"),
+                                  dir_.file("state/.locked-0.tmp-" + std::to_string(gpud_.pid())));
+  auto g = make_gpud_gpu(gpu(0), gpud_.socket());
+  g->set_locked_clocks(1200);
+  EXPECT_EQ(gpud_.gpu_state(0), "1200\n");
+  EXPECT_EQ(read_file(dir_.file("victim")), "secret\n");
+  EXPECT_EQ(read_file(dir_.file("victim2")), "important\n");
+  g.reset();
+  gpud_.kill(SIGTERM);
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to give the state_dir to another user";
+  ASSERT_EQ(::chown(dir_.file("state").c_str(), 65534, 65534), 0);
+  EXPECT_FALSE(gpud_.start("allow * " + me() + "\n"));
+  EXPECT_NE(gpud_.log().find("is owned by uid 65534, not by the helper's user (uid 0)"), std::string::npos)
+      << gpud_.log();
+}
+
 // Code review (session 14): a client reconnected silently after the helper restarted; the
 // helper had unlocked the GPU, yet the client believed its clock still in force, so the frequency
 // controller skipped the same clock as redundant and readings were taken (and labelled) at a
