@@ -1,5 +1,5 @@
 // `perseus gpud --config FILE`: the privileged clock helper (library: runtime/gpud,
-// docs/gpud.md). Runs in the foreground until SIGTERM/SIGINT, logging to stderr.
+// docs/gpud.md). Runs in the foreground until SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2, logging to stderr.
 #include <signal.h>
 
 #include <atomic>
@@ -35,8 +35,9 @@ int run_gpud(const std::string& config_path, bool check_only) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
+    // Every signal whose default ends the process stops it cleanly, resetting the clocks it
+    // holds: a SIGHUP (a closed terminal), SIGQUIT or SIGUSR1 left a GPU locked (session 22's trial).
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     g_daemon = &daemon;
     daemon.run();

@@ -213,6 +213,7 @@ void run_serve(ServeArgs& a) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal: a clean stop too (it died, leaving its port file)
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 

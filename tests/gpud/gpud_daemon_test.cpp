@@ -231,16 +231,21 @@ TEST_F(Gpud, ClocksAreResetWhenTheClientDiesEvenIfAForkedChildKeepsItsSocket) {
   // The worker was the killed client's child: init reaps it; nothing to wait for here.
 }
 
+// Every signal whose default ends the process: a SIGHUP (a closed terminal), SIGQUIT or SIGUSR1
+// left the GPU locked (session 22's trial).
 TEST_F(Gpud, ClocksAreResetWhenTheHelperStopsAndTheSocketIsRemoved) {
-  ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
-  auto g = make_gpud_gpu(gpu(0), gpud_.socket());
-  g->set_locked_clocks(1005);
-  const int status = gpud_.kill(SIGTERM);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_FALSE(gpud_.gpu_locked(0));
-  EXPECT_FALSE(std::filesystem::exists(gpud_.socket()));
-  EXPECT_NE(gpud_.log().find("the helper is stopping"), std::string::npos) << gpud_.log();
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    SCOPED_TRACE(::strsignal(sig));
+    ASSERT_TRUE(gpud_.start("allow * " + me() + "\n")) << gpud_.log();
+    auto g = make_gpud_gpu(gpu(0), gpud_.socket());
+    g->set_locked_clocks(1005);
+    const int status = gpud_.kill(sig);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_FALSE(gpud_.gpu_locked(0));
+    EXPECT_FALSE(std::filesystem::exists(gpud_.socket()));
+    EXPECT_NE(gpud_.log().find("the helper is stopping"), std::string::npos) << gpud_.log();
+  }
 }
 
 TEST_F(Gpud, ARestartedHelperResetsWhatItsKilledPredecessorLeftLockedAndClientsReconnect) {

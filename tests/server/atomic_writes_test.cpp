@@ -127,6 +127,25 @@ TEST(AtomicWrites, HealthIsDegradedWhileTheDatabaseRefusesWrites) {
   EXPECT_EQ(metric_value(api, "perseus_store_write_failures_total"), 1);
 }
 
+// The database's folder removed under a running server: SQLite went on writing to a file that
+// no longer had a name, every write was acknowledged, health said ok, and all of it was gone at
+// the restart (session 22's trial). Now writes fail and health says why.
+TEST(AtomicWrites, ADatabaseRemovedUnderTheServerTakesNoMoreWrites) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("sub"));
+  const std::string db = dir.file("sub/a.db");
+  LocalServer srv(db);
+  Api api(srv.port());
+  ASSERT_EQ(api.post("/v1/jobs", profile_job()).status, 201);
+  std::filesystem::remove_all(dir.file("sub"));
+  EXPECT_EQ(api.post("/v1/jobs", profile_job()).status, 500) << "not acknowledged: it could not be kept";
+  const auto health = api.get("/v1/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_NE(health.j["error"]["message"].get<std::string>().find("a.db was removed or replaced while the server ran"),
+            std::string::npos)
+      << health.body;
+}
+
 TEST(AtomicWrites, SweepStepIsStoredWithItsReportOrNotAtAll) {
   // Before the fix the report was committed and the sweep stepped in memory before the new plan
   // version was: a failed commit left the sweep one step ahead of the plan served (whose

@@ -152,18 +152,22 @@ TEST(ServeCli, AFailedStartLeavesNoNewFilesAndThePortFileGoesWithTheServer) {
   EXPECT_NE(out.find("notes.csv"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir.path / "notes.csv.lock")) << out;
   std::filesystem::remove(dir.path / "notes.csv");
-  // A server that ran removes its port file when it stops (SIGTERM); waits are for the file.
-  const std::string script = "cd '" + dir.path.string() + "' && (PERSEUS_TOKEN=" + kToken + " timeout 60 " +
-                             PERSEUS_BINARY +
-                             " serve --port 0 --port-file port.txt --db :memory: 2>/dev/null & pid=$!; "
-                             "while [ ! -s port.txt ]; do sleep 0.05; done; kill -TERM $pid; wait $pid; echo rc=$?; "
-                             "[ -e port.txt ] && echo port-file-left || echo port-file-gone)";
-  p = ::popen(script.c_str(), "r");
-  out.clear();
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  ::pclose(p);
-  EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
-  EXPECT_NE(out.find("port-file-gone"), std::string::npos) << out;
+  // A server that ran removes its port file when it stops (SIGTERM, or SIGHUP: a closed
+  // terminal, which killed it with the file left behind); waits are for the file.
+  for (const char* sig : {"TERM", "HUP"}) {
+    const std::string script = "cd '" + dir.path.string() + "' && (PERSEUS_TOKEN=" + kToken + " timeout 60 " +
+                               PERSEUS_BINARY +
+                               " serve --port 0 --port-file port.txt --db :memory: 2>/dev/null & pid=$!; "
+                               "while [ ! -s port.txt ]; do sleep 0.05; done; kill -" + sig +
+                               " $pid; wait $pid; echo rc=$?; [ -e port.txt ] && echo port-file-left || echo "
+                               "port-file-gone)";
+    p = ::popen(script.c_str(), "r");
+    out.clear();
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    ::pclose(p);
+    EXPECT_NE(out.find("rc=0"), std::string::npos) << sig << ": " << out;
+    EXPECT_NE(out.find("port-file-gone"), std::string::npos) << sig << ": " << out;
+  }
 }
 
 // Session 17's trial: `--host ::1` printed "http://::1:35359", which curl and perseus.Client

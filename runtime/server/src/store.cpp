@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,6 +223,7 @@ int lock_database_file(const std::string& path) {
 Store::Store(const std::string& path, bool sync_full) {
   const bool on_disk = path != ":memory:" && !path.empty();
   if (on_disk) {
+    path_ = path;
     lock_fd_ = lock_database(path);
     create_private(path);
     try {
@@ -293,6 +295,7 @@ Store::Transaction::~Transaction() {
 
 void Store::Transaction::commit() {
   WriteOutcome outcome(store_);
+  store_.check_linked();
   commit_scope(db_, nested_);
   done_ = true;
 }
@@ -310,6 +313,20 @@ Store::WriteOutcome::~WriteOutcome() {
     ++store_.health_.write_failures;
   } else {
     store_.health_.last_error.clear();
+  }
+}
+
+void Store::check_linked() const {
+  if (file_lock_fd_ < 0) return;  // :memory:
+  struct stat open_st {}, path_st {};
+  if (::fstat(file_lock_fd_, &open_st) != 0) return;
+  if (::stat(path_.c_str(), &path_st) != 0 || path_st.st_dev != open_st.st_dev || path_st.st_ino != open_st.st_ino) {
+    // Its folder removed (or the file replaced) under a running server: SQLite went on writing
+    // to a file without a name, every acknowledged write was lost at the restart, and a second
+    // server could start on the path (session 22's trial).
+    sqlite_failed(fmt::format("the database file {} was removed or replaced while the server ran; what is written now "
+                              "would be lost: restart the server (docs/http-api.md, \"Backup\")",
+                              path_));
   }
 }
 
@@ -344,6 +361,7 @@ bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& a
                        const std::vector<StoredAssignment>& assignments) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Txn txn(db_);
   Stmt ins(db_, "INSERT INTO jobs(job_id, created_s, last_activity_s, spec_json, status, version_counter, origin, "
                 "token_sha256) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
@@ -362,6 +380,7 @@ bool Store::insert_job(const std::string& job_id, double now_s, const JobAuth& a
 void Store::set_status(const std::string& job_id, const std::string& status, const std::string& error) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Stmt s(db_, "UPDATE jobs SET status=?, error=? WHERE job_id=?");
   s.bind(1, status).bind(2, error).bind(3, job_id).run();
 }
@@ -369,6 +388,7 @@ void Store::set_status(const std::string& job_id, const std::string& status, con
 void Store::set_built_profile(const std::string& job_id, const std::string& csv) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Stmt s(db_, "UPDATE jobs SET built_profile_csv=? WHERE job_id=?");
   s.bind(1, csv).bind(2, job_id).run();
 }
@@ -377,6 +397,7 @@ void Store::set_frontier(const std::string& job_id, const std::string& points_js
                          const std::vector<std::pair<int, std::string>>& plans) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Txn txn(db_);
   {
     Stmt s(db_, "UPDATE jobs SET points_json=?, frontier_partial_json=? WHERE job_id=?");
@@ -398,6 +419,7 @@ void Store::set_frontier(const std::string& job_id, const std::string& points_js
 void Store::set_last_activity(const std::string& job_id, double now_s) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Stmt s(db_, "UPDATE jobs SET last_activity_s=? WHERE job_id=?");
   s.bind(1, now_s).bind(2, job_id).run();
 }
@@ -405,6 +427,7 @@ void Store::set_last_activity(const std::string& job_id, double now_s) {
 void Store::put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Stmt s(db_, "INSERT OR IGNORE INTO plans(job_id, plan_index, freqs_json) VALUES(?, ?, ?)");
   s.bind(1, job_id).bind(2, plan_index).bind(3, freqs_json).run();
 }
@@ -424,6 +447,7 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
                                std::size_t keep_decisions) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Txn txn(db_);
   {
     Stmt s(db_, "UPDATE jobs SET version_counter=? WHERE job_id=?");
@@ -459,6 +483,7 @@ void Store::update_assignments(const std::string& job_id, std::int64_t version_c
 bool Store::insert_rank(const std::string& job_id, const StoredRank& r) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Stmt s(db_, "INSERT INTO ranks(job_id, rank, dp_rank, pp_rank, tp_rank, freqs_json) VALUES(?, ?, ?, ?, ?, ?)");
   s.bind(1, job_id).bind(2, r.rank).bind(3, r.dp_rank).bind(4, r.pp_rank).bind(5, r.tp_rank)
       .bind(6, nlohmann::json(r.supported_freqs_mhz).dump());
@@ -470,6 +495,7 @@ bool Store::insert_measurement(const std::string& job_id, int rank, std::int64_t
                                double energy_j, const std::string& body_json, double now_s) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Stmt s(db_, "INSERT INTO measurements(job_id, rank, iteration, time_s, energy_j, created_s, body_json) "
               "VALUES(?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, job_id).bind(2, rank).bind(3, iteration).bind(4, time_s).bind(5, energy_j).bind(6, now_s)
@@ -490,6 +516,7 @@ std::vector<StoredMeasurement> Store::measurements(const std::string& job_id) {
 void Store::delete_job(const std::string& job_id) {
   std::lock_guard lock(mu_);
   WriteOutcome outcome(*this);
+  check_linked();
   Txn txn(db_);
   for (const char* table : {"jobs", "ranks", "assignments", "plans", "stragglers", "decisions", "measurements"}) {
     Stmt s(db_, fmt::format("DELETE FROM {} WHERE job_id=?", table).c_str());

@@ -200,10 +200,14 @@ class Store {
   mutable std::mutex health_mu_;
   WriteHealth health_;  // guarded by health_mu_
   sqlite3* db_ = nullptr;
+  std::string path_;       // the database file ("" in memory)
   int lock_fd_ = -1;       // flock on database_lock_path()
   int file_lock_fd_ = -1;  // flock on the database file itself (any path to it)
   std::recursive_mutex mu_;  // recursive: a Transaction holds it while the methods it spans lock it
   void release_lock();
+  /// Throws (a failed write) when path_ no longer names the open database file: its folder was
+  /// removed, or the file replaced, while the store was open.
+  void check_linked() const;
   void exec(const char* sql);
 };
 
