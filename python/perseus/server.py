@@ -170,10 +170,15 @@ class API:
         return json.loads(text) if text else None
 
     def health(self):
-        """GET /v1/health: {'status': 'ok', 'version', 'uptime_s'} ('starting' while a restarted
-        server loads its jobs). Raises APIError 503 'storage_unwritable' while the server's
-        database refuses writes (a full disk)."""
+        """GET /v1/health (liveness): {'status', 'version', 'uptime_s'}; status 'ok', 'starting'
+        (a restarted server loads its jobs) or 'degraded' (its database refuses writes, e.g. a
+        full disk; then also 'error': {'code': 'storage_unwritable', 'message'})."""
         return self.request("GET", "/v1/health")
+
+    def ready(self):
+        """GET /v1/ready (readiness): the health body when the status is 'ok'; raises APIError 503
+        ('starting' or 'storage_unwritable') otherwise."""
+        return self.request("GET", "/v1/ready")
 
     def create_job(self, *, pp, microbatches, profile_csv=None, plans=None, dp=1, tp=1, schedule="1f1b",
                    chunks=1, p2p_power_w=None, unit_time_s=1e-3, name="", op_overhead_s=0.0, p2p_latency_s=0.0,

@@ -94,8 +94,8 @@ TEST(AtomicWrites, JobIsStoredWithItsQuickPlanOrNotAtAll) {
 }
 
 // A database that refuses writes (a full disk) cannot keep what the server acknowledges: health
-// says so (503 "degraded", for probes and load balancers) and /metrics counts it, until a write
-// succeeds again. Before, health said "ok" while every write failed.
+// says so ("degraded"; /v1/ready 503, for readiness probes and load balancers) and /metrics
+// counts it, until a write succeeds again. Before, health said "ok" while every write failed.
 TEST(AtomicWrites, HealthIsDegradedWhileTheDatabaseRefusesWrites) {
   TempDir dir;
   const std::string db = dir.file("a.db");
@@ -108,19 +108,23 @@ TEST(AtomicWrites, HealthIsDegradedWhileTheDatabaseRefusesWrites) {
   auto health = api.get("/v1/health");
   EXPECT_EQ(health.status, 200);
   EXPECT_EQ(health.j["status"], "ok");
+  EXPECT_EQ(api.get("/v1/ready").status, 200);
   EXPECT_EQ(metric_value(api, "perseus_store_writable"), 1);
   exec_sql(db, std::string("CREATE TRIGGER fault BEFORE INSERT ON measurements BEGIN SELECT ") + kFault + "; END");
   ASSERT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 0}, {"time_s", 1.0}}).status, 500);
   health = api.get("/v1/health");
-  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.status, 200) << "alive (liveness): restarting it would not help";
   EXPECT_EQ(health.j["status"], "degraded");
-  EXPECT_EQ(health.j["error"]["code"], "storage_unwritable");
-  EXPECT_NE(health.j["error"]["message"].get<std::string>().find("malformed JSON"), std::string::npos) << health.body;
+  const auto ready = api.get("/v1/ready");
+  EXPECT_EQ(ready.status, 503) << "not ready: out of service";
+  EXPECT_EQ(ready.j["status"], "degraded");
+  EXPECT_EQ(ready.j["error"]["code"], "storage_unwritable");
+  EXPECT_NE(ready.j["error"]["message"].get<std::string>().find("malformed JSON"), std::string::npos) << ready.body;
   EXPECT_EQ(metric_value(api, "perseus_store_writable"), 0);
   EXPECT_EQ(metric_value(api, "perseus_store_write_failures_total"), 1);
   exec_sql(db, "DROP TRIGGER fault");
   ASSERT_EQ(api.post(base + "/ranks/0/measurements", {{"iteration", 0}, {"time_s", 1.0}}).status, 202);
-  health = api.get("/v1/health");
+  health = api.get("/v1/ready");
   EXPECT_EQ(health.status, 200) << "a write succeeded again";
   EXPECT_EQ(health.j["status"], "ok");
   EXPECT_EQ(metric_value(api, "perseus_store_writable"), 1);
@@ -139,7 +143,7 @@ TEST(AtomicWrites, ADatabaseRemovedUnderTheServerTakesNoMoreWrites) {
   ASSERT_EQ(api.post("/v1/jobs", profile_job()).status, 201);
   std::filesystem::remove_all(dir.file("sub"));
   EXPECT_EQ(api.post("/v1/jobs", profile_job()).status, 500) << "not acknowledged: it could not be kept";
-  const auto health = api.get("/v1/health");
+  const auto health = api.get("/v1/ready");
   EXPECT_EQ(health.status, 503);
   EXPECT_NE(health.j["error"]["message"].get<std::string>().find("a.db was removed or replaced while the server ran"),
             std::string::npos)

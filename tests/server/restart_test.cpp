@@ -685,6 +685,7 @@ TEST(Durability, ARestartListensBeforeItLoadsTheJobs) {
   auto health = api.get("/v1/health");
   EXPECT_EQ(health.status, 200) << health.body;
   EXPECT_EQ(health.j["status"], "starting") << health.body;
+  EXPECT_EQ(api.get("/v1/ready").status, 503) << "a readiness probe waits for the load";
   for (const std::string& path : {"/v1/jobs/" + job, std::string("/v1/jobs"), std::string("/metrics")}) {
     httplib::Client raw("127.0.0.1", port);
     auto r = raw.Get(path.c_str(), {{"Authorization", "Bearer " + kToken}});
@@ -698,6 +699,7 @@ TEST(Durability, ARestartListensBeforeItLoadsTheJobs) {
   EXPECT_EQ(ready.get_future().get(), 1u);
   EXPECT_TRUE(srv.wait_until_ready());
   EXPECT_EQ(api.get("/v1/health").j["status"], "ok");
+  EXPECT_EQ(api.get("/v1/ready").status, 200);
   EXPECT_EQ(api.get("/v1/jobs/" + job).status, 200);
   srv.stop();
   run.join();

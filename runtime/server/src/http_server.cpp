@@ -377,21 +377,33 @@ struct Server::Impl {
     routes.push_back({std::move(method), split_path(pattern), access, std::move(h), std::move(query)});
   }
 
-  void add_routes() {
-    using P = std::vector<std::string>;
-    using R = HttpRequest;
-    add("GET", "/v1/health", Access::kPublic, [this](const R&, const P&) {
-      const bool up = ready.load(std::memory_order_acquire);
-      json body{{"status", up ? "ok" : "starting"}, {"version", "0.1.0"}, {"uptime_s", monotonic_s() - started_s}};
-      // A database that refused its latest write (a full disk) cannot keep what the server
-      // acknowledges: 503 "degraded" until a write succeeds again. SQLite's message only: the
-      // route is public, and it names no job or path.
-      const Store::WriteHealth storage = store.write_health();
-      if (storage.ok) return Reply{200, body.dump()};
+  /// The body of GET /v1/health and /v1/ready: "status" "starting" (the stored jobs load),
+  /// "degraded" (the database refused its latest write: what the server acknowledges could not
+  /// be kept; with an "error" naming SQLite's reason, never a job or path of a request) or "ok".
+  json health_body() {
+    json body{{"status", "ok"}, {"version", "0.1.0"}, {"uptime_s", monotonic_s() - started_s}};
+    const Store::WriteHealth storage = store.write_health();
+    if (!ready.load(std::memory_order_acquire)) {
+      body["status"] = "starting";
+      body["error"] = {{"code", "starting"}, {"message", "the server is loading its stored jobs after a start"}};
+    } else if (!storage.ok) {
       body["status"] = "degraded";
       body["error"] = {{"code", "storage_unwritable"},
                        {"message", "the database refused its latest write: " + storage.last_error.substr(0, 200)}};
-      return Reply{503, body.dump()};
+    }
+    return body;
+  }
+
+  void add_routes() {
+    using P = std::vector<std::string>;
+    using R = HttpRequest;
+    // Liveness (/v1/health: 200 while the process serves, its state in "status") and readiness
+    // (/v1/ready: 200 only when every route is served and the database takes writes; 503 while
+    // starting, and while degraded, for load balancers and readiness probes; session 22's trial).
+    add("GET", "/v1/health", Access::kPublic, [this](const R&, const P&) { return Reply{200, health_body().dump()}; });
+    add("GET", "/v1/ready", Access::kPublic, [this](const R&, const P&) {
+      const json body = health_body();
+      return Reply{body["status"] == "ok" ? 200 : 503, body.dump()};
     });
     add("GET", "/metrics", Access::kAdmin, [this](const R&, const P&) { return Reply{200, manager.metrics_text()}; });
     add("GET", "/v1/jobs", Access::kAdmin, [this](const R&, const P&) { return manager.list_jobs(); });
@@ -451,7 +463,10 @@ struct Server::Impl {
 
   /// Runs once the headers are in, before the body is read: rate limit, route, auth, type.
   std::optional<HttpResponse> precheck(HttpRequest& req) {
-    if (!limiter.allow(req.remote_addr, monotonic_s())) {
+    // Probes are not rate limited: they share an address with trainers behind a NAT or proxy,
+    // and a probe refused with 429 took a healthy server out of service (session 22's trial).
+    const bool probe = (req.path == "/v1/health" || req.path == "/v1/ready") && (req.method == "GET" || req.method == "HEAD");
+    if (!probe && !limiter.allow(req.remote_addr, monotonic_s())) {
       manager.counters().rate_limited++;
       auto r = error_response(429, "rate_limited",
                               fmt::format("more than {} requests/s from this address (--rate-limit-rps); retry later",
@@ -461,7 +476,7 @@ struct Server::Impl {
     }
     // While the stored jobs load, nothing but the health check may touch the job manager (even
     // authorization reads its job tokens): a retry in a second will find them.
-    if (!ready.load(std::memory_order_acquire) && !(req.path == "/v1/health" && (req.method == "GET" || req.method == "HEAD"))) {
+    if (!ready.load(std::memory_order_acquire) && !probe) {
       auto r = error_response(503, "starting",
                               "the server is loading its stored jobs after a start; retry (Retry-After, s)");
       r.headers.emplace_back("Retry-After", "1");
