@@ -48,6 +48,15 @@ std::string trim(std::string s) {
   return s;
 }
 
+/// A warning when group or others may read `path` (a secret accepted as it is: a group may be
+/// meant to read it; session 22's trial found a 0644 token and a restored 0644 database silent).
+void warn_if_readable_by_others(const std::string& path, const char* what, const char* why) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
+    fmt::print(stderr, "perseus serve: WARNING: {} {} is readable by group or others (mode {:04o}): {}; chmod 600 it\n",
+               what, path, st.st_mode & 0777, why);
+}
+
 /// Refuses a token file another user owns or that group/others may write: whoever can change it
 /// can make the server accept their token.
 void check_token_file(const std::string& path) {
@@ -61,6 +70,7 @@ void check_token_file(const std::string& path) {
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     throw InputError(fmt::format("{}: token file is group- or world-writable (mode {:o}); chmod 600 it", path,
                                  st.st_mode & 0777));
+  warn_if_readable_by_others(path, "token file", "whoever reads it has the admin token");
 }
 
 /// A token every client can send (runtime::is_sendable_token; `source` names where it came
@@ -230,6 +240,11 @@ void run_serve(ServeArgs& a) {
     fmt::print(stderr, "perseus serve: {} job(s) reloaded in {:.2f} s; serving every route\n", jobs, seconds);
   };
   server::Server srv(a.opt);
+  if (a.opt.db_path != ":memory:") {
+    warn_if_readable_by_others(a.opt.db_path, "database",
+                               "it holds the job-token hashes, plans and measurements (its -wal and -shm files get "
+                               "the same mode)");
+  }
   port = srv.bind();
   // An IPv6 literal in brackets (RFC 3986 section 3.2.2), so the URL can be pasted as it is.
   const bool ipv6 = a.opt.host.find(':') != std::string::npos;

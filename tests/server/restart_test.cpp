@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include "perseus/error.hpp"
 #include "perseus/frontier.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/server/store.hpp"
@@ -737,6 +738,32 @@ TEST(Durability, AStopDuringTheLoadIsNeverAnnouncedReady) {
 // A stored job whose name an older version accepted (before bidirectional controls were
 // refused) reloads as it was: the stored spec is not a new request (it failed the job:
 // "could not reload the job: field "name" must not contain ...").
+// A typo in --db naming another application's SQLite database gave it Perseus's tables and WAL
+// mode (session 22's trial): refused, and the file is left as it was.
+TEST(Durability, AnotherApplicationsDatabaseIsRefusedAndLeftAlone) {
+  TempDir dir;
+  const std::string db = dir.file("other.db");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE foo(x); INSERT INTO foo VALUES(1);", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  const std::string before = read_file(db);
+  try {
+    Store store(db);
+    ADD_FAILURE() << "opened another application's database";
+  } catch (const perseus::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("other.db: not a Perseus database (it has the tables foo and no Perseus "
+                                         "schema); refusing to change it"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(read_file(db), before);
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+  Store fresh(dir.file("new.db"));  // an empty file of our own is fine
+}
+
 TEST(Durability, AStoredNameAnOlderVersionAcceptedStillLoads) {
   TempDir dir;
   const std::string db = dir.file("r.db");

@@ -170,6 +170,28 @@ TEST(ServeCli, AFailedStartLeavesNoNewFilesAndThePortFileGoesWithTheServer) {
   }
 }
 
+// Session 22's trial: a token file and a (restored) database readable by everyone were taken
+// silently. Both are warned about (a group may be meant to read them, so not refused).
+TEST(ServeCli, SecretsReadableByOthersAreWarnedAbout) {
+  TempDir dir;
+  const std::string script =
+      "cd '" + dir.path.string() + "' && umask 022 && echo " + kToken + " > tok && : > p.db && (timeout 60 " +
+      PERSEUS_BINARY +
+      " serve --port 0 --port-file port.txt --db p.db --token-file tok 2>log.txt & pid=$!; "
+      "while [ ! -s port.txt ]; do sleep 0.05; done; kill -TERM $pid; wait $pid; echo rc=$?; cat log.txt)";
+  FILE* p = ::popen(script.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ::pclose(p);
+  EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("WARNING: token file tok is readable by group or others (mode 0644): whoever reads it has the "
+                     "admin token; chmod 600 it"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("WARNING: database p.db is readable by group or others (mode 0644)"), std::string::npos) << out;
+}
+
 // Session 17's trial: `--host ::1` printed "http://::1:35359", which curl and perseus.Client
 // cannot take; an IPv6 literal goes in brackets (RFC 3986). Waits are for the port file.
 TEST(ServeCli, AnIpv6HostIsPrintedInBrackets) {

@@ -243,6 +243,23 @@ Store::Store(const std::string& path, bool sync_full) {
   }
   sqlite3_busy_timeout(db_, 5000);
   try {
+    // Another application's database (a typo in --db) gained Perseus's tables and WAL mode
+    // (session 22's trial): a database with tables must have Perseus's meta table.
+    {
+      std::string others;
+      bool has_meta = false;
+      Stmt tables(db_, "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
+      while (tables.step()) {
+        const std::string name = tables.text(0);
+        if (name == "meta") has_meta = true;
+        else if (others.size() < 200) others += (others.empty() ? "" : ", ") + name;
+      }
+      if (!has_meta && !others.empty()) {
+        throw InputError(fmt::format("{}: not a Perseus database (it has the tables {} and no Perseus schema); "
+                                     "refusing to change it: choose another --db",
+                                     path, others));
+      }
+    }
     exec("PRAGMA journal_mode=WAL");
     exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec("PRAGMA foreign_keys=OFF");
