@@ -247,6 +247,32 @@ TEST(Hostile, PerAddressConnectionCap) {
   held.clear();
 }
 
+// The total cap (--max-connections) refuses at accept, like the per-address one: the connection
+// past it was held unanswered in the backlog until another closed (session 22's trial).
+TEST(Hostile, TotalConnectionCapRefusesAtAccept) {
+  TempDir dir;
+  ServerOptions opt = small_limits();
+  opt.max_connections = 3;
+  opt.max_connections_per_ip = 0;
+  LocalServer srv(dir.file("h.db"), opt);
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 3; ++i) {  // as above: each answered once; retried while a closed probe still counts
+    int status = -1;
+    for (int attempt = 0; attempt < 2000 && status != 200; ++attempt) {
+      auto c = std::make_unique<RawConn>(srv.port());
+      if (!c->send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")) continue;
+      status = raw_status(c->read_response());
+      if (status == 200) held.push_back(std::move(c));
+      else std::this_thread::yield();
+    }
+    ASSERT_EQ(status, 200) << "connection " << i + 1 << " of 3 was never served";
+  }
+  RawConn extra(srv.port());
+  extra.send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(extra.wait_closed()) << "a 4th connection is closed at once, not left waiting";
+  held.clear();
+}
+
 // Row 7: 64 keep-alive pollers on 2 event-loop threads: every one is served.
 TEST(Hostile, KeepAlivePollersAllServed) {
   TempDir dir;

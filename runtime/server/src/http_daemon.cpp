@@ -436,14 +436,23 @@ void HttpDaemon::start(int listen_fd) {
   auto notify = [](void* cls, MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
     static_cast<Impl*>(cls)->connection_event(c, socket_context, code);
   };
+  // max_connections refuses at accept (the connection is closed at once, so a probe fails fast).
+  // libmicrohttpd's own limit instead stops accepting: extra connections waited in the backlog,
+  // unanswered, until another closed (session 22's trial). Its limit stays a little above ours
+  // (the pool's threads accept concurrently), as the hard cap.
+  auto admit = [](void* cls, const sockaddr*, socklen_t) -> MHD_Result {
+    auto* impl = static_cast<Impl*>(cls);
+    std::lock_guard lock(impl->conn_mu);
+    return impl->conns.size() < std::max(1u, impl->lim.max_connections) ? MHD_YES : MHD_NO;
+  };
   const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC;
   i->daemon = MHD_start_daemon(
-      flags, 0, nullptr, nullptr, access, i,                                     //
+      flags, 0, admit, i, access, i,                                             //
       MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(listen_fd),              //
       MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(std::max(1, l.threads)),  //
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<std::size_t>(std::max<std::size_t>(4096, l.header_bytes)),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(std::max(1, l.idle_timeout_s)),  //
-      MHD_OPTION_CONNECTION_LIMIT, std::max(1u, l.max_connections),                           //
+      MHD_OPTION_CONNECTION_LIMIT, std::max(1u, l.max_connections) + 64u,                     //
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, l.per_ip_connections,                               //
       MHD_OPTION_NOTIFY_COMPLETED, static_cast<MHD_RequestCompletedCallback>(completed), i,    //
       MHD_OPTION_NOTIFY_CONNECTION, static_cast<MHD_NotifyConnectionCallback>(notify), i,      //
