@@ -83,9 +83,27 @@ class GpudConnection {
     while (done < line.size()) {
       const ssize_t n = ::send(fd_, line.data() + done, line.size() - done, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw GpuError(fmt::format("perseus gpud at {}: send failed: {}", path_, std::strerror(errno)));
+      if (n <= 0) {
+        const std::string why = std::strerror(errno);
+        // The helper may have answered the connection itself and hung up (too_many_clients,
+        // forbidden): its reason, not "Broken pipe" (session 22's trial).
+        if (const std::string refusal = pending_refusal(); !refusal.empty())
+          throw GpuError(fmt::format("perseus gpud at {} refused the connection: {}", path_, refusal));
+        throw GpuError(fmt::format("perseus gpud at {}: send failed: {}", path_, why));
+      }
       done += static_cast<std::size_t>(n);
     }
+  }
+  /// "CODE: MESSAGE" of an error reply already waiting on the socket, else "" (never blocks).
+  std::string pending_refusal() {
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n <= 0) return "";
+    const std::string text(chunk, static_cast<std::size_t>(n));
+    const json j = json::parse(text.substr(0, text.find('\n')), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("error") || !j["error"].is_string()) return "";
+    const std::string message = j.contains("message") && j["message"].is_string() ? j["message"].get<std::string>() : "";
+    return j["error"].get<std::string>() + (message.empty() ? "" : ": " + message);
   }
   json receive() {
     for (;;) {
@@ -126,7 +144,15 @@ class GpudGpu final : public GpuControl {
  public:
   GpudGpu(const GpuSelector& selector, const std::string& socket_path) : conn_(socket_path) {
     const json hello = conn_.call(Request{Op::kHello, -1, 0});
-    if (!hello.value("ok", false)) throw GpuError(fmt::format("perseus gpud at {}: {}", socket_path, hello.dump()));
+    if (!hello.value("ok", false)) {
+      // The helper's refusal (forbidden, too_many_clients) as words, not its JSON.
+      const auto text = [&](const char* key) {
+        return hello.contains(key) && hello[key].is_string() ? hello[key].get<std::string>() : std::string();
+      };
+      throw GpuError(fmt::format("perseus gpud at {} refused the connection: {}{}", socket_path,
+                                 text("error").empty() ? hello.dump() : text("error"),
+                                 text("message").empty() ? "" : ": " + text("message")));
+    }
     if (hello.value("version", 0) != gpud::kProtocolVersion) {
       throw GpuError(fmt::format("perseus gpud at {} speaks protocol {}, this client {}", socket_path,
                                  hello.value("version", 0), gpud::kProtocolVersion));

@@ -367,9 +367,25 @@ struct Gpud::Impl {
     c->cred.gid = cr.gid;
     c->cred.groups = peer_groups(fd, cr.uid, cr.gid);
     c->who = fmt::format("uid={}({}) pid={}", cr.uid, user_name(cr.uid), cr.pid);
+    // A user no rule allows any GPU gets no slot: its every request would be refused, and idle
+    // connections of such a user filled max_clients and locked every trainer out (session 22's trial).
+    bool allowed_somewhere = false;
+    for (const auto& [i, g] : gpus) allowed_somewhere = allowed_somewhere || cfg.allows(i, c->cred);
+    if (!allowed_somewhere) {  // (logged before the answer: whoever reads the answer finds the log line)
+      note("refused {}: no allow rule matches it for any GPU", c->who);
+      c->reply(error_reply("forbidden", fmt::format("no allow rule in {} matches uid {}, gid {} for any GPU served "
+                                                    "here (docs/gpud.md)",
+                                                    cfg.source.empty() ? "the config" : cfg.source, cr.uid, cr.gid)));
+      return;
+    }
     if (static_cast<int>(conns.size()) >= cfg.max_clients) {
+      std::map<uid_t, int> by_uid;
+      for (const auto& [id, other] : conns) ++by_uid[other->cred.uid];
+      const auto most = std::max_element(by_uid.begin(), by_uid.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+      note("refused {}: {} clients connected already (uid {} holds {})", c->who, conns.size(), most->first,
+           most->second);
       c->reply(error_reply("too_many_clients", fmt::format("{} clients connected already (max_clients)", conns.size())));
-      note("refused {}: {} clients connected already", c->who, conns.size());
       return;
     }
     // The process itself, apart from the socket: a forked child can keep the socket open
