@@ -234,9 +234,11 @@ void run_serve(ServeArgs& a) {
   // 1): they may hold jobs already acknowledged.
   a.opt.on_ready = [&](std::size_t jobs, double seconds) {
     generated.keep = created.keep = true;
-    if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
+    // Before the port file: a port file that cannot be written stops the server, and the token
+    // it keeps must have been named (session 22's trial).
     if (!generated.path.empty())
       fmt::print(stderr, "perseus serve: generated a bearer token in {} (mode 0600)\n", generated.path);
+    if (!a.port_file.empty()) write_file_atomically(a.port_file, fmt::format("{}\n", port));
     fmt::print(stderr, "perseus serve: {} job(s) reloaded in {:.2f} s; serving every route\n", jobs, seconds);
   };
   server::Server srv(a.opt);

@@ -23,13 +23,13 @@ TEST(IdleExpiry, IdlenessIsMeasuredOnTheMonotonicClock) {
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string id = nlohmann::json::parse(created.body)["job_id"];
   const double now = monotonic_s();
-  EXPECT_EQ(manager.expire_idle(now), 0u);
-  EXPECT_EQ(manager.expire_idle(now + 599), 0u) << "idle for less than the TTL";
+  EXPECT_EQ(manager.expire_idle(now).size(), 0u);
+  EXPECT_EQ(manager.expire_idle(now + 599).size(), 0u) << "idle for less than the TTL";
   // The job's wall-clock activity is only stored and shown: a stepped wall clock is no input.
   EXPECT_EQ(manager.get_job(id).status, 200);  // a request: idle from here
   const double touched = monotonic_s();
-  EXPECT_EQ(manager.expire_idle(touched + 599), 0u);
-  EXPECT_EQ(manager.expire_idle(touched + 601), 1u) << "idle for longer than the TTL";
+  EXPECT_EQ(manager.expire_idle(touched + 599).size(), 0u);
+  EXPECT_EQ(manager.expire_idle(touched + 601), std::vector<std::string>{id}) << "idle for longer than the TTL";
   try {
     manager.get_job(id);
     ADD_FAILURE() << "an expired job still answers";
@@ -44,7 +44,7 @@ TEST(IdleExpiry, ATtlOfZeroNeverExpires) {
   opt.job_idle_ttl_s = 0;
   JobManager manager(store, opt);
   ASSERT_EQ(manager.create_job(profile_job(1, 8)).status, 201);
-  EXPECT_EQ(manager.expire_idle(monotonic_s() + 1e9), 0u);
+  EXPECT_EQ(manager.expire_idle(monotonic_s() + 1e9).size(), 0u);
 }
 
 }  // namespace

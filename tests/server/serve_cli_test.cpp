@@ -192,6 +192,22 @@ TEST(ServeCli, SecretsReadableByOthersAreWarnedAbout) {
   EXPECT_NE(out.find("WARNING: database p.db is readable by group or others (mode 0644)"), std::string::npos) << out;
 }
 
+// A port file that cannot be written stops the server after the token it generated was kept:
+// the token's path is printed first (it was printed after the port file, so never; session 22).
+TEST(ServeCli, AGeneratedTokenKeptByAFailedPortFileIsNamed) {
+  TempDir dir;
+  const std::string script = "cd '" + dir.path.string() + "' && mkdir pf && env -u PERSEUS_TOKEN timeout 60 " +
+                             PERSEUS_BINARY + " serve --port 0 --port-file pf --db g.db 2>&1; echo rc=$?";
+  FILE* p = ::popen(script.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ::pclose(p);
+  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("generated a bearer token in g.db.token (mode 0600)"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "g.db.token")) << out;
+}
+
 // Session 17's trial: `--host ::1` printed "http://::1:35359", which curl and perseus.Client
 // cannot take; an IPv6 literal goes in brackets (RFC 3986). Waits are for the port file.
 TEST(ServeCli, AnIpv6HostIsPrintedInBrackets) {

@@ -353,8 +353,14 @@ struct Server::Impl {
                              [&] { return stopping; })) {
       lock.unlock();
       try {
-        const auto n = manager.expire_idle(monotonic_s());
-        if (n) std::fprintf(stderr, "perseus serve: expired %zu idle job(s)\n", n);
+        const auto ids = manager.expire_idle(monotonic_s());
+        if (!ids.empty()) {  // which ones: an operator looking for a vanished job finds it here
+          std::string named;
+          for (std::size_t k = 0; k < ids.size() && k < 10; ++k) named += (k ? ", " : "") + ids[k];
+          if (ids.size() > 10) named += fmt::format(" and {} more", ids.size() - 10);
+          std::fprintf(stderr, "perseus serve: expired %zu idle job(s) (idle over --job-idle-ttl-s %g s): %s\n",
+                       ids.size(), opt.job_idle_ttl_s, named.c_str());
+        }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "perseus serve: expiry failed: %s\n", e.what());
       }

@@ -611,20 +611,20 @@ Reply JobManager::delete_job(const std::string& job_id) {
   return {200, json{{"job_id", job_id}, {"deleted", true}}.dump()};
 }
 
-std::size_t JobManager::expire_idle(double now_monotonic_s) {
+std::vector<std::string> JobManager::expire_idle(double now_monotonic_s) {
   std::vector<std::shared_ptr<Job>> all;
   {
     std::shared_lock lock(mu_);
     for (const auto& [id, j] : jobs_) all.push_back(j);
   }
-  std::size_t expired = 0;
+  std::vector<std::string> expired;
   for (const auto& j : all) {
     // On the monotonic clock: a wall clock stepped forward (NTP correcting a wrong start, a
     // resumed VM) deleted jobs idle for seconds (session 21's trial).
     if (opt_.job_idle_ttl_s > 0 && now_monotonic_s - j->last_activity_mono_s.load() > opt_.job_idle_ttl_s) {
       try {
         delete_job(j->id);
-        ++expired;
+        expired.push_back(j->id);
         counters_.jobs_expired++;
       } catch (const ApiError&) {
       }

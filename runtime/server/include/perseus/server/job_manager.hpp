@@ -123,10 +123,10 @@ class JobManager {
   /// Prometheus text exposition of counters and per-job gauges.
   std::string metrics_text() const;
   /// Deletes jobs idle for longer than the TTL and persists last-activity times. Returns
-  /// the number of jobs deleted. Called periodically by the server. `now_monotonic_s`: the
+  /// the ids of the jobs deleted (the server logs them). Called periodically by the server. `now_monotonic_s`: the
   /// server's monotonic clock (steady_clock, s): idleness never follows a wall-clock step. A
   /// restart starts every loaded job's idle time afresh.
-  std::size_t expire_idle(double now_monotonic_s);
+  std::vector<std::string> expire_idle(double now_monotonic_s);
   /// Blocks until no planning task is queued or running (tests), at most timeout_s.
   bool wait_idle(double timeout_s);
   /// Server shutdown (SIGTERM), step one: drops queued planning tasks and makes running solves
