@@ -221,6 +221,25 @@ TEST(Hostile, ThousandIdleConnectsDoNotStall) {
   EXPECT_TRUE(health_ok(srv.port()));
 }
 
+/// Opens `n` keep-alive connections to `port`, each answered once (so the server has surely
+/// accepted it), into `held`. A connection of the server's own start-up probe may still count
+/// until the server has processed its close (late on a loaded machine): until then one is
+/// refused; it is tried again. False (with a failure naming it) when one is never served.
+::testing::AssertionResult hold_served_connections(int port, int n, std::vector<std::unique_ptr<RawConn>>& held) {
+  for (int i = 0; i < n; ++i) {
+    int status = -1;
+    for (int attempt = 0; attempt < 2000 && status != 200; ++attempt) {
+      auto c = std::make_unique<RawConn>(port);
+      if (!c->send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")) continue;
+      status = raw_status(c->read_response());
+      if (status == 200) held.push_back(std::move(c));
+      else std::this_thread::yield();
+    }
+    if (status != 200) return ::testing::AssertionFailure() << "connection " << i + 1 << " of " << n << " was never served";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Per-peer connection cap: the connection past the cap is closed at once.
 TEST(Hostile, PerAddressConnectionCap) {
   TempDir dir;
@@ -228,19 +247,7 @@ TEST(Hostile, PerAddressConnectionCap) {
   opt.max_connections_per_ip = 4;
   LocalServer srv(dir.file("h.db"), opt);
   std::vector<std::unique_ptr<RawConn>> held;
-  for (int i = 0; i < 4; ++i) {  // each one answered once, so the server has surely accepted it
-    // A connection of the server's own start-up probe may still count until the server has
-    // processed its close (late on a loaded machine): until then a 4th is refused; try again.
-    int status = -1;
-    for (int attempt = 0; attempt < 2000 && status != 200; ++attempt) {
-      auto c = std::make_unique<RawConn>(srv.port());
-      if (!c->send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")) continue;
-      status = raw_status(c->read_response());
-      if (status == 200) held.push_back(std::move(c));
-      else std::this_thread::yield();
-    }
-    ASSERT_EQ(status, 200) << "connection " << i + 1 << " of 4 was never served";
-  }
+  ASSERT_TRUE(hold_served_connections(srv.port(), 4, held));
   RawConn extra(srv.port());
   extra.send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(raw_status(extra.read_response()), -1) << "5th connection from one address must be refused";
@@ -256,17 +263,7 @@ TEST(Hostile, TotalConnectionCapRefusesAtAccept) {
   opt.max_connections_per_ip = 0;
   LocalServer srv(dir.file("h.db"), opt);
   std::vector<std::unique_ptr<RawConn>> held;
-  for (int i = 0; i < 3; ++i) {  // as above: each answered once; retried while a closed probe still counts
-    int status = -1;
-    for (int attempt = 0; attempt < 2000 && status != 200; ++attempt) {
-      auto c = std::make_unique<RawConn>(srv.port());
-      if (!c->send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")) continue;
-      status = raw_status(c->read_response());
-      if (status == 200) held.push_back(std::move(c));
-      else std::this_thread::yield();
-    }
-    ASSERT_EQ(status, 200) << "connection " << i + 1 << " of 3 was never served";
-  }
+  ASSERT_TRUE(hold_served_connections(srv.port(), 3, held));
   RawConn extra(srv.port());
   extra.send("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_TRUE(extra.wait_closed()) << "a 4th connection is closed at once, not left waiting";

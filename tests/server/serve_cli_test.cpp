@@ -40,6 +40,16 @@ ServeRun serve(const std::string& cwd, const std::string& args,
   return r;
 }
 
+/// Runs `script` with sh, stdout (and whatever the script redirects there) as text.
+std::string shell_output(const std::string& script) {
+  FILE* p = ::popen(script.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ::pclose(p);
+  return out;
+}
+
 std::string write(const TempDir& dir, const std::string& name, const std::string& text) {
   std::ofstream(dir.file(name)) << text;
   std::filesystem::permissions(dir.file(name), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
@@ -161,10 +171,7 @@ TEST(ServeCli, AFailedStartLeavesNoNewFilesAndThePortFileGoesWithTheServer) {
                                "while [ ! -s port.txt ]; do sleep 0.05; done; kill -" + sig +
                                " $pid; wait $pid; echo rc=$?; [ -e port.txt ] && echo port-file-left || echo "
                                "port-file-gone)";
-    p = ::popen(script.c_str(), "r");
-    out.clear();
-    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-    ::pclose(p);
+    out = shell_output(script);
     EXPECT_NE(out.find("rc=0"), std::string::npos) << sig << ": " << out;
     EXPECT_NE(out.find("port-file-gone"), std::string::npos) << sig << ": " << out;
   }
@@ -179,11 +186,7 @@ TEST(ServeCli, SecretsReadableByOthersAreWarnedAbout) {
       PERSEUS_BINARY +
       " serve --port 0 --port-file port.txt --db p.db --token-file tok 2>log.txt & pid=$!; "
       "while [ ! -s port.txt ]; do sleep 0.05; done; kill -TERM $pid; wait $pid; echo rc=$?; cat log.txt)";
-  FILE* p = ::popen(script.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  ::pclose(p);
+  const std::string out = shell_output(script);
   EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
   EXPECT_NE(out.find("WARNING: token file tok is readable by group or others (mode 0644): whoever reads it has the "
                      "admin token; chmod 600 it"),
@@ -198,11 +201,7 @@ TEST(ServeCli, AGeneratedTokenKeptByAFailedPortFileIsNamed) {
   TempDir dir;
   const std::string script = "cd '" + dir.path.string() + "' && mkdir pf && env -u PERSEUS_TOKEN timeout 60 " +
                              PERSEUS_BINARY + " serve --port 0 --port-file pf --db g.db 2>&1; echo rc=$?";
-  FILE* p = ::popen(script.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  ::pclose(p);
+  const std::string out = shell_output(script);
   EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
   EXPECT_NE(out.find("generated a bearer token in g.db.token (mode 0600)"), std::string::npos) << out;
   EXPECT_TRUE(std::filesystem::exists(dir.path / "g.db.token")) << out;
@@ -217,11 +216,7 @@ TEST(ServeCli, AnIpv6HostIsPrintedInBrackets) {
                              " serve --host ::1 --port 0 --port-file port.txt --db :memory: 2>log.txt & pid=$!; "
                              "while [ ! -s port.txt ] && kill -0 $pid 2>/dev/null; do sleep 0.05; done; "
                              "echo port=$(cat port.txt); kill -TERM $pid 2>/dev/null; wait $pid; echo rc=$?; cat log.txt)";
-  FILE* p = ::popen(script.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  ::pclose(p);
+  const std::string out = shell_output(script);
   if (out.find("rc=0") == std::string::npos) GTEST_SKIP() << "no IPv6 loopback here: " << out;
   const std::size_t at = out.find("port=") + 5;
   const std::string port = out.substr(at, out.find('\n', at) - at);

@@ -28,6 +28,7 @@ JobModel shallow(const JobModel& m) {
   out.points = m.points;
   out.partial_reason = m.partial_reason;
   out.partial_detail = m.partial_detail;
+  out.warnings = m.warnings;
   return out;
 }
 
