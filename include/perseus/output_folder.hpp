@@ -83,10 +83,16 @@ class OutputFolder {
   bool committed_ = false;
 };
 
+/// Every output folder holds this file (written by OutputFolder): a non-empty folder without it
+/// is never replaced, whatever the names of its files.
+inline constexpr const char* kOutputFolderMarker = ".perseus-output";
+
 /// Throws InputError for `field` when `path` exists and is not a folder ("PATH: exists and is not
-/// a folder"), or is a folder holding, anywhere inside (sub-folders included), a path `ours`
-/// rejects ("PATH: folder holds 'REL', which this command does not write ...; refusing to
-/// replace it"), or cannot be listed. Does nothing when `path` does not exist. Changes nothing.
+/// a folder"), is the current folder or holds it, is a folder holding, anywhere inside
+/// (sub-folders included), a path `ours` rejects ("PATH: folder holds 'REL', which this command
+/// does not write ...; refusing to replace it"), is a non-empty folder without the
+/// kOutputFolderMarker file (not written by perseus), or cannot be listed. Does nothing when
+/// `path` does not exist. Changes nothing.
 /// (OutputFolder's constructor applies it; commands call it to fail before long work.)
 void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& ours, const std::string& field = "out_dir");
 

@@ -281,11 +281,30 @@ void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& our
   std::error_code ec;
   if (!fs::exists(path, ec)) return;
   if (!fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: exists and is not a folder", path));
-  // Never replace a folder that holds anything Perseus did not write (the user's files).
+  // Replacing the folder the process works in (`--out .`, or a folder above it) renamed the
+  // user's shell out from under it (session 22's trial).
+  if (const fs::path cwd = fs::current_path(ec); !ec) {
+    const fs::path target = fs::weakly_canonical(path, ec);
+    const auto rel = cwd.lexically_relative(target);
+    if (!ec && !rel.empty() && *rel.begin() != "..") {
+      throw InputError(field, fmt::format("{}: is the current folder or holds it; refusing to replace it (give a folder "
+                                          "of its own, e.g. {}/out)",
+                                          path, path));
+    }
+  }
+  // Never replace a folder that holds anything Perseus did not write (the user's files). Names
+  // alone do not tell: a user's own profile.csv or summary.json has one (a folder of them was
+  // replaced; session 22's trial). A folder Perseus wrote holds its marker file.
+  bool any = false, marked = false;
   for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     const fs::path rel = it->path().lexically_relative(path);
     const bool is_dir = it->is_directory(ec) && !it->is_symlink(ec);
+    any = true;
+    if (rel == kOutputFolderMarker && it->is_regular_file(ec) && !it->is_symlink(ec)) {
+      marked = true;
+      continue;
+    }
     if (!ours(rel, is_dir)) {
       throw InputError(field, fmt::format("{}: folder holds '{}', which this command does not write (a user's file, or "
                                           "another perseus command's output); refusing to replace it (choose another "
@@ -294,6 +313,12 @@ void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& our
     }
   }
   if (ec) throw InputError(field, fmt::format("{}: cannot list the folder: {}", path, ec.message()));
+  if (any && !marked) {
+    throw InputError(field, fmt::format("{}: folder was not written by perseus (it has no {} file; files of the same "
+                                        "names may be yours); refusing to replace it (choose another output folder; "
+                                        "a folder written before this check: remove it first)",
+                                        path, kOutputFolderMarker));
+  }
 }
 
 bool is_emulation_output(const fs::path& relative, bool is_directory) {
@@ -317,8 +342,12 @@ OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string
   create_unfinished(tmp_, out_, [&] { created = fs::create_directories(tmp_, ec); });
   if (!created || ec) {
     unregister_unfinished(tmp_);
-    throw InputError(fmt::format("{}: cannot create output folder: {}", out_.string(), ec.message()));
+    throw InputError(fmt::format("{}: cannot create output folder: cannot create its temporary folder {} beside it "
+                                 "(the parent folder must be writable): {}",
+                                 out_.string(), tmp_.filename().string(), ec.message()));
   }
+  write_file(tmp_ / kOutputFolderMarker,
+             "This folder was written by perseus; the next run into it replaces it whole.\n");
 }
 
 OutputFolder::~OutputFolder() {

@@ -137,7 +137,7 @@ TEST(EmulateCli, RerunWithoutReportLeavesNoStalePage) {
   EXPECT_EQ(names, std::vector<std::string>{"emu"});
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
-  EXPECT_EQ(files, 2u);
+  EXPECT_EQ(files, 3u);  // emulation.csv, emulation.json, .perseus-output
   // With --report again the page is back, for the new slowdowns only.
   const auto third = testing::run(emulate_args("1.3", dir) + " --report");
   ASSERT_EQ(third.status, 0) << third.output;
@@ -260,10 +260,22 @@ TEST(EmulationFolder, NamesAndChecks) {
     EXPECT_EQ(e.field(), "out_dir");
     EXPECT_NE(std::string(e.what()).find("exists and is not a folder"), std::string::npos) << e.what();
   }
-  // A folder with only emulate's files, or optimize's and emulate's (summary.json), is accepted.
+  // A folder of the user's files with emulate's names is refused: perseus did not write it (it
+  // has no marker; session 22's trial saw a user's emulation.csv overwritten).
   const fs::path emu = tmp.path() / "emu";
   fs::create_directories(emu);
   std::ofstream(emu / "emulation.csv") << "x";
+  try {
+    check_emulation_folder(emu.string());
+    ADD_FAILURE() << "a folder perseus did not write was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("folder was not written by perseus (it has no .perseus-output file"),
+              std::string::npos)
+        << e.what();
+  }
+  // One perseus wrote (its marker), with only emulate's files, or optimize's and emulate's
+  // (summary.json), is accepted.
+  std::ofstream(emu / kOutputFolderMarker) << "x";
   EXPECT_NO_THROW(check_emulation_folder(emu.string()));
   std::ofstream(emu / "frontier.csv") << "x";  // optimize's file without summary.json: not an optimize folder
   EXPECT_THROW(check_emulation_folder(emu.string()), InputError);

@@ -274,6 +274,45 @@ TEST_F(OptimizeJob, RerunKeepsUserFilesUnderPlans) {
   EXPECT_TRUE(std::filesystem::exists(plans / "plan_00000.json"));
 }
 
+// Names alone do not make a folder perseus's: a folder of the user's own profile.csv (or
+// summary.json) was replaced, and `--out .` renamed the working folder away (session 22's
+// trial). A folder is replaced only when it holds perseus's marker, and never the current one.
+TEST_F(OptimizeJob, AFolderOfTheUsersFilesWithOurNamesOrTheCurrentFolderIsNeverReplaced) {
+  auto c = cfg();
+  c.sample = 1000;
+  const std::filesystem::path out(c.out_dir);
+  std::filesystem::create_directories(out);
+  std::ofstream(out / "profile.csv") << "stage,instruction,frequency,time,energy,note\n";
+  try {
+    run_optimize(c);
+    FAIL() << "a folder perseus did not write was replaced";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "out_dir");
+    EXPECT_NE(std::string(e.what()).find("folder was not written by perseus (it has no .perseus-output file"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(testing::slurp(out / "profile.csv"), "stage,instruction,frequency,time,energy,note\n");
+  std::filesystem::remove(out / "profile.csv");
+  run_optimize(c);  // an empty folder is fine, and then it is perseus's
+  EXPECT_TRUE(std::filesystem::is_regular_file(out / kOutputFolderMarker));
+  run_optimize(c);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(out / "plans");
+  c.out_dir = "..";  // holds the current folder
+  EXPECT_THROW(run_optimize(c), InputError);
+  c.out_dir = std::filesystem::absolute(out).string();
+  try {
+    run_optimize(c);
+    ADD_FAILURE() << "the folder holding the current one was replaced";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is the current folder or holds it; refusing to replace it"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::current_path(cwd);
+  EXPECT_TRUE(std::filesystem::exists(out / "plans"));
+}
+
 TEST(OutputFolderNames, OnlyWhatOptimizeAndReportWrite) {
   EXPECT_TRUE(is_optimize_output("summary.json", false));
   EXPECT_TRUE(is_optimize_output("report.html", false));
@@ -327,7 +366,8 @@ TEST_F(OptimizeJob, ThreadsDoNotChangeTheOutput) {
     EXPECT_EQ(read_all(e.path()), read_all(four.out_dir / rel)) << rel;
     ++files;
   }
-  EXPECT_EQ(files, 2 * s1.plans_written + 3);  // JSON + Zeus per plan, frontier.csv, schedule.csv, profile.csv
+  // JSON + Zeus per plan, frontier.csv, schedule.csv, profile.csv, .perseus-output
+  EXPECT_EQ(files, 2 * s1.plans_written + 4);
   auto bad = one;
   bad.threads = -1;
   EXPECT_THROW(run_optimize(bad), InputError);
