@@ -26,6 +26,7 @@
 #include "perseus/schedule_io.hpp"
 #include "perseus/json_input.hpp"
 #include "perseus/output_folder.hpp"
+#include "perseus/plan.hpp"
 #include "perseus/plan_files.hpp"
 #include "perseus/problem.hpp"
 #include "render_csv.hpp"
@@ -504,6 +505,14 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
                                    what, row));
     }
   }
+  // frontier.csv is slowest first, time strictly decreasing (a row's time edited broke it unseen).
+  for (std::size_t k = 1; k < frontier.size(); ++k) {
+    if (!(frontier[k].time_s < frontier[k - 1].time_s)) {
+      throw InputError(fmt::format("{}: row {} has T = {} s, not below row {}'s {} s (perseus optimize writes the "
+                                   "slowest plan first, time strictly decreasing); was it edited?",
+                                   frontier_csv.string(), k, frontier[k].time_s, k - 1, frontier[k - 1].time_s));
+    }
+  }
   if (allmax_e > 0 && std::abs(100 * (allmax_e - e_t_min_j) / allmax_e - saving) > 1e-6) {
     throw InputError(fmt::format("{}: field 'intrinsic_saving_pct' is {} but its energies give {} (100 x (allmax_energy_j "
                                  "- energy_at_t_min_j) / allmax_energy_j)",
@@ -542,8 +551,38 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
     }
   }
   const Profile* prof = profile ? &*profile : nullptr;
+  // Every plan file is the row it is filed under (its own "plan" index and time): garbage, or a
+  // plan copied to another number, was accepted unless it happened to be drawn.
+  for (const auto& [idx, path] : plan_files) {
+    const std::string src = path.string();
+    const json j = read_json(path, "plan file");
+    const long own = integer(j, src, "", "plan");
+    if (own != idx) {
+      throw InputError(fmt::format("{}: field 'plan' is {}, but the file is named for plan {}; was it copied or "
+                                   "renamed?",
+                                   src, own, idx));
+    }
+    if (static_cast<std::size_t>(idx) < frontier.size()) {
+      const double t = number(j, src, "", "time_s"), row_t = frontier[idx].time_s;
+      if (std::abs(t - row_t) > 1e-6 * std::max(row_t, t) + 1e-9) {
+        throw InputError(fmt::format("{}: field 'time_s' is {} s, but row {} of {} says T = {} s; are both from the "
+                                     "same `perseus optimize` run?",
+                                     src, t, idx, frontier_csv.string(), row_t));
+      }
+    }
+  }
   const FrequencyPlan fast = load_plan(plan_files[fast_idx], dag, prof, p_block_w);
   const FrequencyPlan green = load_plan(plan_files[green_idx], dag, prof, p_block_w);
+  // The all-max baseline drawn is the profile's (a hand-edited allmax_time_s moved it).
+  if (prof != nullptr) {
+    const FrequencyPlan am = all_max_plan(dag, *prof, p_block_w);
+    if (std::abs(am.timeline.time_s - allmax_t) > 1e-6 * std::max(allmax_t, am.timeline.time_s) + 1e-9 ||
+        std::abs(am.total_energy_j() - allmax_e) > 1e-6 * std::max(allmax_e, am.total_energy_j()) + 1e-6) {
+      throw InputError(fmt::format("{}: fields 'allmax_time_s', 'allmax_energy_j' are {} s, {} J, but the profile {} "
+                                   "gives {} s, {} J for the all-max plan; was either changed?",
+                                   ss, allmax_t, allmax_e, prof->source, am.timeline.time_s, am.total_energy_j()));
+    }
+  }
   // The plans drawn must be the frontier rows they are named after.
   for (const auto& [idx, plan] : {std::pair<long, const FrequencyPlan*>{fast_idx, &fast}, {green_idx, &green}}) {
     if (static_cast<std::size_t>(idx) >= frontier.size()) {

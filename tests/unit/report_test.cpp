@@ -291,7 +291,7 @@ TEST(ReportErrors, PlanFileProblems) {
     std::ofstream(plan) << j.dump(1);
   }
   e = report_error(job.out);
-  EXPECT_NE(e.find("field 'time_s' is 99 s but the profile"), std::string::npos) << e;
+  EXPECT_NE(e.find("field 'time_s' is 99 s, but row"), std::string::npos) << e;  // every plan file is checked
   {  // the same times with other energies: the profile (or the file) was changed
     auto j = nlohmann::json::parse(good);
     j["energy_j"] = j["energy_j"].get<double>() + 40.0;
@@ -381,6 +381,40 @@ TEST(ReportErrors, HandEditedEnergiesAreRefused) {
   EXPECT_NE(e.find("says E = 1.5 J; are both from the same `perseus optimize` run?"), std::string::npos) << e;
   std::ofstream(sp) << summary;
   std::ofstream(csv) << frontier;
+  // allmax_time_s moved: the all-max plan of the profile says otherwise.
+  edit_summary("allmax_time_s", s["allmax_time_s"].get<double>() * 0.9);
+  e = report_error(job.out);
+  EXPECT_NE(e.find("fields 'allmax_time_s', 'allmax_energy_j' are "), std::string::npos) << e;
+  std::ofstream(sp) << summary;
+  // A middle row's time: the frontier is no longer strictly decreasing in time.
+  std::vector<std::string> rows;
+  {
+    std::istringstream in(frontier);
+    for (std::string line; std::getline(in, line);) rows.push_back(line);
+  }
+  ASSERT_GT(rows.size(), 4u);
+  const std::size_t mid = rows.size() / 2;  // rows[0] is the header
+  std::string edited = rows[mid].substr(0, rows[mid].find(',')) + ",99" + rows[mid].substr(rows[mid].find(',', rows[mid].find(',') + 1));
+  std::string text;
+  for (std::size_t k = 0; k < rows.size(); ++k) text += (k == mid ? edited : rows[k]) + "\n";
+  std::ofstream(csv) << text;
+  e = report_error(job.out);
+  EXPECT_NE(e.find("s, not below row "), std::string::npos) << e;
+  std::ofstream(csv) << frontier;
+  // A plan file of garbage, or a plan copied under another number, though neither is drawn.
+  std::vector<fs::path> plans;
+  for (const auto& f : fs::directory_iterator(fs::path(job.out) / "plans"))
+    if (f.path().extension() == ".json") plans.push_back(f.path());
+  std::sort(plans.begin(), plans.end());
+  ASSERT_GE(plans.size(), 3u);
+  const std::string second = slurp(plans[1]);
+  std::ofstream(plans[1]) << "not json";
+  e = report_error(job.out);
+  EXPECT_NE(e.find(plans[1].filename().string()), std::string::npos) << e;
+  std::ofstream(plans[1]) << slurp(plans[2]);
+  e = report_error(job.out);
+  EXPECT_NE(e.find("but the file is named for plan"), std::string::npos) << e;
+  std::ofstream(plans[1]) << second;
   EXPECT_EQ(report_error(job.out), "") << "the folder as written is fine";
 }
 
