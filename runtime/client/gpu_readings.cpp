@@ -1,4 +1,5 @@
 // read_counter() / read_power(): GpuControl reads as telemetry values, never throwing.
+#include <algorithm>
 #include <exception>
 
 #include "perseus/runtime/gpu_control.hpp"
@@ -7,6 +8,7 @@ namespace perseus::runtime {
 
 CounterReading read_counter(GpuControl& gpu) {
   CounterReading r;
+  const double before_s = gpu.now_s();
   try {
     r.energy_j = gpu.total_energy_j();
   } catch (const std::exception& e) {
@@ -14,6 +16,7 @@ CounterReading read_counter(GpuControl& gpu) {
     r.error = e.what();
   }
   r.t_s = gpu.now_s();
+  r.read_s = std::max(0.0, r.t_s - before_s);
   return r;
 }
 

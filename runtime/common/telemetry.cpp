@@ -18,6 +18,7 @@ const char* to_string(Anomaly a) {
     case Anomaly::kNoPower: return "no_power";
     case Anomaly::kImplausiblePower: return "implausible_power";
     case Anomaly::kGpuLost: return "gpu_lost";
+    case Anomaly::kSlowRead: return "slow_read";
   }
   return "?";
 }
@@ -113,6 +114,14 @@ IntervalEnergy interval_energy(const CounterReading& start, const CounterReading
   } else if (!start.energy_j || !end.energy_j) {
     out.anomalies.push_back(Anomaly::kNoCounter);
     notes.push_back("the GPU has no energy counter");
+  } else if (const double unsure_s = start.read_s + end.read_s;
+             unsure_s > std::max(limits.counter_update_s, 0.01 * std::max(dt, 0.0))) {
+    // The counter was sampled somewhere within each read: the difference may hold up to
+    // unsure_s of energy outside the interval (or miss it).
+    out.anomalies.push_back(Anomaly::kSlowRead);
+    notes.push_back(fmt::format("the energy counter reads took {:.3f} s in all, too long for a {:.3f} s interval "
+                                "(the counter difference may hold energy from outside it)",
+                                unsure_s, dt));
   } else {
     const double e0 = *start.energy_j, e1 = *end.energy_j;
     const double d = e1 - e0;

@@ -23,6 +23,32 @@ TEST(Telemetry, TrapezoidIsExactAndClippedToTheInterval) {
   EXPECT_FALSE(integrate_power({{0, 1}}, 1, 0));
 }
 
+// A slow driver read (1 s here) leaves the counter's sample time uncertain by that much: its
+// difference held 1 s of energy beyond a 2 s command, reported as measured (session 22's
+// trial). It falls back to the power samples, or is unknown; quick reads are used as before.
+TEST(Telemetry, ASlowCounterReadIsNotTakenAsTheInterval) {
+  CounterReading c0 = at(10, 1000.0), c1 = at(12, 1300.0);
+  c1.read_s = 1.0;
+  auto r = interval_energy(c0, c1, {});
+  EXPECT_FALSE(r.energy_j);
+  EXPECT_TRUE(has(r, Anomaly::kSlowRead));
+  EXPECT_NE(r.detail.find("the energy counter reads took 1.000 s in all, too long for a 2.000 s interval"),
+            std::string::npos)
+      << r.detail;
+  r = interval_energy(c0, c1, {{10, 100}, {12, 100}});
+  EXPECT_DOUBLE_EQ(*r.energy_j, 200.0);
+  EXPECT_EQ(r.source, EnergySource::kPowerSamples);
+  c1.read_s = 0.05;  // within counter_update_s: the counter
+  r = interval_energy(c0, c1, {});
+  EXPECT_DOUBLE_EQ(*r.energy_j, 300.0);
+  EXPECT_EQ(r.source, EnergySource::kCounter);
+  c1 = at(3610, 361000.0);  // 1 s of read over an hour: 0.03 %, within 1 % of the interval
+  c1.read_s = 1.0;
+  r = interval_energy(c0, c1, {});
+  EXPECT_EQ(r.source, EnergySource::kCounter);
+  EXPECT_STREQ(to_string(Anomaly::kSlowRead), "slow_read");
+}
+
 TEST(Telemetry, CleanCounterIsUsed) {
   const auto r = interval_energy(at(10, 1000.0), at(12, 1400.0), {});
   EXPECT_DOUBLE_EQ(*r.energy_j, 400.0);

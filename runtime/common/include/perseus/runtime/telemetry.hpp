@@ -30,18 +30,21 @@ enum class Anomaly {
   kNoPower,            ///< No power reading either.
   kImplausiblePower,   ///< A power sample outside [0, max_power_w] (dropped).
   kGpuLost,            ///< NVML_ERROR_GPU_IS_LOST or another read failure.
+  kSlowRead,           ///< A counter read took so long that the interval it bounds is uncertain.
 };
 /// Short name: "counter_backwards", "counter_wrapped", "counter_jump", "no_counter",
-/// "no_power", "implausible_power", "gpu_lost".
+/// "no_power", "implausible_power", "gpu_lost", "slow_read".
 const char* to_string(Anomaly a);
 
 /// One energy-counter reading. energy_j empty when the counter is unsupported (!failed) or
 /// the read failed (failed, with error).
 struct CounterReading {
-  double t_s = 0;                  ///< When it was taken, s (monotonic).
+  double t_s = 0;                  ///< When it was taken, s (monotonic): as the read returned.
   std::optional<double> energy_j;  ///< Counter value, J.
   bool failed = false;             ///< The read failed (GPU lost, driver error).
   std::string error;               ///< The failure's message.
+  /// How long the read took, s: the counter was sampled somewhere in [t_s - read_s, t_s].
+  double read_s = 0;
 };
 
 /// One power sample.
@@ -70,10 +73,12 @@ struct IntervalEnergy {
 std::optional<double> integrate_power(std::vector<PowerSample> samples, double t0_s, double t1_s);
 
 /// Energy between two counter readings: their difference when it is plausible (0 <= E <=
-/// max_power_w x (dt + counter_update_s)), or the difference across a 2^32/2^64 mJ wrap when
-/// that is plausible; otherwise (went back, impossible jump, missing counter) the integral of
-/// the plausible power samples over [start.t_s, end.t_s]; otherwise unknown. A failed read
-/// (GPU lost) is unknown: samples cannot be trusted past the failure.
+/// max_power_w x (dt + counter_update_s)) and the two reads took together at most
+/// max(counter_update_s, 1 % of the interval) (a driver read of 1 s added 1 s of energy to a
+/// 2 s command: session 22's trial; kSlowRead), or the difference across a 2^32/2^64 mJ wrap
+/// when that is plausible; otherwise (went back, impossible jump, slow read, missing counter)
+/// the integral of the plausible power samples over [start.t_s, end.t_s]; otherwise unknown. A
+/// failed read (GPU lost) is unknown: samples cannot be trusted past the failure.
 IntervalEnergy interval_energy(const CounterReading& start, const CounterReading& end,
                                const std::vector<PowerSample>& power, const TelemetryLimits& limits = {});
 
