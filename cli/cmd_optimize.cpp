@@ -14,6 +14,7 @@
 #include "perseus/input_file.hpp"
 #include "perseus/profile.hpp"
 #include "faster_clocks.hpp"
+#include "usage_hints.hpp"
 #include "perseus/optimize.hpp"
 #include "perseus/render.hpp"
 #include "perseus/schedule.hpp"
@@ -133,12 +134,8 @@ void register_optimize(CLI::App& app) {
     const auto names = schedule_names();
     const bool named = std::find(names.begin(), names.end(), cfg->problem.schedule) != names.end();
     std::error_code ec;
-    if (!named && !std::filesystem::is_regular_file(cfg->problem.schedule, ec)) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name ({}) nor an existing schedule "
-                                                           "CSV file", cfg->problem.schedule, list));
-    }
+    if (!named && !std::filesystem::is_regular_file(cfg->problem.schedule, ec))
+      throw CLI::ValidationError("--schedule", unknown_schedule_message(cfg->problem.schedule, names));
     if (named) {
       if (cfg->problem.num_ranks == 0) throw CLI::ValidationError("--stages", "required unless --schedule is a schedule CSV file");
       if (cfg->problem.microbatches == 0) {

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "usage_hints.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
@@ -72,9 +73,7 @@ void register_schedule(CLI::App& app) {
     } else {
       // Missing options are usage errors (exit status 2).
       if (std::find(names.begin(), names.end(), a->schedule) == names.end()) {
-        throw CLI::ValidationError("--schedule", fmt::format("'{}' is not a schedule name ({}) nor an existing "
-                                                             "schedule CSV file",
-                                                             a->schedule, fmt::join(names, ", ")));
+        throw CLI::ValidationError("--schedule", unknown_schedule_message(a->schedule, names));
       }
       if (a->stages < 1) throw CLI::ValidationError("--stages", "required with a schedule name");
       if (a->microbatches < 1) throw CLI::ValidationError("--microbatches", "required with a schedule name");

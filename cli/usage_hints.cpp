@@ -2,6 +2,7 @@
 #include "usage_hints.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <string_view>
 
 #include <fmt/core.h>
@@ -45,6 +46,19 @@ std::string did_you_mean(const std::string& typed, const std::vector<std::string
 }
 
 }  // namespace
+
+std::string unknown_schedule_message(const std::string& value, const std::vector<std::string>& names) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(value, ec);
+  if (!ec && std::filesystem::exists(st)) {
+    return fmt::format("'{}' is {}: neither a schedule name nor a schedule CSV file (a regular file)", value,
+                       std::filesystem::is_directory(st) ? "a folder" : "not a regular file (a FIFO or device)");
+  }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  return fmt::format("'{}' is not a schedule name ({}) nor an existing schedule CSV file{}", value, list,
+                     did_you_mean(value, names));
+}
 
 std::optional<std::string> closest_name(const std::string& typed, const std::vector<std::string>& candidates) {
   const std::string_view t = without_dashes(typed);

@@ -17,6 +17,12 @@ namespace perseus::cli {
 /// std::nullopt when none is close.
 std::optional<std::string> closest_name(const std::string& typed, const std::vector<std::string>& candidates);
 
+/// The usage error of a --schedule value that is neither a schedule name nor a regular file:
+/// for a path that exists but is not a regular file (a folder, FIFO, device), says so; else
+/// "'X' is not a schedule name (NAMES) nor an existing schedule CSV file", with "did you mean"
+/// for a near miss of a name.
+std::string unknown_schedule_message(const std::string& value, const std::vector<std::string>& names);
+
 /// When argv[1] is neither an option nor a subcommand of `app`: "unknown command 'X'" with a
 /// "did you mean" for a near miss and the list of commands. std::nullopt otherwise.
 std::optional<std::string> unknown_subcommand_message(CLI::App& app, int argc, const char* const* argv);

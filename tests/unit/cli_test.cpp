@@ -342,6 +342,22 @@ TEST(Cli, ASummaryPlannedFromAScheduleFileRecordsItsShape) {
                                 "schedule CSV file"),
             std::string::npos)
       << unknown.output;
+  // A near miss gets "did you mean"; a path that exists but is no regular file says what it is
+  // (both were "not a schedule name nor an existing schedule CSV file"; session 22's trial).
+  for (const std::string& cmd : {std::string("schedule --schedule 1f1 --stages 2 --microbatches 2 --out -"),
+                          "optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                              " --schedule 1f1 --stages 2 --microbatches 2 --p2p-power 1 --out o"}) {
+    const auto typo = run(cmd);
+    EXPECT_EQ(typo.status, 2) << typo.output;
+    EXPECT_NE(typo.output.find("schedule CSV file (did you mean 1f1b?)"), std::string::npos) << typo.output;
+  }
+  const auto folder = run("schedule --schedule " + dir.path().string() + " --stages 2 --microbatches 2 --out -");
+  EXPECT_EQ(folder.status, 2) << folder.output;
+  EXPECT_NE(folder.output.find("is a folder: neither a schedule name nor a schedule CSV file"), std::string::npos)
+      << folder.output;
+  const auto device = run("schedule --schedule /dev/null --stages 2 --microbatches 2 --out -");
+  EXPECT_NE(device.output.find("'/dev/null' is not a regular file (a FIFO or device)"), std::string::npos)
+      << device.output;
 }
 
 // Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,
