@@ -80,6 +80,9 @@ std::string open_csv(std::unique_ptr<Reader<N>>& reader, const std::string& path
   if (std::ifstream probe(path); !probe) {  // the CSV reader would see an empty file
     throw InputError(fmt::format("{}: cannot read the file: {}", path, std::strerror(errno)));
   }
+  // Text first, as every other CSV reader checks it: the CSV library cut a line at a NUL byte
+  // without a word, and dumped binary headers (session 22's trial).
+  csv::reject_non_text(csv::read_file(path), path);
   const std::string names[] = {cols...};
   std::string columns;
   for (int i = 0; i < N - optional; ++i) columns += (columns.empty() ? "" : ",") + names[i];

@@ -297,6 +297,14 @@ TEST(Validation, Errors) {
     std::filesystem::remove(w.dir.path() / "time_profile.csv");
     expect_error(w.path(), "time_profile.csv: file not found");
   }
+  {  // a NUL byte cut the line short without a word (session 22's trial); binary bytes named
+    TinyWorkload w;
+    w.dir.write("perseus_frontier.csv",
+                std::string("plan,time_s,energy_j,all_max_frequency\n0,10.0,1,1\n1,10.5") + '\0' + "9,1,0\n");
+    expect_error(w.path(), "perseus_frontier.csv:3: contains a NUL byte (expected CSV text)");
+    w.dir.write("perseus_frontier.csv", "plan,time_s,energy_j\x01\n0,10.0,1\n");
+    expect_error(w.path(), "perseus_frontier.csv:1: not a text CSV file: byte 0x01 at column");
+  }
   {
     TinyWorkload w;
     w.dir.write("info.json", R"({"pp": "x"})");
