@@ -64,7 +64,8 @@ class OutputFolder {
   /// Accepts a path relative to the folder (e.g. "plans/plan_00001.json") as one Perseus writes.
   using Ours = std::function<bool(const std::filesystem::path& relative, bool is_directory)>;
 
-  /// Checks `path` (may not exist; must not be a file) and creates the temporary folder.
+  /// Checks `path` (may not exist; must not be a file; check_folder_is_ours(); never the current
+  /// folder or one holding it, which would be renamed away) and creates the temporary folder.
   /// `field` names the input that gave the path in InputErrors (e.g. "out_dir").
   /// Throws InputError when the path is empty, is not a folder, holds a file `ours`
   /// rejects, or the temporary folder cannot be created.
@@ -88,7 +89,7 @@ class OutputFolder {
 inline constexpr const char* kOutputFolderMarker = ".perseus-output";
 
 /// Throws InputError for `field` when `path` exists and is not a folder ("PATH: exists and is not
-/// a folder"), is the current folder or holds it, is a folder holding, anywhere inside
+/// a folder"), is a folder holding, anywhere inside
 /// (sub-folders included), a path `ours` rejects ("PATH: folder holds 'REL', which this command
 /// does not write ...; refusing to replace it"), is a non-empty folder without the
 /// kOutputFolderMarker file (not written by perseus), or cannot be listed. Does nothing when

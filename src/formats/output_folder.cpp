@@ -281,17 +281,6 @@ void check_folder_is_ours(const std::string& path, const OutputFolder::Ours& our
   std::error_code ec;
   if (!fs::exists(path, ec)) return;
   if (!fs::is_directory(path, ec)) throw InputError(field, fmt::format("{}: exists and is not a folder", path));
-  // Replacing the folder the process works in (`--out .`, or a folder above it) renamed the
-  // user's shell out from under it (session 22's trial).
-  if (const fs::path cwd = fs::current_path(ec); !ec) {
-    const fs::path target = fs::weakly_canonical(path, ec);
-    const auto rel = cwd.lexically_relative(target);
-    if (!ec && !rel.empty() && *rel.begin() != "..") {
-      throw InputError(field, fmt::format("{}: is the current folder or holds it; refusing to replace it (give a folder "
-                                          "of its own, e.g. {}/out)",
-                                          path, path));
-    }
-  }
   // Never replace a folder that holds anything Perseus did not write (the user's files). Names
   // alone do not tell: a user's own profile.csv or summary.json has one (a folder of them was
   // replaced; session 22's trial). A folder Perseus wrote holds its marker file.
@@ -331,6 +320,19 @@ OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string
   if (path.empty()) throw InputError(field, "is required: give an output folder");
   check_folder_is_ours(path, ours, field);
   std::error_code ec;
+  // Replacing the folder the process works in (`--out .`, or a folder above it) renamed the
+  // user's shell out from under it (session 22's trial). (Adding files there, as emulate does
+  // into an optimize folder, is fine: only a replacement is refused.)
+  if (const fs::path cwd = fs::current_path(ec); !ec && fs::exists(path, ec)) {
+    const fs::path target = fs::weakly_canonical(path, ec);
+    const auto rel = cwd.lexically_relative(target);
+    if (!ec && !rel.empty() && *rel.begin() != "..") {
+      throw InputError(field, fmt::format("{}: is the current folder or holds it; refusing to replace it (give a folder "
+                                          "of its own, e.g. {}/out)",
+                                          path, path));
+    }
+  }
+  ec.clear();
   out_ = fs::absolute(path).lexically_normal();
   if (out_.filename().empty()) out_ = out_.parent_path();
   const fs::path parent = out_.parent_path();
