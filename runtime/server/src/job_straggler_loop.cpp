@@ -127,7 +127,7 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
                            {"predicted_saving_j_per_iteration", predicted},
                            {"measured_saving_j_per_iteration", opt_json(measured)},
                            {"version", j->version_counter}};
-          record_decision(*j, decision, decision.dump(), j->version_counter);
+          record_decision(*j, std::move(decision), j->version_counter);
           loop.actions["verification"]++;
         }
         if (replan) apply_stragglers(j, std::nullopt, std::nullopt, "verification");

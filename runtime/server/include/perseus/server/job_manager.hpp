@@ -210,13 +210,14 @@ class JobManager {
   /// the decision; origin: "declared" (API), "detected" or "verification".
   Reply apply_stragglers(const std::shared_ptr<Job>& job, std::optional<StoredStraggler> set, std::optional<int> clear,
                          const std::string& origin = "declared");
-  /// Records `decision` (its JSON, `text`) as the job's newest: stores it with the store's copy
-  /// pruned to what memory keeps (max_decisions_kept, max_decision_bytes), then keeps it in
-  /// memory. Caller holds job->mu (exclusive). Throws what the store throws (then nothing changed).
-  void record_decision(Job& job, nlohmann::json decision, const std::string& text, std::int64_t version_counter,
-                       const std::vector<StoredAssignment>& assignments = {},
-                       const std::optional<StoredStraggler>& upsert_straggler = std::nullopt,
-                       std::optional<int> delete_straggler = std::nullopt);
+  /// Records `decision` as the job's newest: stores it (with the store's copy pruned to what
+  /// memory keeps: max_decisions_kept, max_decision_bytes) and then keeps it in memory. Returns
+  /// its JSON text (the stored one; a reply can reuse it). Caller holds job->mu (exclusive).
+  /// Throws what the store throws (then nothing changed).
+  std::string record_decision(Job& job, nlohmann::json decision, std::int64_t version_counter,
+                              const std::vector<StoredAssignment>& assignments = {},
+                              const std::optional<StoredStraggler>& upsert_straggler = std::nullopt,
+                              std::optional<int> delete_straggler = std::nullopt);
   /// Acts on what the closed loop decided from measurements (no job lock held).
   void run_straggler_actions(const std::shared_ptr<Job>& job, const std::vector<LoopAction>& actions);
 };
