@@ -266,13 +266,16 @@ int rows_of_job(const std::string& db_path, const std::string& job) {
 TEST(Durability, LargeStragglerDecisionsAreKeptWithinAByteBudget) {
   TempDir dir;
   const std::string db = dir.file("d.db");
-  constexpr int kDeclarations = 30;
+  constexpr int kDeclarations = 12;
+  constexpr std::size_t kBudget = 32 << 10;  // a 2,048-pipeline decision is ~6 KB: about 5 fit
+  ServerOptions opt;
+  opt.max_decision_bytes = kBudget;
   std::string job;
   json before;
   {
-    LocalServer srv(db);
+    LocalServer srv(db, opt);
     Api api(srv.port());
-    auto c = api.post("/v1/jobs", profile_job(65536, 8));
+    auto c = api.post("/v1/jobs", profile_job(2048, 8));
     ASSERT_EQ(c.status, 201) << c.body;
     job = c.j["job_id"];
     const std::string base = "/v1/jobs/" + job;
@@ -283,12 +286,12 @@ TEST(Durability, LargeStragglerDecisionsAreKeptWithinAByteBudget) {
     EXPECT_EQ(before["decisions_total"], kDeclarations);
     const std::size_t kept = before["decisions"].size();
     EXPECT_GE(kept, 1u);
-    EXPECT_LT(kept, static_cast<std::size_t>(kDeclarations)) << "each is ~200 KB: fewer than 30 fit in 4 MiB";
-    EXPECT_LE(before["decisions"].dump().size(), std::size_t{4} << 20);
+    EXPECT_LT(kept, static_cast<std::size_t>(kDeclarations)) << "fewer than 12 fit in the budget";
+    EXPECT_LE(before["decisions"].dump().size(), kBudget);
     EXPECT_EQ(before["decisions"].back()["id"], kDeclarations);
     EXPECT_EQ(rows_of_job_in(db, "decisions", job), static_cast<int>(kept)) << "the store keeps what memory keeps";
   }
-  LocalServer srv(db);
+  LocalServer srv(db, opt);
   Api api(srv.port());
   const json after = api.get("/v1/jobs/" + job).j;
   EXPECT_EQ(after["decisions_total"], kDeclarations);

@@ -286,6 +286,7 @@ struct Server::Impl {
     m.job_idle_ttl_s = o.job_idle_ttl_s;
     m.planner_threads = o.planner_threads;
     m.max_jobs = o.max_jobs;
+    m.max_decision_bytes = o.max_decision_bytes;
     m.zeus_plan_texts = o.zeus_plan_texts;
     m.zeus_profile_csv = o.zeus_profile_csv;
     m.zeus_schedule = o.zeus_schedule;

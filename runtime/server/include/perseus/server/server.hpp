@@ -33,6 +33,8 @@ struct ServerOptions {
   double expiry_interval_s = 60;    ///< How often idle jobs are checked, s.
   int planner_threads = 1;          ///< Background frontier solvers.
   std::size_t max_jobs = 1000;      ///< Live job limit.
+  /// Straggler decision JSON kept per job, bytes (ManagerOptions::max_decision_bytes).
+  std::size_t max_decision_bytes = std::size_t{4} << 20;
   // Zeus PFO compatibility (POST /register_job etc.).
   std::vector<std::string> zeus_plan_texts;  ///< Plan file texts jobs registered the Zeus way run.
   std::vector<std::string> zeus_plan_names;  ///< Their names in messages (the files; optional).
