@@ -92,10 +92,11 @@ struct EnvPipeResult {
   double path_time_s = 0;    ///< Last "iteration time" EnvPipe logs: Σ real times on the path it followed, s.
 };
 
-/// EnvPipe (Choi et al., ATC'23) as the Perseus artifact's scripts/envpipe.py runs it
-/// (reference/PERSEUS_PLANNER.md §9): every computation starts at its slowest hard-Pareto
-/// candidate; the "outer envelope" (all computations of the last stage, the first forward
-/// and the last backward of every stage) is forced to the max frequency; then repeatedly
+/// EnvPipe (Choi et al., ATC'23) as the Perseus artifact's scripts/envpipe.py runs it (an
+/// evaluation baseline of Perseus, SOSP'24 §6.1; details in docs/baselines.md): every
+/// computation starts at its slowest hard-Pareto candidate; the "outer envelope" (all
+/// computations of the last stage, the first forward and the last backward of every stage) is
+/// forced to the max frequency; then repeatedly
 /// the first critical path of the quantized DAG is taken and its lowest-frequency
 /// computations are raised one frequency step, until that path has only envelope
 /// computations. Fixes against the artifact: the final plan is evaluated exactly (true

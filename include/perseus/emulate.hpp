@@ -35,7 +35,7 @@ struct MethodPlans {
 };
 
 /// Cluster shape and scaling of the emulation.
-/// Scaling follows the artifact notebook (reference/PERSEUS_PLANNER.md §7.1): the profile
+/// Scaling follows the Perseus artifact notebook (docs/baselines.md, "Straggler emulation"): the profile
 /// covers 1/time_scale of a stage's layers on one of tp_degree tensor-parallel GPUs, so
 /// times scale by time_scale, computation energy by time_scale × tp_degree, and blocking
 /// power by tp_degree. Savings in % do not depend on either.
@@ -43,14 +43,14 @@ struct ClusterShape {
   int num_pipelines = 2;     ///< Data-parallel pipelines (>= 2), one of them the straggler.
   int num_ranks = 1;         ///< GPUs (stages) per pipeline, before TP.
   int tp_degree = 1;         ///< Tensor-parallel degree K (>= 1).
-  double time_scale = 1;     ///< Time scale X (> 0).
+  double time_scale = 1;     ///< Time scale X, a dimensionless factor in (0, 1e6].
   double p_block_w = 0;      ///< P2P blocking power of one GPU, W.
   double t_min_s = 0;        ///< T_min of one pipeline (Perseus' fastest plan), unscaled s (> 0).
 };
 
 /// One method under one slowdown (all energies in scaled joules, times in scaled seconds).
 struct EmulationRow {
-  std::string method;
+  std::string method;                ///< One of kEmulationMethods.
   double slowdown = 1;               ///< s: the straggler pipeline is s times slower.
   double straggler_time_s = 0;       ///< T' = s × T_min (scaled), the same for every method.
   double iteration_time_s = 0;       ///< Cluster iteration time, max(T', chosen_time_s).
@@ -68,7 +68,7 @@ struct EmulationRow {
 /// Model (docs/baselines.md): for slowdown s, the straggler pipeline finishes at
 /// T' = s·T_min; its energy is s·E0, E0 the energy of the method's no-straggler plan (the
 /// artifact notebook's convention). The other P−1 pipelines run, for adapting methods, the
-/// lowest-energy plan with T <= T' (Perseus: Frontier::lowest_energy_within(T')), else the
+/// plan with T <= T' that draws the least energy until T' (Perseus: Frontier::lowest_energy_within(T')), else the
 /// no-straggler plan, then block at P_block until the cluster iteration time
 /// max(T', T_chosen) (the straggler blocks too if it is not the last). Rows are ordered by
 /// slowdown, then method.
@@ -88,7 +88,7 @@ struct EmulationConfig {
   int global_batch = 0;            ///< Microbatches per global batch B; P = B / M (must divide).
   double p_block_w = 0;            ///< P_block of one GPU, W (>= 0).
   int tp_degree = 1;               ///< Tensor-parallel degree K.
-  double time_scale = 1;           ///< Time scale X.
+  double time_scale = 1;           ///< Time scale X, a dimensionless factor in (0, 1e6] (ClusterShape).
   double unit_time_s = 1e-3;       ///< Planner (and EnvPipe) time quantum u, s.
   /// Perseus planner algorithm; kGraphCut reproduces the artifact notebook's frontier.
   PlannerMode planner_mode = PlannerMode::kCertified;
@@ -100,12 +100,12 @@ struct EmulationConfig {
 
 /// What run_emulation() computed.
 struct EmulationResult {
-  int num_pipelines = 0;
+  int num_pipelines = 0;           ///< Data-parallel pipelines P (emulation_pipelines()).
   double t_min_s = 0;              ///< Perseus T_min, scaled s.
   std::size_t frontier_size = 0;   ///< Perseus frontier points.
   double solve_time_s = 0;         ///< Frontier solve wall time, s.
   EnvPipeResult envpipe;           ///< EnvPipe's run (unscaled plan); status/message for warnings.
-  std::vector<EmulationRow> rows;
+  std::vector<EmulationRow> rows;  ///< emulate_stragglers()'s rows: by slowdown, then method.
 };
 
 /// The number of data-parallel pipelines P of `config`: `pipelines`, or global_batch /

@@ -37,9 +37,9 @@ std::string render_line_plot_svg(const LinePlotData& data);
 struct EmulationReportInputs {
   std::string profile;  ///< Profile path as given.
   int num_ranks = 0;    ///< GPUs per pipeline (before TP).
-  int microbatches = 0;
-  int tp_degree = 1;
-  double time_scale = 1;
+  int microbatches = 0;  ///< Microbatches per iteration M.
+  int tp_degree = 1;     ///< Tensor-parallel degree K.
+  double time_scale = 1; ///< Time scale X, a dimensionless factor (EmulationConfig::time_scale).
   double p_block_w = 0;  ///< W.
 };
 

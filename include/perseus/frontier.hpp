@@ -194,8 +194,12 @@ class Frontier {
   /// by fn (or std::out_of_range for a bad index) is rethrown after the running calls end.
   void for_each_plan(const std::vector<std::size_t>& indices,
                      const std::function<void(std::size_t, const FrequencyPlan&)>& fn, int threads = 1) const;
-  /// Index of the lowest-energy point with time_s <= deadline_s (the Perseus straggler
-  /// rule, §3.2); the fastest point (last) if none meets it.
+  /// Index of the point that draws the least energy until deadline_s (s): the first (slowest)
+  /// point with time_s <= deadline_s, whose energy_j + p_block_w × R × (deadline_s − time_s)
+  /// is the lowest of all that meet it, since that quantity rises along points(). This is the
+  /// Perseus straggler rule (§3.2) with the GPUs blocking at P_block until the deadline; its
+  /// own energy_j need not be the lowest with kCertified (see points()). The fastest point
+  /// (last) if none meets the deadline; 0 on an empty frontier.
   std::size_t lowest_energy_within(double deadline_s) const;
   /// Certified lower bound (J) on the energy of any plan with iteration time <= deadline_s:
   /// the best of the LP tangents LB(τ_k) + g_k (deadline − τ_k) and LB(τ_k) for τ_k >= deadline,

@@ -46,7 +46,10 @@ struct JobDecision {
 struct JobExport {
   std::string job_id, name, status;
   int pipelines = 0;  ///< Data-parallel pipelines (spec.dp).
-  int stages = 0;     ///< Pipeline stages (spec.pp).
+  /// spec.pp: the pipeline-parallel degree, i.e. pp ranks (GPUs before TP) per pipeline. It
+  /// equals the number of stages only when spec.chunks is 1 (interleaved schedules run
+  /// pp × chunks stages); the report labels it "stage(s)".
+  int stages = 0;
   /// Frontier points (time_s, energy_j of one pipeline) by plan index; label = "plan N".
   std::vector<PlotPoint> frontier;
   int fastest_index = -1;              ///< Plan index of T_min.

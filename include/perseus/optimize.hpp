@@ -46,6 +46,9 @@ struct OptimizeConfig {
   /// Implausible profile units (Problem::unit_warnings) are an InputError (field "profile")
   /// before anything is solved, instead of warnings.
   bool strict = false;
+  /// PlannerOptions::cancelled: polled during the solve; when it returns true the solve stops
+  /// and optimize() throws PlanningCancelled (the Python binding: Ctrl-C). Empty: never.
+  std::function<bool()> cancelled;
 };
 
 /// Headline results of an optimize job (also written to summary.json).
@@ -56,7 +59,8 @@ struct OptimizeSummary {
   double energy_at_t_max_j = 0;   ///< Its energy, J.
   double allmax_time_s = 0;       ///< All-max-frequency plan: iteration time, s.
   double allmax_energy_j = 0;     ///< All-max-frequency plan: energy, J.
-  double intrinsic_saving_pct = 0;///< 100 × (allmax_energy − energy_at_t_min) / allmax_energy.
+  /// 100 × (allmax_energy − energy_at_t_min) / allmax_energy, %; 0 when allmax_energy is 0.
+  double intrinsic_saving_pct = 0;
   double reclaimed_energy_j = 0;  ///< Part of the T_min saving due to slack reclamation, J.
   /// 100 × (allmax_energy − E) / allmax_energy with E the lowest-energy plan whose iteration
   /// time is <= the all-max plan's (equals intrinsic_saving_pct unless T_min < all-max time).
@@ -139,6 +143,13 @@ double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& 
 /// computation (require_max_frequency(), the rule `perseus emulate` applies too) or an
 /// empty frontier.
 OptimizeResult optimize(const OptimizeConfig& config,
+                        const std::function<void(SolveStage, double)>& progress = {});
+
+/// The same on a problem the caller assembled (make_problem() from a Profile in memory, as the
+/// Python binding does): config.profile_path and config.problem are not read (the problem's
+/// own p_block_w is P_block). Same options check, strict rule, errors and summary as above;
+/// throws PlanningCancelled when config.cancelled asked to stop.
+OptimizeResult optimize(Problem problem, const OptimizeConfig& config,
                         const std::function<void(SolveStage, double)>& progress = {});
 
 /// Writes `config.out_dir` atomically (OutputFolder; it may replace only an earlier

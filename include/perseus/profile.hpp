@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "perseus/input_limits.hpp"
+
 namespace perseus {
 
 /// Kind of a pipeline computation ("instruction" in Perseus/Zeus terms).
@@ -17,7 +19,8 @@ inline constexpr int kNumInstructionKinds = 4;
 
 /// Largest P2P blocking power (W) any input may give: a GPU draws at most a few kW, and the bound
 /// keeps every energy sum (W x s) finite. The planner, emulation and the simulated GPU refuse more.
-inline constexpr double kMaxBlockingPowerW = 1e5;
+/// The same limit as limits::kMaxPBlockW (the readers' name for it).
+inline constexpr double kMaxBlockingPowerW = limits::kMaxPBlockW;
 
 /// Profile/plan name of a kind: "forward", "backward", "backward_input", "backward_weight".
 std::string_view to_string(InstructionKind kind);
@@ -50,7 +53,9 @@ class Profile {
   /// Highest frequency (MHz) in the whole profile.
   int max_freq_mhz() const;
   /// Adds one operating point (kept sorted by frequency, highest first). Does not check
-  /// duplicates: load_profile_csv() does.
+  /// duplicates or the point's values: load_profile_csv() does. Throws InputError (field
+  /// "stage") for a stage outside 0..limits::kMaxProfileStages − 1 (a negative one indexed
+  /// out of bounds; a huge one allocated a table per stage up to it).
   void add(int stage, InstructionKind kind, const OperatingPoint& point);
   /// Where the profile came from (file path or a description), for messages.
   std::string source;

@@ -148,7 +148,8 @@ struct HistogramOptions {
 
 /// Per-stage histogram of the plan's frequencies as a standalone SVG document: one row per
 /// stage, x = frequency (MHz), stacked bars per kind (computations at that frequency,
-/// scaled to the stage's largest bin; counts in tooltips).
+/// scaled to the stage's largest bin; counts in tooltips). Throws std::invalid_argument when
+/// plan.freq_mhz does not have one entry per computation of `dag` (dag.num_ops()).
 std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& plan,
                                            const HistogramOptions& options = {});
 

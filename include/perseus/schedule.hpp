@@ -20,8 +20,9 @@ struct Computation {
 
 /// A synchronous pipeline schedule for one training iteration of one pipeline.
 /// A rank (GPU) runs one or more stages (chunks); `order[r]` is rank r's execution order.
-/// Invariant (checked by validate_schedule / build_dag): every computation the stages
-/// need appears exactly once, on the rank that holds its stage.
+/// Invariant (checked by Dag::build(), src/planner/dag.cpp, which throws InputError): every
+/// computation the stages need appears exactly once, on the rank that holds its stage, and
+/// the per-rank orders do not deadlock.
 struct Schedule {
   std::string name;                             ///< e.g. "1f1b", "gpipe", "interleaved-1f1b".
   int num_stages = 0;                           ///< Stages (model chunks) in the pipeline.

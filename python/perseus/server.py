@@ -302,7 +302,11 @@ class LocalServer:
     running; start it from the thread that lives as long as you need it.
 
     binary: see :func:`find_perseus_binary`; args: extra ``perseus serve`` options;
-    startup_timeout_s: how long to wait for it to listen, s. Raises ServerStartError.
+    startup_timeout_s: how long to wait for it to listen and answer /v1/health, s; log_path:
+    file that receives the server's stdout and stderr (truncated at start, kept after
+    :meth:`stop`); None: ``serve.log`` in the server's temporary folder, removed by
+    :meth:`stop` (read it with :meth:`log`). Raises ServerStartError (here when the binary is
+    not found).
     """
 
     def __init__(self, binary=None, args=(), startup_timeout_s=20.0, log_path=None):
@@ -327,6 +331,12 @@ class LocalServer:
         return True, ""
 
     def start(self):
+        """Starts ``perseus serve`` (a temporary folder holds its token file, port file and,
+        without log_path, its log), waits up to startup_timeout_s s until it listens and answers
+        /v1/health, then removes the token file and sets ``url``, ``token`` and ``api``. Returns
+        self. Raises ServerStartError when the server exits first (its log in the message) or
+        does not answer in time (it is then stopped); OSError when log_path cannot be opened.
+        """
         self._dir = tempfile.mkdtemp(prefix="perseus-serve-")
         self.token = secrets.token_hex(16)
         token_file = os.path.join(self._dir, "token")

@@ -168,12 +168,11 @@ class PipelineRuntime:
         self.sync = sync
         self.simulate_compute = simulate_compute and backend == "simulated"
         self._cuda = self.device is not None and self.device.type == "cuda" and torch.cuda.is_available()
-        self._api = API(server_url, token)
         index = _device_index(self.device, backend, client_kwargs.pop("device_index", None))
         self.client = Client(server_url, job_id, rank=rank, dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=tp_rank,
                              token=token, device_index=index, backend=backend,
                              **dict(dict(device_uuid=_device_identity(self.device)), **client_kwargs))
-        self.plan = None            # plan in use as served: {'version', 'instructions': [...], ...}
+        self.plan = None            # plan in use: Client.plan() ({'version', 'instructions': [...], ...})
         self._plan_version = None
         self._index = 0
         self._clock_mhz = None      # clock requested last (None: unknown)
@@ -185,14 +184,14 @@ class PipelineRuntime:
 
     # -- plan tracking (for synchronisation decisions and diagnostics) --
     def _refresh_plan(self):
-        version = self.client.stats()["plan_version"]
-        if version < 0 or version == self._plan_version:
+        # The client's own copy of the plan it switched in (checked, clocks snapped): no network
+        # call on the training thread. A second fetch over HTTP here crashed the step on a bad
+        # answer and blocked it on a slow server (session 23's trial).
+        plan = self.client.plan()
+        if plan is None or plan["version"] == self._plan_version:
             return
-        try:
-            self.plan = self._api.get_plan(self.job_id, self.rank)
-            self._plan_version = version
-        except APIError as e:  # the client keeps running its plan; we only lose sync precision
-            warnings.warn("perseus: cannot fetch the plan for synchronisation decisions: %s" % e)
+        self.plan = plan
+        self._plan_version = plan["version"]
 
     def planned_frequencies_mhz(self):
         """Planned SM clock (MHz) of each computation of a step, in order ([] before a plan)."""

@@ -247,18 +247,39 @@ close() (or leaving a `with` block) flushes reports and resets the GPU clocks.
 Errors raise subclasses of perseus.ClientError: ClientConfigError, ServerRefusedError,
 PlanMismatchError, GpuError, HookOrderError, UnsupportedError.
 
-Arguments: server_url "http://host:port"; job_id from POST /v1/jobs; rank (global),
-dp_rank (pipeline id), pp_rank (stage), tp_rank; token (bearer) or None; device_index (the
-CUDA device ordinal, cuda:N, mapped to the NVML device through CUDA_VISIBLE_DEVICES);
-device_uuid ("GPU-...", e.g. torch.cuda.get_device_properties(i).uuid) or device_pci_bus_id
-("0000:41:00.0") name the GPU exactly and win over device_index; backend "nvml", "rocm-smi" (AMD; device_index is
-ROCm SMI's index; rocm_smi_library_path), "gpud" (clocks through the privileged `perseus gpud` helper on
-gpud_socket_path, default $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock: the trainer needs no privilege),
-"simulated" (profile_path required: the GPU runs stage pp_rank; sim_time_scale real s per simulated s;
-sim_blocking_power_w W) or "dry-run";
-freq_log_path: clock log written at close (.json or .csv); request_timeout_s,
-startup_timeout_s, plan_poll_interval_s in s; coalesce_clock_requests=False applies every
-clock request in order (exact logs, for tests).)doc")
+Arguments (all but server_url and job_id are keyword-only; rank is required):
+  server_url: "http://host:port" of `perseus serve`. job_id: from POST /v1/jobs.
+  rank (global), dp_rank (pipeline id), pp_rank (stage), tp_rank: ints >= 0 (default 0).
+  token: the bearer token, or None.
+  device_index: the CUDA device ordinal (cuda:N), mapped to the NVML device through
+    CUDA_VISIBLE_DEVICES (default 0); device_uuid ("GPU-...", e.g.
+    torch.cuda.get_device_properties(i).uuid) or device_pci_bus_id ("0000:41:00.0") name the
+    GPU exactly and win over device_index.
+  backend: "nvml" (default), "rocm-smi" (AMD; device_index is ROCm SMI's index), "gpud"
+    (clocks through the privileged `perseus gpud` helper: the trainer needs no privilege),
+    "simulated" or "dry-run".
+  nvml_library_path: nvml: library to dlopen; None = $PERSEUS_NVML_LIBRARY, else
+    "libnvidia-ml.so.1". rocm_smi_library_path: rocm-smi: None = $PERSEUS_ROCM_SMI_LIBRARY,
+    else "librocm_smi64.so". gpud_socket_path: gpud: None = $PERSEUS_GPUD_SOCKET, else
+    /run/perseus/gpud.sock.
+  profile_path: simulated: profile CSV (required; the GPU runs stage pp_rank);
+    sim_time_scale: real s slept per simulated s (default 1); sim_blocking_power_w: idle
+    power, W (default 0).
+  dry_run_log_path: dry-run: call log file (None = stderr).
+  freq_log_path: clock log written at close (.json or .csv; None = none).
+  request_timeout_s (default 5), startup_timeout_s (default 10; <= 0: no waiting),
+    plan_poll_interval_s (default 1): s; request_timeout_s and plan_poll_interval_s must be > 0.
+  max_buffered_reports: unsent iteration reports kept, an int in [1, 2^20] (default 4096).
+  enable_watchdog (bool, default True): spawn perseus-watchdog, which resets the clocks if the
+    trainer dies (nvml, rocm-smi and dry-run backends); watchdog_path: its executable (None =
+    $PERSEUS_WATCHDOG, else searched).
+  handle_signals (bool, default True): reset the clocks on SIGTERM/SIGINT with the default
+    disposition.
+  first_iteration: number of the first step, an int (default 0; set it when resuming a job).
+  coalesce_clock_requests (bool, default True): False applies every clock request in order
+    (exact logs, for tests).
+Bad values raise ClientConfigError; a wrong type raises TypeError, a string holding a NUL
+character ValueError.)doc")
       .def(py::init([](const std::string& server_url, const std::string& job_id, const py::object& rank,
                        const py::object& dp_rank, const py::object& pp_rank, const py::object& tp_rank,
                        std::optional<std::string> token, const py::object& device_index, const std::string& backend,
@@ -333,7 +354,9 @@ clock request in order (exact logs, for tests).)doc")
            py::arg("device_uuid") = py::none(), py::arg("device_pci_bus_id") = py::none(),
            py::arg("gpud_socket_path") = py::none(), py::arg("rocm_smi_library_path") = py::none())
       .def("on_step_begin", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_begin(h); }); },
-           "Starts an iteration; switches in a newer plan if one was fetched. Raises HookOrderError.")
+           "Starts an iteration; switches in a newer plan if one was fetched. Raises HookOrderError, and "
+           "ServerRefusedError at every step once the server refused this rank's registration for good (e.g. "
+           "409: its slot is registered with other coordinates; the clocks are then never touched).")
       .def("on_step_end", [](PyClient& c) { c.call([](perseus_client* h) { return perseus_client_step_end(h); }); },
            "Ends the iteration and queues its report. Raises HookOrderError, PlanMismatchError (fewer "
            "computations than planned; the report is still queued).")
@@ -361,7 +384,9 @@ clock request in order (exact logs, for tests).)doc")
             return t;
           },
           "Simulated backend only: runs the current computation on the simulated GPU (sleeps its profile "
-          "time x sim_time_scale). Returns the simulated duration, s. Raises UnsupportedError, HookOrderError.")
+          "time x sim_time_scale). Returns the simulated duration, s. Raises UnsupportedError, HookOrderError, "
+          "ClientConfigError (the running computation's name is not a computation kind), GpuError (the profile "
+          "has no points for it).")
       .def(
           "flush",
           [](PyClient& c, double timeout_s) {
@@ -369,8 +394,9 @@ clock request in order (exact logs, for tests).)doc")
           },
           py::arg("timeout_s") = 5.0,
           "Waits up to timeout_s (s) in all until every queued clock request is applied and every queued "
-          "report is accepted. Raises GpuError when a clock request is still running (the GPU backend does not "
-          "answer), ServerRefusedError when some reports are still pending.")
+          "report is accepted. Raises ClientConfigError when timeout_s is negative, NaN or > 1e6, GpuError when "
+          "a clock request is still running (the GPU backend does not answer), ServerRefusedError when some "
+          "reports are still pending.")
       .def(
           "stats",
           [](PyClient& c) {
@@ -401,6 +427,44 @@ clock request in order (exact logs, for tests).)doc")
           "'plans_refused' (plans not used: bad clocks, bad shape, malformed; each warned on stderr), "
           "'clocks_snapped', 'energy_unknown', 'reports_foreign_duplicates' (first posts the server already had: "
           "another process running as this rank?)}.")
+      .def(
+          "plan",
+          [](PyClient& c) -> py::object {
+            perseus_plan_info info{};
+            info.struct_size = sizeof(info);
+            std::vector<perseus_plan_instruction> instrs;
+            // Count, then copy; a plan switched in between grows the count: ask again.
+            do {
+              instrs.resize(static_cast<std::size_t>(info.num_instructions));
+              c.call([&](perseus_client* h) {
+                return perseus_client_get_plan(h, &info, instrs.empty() ? nullptr : instrs.data(), instrs.size());
+              });
+            } while (info.num_instructions > instrs.size());
+            if (info.version < 0) return py::none();
+            static constexpr const char* kNames[] = {"forward", "backward", "backward_input", "backward_weight"};
+            py::list list;
+            for (std::size_t k = 0; k < static_cast<std::size_t>(info.num_instructions); ++k) {
+              const perseus_plan_instruction& i = instrs[k];
+              py::dict d;
+              d["instruction"] = i.kind >= 0 && i.kind < 4 ? kNames[i.kind] : "unknown";
+              d["stage"] = i.stage;
+              d["microbatch"] = i.microbatch;
+              d["freq_mhz"] = i.freq_mhz;
+              d["planned_freq_mhz"] = i.planned_freq_mhz;
+              list.append(std::move(d));
+            }
+            py::dict out;
+            out["version"] = info.version;
+            out["iteration_time_s"] = info.iteration_time_s;
+            out["energy_j"] = info.energy_j;
+            out["instructions"] = std::move(list);
+            return out;
+          },
+          "The plan in use (switched in at the last on_step_begin, or the first plan before any step), as "
+          "the client checked it: {'version', 'iteration_time_s' (s, 0 = unknown), 'energy_j' (the pipeline's "
+          "predicted iteration energy, J, 0 = unknown), 'instructions': [{'instruction', 'stage', 'microbatch', "
+          "'freq_mhz' (the clock applied, MHz), 'planned_freq_mhz' (the server's when snapped, else 0)}] in "
+          "execution order}; None before the first plan. No network or driver call.")
       .def(
           "write_freq_log",
           [](PyClient& c, const std::string& path) {

@@ -197,7 +197,8 @@ void bind_extras(py::module_& m) {
       py::arg("time_scale") = 1.0, py::arg("unit_time_s") = 1e-3, R"doc(
 Straggler emulation (Perseus SOSP'24 §3.2, §6.3): data-parallel pipelines, one of them
 `slowdown` times slower, for Perseus and the baselines (envpipe, zeus_global, zeus_per_stage,
-all_max). profile: CSV path; stages: GPUs per pipeline (1F1B); microbatches per iteration;
+all_max). profile: a profile CSV path (str, bytes or os.PathLike) or a perseus.Profile (as
+optimize() takes); stages: GPUs per pipeline (1F1B); microbatches per iteration;
 slowdowns: factors >= 1; pipelines, or global_batch (microbatches; pipelines = global_batch /
 microbatches); p2p_power_w: P_block, W (required, as the CLI's --p2p-power); tp_degree and time_scale scale the profile (times s, energy J).
 Returns {'num_pipelines', 't_min_s', 'frontier_size', 'solve_time_s', 'envpipe_message',

@@ -297,7 +297,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
                                  chunks = opt_value(chunks_arg);
         const std::optional<std::int64_t> max_points = opt_value(max_points_arg);
         const int sample = sample_arg.value, max_lp_solves = max_lp_solves_arg.value;
-        int threads = threads_arg.value;
+        const int threads = threads_arg.value;  // checked by optimize() (OptimizeConfig::threads)
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
                                           "as `perseus optimize --p2p-power`); a silent 0 W changes every plan");
@@ -310,10 +310,6 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         if (chunks && *chunks < 1) throw InputError("chunks", fmt::format("must be >= 1, got {}", *chunks));
         const double p2p_power_w = p2p_power_arg->value;
         check_finite(p2p_power_w, "p_block_w", true);
-        if (threads < 0 || threads > 1024) {
-          throw InputError("threads", fmt::format("must be in [0, 1024] (0 = one per hardware thread), got {}", threads));
-        }
-        if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         check_finite(unit_time_s, "unit_time_s", false);
         // The planner's ranges, named by keyword here (the library's messages name no field).
         if (!(unit_time_s >= 1e-7 && unit_time_s <= 10)) {
@@ -328,7 +324,6 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         if (max_points && (*max_points < 1 || *max_points > 1'000'000'000)) {
           throw InputError("max_points", fmt::format("must be in [1, 1e9] or None, got {}", *max_points));
         }
-        if (sample < 0) throw InputError("sample", fmt::format("must be >= 0, got {}", sample));
         const std::optional<PlannerMode> planner_mode = parse_planner_mode(planner);
         if (!planner_mode) {
           throw InputError("planner", fmt::format("must be 'certified' or 'graph-cut', got '{}'", planner));
@@ -396,50 +391,48 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
                          kWarnStackLevel) != 0) {
           throw py::error_already_set();
         }
-        const Schedule& schedule = problem->schedule;
+        // The one optimize job (perseus/optimize.hpp): options check, solve, all-max baseline
+        // and summary as `perseus optimize`; the strict rule and unit warnings ran above.
+        OptimizeConfig cfg;
+        cfg.unit_time_s = unit_time_s;
+        cfg.reclaim_slack = reclaim_slack;
+        cfg.planner_mode = *planner_mode;
+        cfg.bound_method = *bound_method;
+        cfg.threads = threads;
+        cfg.time_budget_s = time_budget_s.value_or(-1.0);
+        cfg.max_points = max_points.value_or(0);
+        cfg.polish_s = polish_s;
+        cfg.max_lp_solves = max_lp_solves;
+        cfg.sample = sample;
         bool interrupted = false;  // a Python signal handler raised during the solve
-        struct Result {
-          std::unique_ptr<Dag> dag;
-          std::optional<Frontier> frontier;
-          std::optional<FrequencyPlan> allmax;
-          std::vector<std::optional<FrequencyPlan>> plans;  // by position in `indices`
-        } res;
+        cfg.cancelled = python_signal_poll(interrupted);  // Ctrl-C: re-raised below
+        const std::size_t num_unit_warnings = problem->unit_warnings.size();
+        std::optional<OptimizeResult> res;
         {
           GilRelease release;
-          res.dag = std::make_unique<Dag>(problem->dag);
-          require_max_frequency(problem->dag, problem->profile);  // one all-max rule, as the CLI
-          PlannerOptions opt;
-          opt.p_block_w = problem->p_block_w;
-          opt.unit_time_s = unit_time_s;
-          opt.reclaim_slack = reclaim_slack;
-          opt.threads = threads;
-          opt.time_budget_s = time_budget_s.value_or(-1.0);
-          opt.max_points = max_points.value_or(0);
-          opt.polish_time_s = polish_s;
-          opt.max_lp_solves = max_lp_solves;
-          opt.mode = *planner_mode;
-          opt.bound_method = *bound_method;
-          opt.cancelled = python_signal_poll(interrupted);  // Ctrl-C: re-raised below
           try {
-            res.frontier.emplace(solve_frontier(problem->dag, problem->profile, opt));
+            res.emplace(optimize(std::move(*problem), cfg));
           } catch (const PlanningCancelled&) {
             if (!interrupted) throw;
           }
-          if (!interrupted) res.allmax.emplace(all_max_plan(problem->dag, problem->profile, problem->p_block_w));
         }
         if (interrupted) throw py::error_already_set();  // the handler's exception (GIL held again)
-        const auto& pts = res.frontier->points();
+        const Dag& dag = res->problem.dag;
+        const Frontier& front = res->frontier;
+        const OptimizeSummary& sum = res->summary;
+        const auto& pts = front.points();
         const auto indices = plan_selection(plans, pts.size(), sample);
+        std::vector<std::optional<FrequencyPlan>> plan_at(indices.size());  // by position in `indices`
         {
           GilRelease release;
           // `indices` is sorted and distinct: each call fills its own slot, so threads need no lock.
-          res.plans.resize(indices.size());
-          res.frontier->for_each_plan(
+          const int plan_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+          front.for_each_plan(
               indices,
               [&](std::size_t i, const FrequencyPlan& p) {
-                res.plans[std::lower_bound(indices.begin(), indices.end(), i) - indices.begin()] = p;
+                plan_at[std::lower_bound(indices.begin(), indices.end(), i) - indices.begin()] = p;
               },
-              threads);
+              plan_threads);
         }
         py::list frontier;
         for (std::size_t i = 0; i < pts.size(); ++i) {
@@ -453,52 +446,54 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
           frontier.append(std::move(d));
         }
         py::list plan_list;
-        for (std::size_t k = 0; k < indices.size(); ++k) plan_list.append(plan_dict(*res.dag, *res.plans[k], indices[k]));
-        const double allmax_e = res.allmax->total_energy_j();
+        for (std::size_t k = 0; k < indices.size(); ++k) plan_list.append(plan_dict(dag, *plan_at[k], indices[k]));
+        // None without a bound (graph-cut planner, or stopped before the bound stage), as summary.json's null.
+        const auto bound_or_none = [&](double v) { return sum.has_lower_bound ? py::object(py::float_(v)) : py::object(py::none()); };
         py::dict summary;
-        summary["t_min_s"] = pts.back().time_s;
-        summary["energy_at_t_min_j"] = pts.back().energy_j;
-        summary["t_max_s"] = pts.front().time_s;
-        summary["energy_at_t_max_j"] = pts.front().energy_j;
-        summary["allmax_time_s"] = res.allmax->timeline.time_s;
-        summary["allmax_energy_j"] = allmax_e;
-        summary["intrinsic_saving_pct"] = allmax_e > 0 ? 100.0 * (allmax_e - pts.back().energy_j) / allmax_e : 0.0;
-        summary["saving_at_allmax_time_pct"] = saving_at_allmax_time_pct(*res.frontier, *res.allmax);
-        summary["reclaimed_energy_j"] = res.frontier->reclaimed_energy_j;
-        summary["num_plans"] = pts.size();
-        summary["num_steps"] = res.frontier->num_steps;
-        summary["solve_time_s"] = res.frontier->solve_time_s;
-        summary["num_ops"] = res.dag->num_ops();
-        // None without a bound (graph-cut planner, or stopped before the bound stage).
-        const bool has_bound = res.frontier->has_lower_bound();
-        summary["lower_bound_at_t_min_j"] = has_bound ? py::object(py::float_(pts.back().lower_bound_j)) : py::object(py::none());
-        summary["max_optimality_gap_pct"] = has_bound ? py::object(py::float_(res.frontier->max_optimality_gap_pct())) : py::object(py::none());
-        summary["max_deadline_gap_pct"] = has_bound ? py::object(py::float_(res.frontier->max_deadline_gap_pct())) : py::object(py::none());
-        summary["num_lp_solves"] = res.frontier->num_lp_solves;
-        summary["num_hull_walk_steps"] = res.frontier->num_hull_walk_steps;
-        summary["bound_method"] = to_string(res.frontier->bound_method);
-        summary["partial"] = res.frontier->partial();
-        summary["partial_reason"] = res.frontier->partial() ? to_string(res.frontier->stop_reason) : "";
-        summary["partial_detail"] = res.frontier->partial_detail;
+        summary["t_min_s"] = sum.t_min_s;
+        summary["energy_at_t_min_j"] = sum.energy_at_t_min_j;
+        summary["t_max_s"] = sum.t_max_s;
+        summary["energy_at_t_max_j"] = sum.energy_at_t_max_j;
+        summary["allmax_time_s"] = sum.allmax_time_s;
+        summary["allmax_energy_j"] = sum.allmax_energy_j;
+        summary["intrinsic_saving_pct"] = sum.intrinsic_saving_pct;
+        summary["saving_at_allmax_time_pct"] = sum.saving_at_allmax_time_pct;
+        summary["reclaimed_energy_j"] = sum.reclaimed_energy_j;
+        summary["num_plans"] = sum.num_plans;
+        summary["num_steps"] = sum.num_steps;
+        summary["solve_time_s"] = sum.solve_time_s;
+        summary["num_ops"] = dag.num_ops();
+        summary["lower_bound_at_t_min_j"] = bound_or_none(sum.lower_bound_at_t_min_j);
+        summary["max_optimality_gap_pct"] = bound_or_none(sum.max_optimality_gap_pct);
+        summary["max_deadline_gap_pct"] = bound_or_none(sum.max_deadline_gap_pct);
+        summary["num_lp_solves"] = sum.num_lp_solves;
+        summary["num_hull_walk_steps"] = front.num_hull_walk_steps;
+        // As summary.json: the method that ran, None for the graph-cut planner.
+        summary["bound_method"] = sum.bound_method == BoundMethod::kAuto ? py::object(py::none())
+                                                                          : py::object(py::str(to_string(sum.bound_method)));
+        summary["partial"] = sum.partial;
+        summary["partial_reason"] = sum.partial_reason;
+        summary["partial_detail"] = sum.partial_detail;
         summary["op_overhead_s"] = op_overhead_s;
         summary["p2p_latency_s"] = p2p_latency_s;
         summary["polish_s"] = polish_s;
-        summary["num_polished_points"] = res.frontier->num_polished_points;
+        summary["num_polished_points"] = front.num_polished_points;
         summary["max_lp_solves"] = max_lp_solves;
         py::dict out;
         out["frontier"] = std::move(frontier);
         out["plans"] = std::move(plan_list);
-        out["all_max"] = plan_dict(*res.dag, *res.allmax, std::nullopt);
-        out["summary"] = std::move(summary);
-        out["schedule"] = schedule_dict(schedule);
+        out["all_max"] = plan_dict(dag, res->all_max, std::nullopt);
+        out["summary"] = summary;
+        out["schedule"] = schedule_dict(res->problem.schedule);
         py::list approximations;
-        for (const auto& a : problem->approximations) approximations.append(a);
+        for (const auto& a : sum.approximations) approximations.append(a);
         summary["approximations"] = std::move(approximations);
         py::list warnings;  // also raised as UserWarning, where a notebook shows them
-        for (const auto& w : problem->unit_warnings) warnings.append(w);
-        for (const auto& w : unit_time_warnings(*problem, unit_time_s)) {
-          warnings.append(w);
-          if (PyErr_WarnEx(PyExc_UserWarning, (w + " (unit_time_s)").c_str(), kWarnStackLevel) != 0)
+        for (std::size_t k = 0; k < sum.warnings.size(); ++k) {
+          warnings.append(sum.warnings[k]);
+          // The unit warnings were raised before the solve; the time-unit ones (unit_time_warnings()) now.
+          if (k >= num_unit_warnings &&
+              PyErr_WarnEx(PyExc_UserWarning, (sum.warnings[k] + " (unit_time_s)").c_str(), kWarnStackLevel) != 0)
             throw py::error_already_set();
         }
         summary["warnings"] = std::move(warnings);
@@ -526,7 +521,7 @@ list, docs/schedules.md), exactly as `perseus optimize --schedule`. chunks: stag
 (>= 1; None: 1 for a schedule name, the file's for a schedule file; a value must match the file).
 p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0; required, as the CLI's
 --p2p-power: InputError when missing).
-unit_time_s: planner time quantum, s (> 0). reclaim_slack: lower the clocks of ops with slack.
+unit_time_s: planner time quantum, s (1e-7..10). reclaim_slack: lower the clocks of ops with slack.
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices 0..N-1 from
 the slowest (returned sorted, without repeats; a negative index is an InputError, not counted
@@ -575,7 +570,7 @@ Returns a dict of plain Python types:
                'num_plans', 'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j',
                'max_optimality_gap_pct', 'max_deadline_gap_pct' (these three None without a bound:
                planner='graph-cut' or a solve stopped before the bound stage), 'num_lp_solves',
-               'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size, docs/planner2.md),
+               'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size, docs/planner2.md; None with planner='graph-cut'),
                'partial', 'partial_reason', 'partial_detail', 'op_overhead_s', 'p2p_latency_s', 'polish_s',
                'num_polished_points', 'max_lp_solves', 'approximations', 'warnings'};
   'schedule': as returned by schedule().

@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -97,7 +98,7 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
   g_last_error.clear();
   if (cfg == nullptr || out == nullptr) return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: NULL argument");
   *out = nullptr;
-  // Fields beyond the caller's struct_size are treated as zero (older callers).
+  // Fields beyond the caller's struct_size (an older caller) keep perseus_client_config_init()'s values.
   perseus_client_config c;
   perseus_client_config_init(&c);
   if (cfg->struct_size < offsetof(perseus_client_config, backend) || cfg->struct_size > sizeof(perseus_client_config)) {
@@ -110,17 +111,19 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
   if (c.server_url == nullptr || c.job_id == nullptr) {
     return fail(PERSEUS_ERR_INVALID_ARGUMENT, "perseus_client_create: server_url and job_id are required");
   }
-  // 0 keeps a field's default; a negative, NaN or too large value is a caller's mistake, not a
-  // default (a duration becomes a deadline: infinity would overflow the clock).
+  // 0 keeps a field's default (but clock_snap_tolerance_mhz 0 means exact clocks only); a negative,
+  // NaN or too large value is a caller's mistake, not a default (a duration becomes a deadline:
+  // infinity would overflow the clock).
   using perseus::runtime::kMaxClientDurationS;
   for (const auto& [name, value, hi] : {std::tuple{"request_timeout_s", c.request_timeout_s, kMaxClientDurationS},
                                         std::tuple{"plan_poll_interval_s", c.plan_poll_interval_s, kMaxClientDurationS},
                                         std::tuple{"sim_time_scale", c.sim_time_scale, kMaxSimTimeScale},
                                         std::tuple{"clock_snap_tolerance_mhz", c.clock_snap_tolerance_mhz, 1e5}}) {
     if (!(value >= 0) || !(value <= hi)) {
+      const bool zero_is_default = std::string_view(name) != "clock_snap_tolerance_mhz";
       return fail(PERSEUS_ERR_INVALID_ARGUMENT,
-                  fmt::format("perseus_client_create: {} must be a number in [0, {:g}] (0 = the default), got {}",
-                              name, hi, value));
+                  fmt::format("perseus_client_create: {} must be a number in [0, {:g}]{}, got {}", name, hi,
+                              zero_is_default ? " (0 = the default)" : " (0 = exact clocks only)", value));
     }
   }
   if (!(c.startup_timeout_s <= kMaxClientDurationS)) {  // negative means 0 (client.h); NaN or beyond: refused
@@ -307,6 +310,29 @@ perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats*
     full.reports_rejected = s.reports_rejected;
     full.reports_foreign_duplicates = s.reports_foreign_duplicates;
     std::memcpy(out, &full, out->struct_size);
+  });
+}
+
+perseus_status perseus_client_get_plan(perseus_client* h, perseus_plan_info* info, perseus_plan_instruction* out,
+                                       size_t capacity) {
+  PERSEUS_CHECK_HANDLE("perseus_client_get_plan");
+  if (info == nullptr || info->struct_size < offsetof(perseus_plan_info, num_instructions) + sizeof(uint64_t) ||
+      info->struct_size > sizeof(perseus_plan_info) || (out == nullptr && capacity > 0)) {
+    return fail(PERSEUS_ERR_INVALID_ARGUMENT,
+                "perseus_client_get_plan: NULL info, bad info->struct_size (set it to sizeof(perseus_plan_info)) or "
+                "NULL out with capacity > 0");
+  }
+  return guarded("perseus_client_get_plan", [&] {
+    const perseus::runtime::RankPlan plan = h->client->plan();
+    info->version = plan.version;
+    info->iteration_time_s = plan.iteration_time_s;
+    info->energy_j = plan.energy_j;
+    info->num_instructions = plan.instructions.size();
+    for (std::size_t k = 0; k < std::min(capacity, plan.instructions.size()); ++k) {
+      const auto& i = plan.instructions[k];
+      const auto kind = perseus::parse_instruction_kind(i.instruction);  // the client parsed it: always known
+      out[k] = {kind ? static_cast<int32_t>(*kind) : -1, i.stage, i.microbatch, i.freq_mhz, i.planned_freq_mhz};
+    }
   });
 }
 

@@ -253,8 +253,8 @@ struct Client::Impl {
     if (r.plan_refused && st.last_plan_error != r.message) {  // counted and warned once per distinct refusal
       ++st.plans_refused;
       st.last_plan_error = r.message;
-      fmt::print(stderr, "perseus client: rank {}: WARNING: plan refused, the previous plan stays in use: {}\n",
-                 opt.ranks.rank, r.message);
+      fmt::print(stderr, "perseus client: rank {}: WARNING: plan refused, {}: {}\n", opt.ranks.rank,
+                 plan ? "the previous plan stays in use" : "no plan in use yet (clocks untouched)", r.message);
     }
   }
 
@@ -483,7 +483,7 @@ struct Client::Impl {
                    "perseus client: rank {}: no plan from the server within the startup timeout ({}); training "
                    "continues without one "
                    "and the client keeps retrying in the background\n",
-                   opt.ranks.rank, r.message);
+                   opt.ranks.rank, r.message.empty() ? std::string("an answer without a plan, e.g. 304") : r.message);
         return;
       }
       // The back-off in slices, so a cancellation (Ctrl-C) is seen within 50 ms.

@@ -2,21 +2,56 @@
 #include "perseus/runtime/gpu_lock_record.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include <fmt/core.h>
 
 namespace perseus::runtime {
 namespace {
+
+// Descriptors of this process's records, closed in a fork()ed child (pthread_atfork): a flock
+// belongs to the open file description, which a child shares, so a DataLoader worker that
+// outlived a killed trainer kept the GPU "driven by another live Perseus client" (session 23's
+// trial). Lock-free slots: the child handler runs where only the forking thread exists.
+// Each slot holds a descriptor + 1 (0: free), so the zero-initialized array is all free.
+std::array<std::atomic<int>, 64> g_record_fds{};
+
+void close_records_in_child() {
+  for (auto& slot : g_record_fds) {
+    const int fd_plus_1 = slot.exchange(0);
+    if (fd_plus_1 > 0) ::close(fd_plus_1 - 1);  // async-signal-safe
+  }
+}
+
+void track_fd(int fd) {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &close_records_in_child); });
+  for (auto& slot : g_record_fds) {
+    int free = 0;
+    if (slot.compare_exchange_strong(free, fd + 1)) return;
+  }
+  // More than 64 records in one process (one per GPU it drives): the rest are not closed in a child.
+}
+
+void untrack_fd(int fd) {
+  for (auto& slot : g_record_fds) {
+    int mine = fd + 1;
+    if (slot.compare_exchange_strong(mine, 0)) return;
+  }
+}
 
 std::string read_all(int fd) {
   std::string out;
@@ -60,31 +95,38 @@ std::string default_lock_dir() {
 }
 
 GpuLockRecord::GpuLockRecord(GpuLockRecord&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), reset_stale_(o.reset_stale_) {}
+    : fd_(std::exchange(o.fd_, -1)), owner_pid_(o.owner_pid_), path_(std::move(o.path_)), reset_stale_(o.reset_stale_) {}
 
 GpuLockRecord& GpuLockRecord::operator=(GpuLockRecord&& o) noexcept {
   if (this != &o) {
     release();
     fd_ = std::exchange(o.fd_, -1);
+    owner_pid_ = o.owner_pid_;
     path_ = std::move(o.path_);
     reset_stale_ = o.reset_stale_;
   }
   return *this;
 }
 
+void GpuLockRecord::close_fd() {
+  if (owner_pid_ == ::getpid()) {
+    untrack_fd(fd_);
+    ::close(fd_);  // drops the flock
+  }  // else a fork's copy: the child closed the descriptor at fork (its number may be reused)
+  fd_ = -1;
+}
+
 void GpuLockRecord::release() {
   if (fd_ < 0) return;
-  if (::ftruncate(fd_, 0) != 0) {
+  if (owner_pid_ == ::getpid() && ::ftruncate(fd_, 0) != 0) {
     // The text stays: the next claim resets the clocks once more (harmless).
   }
-  ::close(fd_);  // drops the flock
-  fd_ = -1;
+  close_fd();
 }
 
 void GpuLockRecord::abandon() {
   if (fd_ < 0) return;
-  ::close(fd_);  // drops the flock; the owner text stays for the next claim
-  fd_ = -1;
+  close_fd();  // the owner text stays for the next claim
 }
 
 bool GpuLockRecord::clear_after_reset(const std::string& path) {
@@ -151,6 +193,8 @@ GpuLockRecord GpuLockRecord::claim(GpuControl& gpu, const std::string& dir_in) {
                                gpu.identity(), owner.empty() ? "owner unknown" : owner, path));
   }
   rec.fd_ = fd;
+  rec.owner_pid_ = ::getpid();
+  track_fd(fd);
   rec.path_ = path;
   const std::string stale = read_all(fd);
   if (!stale.empty()) {

@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "perseus/input_limits.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "perseus/runtime/gpu_identity.hpp"
 
@@ -202,7 +203,7 @@ class NvmlGpu final : public GpuControl {
   }
 
   void set_locked_clocks(int freq_mhz) override {
-    if (freq_mhz <= 0 || freq_mhz > 100000) {
+    if (freq_mhz <= 0 || freq_mhz > perseus::limits::kMaxFrequencyMhz) {
       throw GpuError(fmt::format("GPU {}: refusing to lock the SM clock to {} MHz (not a clock)", index_, freq_mhz));
     }
     std::lock_guard lock(mutex_);
@@ -222,8 +223,11 @@ class NvmlGpu final : public GpuControl {
     }
   }
 
+  // The reads take no lock: NVML is thread-safe ("safe to make simultaneous NVML calls from
+  // multiple threads", NVML API Reference), and they run on the training thread at every
+  // computation boundary, where waiting out a clock change of the controller thread (tens to
+  // hundreds of ms on some drivers) slowed every hook (session 23's trial).
   std::optional<double> total_energy_j() override {
-    std::lock_guard lock(mutex_);
     unsigned long long mj = 0;
     const nvmlReturn_t rc = lib_.energy(device_, &mj);
     if (unsupported(rc)) return std::nullopt;
@@ -234,7 +238,6 @@ class NvmlGpu final : public GpuControl {
   }
 
   std::optional<double> power_w() override {
-    std::lock_guard lock(mutex_);
     unsigned mw = 0;
     const nvmlReturn_t rc = lib_.power(device_, &mw);
     if (unsupported(rc)) return std::nullopt;
@@ -276,7 +279,7 @@ class NvmlGpu final : public GpuControl {
   std::string uuid_;
   std::string how_;
   nvmlDevice_t device_ = nullptr;
-  std::mutex mutex_;
+  std::mutex mutex_;  // serializes clock changes and the clock list (not the reads)
 };
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "perseus/input_limits.hpp"
+#include "perseus/json_input.hpp"
 #include "signal_guard.hpp"
 
 namespace perseus::runtime {
@@ -129,6 +131,14 @@ unsigned note_once(std::map<std::pair<int, int>, unsigned>& seen, const PlanInst
   if (kinds & bit)
     throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} appears twice", k,
                                          i.instruction, i.stage, i.microbatch));
+  // What must run earlier on this rank: the forward before any backward, backward_input before
+  // backward_weight. Such a plan fits no schedule; every step then failed with a PlanMismatch
+  // that blamed the training loop (session 23's trial).
+  const unsigned before = bit == 1u ? 0u : bit == 8u ? 4u : 1u;
+  if ((kinds & before) != before)
+    throw std::runtime_error(fmt::format("computation #{}: {} of stage {} microbatch {} comes before its {}", k,
+                                         i.instruction, i.stage, i.microbatch,
+                                         before == 4u ? "backward_input" : "forward"));
   kinds |= bit;
   return bit;
 }
@@ -172,7 +182,10 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
   // nlohmann's parser ends the text at a NUL byte: whatever follows one would go unread.
   if (const auto nul = body.find('\0'); nul != std::string::npos)
     throw std::runtime_error(fmt::format("the plan answer is not JSON text: a NUL byte at offset {}", nul));
-  const json j = json::parse(body);  // throws json::parse_error (a std::exception)
+  // One strict reader for what a server sends (perseus/json_input.hpp): a key given twice
+  // ({"freq_mhz":1410,"freq_mhz":210} applied 210 MHz: the last one won) or nesting past 64
+  // levels is refused, and errors say where instead of the JSON library's own text.
+  const json j = parse_json_text(body, "the plan answer");  // throws JsonTextError (a std::exception)
   RankPlan plan;
   try {
     const json& version = j.at("version");
@@ -183,6 +196,7 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
     if (j.contains("job_status") && j["job_status"].is_string()) plan.job_status = j["job_status"].get<std::string>();
     if (j.contains("iteration_time_s") && j["iteration_time_s"].is_number())
       plan.iteration_time_s = j["iteration_time_s"].get<double>();
+    if (j.contains("energy_j") && j["energy_j"].is_number()) plan.energy_j = j["energy_j"].get<double>();
     const json& list = j.at("instructions");
     if (!list.is_array()) throw std::runtime_error("\"instructions\" must be an array");
     const std::size_t max_instructions = shape.max_instructions();
@@ -205,7 +219,7 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
                                              k, pi.instruction.substr(0, 40)));
       pi.stage = plan_int(i, "stage", 0, 1 << 20, k);
       pi.microbatch = plan_int(i, "microbatch", 0, 1 << 20, k);
-      pi.freq_mhz = plan_int(i, "freq_mhz", 1, 100000, k);
+      pi.freq_mhz = plan_int(i, "freq_mhz", 1, perseus::limits::kMaxFrequencyMhz, k);
       plan.instructions.push_back(std::move(pi));
     }
   } catch (const json::exception& e) {
@@ -416,9 +430,12 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
     CallResult r;
     r.status = CallStatus::kRetryable;
     r.plan_refused = true;
-    r.message = fmt::format("GET {}: plan response larger than {} bytes (the job's shape: {} microbatches x {} chunks); "
-                            "refused",
-                            path, limit, impl_->shape.microbatches, std::max(impl_->shape.chunks, 1));
+    r.message = impl_->shape.microbatches > 0
+                    ? fmt::format("GET {}: plan response larger than {} bytes (the job's shape: {} microbatches x {} "
+                                  "chunks); refused",
+                                  path, limit, impl_->shape.microbatches, std::max(impl_->shape.chunks, 1))
+                    : fmt::format("GET {}: plan response larger than {} bytes (the job's shape is unknown); refused",
+                                  path, limit);
     return r;
   }
   if (cut) return cut_off_result("GET " + path, impl_->timeout_s);

@@ -1,5 +1,5 @@
-// EnvPipe (ATC'23) baseline as run by the Perseus artifact (reference/PERSEUS_PLANNER.md §9),
-// with its accounting slips fixed (see docs/baselines.md).
+// EnvPipe (ATC'23) baseline as run by the Perseus artifact (an evaluation baseline of Perseus,
+// SOSP'24 §6.1), with its accounting slips fixed (see docs/baselines.md).
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -253,6 +253,9 @@ int Profile::max_freq_mhz() const {
 }
 
 void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) {
+  if (stage < 0 || stage >= limits::kMaxProfileStages) {
+    throw InputError("stage", fmt::format("must be in [0, {}], got {}", limits::kMaxProfileStages - 1, stage));
+  }
   if (stage >= num_stages()) points_.resize(stage + 1, std::vector<std::vector<OperatingPoint>>(kNumInstructionKinds));
   auto& v = points_[stage][static_cast<int>(kind)];
   const auto pos = std::upper_bound(v.begin(), v.end(), point.freq_mhz,

@@ -148,8 +148,8 @@ FrequencyPlan Frontier::plan(std::size_t i) const {
 }
 
 std::size_t Frontier::lowest_energy_within(double deadline_s) const {
-  // Points are slowest first with energy increasing, so the first that meets the deadline
-  // has the lowest energy.
+  // Points are slowest first with energy_j − P_block R time_s increasing, so the first that
+  // meets the deadline draws the least energy until it (blocking included).
   for (std::size_t i = 0; i < points_.size(); ++i)
     if (points_[i].time_s <= deadline_s) return i;
   return points_.empty() ? 0 : points_.size() - 1;

@@ -67,6 +67,12 @@ bool parse_action(std::string_view field, const std::string& source, const Where
   const std::string where = at(source, w);
   std::size_t i = 0;
   while (i < field.size() && field[i] >= '0' && field[i] <= '9') ++i;
+  if (field.find("OVERLAP_F_B") != std::string_view::npos) {  // torch's fused "(1F1;1B0)OVERLAP_F_B"
+    fail(source, w.line,
+         fmt::format("{}: {} is torch's overlapped F/B action, which is not supported: list its forward and "
+                     "backward as two actions in this place (e.g. 1F1,1B0)",
+                     where, quote_input(field)));
+  }
   if (i == 0) {
     fail(source, w.line,
         fmt::format("{}: {} is not an action; expected {{stage}}{{F|B|I|W}}{{microbatch}}, e.g. 2F0", where,
@@ -91,6 +97,9 @@ bool parse_action(std::string_view field, const std::string& source, const Where
     k = InstructionKind::kBackwardInput;
   } else if (kind == "W") {
     k = InstructionKind::kBackwardWeight;
+  } else if (kind.size() == 2 && kind[1] == '-' && std::string_view("FBIW").find(kind[0]) != std::string_view::npos) {
+    fail(source, w.line, fmt::format("{}: {}: microbatch id must be an integer 0..{}, not negative", where,
+                                     quote_input(field), kMaxMicrobatchId));
   } else {
     fail(source, w.line, fmt::format(
         "{}: {} has unknown kind {}; expected F (forward), B (full backward), I (backward input) or W (backward "
@@ -159,8 +168,10 @@ std::string explain_deadlock(const Schedule& s, const std::map<std::tuple<int, i
     for (const Computation& d : data_dependencies(c, s.num_stages, s.split_backward)) {
       if (done[key(d)]) continue;
       const Where& dw = where_of.at(key(d));
-      needs += fmt::format("{}{} (line {}, action {})", needs.empty() ? "" : " and ", format_action(d), dw.line,
-                           dw.position);
+      // Its own dependency placed after it on the same rank (e.g. a B before its F) can never run.
+      const bool later_here = dw.rank == w.rank && dw.position > w.position;
+      needs += fmt::format("{}{} (line {}, action {}{})", needs.empty() ? "" : " and ", format_action(d), dw.line,
+                           dw.position, later_here ? ", later on the same rank: it must come first" : "");
     }
     out += fmt::format("\n  line {} (rank {}) waits at action {} '{}', which needs {}", w.line, w.rank, w.position,
                        format_action(c), needs);

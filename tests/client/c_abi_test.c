@@ -85,6 +85,22 @@ int main(int argc, char** argv) {
   CHECK(instr(c, "backward") == PERSEUS_OK);
   CHECK(perseus_client_step_end(c) == PERSEUS_OK);
 
+  /* The plan in use: count first, then copy (forward then backward of microbatch 0). */
+  {
+    perseus_plan_info info;
+    perseus_plan_instruction got[4];
+    memset(&info, 0, sizeof info);
+    CHECK(perseus_client_get_plan(c, &info, NULL, 1) == PERSEUS_ERR_INVALID_ARGUMENT); /* struct_size unset */
+    info.struct_size = sizeof info;
+    CHECK(perseus_client_get_plan(c, &info, NULL, 1) == PERSEUS_ERR_INVALID_ARGUMENT); /* NULL out, capacity 1 */
+    CHECK(perseus_client_get_plan(c, &info, NULL, 0) == PERSEUS_OK);
+    CHECK(info.version >= 0 && info.num_instructions == 2);
+    CHECK(perseus_client_get_plan(c, &info, got, 1) == PERSEUS_OK); /* only the first is copied */
+    CHECK(got[0].kind == 0 && got[0].microbatch == 0 && got[0].freq_mhz > 0);
+    CHECK(perseus_client_get_plan(c, &info, got, 4) == PERSEUS_OK);
+    CHECK(got[1].kind == 1 && got[1].microbatch == 0 && got[1].freq_mhz > 0);
+  }
+
   /* Wrong order: PLAN_MISMATCH with a message naming what the plan expects. */
   CHECK(perseus_client_step_begin(c) == PERSEUS_OK);
   CHECK(perseus_client_instruction_begin(c, "backward") == PERSEUS_ERR_PLAN_MISMATCH);

@@ -32,12 +32,15 @@
  *                             lacks it
  *   lost DEV READ             from energy read READ on (that read included), every call on
  *                             DEV answers NVML_ERROR_GPU_IS_LOST (15)
- *   delay_ms FUNC MS          FUNC sleeps MS milliseconds before answering
+ *   delay_ms FUNC MS          FUNC sleeps MS milliseconds before answering (logging "FUNC delayed MS
+ *                             ms" when the sleep starts; other calls go on meanwhile, as NVML is
+ *                             thread-safe)
  *   reset_fails_after_set on  nvmlDeviceResetGpuLockedClocks answers NVML_ERROR_UNKNOWN (999) in a
  *                             process that has locked a clock (the trainer), not in one that
  *                             only resets (the watchdog) */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,14 +222,25 @@ static const struct name_rule* find_rule(const struct name_rule* rules, int n, c
   return NULL;
 }
 
-/* Common prologue of every function: scenario rules by name. Returns -1 to go on. */
+/* The fake's state (scenario, counters) is shared by the threads of a client, as NVML's is. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Common prologue of every function: scenario rules by name. Returns -1 to go on. The delay
+ * is slept outside the lock, so other threads' calls are not held up by it. */
 static int scripted(const char* func) {
+  pthread_mutex_lock(&g_mu);
   load();
   const struct name_rule* d = find_rule(g_delay, g_num_delay, func);
-  if (d != NULL && d->ms > 0) usleep((useconds_t)d->ms * 1000u);
-  if (find_rule(g_missing, g_num_missing, func) != NULL) return 13;
-  if (find_rule(g_not_supported, g_num_not_supported, func) != NULL) return 3;
-  return -1;
+  const int delay_ms = d != NULL ? d->ms : 0;
+  int rc = -1;
+  if (find_rule(g_missing, g_num_missing, func) != NULL) rc = 13;
+  else if (find_rule(g_not_supported, g_num_not_supported, func) != NULL) rc = 3;
+  pthread_mutex_unlock(&g_mu);
+  if (delay_ms > 0) {
+    record("%s delayed %d ms", func, delay_ms);
+    usleep((useconds_t)delay_ms * 1000u);
+  }
+  return rc;
 }
 
 /* Prologue of device functions: counts the call and plays "lost". */
@@ -234,8 +248,10 @@ static int device_call(nvmlDevice_t d, const char* func) {
   int rc = scripted(func);
   if (d == NULL || d->index >= MAX_DEV) return 2;
   const unsigned i = d->index;
+  pthread_mutex_lock(&g_mu);
   if (strcmp(func, "nvmlDeviceGetTotalEnergyConsumption") == 0) ++g_reads[i];
-  if (g_lost_call[i] > 0 && g_reads[i] >= g_lost_call[i]) return 15;
+  if (g_lost_call[i] > 0 && g_reads[i] >= g_lost_call[i]) rc = 15;
+  pthread_mutex_unlock(&g_mu);
   return rc;
 }
 
@@ -398,6 +414,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
   if (rc >= 0) return rc;
   if (getenv("FAKE_NVML_NO_ENERGY") != NULL) return 3;
   const unsigned i = d->index;
+  pthread_mutex_lock(&g_mu);
   const unsigned long long read = g_reads[i];
   const long long ms = now_ms();
   long long value = ms * (long long)(g_power_mw[i] / 1000u);
@@ -412,6 +429,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
     value = best->mj + (ms - g_value_anchor_ms[i]) * (long long)(g_power_mw[i] / 1000u);
   }
   *energy_mj = (unsigned long long)value;
+  pthread_mutex_unlock(&g_mu);
   if (g_num_rules > 0) record("nvmlDeviceGetTotalEnergyConsumption %u read %llu -> %llu", i, read, *energy_mj);
   return 0;
 }

@@ -2,6 +2,8 @@
 // deadlines, plan size, per-item reports, telemetry anomalies, stale clock locks. The GPU is
 // the fake libnvidia-ml.so.1 playing a scenario file; the server is the in-test stub or a
 // raw socket that drips its answer. Every wait is on an event.
+#include <sys/wait.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -526,6 +528,49 @@ TEST_F(Guards, LockRecordsRefuseALiveOwnerAndResetStaleLocks) {
   }
   GpuLockRecord again = GpuLockRecord::claim(*b, dir_.file("locks"));  // released cleanly: no reset
   EXPECT_FALSE(again.reset_stale());
+}
+
+// A fork()ed child (a DataLoader worker) that outlives its trainer does not keep the GPU's
+// record locked: a restarted trainer was refused as "already driven by another live Perseus
+// client" until the child exited (session 23's trial). Here the parent's abandon() plays the
+// trainer's death (flock dropped, text kept) while the child is alive.
+TEST_F(Guards, AForkedChildDoesNotKeepTheLockRecord) {
+  FakeNvmlEnv env(dir_, "");
+  auto a = nvml();
+  auto b = nvml();
+  GpuLockRecord first = GpuLockRecord::claim(*a, dir_.file("locks"));
+  ASSERT_FALSE(first.path().empty());
+  int go[2], ready[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the worker: says it runs (fork's handlers are done), waits, leaves without cleanup
+    char c = 'r';
+    ::close(go[1]);
+    ::close(ready[0]);
+    [[maybe_unused]] auto n = ::write(ready[1], &c, 1);
+    n = ::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  ::close(ready[1]);
+  char started = 0;
+  ASSERT_EQ(::read(ready[0], &started, 1), 1);  // the child is past fork()
+  ::close(ready[0]);
+  first.abandon();  // the trainer "dies": its own descriptor is closed
+  bool claimed = false;
+  try {
+    GpuLockRecord again = GpuLockRecord::claim(*b, dir_.file("locks"));
+    claimed = true;
+    EXPECT_TRUE(again.reset_stale());  // the dead trainer's text was left: its clocks are reset
+  } catch (const GpuError& e) {
+    ADD_FAILURE() << "the child kept the record: " << e.what();
+  }
+  ::close(go[1]);  // the child exits
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(claimed);
 }
 
 // Code review (session 14): in a lock directory every user can write (/tmp/perseus-gpu-locks), a

@@ -90,7 +90,36 @@ TEST(PlanParse, ShapeMustMatchTheRegistration) {
   EXPECT_NE(refusal(body).find("mixes full backward and split"), std::string::npos) << refusal(body);
   body = plan_of(1, 2);
   body["instructions"][1]["instruction"] = "backward_weight";  // a weight gradient without its input part
-  EXPECT_NE(refusal(body).find("needs one forward and one backward"), std::string::npos) << refusal(body);
+  EXPECT_NE(refusal(body).find("#1: backward_weight of stage 1 microbatch 0 comes before its backward_input"),
+            std::string::npos)
+      << refusal(body);
+}
+
+// A plan no schedule can run: a backward listed before its own forward passed, then every
+// step failed with a PlanMismatch blaming the training loop (session 23's trial).
+TEST(PlanParse, AComputationBeforeItsPredecessorIsRefused) {
+  json body = plan_of(1, 2);
+  std::swap(body["instructions"][0], body["instructions"][1]);  // 1B0 before 1F0
+  EXPECT_NE(refusal(body).find("#0: backward of stage 1 microbatch 0 comes before its forward"), std::string::npos)
+      << refusal(body);
+  EXPECT_NE(refusal(body, JobShape{}).find("comes before its forward"), std::string::npos) << "also without a shape";
+}
+
+// A key given twice was read as its last value ({"freq_mhz":1410,"freq_mhz":210} applied
+// 210 MHz); the server refuses such bodies, and now so does the client (session 23's trial).
+TEST(PlanParse, AKeyGivenTwiceIsRefused) {
+  std::string text = plan_of(1, 2).dump();
+  const std::string first = "\"freq_mhz\":1410";
+  text.replace(text.find(first), first.size(), first + ",\"freq_mhz\":210");
+  try {
+    parse_plan_json(text, {2, 1, 4}, 1);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'freq_mhz' appears more than once"), std::string::npos) << e.what();
+  }
+  std::string twice = plan_of(1, 2).dump();
+  twice.replace(twice.find("\"version\":1"), 11, "\"version\":1,\"version\":101");
+  EXPECT_THROW(parse_plan_json(twice, {2, 1, 4}, 1), std::exception);
 }
 
 TEST(PlanParse, VersionMustBeAnIntegerInRange) {

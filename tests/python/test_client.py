@@ -151,6 +151,15 @@ class ClientTest(unittest.TestCase):
         plan = self.server.api.get_plan(self.job_id, 0)
         names = [i["instruction"] for i in plan["instructions"]]
         self.assertEqual(names, [i["instruction"] for i in perseus.schedule("1f1b", 2, 3)["ranks"][0]])
+        # The client's own checked copy of the plan (perseus.torch reads it instead of a second
+        # HTTP fetch on the training thread): the server's plan, field by field.
+        mine = c.plan()
+        self.assertEqual(mine["version"], plan["version"])
+        self.assertEqual(mine["iteration_time_s"], plan["iteration_time_s"])
+        self.assertEqual(mine["energy_j"], plan["energy_j"])
+        self.assertEqual([(i["instruction"], i["stage"], i["microbatch"], i["freq_mhz"]) for i in mine["instructions"]],
+                         [(i["instruction"], i["stage"], i["microbatch"], i["freq_mhz"]) for i in plan["instructions"]])
+        self.assertEqual({i["planned_freq_mhz"] for i in mine["instructions"]}, {0})  # simulated: every clock exists
         for _ in range(3):
             c.on_step_begin()
             for n in names:

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <fmt/core.h>
@@ -183,6 +184,47 @@ class OptimizeJob : public ::testing::Test {
     return c;
   }
 };
+
+// A profile whose stage-0 forward is faster at 1200 MHz than at its maximum clock: T_min is
+// below the all-max time. saving_at_allmax_time_pct is the lowest own-time energy of the plans
+// that meet the all-max time; it took the first such plan's, 2.41 % where the T_min plan saves
+// 2.50 % (session 23's trial, gpipe 2 x 2, P_block 60 W).
+TEST(OptimizeSummary, SavingAtTheAllMaxTimeIsTheLowestEnergyThatMeetsIt) {
+  const std::string csv =
+      "stage,instruction,frequency,time,energy\n"
+      "0,forward,1400,0.016,4.0612\n0,forward,1200,0.015,3.8255\n0,forward,1000,0.022,3.7284\n"
+      "0,backward,1400,0.024,7.1613\n0,backward,1200,0.026,7.547\n0,backward,1000,0.029,6.4842\n"
+      "1,forward,1400,0.012,2.7382\n1,forward,1200,0.013,2.7141\n1,forward,1000,0.015,2.8423\n"
+      "1,backward,1400,0.018,3.8681\n1,backward,1200,0.022,3.7722\n1,backward,1000,0.026,4.2086\n";
+  ProblemSpec spec;
+  spec.schedule = "gpipe";
+  spec.num_ranks = 2;
+  spec.microbatches = 2;
+  spec.p_block_w = 60;
+  const OptimizeResult r = optimize(make_problem(spec, parse_profile_csv(csv, "fast_low_clock.csv")), OptimizeConfig{});
+  const auto& pts = r.frontier.points();
+  ASSERT_LT(r.summary.t_min_s, r.summary.allmax_time_s);  // the case this test is about
+  double best = INFINITY;
+  for (const auto& p : pts)
+    if (p.time_s <= r.summary.allmax_time_s) best = std::min(best, p.energy_j);
+  const double e = r.summary.allmax_energy_j;
+  EXPECT_NEAR(r.summary.saving_at_allmax_time_pct, 100 * (e - best) / e, 1e-9);
+  EXPECT_GE(r.summary.saving_at_allmax_time_pct, r.summary.intrinsic_saving_pct - 1e-9);
+  EXPECT_EQ(saving_at_allmax_time_pct(r.frontier, r.all_max), r.summary.saving_at_allmax_time_pct);
+}
+
+// Computations of 0 J: no saving to speak of (0 %), not NaN ("-nan%" on the CLI, null in summary.json).
+TEST(OptimizeSummary, ZeroEnergyProfileSavesZeroPercent) {
+  ProblemSpec spec;
+  spec.num_ranks = 1;
+  spec.microbatches = 2;
+  spec.p_block_w = 0;
+  const std::string csv = "stage,instruction,frequency,time,energy\n0,forward,1410,0.01,0\n0,backward,1410,0.02,0\n";
+  const OptimizeResult r = optimize(make_problem(spec, parse_profile_csv(csv, "zero.csv")), OptimizeConfig{});
+  EXPECT_EQ(r.summary.allmax_energy_j, 0.0);
+  EXPECT_EQ(r.summary.intrinsic_saving_pct, 0.0);
+  EXPECT_EQ(r.summary.saving_at_allmax_time_pct, 0.0);
+}
 
 TEST_F(OptimizeJob, WritesCompleteFolder) {
   const auto s = run_optimize(cfg());

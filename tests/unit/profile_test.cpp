@@ -1,5 +1,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -81,6 +83,24 @@ TEST(Profile, SkipsBlankLines) {
   const Profile p = parse_profile_csv(
       "stage,instruction,frequency,time,energy\n\n0,forward,1410,0.1,20\n0,backward,1410,0.2,40\n\n", "x");
   EXPECT_EQ(p.num_stages(), 1);
+}
+
+// Profile::add is public: a negative stage indexed out of bounds, a huge one allocated a
+// table for every stage below it (session 23's audit).
+TEST(Profile, AddRefusesAStageOutsideTheLimit) {
+  Profile p;
+  const OperatingPoint pt{1410, 0.01, 3.0};
+  for (const int bad : {-1, static_cast<int>(limits::kMaxProfileStages), std::numeric_limits<int>::max()}) {
+    try {
+      p.add(bad, InstructionKind::kForward, pt);
+      ADD_FAILURE() << "stage " << bad << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "stage");
+    }
+  }
+  EXPECT_EQ(p.num_stages(), 0);  // nothing half-added
+  p.add(static_cast<int>(limits::kMaxProfileStages) - 1, InstructionKind::kForward, pt);
+  EXPECT_EQ(p.num_stages(), limits::kMaxProfileStages);
 }
 
 TEST(Profile, SortsFrequenciesDescending) {

@@ -104,17 +104,21 @@ TEST(ScheduleIo, CyclicOrder) {
   const std::string e = error_of("0B0,0F0\n1F0,1B0\n");
   EXPECT_EQ(e,
             "s.csv: the per-rank orders deadlock (dependency cycle):\n"
-            "  line 1 (rank 0) waits at action 1 '0B0', which needs 0F0 (line 1, action 2) and 1B0 (line 2, action 2)\n"
+            "  line 1 (rank 0) waits at action 1 '0B0', which needs 0F0 (line 1, action 2, later on the same rank: it "
+            "must come first) and 1B0 (line 2, action 2)\n"
             "  line 2 (rank 1) waits at action 1 '1F0', which needs 0F0 (line 1, action 2)");
   // Cross-rank cycle: rank 1 runs microbatch 1 first, rank 0 waits for microbatch 0's backward.
   EXPECT_EQ(error_of("0F0,0B0,0F1,0B1\n1F1,1F0,1B0,1B1\n"),
             "s.csv: the per-rank orders deadlock (dependency cycle):\n"
             "  line 1 (rank 0) waits at action 2 '0B0', which needs 1B0 (line 2, action 3)\n"
             "  line 2 (rank 1) waits at action 1 '1F1', which needs 0F1 (line 1, action 3)");
-  // W before its I.
-  EXPECT_NE(
-      error_of("0F0,0W0,0I0\n").find("line 1 (rank 0) waits at action 2 '0W0', which needs 0I0 (line 1, action 3)"),
-      std::string::npos);
+  // W before its I, B before its F: the dependency is later on the same rank.
+  EXPECT_NE(error_of("0F0,0W0,0I0\n")
+                .find("line 1 (rank 0) waits at action 2 '0W0', which needs 0I0 (line 1, action 3, later on the "
+                      "same rank: it must come first)"),
+            std::string::npos);
+  EXPECT_NE(error_of("0B0,0F0\n").find("needs 0F0 (line 1, action 2, later on the same rank: it must come first)"),
+            std::string::npos);
 }
 
 TEST(ScheduleIo, UnknownKindAndMalformed) {
@@ -134,7 +138,12 @@ TEST(ScheduleIo, UnknownKindAndMalformed) {
   // as ids (this file then lacks the other stages and microbatches: another error).
   EXPECT_EQ(error_of("0F1048575,0B1048575\n").find("microbatch id must be"), std::string::npos);
   EXPECT_EQ(error_of("1048575F0,1048575B0\n").find("stage id must be"), std::string::npos);
-  EXPECT_NE(error_of("(0F1;1B0)OVERLAP_F_B\n").find("is not an action"), std::string::npos);
+  // torch's fused action is named as such (it was "is not an action"), and a negative
+  // microbatch id as one (it was "unknown kind 'F-'"): session 23's trial.
+  EXPECT_NE(error_of("(0F1;1B0)OVERLAP_F_B\n").find("is torch's overlapped F/B action, which is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of("0F0,0F-1\n").find("'0F-1': microbatch id must be an integer 0..1048575, not negative"),
+            std::string::npos);
 }
 
 TEST(ScheduleIo, StructureErrors) {

@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "perseus/input_limits.hpp"
 #include "perseus/error.hpp"
 #include "perseus/json_input.hpp"
 
@@ -136,9 +137,9 @@ std::vector<int> get_clock_list(const json& obj, const char* key, bool allow_emp
                                allow_empty ? 0 : 1));
   for (std::size_t i = 0; i < v->size(); ++i) {
     const json& f = (*v)[i];
-    if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > 100000)
-      throw ApiError(422, "invalid_field", fmt::format("field \"{}[{}]\" must be an integer in [1, 100000] (MHz), got {}",
-                                                      key, i, quote_input(f.dump(), 32)));
+    if (!f.is_number_integer() || f.get<std::int64_t>() <= 0 || f.get<std::int64_t>() > limits::kMaxFrequencyMhz)
+      throw ApiError(422, "invalid_field", fmt::format("field \"{}[{}]\" must be an integer in [1, {}] (MHz), got {}",
+                                                      key, i, limits::kMaxFrequencyMhz, quote_input(f.dump(), 32)));
     out.push_back(f.get<int>());
   }
   return out;

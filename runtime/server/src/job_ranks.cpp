@@ -57,12 +57,12 @@ json validated_instruction(const json& e, const JobSpec& spec, double iteration_
                                quote_input(name)));
   json item = {{"instruction", name},
                {"microbatch", get_int(e, "microbatch", std::nullopt, 0, spec.microbatches - 1)},
-               {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, 100000)},
+               {"freq_mhz", get_int(e, "freq_mhz", std::nullopt, 1, limits::kMaxFrequencyMhz)},
                // A computation takes time, as an iteration does (a 0 s timer reading is broken).
                {"time_s", get_number(e, "time_s", std::nullopt, 1e-9, iteration_time_s)}};
   if (auto st = e.find("stage"); st != e.end() && !st->is_null())
     item["stage"] = get_int(e, "stage", 0, 0, std::int64_t{spec.pp} * spec.chunks - 1);
-  if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, 100000); planned > 0) item["planned_freq_mhz"] = planned;
+  if (const auto planned = get_int(e, "planned_freq_mhz", 0, 0, limits::kMaxFrequencyMhz); planned > 0) item["planned_freq_mhz"] = planned;
   if (e.contains("energy_j") && !e["energy_j"].is_null()) item["energy_j"] = get_number(e, "energy_j", 0.0, 0, 1e13);
   check_power(e, fmt::format("instruction {} microbatch {}", quote_input(item["instruction"].get<std::string>()),
                              item["microbatch"].get<std::int64_t>()));

@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include "perseus/input_limits.hpp"
 #include "perseus/runtime/job_limits.hpp"
 #include "perseus/server/api_error.hpp"
 
@@ -71,7 +72,7 @@ JobSpec JobSpec::from_json(const json& body, bool stored) {
                                kMaxJobComputations, s.pp, s.chunks, s.microbatches, ops));
   s.schedule = get_string(body, "schedule", std::string("1f1b"), 64);
   // Required, as `perseus optimize --p2p-power` is: a silent 0 W changes every plan.
-  s.p_block_w = get_number(body, "p2p_power_w", std::nullopt, 0.0, 1e5);
+  s.p_block_w = get_number(body, "p2p_power_w", std::nullopt, 0.0, limits::kMaxPBlockW);
   // The planner's range (PlannerOptions::unit_time_s, src/planner/frontier.cpp): checked here, at POST.
   s.unit_time_s = get_number(body, "unit_time_s", 1e-3, 1e-7, 10.0);
   s.planning_budget_s = get_number(body, "planning_budget_s", 600.0, 0.0, 7 * 86400.0);
@@ -104,7 +105,7 @@ JobSpec JobSpec::from_json(const json& body, bool stored) {
     if (has_profile) throw ApiError(422, "invalid_field", "\"mode\": \"profile\" does not take a profile_csv");
     s.source = PlanSource::kProfiling;
     s.freqs_mhz = get_clock_list(body, "freqs_mhz", /*allow_empty=*/true);  // [] = the first rank's list (stored specs hold [])
-    s.min_freq_mhz = static_cast<int>(get_int(body, "min_freq_mhz", 0, 0, 100000));
+    s.min_freq_mhz = static_cast<int>(get_int(body, "min_freq_mhz", 0, 0, limits::kMaxFrequencyMhz));
     s.profile_samples = static_cast<int>(get_int(body, "profile_samples", 3, 1, 1000));
     s.max_energy_rises = static_cast<int>(get_int(body, "max_energy_rises", 5, 1, 1000));
   } else if (has_plans) {

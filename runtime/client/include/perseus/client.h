@@ -61,7 +61,12 @@ typedef enum perseus_status {
 /** Opaque client handle. */
 typedef struct perseus_client perseus_client;
 
-/** Client settings. Zero/NULL fields take the defaults set by perseus_client_config_init(). */
+/** Client settings. Initialize with perseus_client_config_init(), then set fields; fields
+ *  beyond the caller's struct_size (an older caller) keep config_init's values. A zero/NULL
+ *  field does NOT always mean its default: request_timeout_s, plan_poll_interval_s,
+ *  max_buffered_reports and sim_time_scale take their defaults at 0, but enable_watchdog,
+ *  handle_signals and coalesce_clock_requests are off at 0, and startup_timeout_s and
+ *  clock_snap_tolerance_mhz are used as 0; each field below says. */
 typedef struct perseus_client_config {
   uint32_t struct_size;          /**< sizeof(perseus_client_config); set by config_init. */
   const char* server_url;        /**< "http://host:port" of `perseus serve` (required; a trailing '/' is
@@ -78,19 +83,28 @@ typedef struct perseus_client_config {
   const char* backend;           /**< "nvml" (default), "rocm-smi" (AMD), "gpud" (clocks through the
                                       privileged `perseus gpud` helper: no privilege needed here),
                                       "simulated" or "dry-run". */
-  const char* nvml_library_path; /**< nvml: library to dlopen; NULL = "libnvidia-ml.so.1". */
+  const char* nvml_library_path; /**< nvml: library to dlopen; NULL or "" = $PERSEUS_NVML_LIBRARY if
+                                      set, else "libnvidia-ml.so.1". */
   const char* profile_path;      /**< simulated: profile CSV; the GPU runs stage pp_rank. */
-  double sim_time_scale;         /**< simulated: real s slept per simulated s (default 1). */
+  double sim_time_scale;         /**< simulated: real s slept per simulated s (default 1; 0 = 1;
+                                      negative or > 1e6: INVALID_ARGUMENT). */
   double sim_blocking_power_w;   /**< simulated: idle power, W (default 0). */
   const char* dry_run_log_path;  /**< dry-run: call log file; NULL = stderr. */
   const char* freq_log_path;     /**< Clock log written at destroy (.json or .csv); NULL = none. */
-  double request_timeout_s;      /**< Per HTTP request (default 5). */
-  double startup_timeout_s;      /**< create() waits this long for an unreachable server (default 10; <0 = 0). */
-  double plan_poll_interval_s;   /**< Background plan refresh period (default 1). */
-  uint32_t max_buffered_reports; /**< Unsent iteration reports kept (default 4096). */
-  int32_t enable_watchdog;       /**< 1 (default): spawn perseus-watchdog for nvml/dry-run. */
+  double request_timeout_s;      /**< Per HTTP request (default 5; 0 = 5; negative, NaN or > 1e6:
+                                      INVALID_ARGUMENT). */
+  double startup_timeout_s;      /**< create() waits this long for an unreachable server (default 10).
+                                      0 or < 0 is used as 0 (one try, its requests cut off at
+                                      10 ms), not as the default; NaN or > 1e6: INVALID_ARGUMENT. */
+  double plan_poll_interval_s;   /**< Background plan refresh period (default 1; 0 = 1; negative,
+                                      NaN, > 1e6 or in (0, 1e-3): INVALID_ARGUMENT). */
+  uint32_t max_buffered_reports; /**< Unsent iteration reports kept (default 4096; 0 = 4096; more
+                                      than 2^20: INVALID_ARGUMENT). */
+  int32_t enable_watchdog;       /**< 1 (default): spawn perseus-watchdog for the nvml, rocm-smi and
+                                      dry-run backends (gpud and simulated need none); 0 = off. */
   const char* watchdog_path;     /**< NULL = $PERSEUS_WATCHDOG or search beside the program. */
-  int32_t handle_signals;        /**< 1 (default): reset clocks on SIGTERM/SIGINT (default action). */
+  int32_t handle_signals;        /**< 1 (default): reset clocks on SIGTERM/SIGINT (default action);
+                                      0 = off. */
   int64_t first_iteration;       /**< Number of the first step (when resuming; default 0). */
   int32_t coalesce_clock_requests; /**< 1 (default): when clock requests pile up, apply only the
                                         newest; 0: apply every request in order (exact logs). */
@@ -99,7 +113,9 @@ typedef struct perseus_client_config {
   const char* device_pci_bus_id; /**< nvml: the GPU's PCI bus id "0000:41:00.0"; NULL = unused. */
   int32_t device_index_is_nvml;  /**< 1: device_index is NVML's index (no CUDA_VISIBLE_DEVICES mapping). */
   double clock_snap_tolerance_mhz; /**< A plan clock within this of a supported clock is snapped to
-                                        it; farther ones are refused (default 15; < 0 = 0). */
+                                        it; farther ones are refused (default 15). 0 is used as 0
+                                        (exact clocks only), not as the default; negative, NaN or
+                                        > 1e5: INVALID_ARGUMENT. */
   const char* gpud_socket_path;  /**< gpud: the helper's Unix socket; NULL = $PERSEUS_GPUD_SOCKET, else
                                       /run/perseus/gpud.sock. device_index etc. select the GPU as for nvml. */
   const char* rocm_smi_library_path; /**< rocm-smi: library to dlopen; NULL = $PERSEUS_ROCM_SMI_LIBRARY,
@@ -133,6 +149,32 @@ typedef struct perseus_client_stats {
   int64_t reports_foreign_duplicates; /**< First posts the server already had (another process as this rank?). */
 } perseus_client_stats;
 
+/** One computation of the plan in use (see perseus_client_get_plan). */
+typedef struct perseus_plan_instruction {
+  int32_t kind;             /**< 0 forward, 1 backward, 2 backward_input, 3 backward_weight. */
+  int32_t stage;            /**< Pipeline stage. */
+  int32_t microbatch;       /**< Microbatch index within the iteration, 0-based. */
+  int32_t freq_mhz;         /**< SM clock the client applies for it, MHz (a supported clock). */
+  int32_t planned_freq_mhz; /**< The server's clock when it was snapped to freq_mhz, MHz (0 = not snapped). */
+} perseus_plan_instruction;
+
+/** The plan in use, as the client validated it (see perseus_client_get_plan). */
+typedef struct perseus_plan_info {
+  uint32_t struct_size;     /**< sizeof(perseus_plan_info); set by the caller. */
+  int64_t version;          /**< Plan version, -1 = none yet. */
+  double iteration_time_s;  /**< Its predicted iteration time, s (0 = unknown). */
+  double energy_j;          /**< Its predicted energy of one iteration of the pipeline, J (0 = unknown). */
+  uint64_t num_instructions;/**< Computations of one step of this rank, in execution order. */
+} perseus_plan_info;
+
+/** Fills *info with the plan in use (the one switched in at the last step begin, or the first
+ *  plan before any step) and copies its first min(capacity, info->num_instructions)
+ *  computations into out[] (out may be NULL when capacity is 0: ask for the count first). No
+ *  network or driver call: the copy the client already checked. Errors: INVALID_ARGUMENT
+ *  (NULL or bad info->struct_size, out NULL with capacity > 0). */
+perseus_status perseus_client_get_plan(perseus_client* client, perseus_plan_info* info, perseus_plan_instruction* out,
+                                       size_t capacity);
+
 /** Fills *config with defaults (all pointers NULL, backend "nvml"). No-op on NULL. */
 void perseus_client_config_init(perseus_client_config* config);
 
@@ -150,7 +192,10 @@ perseus_status perseus_client_create(const perseus_client_config* config, perseu
  *  in the child and its GPU clocks are the parent's to reset). */
 perseus_status perseus_client_destroy(perseus_client* client);
 
-/** Starts an iteration; switches in a newer plan if one was fetched. Errors: STATE. */
+/** Starts an iteration; switches in a newer plan if one was fetched. Errors: STATE (inside a
+ *  step), SERVER (at every step once the server refused this rank's registration for good,
+ *  e.g. 409: its slot is registered with other coordinates; the clocks are then never
+ *  touched). */
 perseus_status perseus_client_step_begin(perseus_client* client);
 /** Ends the iteration and queues its report (asynchronous). Errors: STATE, PLAN_MISMATCH
  *  (fewer computations than planned; the report is still queued). */
@@ -164,13 +209,16 @@ perseus_status perseus_client_instruction_end(perseus_client* client, const char
 
 /** Simulated backend only: runs the current computation on the simulated GPU (sleeps its
  *  profile time x sim_time_scale at the current clock). *time_s (may be NULL) receives the
- *  simulated duration, s. Errors: UNSUPPORTED (other backends), STATE (no computation running). */
+ *  simulated duration, s. Errors: UNSUPPORTED (other backends), STATE (no computation running),
+ *  INVALID_ARGUMENT (the running computation's name is not forward, backward, backward_input or
+ *  backward_weight), GPU (the profile has no points for it on this stage). */
 perseus_status perseus_client_simulate_compute(perseus_client* client, double* time_s);
 
 /** Waits until the clock controller handled every queued clock request (so applied_mhz in
  *  perseus_client_get_stats is settled), then until every queued report is accepted, within
- *  timeout_s (s, in [0, 1e6]) in all. Errors: GPU when a clock request is still running at the
- *  timeout (a backend that does not answer); SERVER when some reports are still pending. */
+ *  timeout_s (s, in [0, 1e6]) in all. Errors: INVALID_ARGUMENT (timeout_s negative, NaN or
+ *  > 1e6); GPU when a clock request is still running at the timeout (a backend that does not
+ *  answer); SERVER when some reports are still pending. */
 perseus_status perseus_client_flush(perseus_client* client, double timeout_s);
 
 /** Fills *stats (set stats->struct_size first). Errors: INVALID_ARGUMENT. */

@@ -63,6 +63,8 @@ struct ClientOptions {
   std::function<bool()> startup_cancelled;
   double plan_poll_interval_s = 1.0;  ///< Background plan refresh period (also polled at every step end).
   double retry_initial_s = 0.1;       ///< First retry delay after a failed report; doubles up to retry_max_s.
+  /// Longest retry delay, s (>= retry_initial_s). The plan poller's back-off is capped at
+  /// max(retry_max_s, plan_poll_interval_s).
   double retry_max_s = 5.0;
   std::size_t max_buffered_reports = 4096;  ///< Unsent iteration reports kept (1..kMaxBufferedReports); oldest dropped beyond.
   std::size_t max_batch = 64;               ///< Iteration reports per POST.
@@ -107,9 +109,9 @@ struct ClientStats {
   /// reports as this rank, or training resumed from reported iterations (warned once).
   std::int64_t reports_foreign_duplicates = 0;
   std::string last_plan_error;          ///< Why the last plan was refused ("" = none).
-  bool registered = false;
+  bool registered = false;              ///< The server accepted this rank's registration.
   std::string job_status;               ///< From the last plan response.
-  std::string last_server_error;
+  std::string last_server_error;        ///< Latest failed request's message ("" = none; kept after successes).
 };
 
 /// One rank's client. The hooks are meant for the training thread and are cheap: they
@@ -160,11 +162,17 @@ class Client {
   /// writes freq_log_path. Bounded by about 2 x request_timeout_s. Idempotent; never throws.
   void close();
 
+  /// A snapshot of the counters. Thread-safe (takes the client's lock).
   ClientStats stats() const;
   /// Copy of the plan in use (version -1 and no instructions when none yet).
   RankPlan plan() const;
+  /// The frequency controller that applies this rank's clocks (diagnostics and tests: log(),
+  /// failures(), flush()). Its methods are thread-safe, so any thread may use it while the
+  /// Client lives; after close() it is stopped (requests are ignored).
   FrequencyController& controller();
+  /// The GPU backend the client was created with (thread-safe, see GpuControl).
   GpuControl& gpu();
+  /// The options the client runs with: create()'s, server_url without a trailing '/'.
   const ClientOptions& options() const;
 
  private:

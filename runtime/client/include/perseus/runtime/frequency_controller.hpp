@@ -54,16 +54,18 @@ class FrequencyController {
     /// last line of defence behind the client's plan check.
     std::vector<int> supported_mhz;
   };
-  /// Starts the thread. gpu must outlive nothing: the controller shares ownership.
+  /// Starts the thread with default Options. gpu must outlive nothing: the controller shares
+  /// ownership. Throws std::invalid_argument when gpu is null.
   explicit FrequencyController(std::shared_ptr<GpuControl> gpu);
+  /// As above, with `options` (coalescing, log size, supported clocks).
   FrequencyController(std::shared_ptr<GpuControl> gpu, Options options);
   /// Calls stop(true).
   ~FrequencyController();
   FrequencyController(const FrequencyController&) = delete;
   FrequencyController& operator=(const FrequencyController&) = delete;
 
-  /// Asks for SM clock freq_mhz (> 0). Non-blocking. iteration/index tag the log entry.
-  /// Ignored after stop().
+  /// Asks for SM clock freq_mhz, MHz. Non-blocking. iteration/index tag the log entry.
+  /// Ignored (not logged) when freq_mhz <= 0 and after stop().
   void request(int freq_mhz, std::int64_t iteration = -1, int index = -1);
   /// Asks for the clock lock to be removed. Non-blocking.
   void request_reset();
@@ -94,6 +96,7 @@ class FrequencyController {
   /// applied_mhz,outcome,error) or, when path ends in ".json", as a JSON array of objects
   /// with the same keys. Throws std::runtime_error when the file cannot be written.
   void write_log(const std::string& path) const;
+  /// The GPU backend the controller drives (shared ownership).
   const std::shared_ptr<GpuControl>& gpu() const { return gpu_; }
 
  private:

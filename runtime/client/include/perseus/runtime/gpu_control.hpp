@@ -1,4 +1,5 @@
-// GPU clock control and energy measurement behind one interface (NVML, simulated, dry run).
+// GPU clock control and energy measurement behind one interface (NVML, ROCm SMI, the gpud
+// helper, simulated, dry run).
 #pragma once
 
 #include <memory>
@@ -26,7 +27,8 @@ class GpuLostError : public GpuError {
 };
 
 /// Control of one GPU's SM ("graphics") clock plus its energy and power counters.
-/// Implementations: NVML (make_nvml_gpu), simulated from a profile (SimulatedGpu), dry run
+/// Implementations: NVML (make_nvml_gpu), ROCm SMI for AMD GPUs (make_rocm_smi_gpu), the
+/// `perseus gpud` helper (make_gpud_gpu), simulated from a profile (SimulatedGpu), dry run
 /// (make_dry_run_gpu). All methods may be called from any thread; implementations serialize
 /// internally.
 class GpuControl {
@@ -35,7 +37,8 @@ class GpuControl {
 
   /// Backend name: "nvml", "rocm-smi", "gpud", "simulated" or "dry-run".
   virtual std::string name() const = 0;
-  /// Device index this object controls (NVML index, 0-based).
+  /// Device index this object controls, 0-based, in the backend's numbering (NVML index for
+  /// nvml and gpud, ROCm SMI index for rocm-smi).
   virtual int device_index() const = 0;
   /// The device's UUID ("GPU-..."; "" when the backend has none). Keys the per-GPU lock
   /// record (see gpu_lock_record.hpp).
@@ -86,7 +89,10 @@ std::unique_ptr<GpuControl> make_nvml_gpu(int device_index, const std::string& l
 /// cannot be identified with certainty (the message says why; nothing is touched).
 std::unique_ptr<GpuControl> make_nvml_gpu(const GpuSelector& selector, const std::string& library_path = "");
 
-/// UUID, PCI bus id and name of every GPU NVML sees, in NVML index order.
+/// UUID, PCI bus id and name of every GPU NVML sees, in NVML index order (loads NVML as
+/// make_nvml_gpu does). Throws GpuError when NVML cannot be loaded or initialized, a symbol is
+/// missing or nvmlDeviceGetCount_v2 fails; a field the driver does not give for a device is
+/// left empty (no error).
 std::vector<NvmlDeviceInfo> nvml_devices(const std::string& library_path = "");
 
 /// Number of GPUs NVML sees (loads NVML as make_nvml_gpu does). Throws GpuError when NVML
@@ -127,7 +133,7 @@ std::optional<PowerSample> read_power(GpuControl& gpu);
 /// A backend that changes nothing: it records every call, one line each
 /// ("<time_s> <pid> dev=<i> <call> <args>"), to log_path (appended; empty = stderr) and
 /// answers with supported_clocks_mhz (empty = 1410 down to 210 in 15 MHz steps, an A100).
-/// It has no energy counter.
+/// It has no energy counter. Throws GpuError when log_path cannot be opened for appending.
 std::unique_ptr<GpuControl> make_dry_run_gpu(int device_index, const std::string& log_path = "",
                                              std::vector<int> supported_clocks_mhz = {});
 

@@ -3,6 +3,8 @@
 // client start on that GPU, and two live clients never drive one GPU.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "perseus/runtime/gpu_control.hpp"
@@ -18,7 +20,9 @@ namespace perseus::runtime {
 ///   - flock free, text left   -> the previous owner died without releasing (its watchdog
 ///                                died with it): the clocks are reset, with a warning.
 /// For container teardown to be covered, the directory must outlive the container (mount it
-/// from the host: `-v /run/perseus:/run/perseus`).
+/// from the host: `-v /run/perseus:/run/perseus`). A fork()ed child (a DataLoader worker)
+/// closes its copy of the record's descriptor at once (pthread_atfork), so a child that outlives
+/// a killed trainer does not keep the flock, and the child's copy of the record does nothing.
 class GpuLockRecord {
  public:
   GpuLockRecord() = default;
@@ -54,7 +58,10 @@ class GpuLockRecord {
   bool reset_stale() const { return reset_stale_; }
 
  private:
+  /// Closes fd_ unless this is a fork()ed child's copy (its descriptor is closed already).
+  void close_fd();
   int fd_ = -1;
+  pid_t owner_pid_ = 0;  // the process that claimed it
   std::string path_;
   bool reset_stale_ = false;
 };

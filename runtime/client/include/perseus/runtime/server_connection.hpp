@@ -36,13 +36,15 @@ struct RankPlan {
   std::int64_t version = 0;                ///< Server's plan version (grows on every change).
   std::string job_status;                  ///< Server's job status, e.g. "running".
   double iteration_time_s = 0;             ///< The plan's predicted iteration time, s (0: unknown).
+  /// The plan's predicted energy of one iteration of its pipeline, J, as the server sends it (0: unknown).
+  double energy_j = 0;
   std::vector<PlanInstruction> instructions;
 };
 
 /// Measurement of one computation (one microbatch) of an iteration.
 struct InstructionMeasurement {
-  std::string instruction;
-  int microbatch = 0;
+  std::string instruction;          ///< "forward", "backward", "backward_input" or "backward_weight".
+  int microbatch = 0;               ///< Microbatch index within the iteration, 0-based.
   int freq_mhz = 0;                 ///< Clock in force when it ended, MHz (requested if unknown).
   int planned_freq_mhz = 0;         ///< The plan's clock when it was snapped to freq_mhz (0 = not snapped).
   double time_s = 0;                ///< Duration, s.
@@ -53,10 +55,10 @@ struct InstructionMeasurement {
 
 /// Measurement of one training iteration of one rank.
 struct IterationMeasurement {
-  std::int64_t iteration = 0;
+  std::int64_t iteration = 0;  ///< Training iteration number (counts from ClientOptions::first_iteration).
   double time_s = 0;        ///< Step begin to step end, s.
   std::optional<double> energy_j;  ///< GPU energy during the step, J (absent = unknown).
-  std::int64_t plan_version = 0;
+  std::int64_t plan_version = 0;  ///< Version of the plan in use during the step (0 = no plan yet).
   std::vector<InstructionMeasurement> instructions;
   int attempts = 0;  ///< Times it was posted so far (the client's own bookkeeping; not sent).
 };
@@ -90,8 +92,8 @@ struct CallResult {
 std::string to_json(const IterationMeasurement& m);
 /// The job's shape as the server tells it at registration (0 = not told).
 struct JobShape {
-  int microbatches = 0;
-  int chunks = 0;
+  int microbatches = 0;  ///< Microbatches per iteration.
+  int chunks = 0;        ///< Model chunks (virtual stages) per pipeline rank; stages = pp x chunks.
   int pp = 0;  ///< Pipeline-parallel degree (GPUs per pipeline).
   /// Most computations one rank's plan can hold: 3 per (microbatch, chunk) (zero-bubble
   /// schedules split backward in two); 0 when the shape is unknown.

@@ -73,7 +73,8 @@ class SimulatedGpu : public GpuControl {
   /// block(); results are then independent of the machine's load.
   void use_virtual_clock();
   /// The GPU waits (P2P / collective blocking) for `seconds` simulated s at blocking power:
-  /// advances the virtual clock, or sleeps seconds × time_scale in real time. seconds >= 0.
+  /// advances the virtual clock, or sleeps seconds × time_scale in real time. Throws
+  /// std::invalid_argument when seconds is negative, NaN or infinite.
   void block(double seconds);
 
  private:

@@ -42,6 +42,8 @@ class Gpud {
   /// Makes run() return. Async-signal-safe (one write to a pipe); callable from any thread.
   void stop();
 
+  /// The implementation, defined in daemon.cpp. A private detail, not part of the API (it is
+  /// only declared here); nothing outside daemon.cpp uses it.
   struct Impl;
 
  private:

@@ -73,7 +73,11 @@ class LineBuffer {
   bool append(const char* data, std::size_t n);
   /// The next complete line without its '\n' (a trailing '\r' is dropped), if any.
   std::optional<std::string> next_line();
+  /// True once an append() met an unfinished line longer than the capacity; it stays set, and
+  /// every later append() is refused. Complete lines buffered before it stay readable.
   bool overflowed() const { return overflowed_; }
+  /// Bytes buffered now: complete lines not yet taken by next_line() plus the unfinished line
+  /// (after an overflow, the bytes that did not fit are not kept).
   std::size_t pending_bytes() const { return buf_.size(); }
 
  private:

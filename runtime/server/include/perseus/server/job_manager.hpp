@@ -101,14 +101,58 @@ class JobManager {
   /// POST /v1/jobs (admin). The 201 body carries the new job's own bearer token ("job_token"),
   /// shown only here.
   Reply create_job(const nlohmann::json& body);
+  /// GET /v1/jobs (admin). 200 `{"jobs": [summary, ...]}`, one summary per live job (job_id,
+  /// name, status, created_s and last_activity_s in Unix seconds, world_size,
+  /// ranks_registered), in no particular order. Never throws ApiError.
   Reply list_jobs();
+  /// GET /v1/jobs/{job_id}. 200 with the job's summary (as list_jobs) plus error, spec, version,
+  /// frontier (num_points, fastest_index, partial*, rederiving; "points" [time_s, energy_j] per
+  /// plan index when there are at most 20,000), pipelines (plan_index, version,
+  /// iteration_time_s, straggler), stragglers (target_time_s in s, slowdown, created_s in Unix
+  /// seconds), decisions, warnings, straggler_loop, profiling (while sweeping) and measurement
+  /// statistics. Throws ApiError 404 "unknown_job".
   Reply get_job(const std::string& job_id);
+  /// DELETE /v1/jobs/{job_id} (admin). Deletes the job from the store first (a failed delete
+  /// throws and leaves the job as it was), then from memory; a running solve of it stops at its
+  /// next cancellation check. 200 `{"job_id", "deleted": true}`. Throws ApiError 404
+  /// "unknown_job" (also to all but one of concurrent deletes of one job).
   Reply delete_job(const std::string& job_id);
+  /// POST /v1/jobs/{job_id}/ranks. Body `{"rank", "dp_rank", "pp_rank", "tp_rank"}` (required)
+  /// and optionally "supported_freqs_mhz" (the GPU's clocks, MHz; when given, non-empty). 201 for
+  /// a new rank, 200 when the same rank re-registers with the same coordinates (a restarted
+  /// trainer; idempotent); the body gives the rank's place and the job's shape (job_id, rank,
+  /// pipeline = dp_rank, pp_rank, tp_rank, ranks_registered, world_size, pp, microbatches,
+  /// chunks, job_status). A profiling job starts its sweep at the first registration that gives
+  /// it a clock grid (its spec's, else the rank's clocks). Throws ApiError 404 "unknown_job", 422
+  /// "missing_field"/"invalid_field" (an index out of the job's range, an unknown field),
+  /// 422 "unsupported_clock" (the job's plans for this pp_rank use a clock the GPU lacks), 409
+  /// "duplicate_rank" (rank or coordinates already registered otherwise).
   Reply register_rank(const std::string& job_id, const nlohmann::json& body);
   /// GET plan; `since_version`: 304 (empty body) unless the rank's plan version is newer.
   Reply get_plan(const std::string& job_id, std::int64_t rank, std::optional<std::int64_t> since_version);
+  /// POST /v1/jobs/{job_id}/ranks/{rank}/measurements. Body: one report `{"iteration",
+  /// "time_s" (s), "energy_j" (J, optional: unknown), "plan_version", "instructions" (optional
+  /// per-computation entries)}`, or a batch `{"measurements": [report, ...]}` of 1 to 10,000.
+  /// One report: 202 `{"accepted": true, "duplicate": false, "job_status"}`, or 200 `{"accepted":
+  /// false, "duplicate": true, ...}` for an iteration the rank already reported. A batch: 202
+  /// `{"accepted": n, "duplicates": n, "results", "rejected", "job_status"}`; invalid items are
+  /// listed in "rejected" (with their index and error), the others are stored. Throws ApiError
+  /// 404 "unknown_job"/"unknown_rank"; 422 "invalid_field", "implausible_energy" or
+  /// "implausible_time" for a single invalid report (or a malformed batch).
   Reply post_measurements(const std::string& job_id, std::int64_t rank, const nlohmann::json& body);
+  /// POST /v1/jobs/{job_id}/stragglers. Body `{"pipeline", and exactly one of "slowdown" (T'/T_min,
+  /// in [1, kMaxStragglerSlowdown]) or "iteration_time_s" (T', s, in [T_min, kMaxStragglerSlowdown x
+  /// T_min])}`. Stores the straggler with target_time_s = T' (s) and slowdown = T'/T_min (T_min:
+  /// the job's fastest plan's iteration time), then moves the other pipelines to the lowest-energy
+  /// plan with T <= the largest target (Perseus §3.2). 200 `{"decision": {...}}`. Throws ApiError
+  /// 404 "unknown_job", 422 "invalid_field", 409 "job_not_ready" (status is not ready) or
+  /// "no_plan_times" (plans without iteration times), 503 "frontier_not_ready" (Retry-After) or
+  /// "busy" (the job kept changing; retry).
   Reply post_straggler(const std::string& job_id, const nlohmann::json& body);
+  /// DELETE /v1/jobs/{job_id}/stragglers/{pipeline}. Clears the pipeline's straggler report and
+  /// re-plans the others as post_straggler does; 200 `{"decision": {...}}`. Throws ApiError 404
+  /// "unknown_job", 404 "unknown_straggler" (no such pipeline, or no report for it), and the
+  /// 409/503 errors of post_straggler.
   Reply clear_straggler(const std::string& job_id, std::int64_t pipeline);
 
   // --- Zeus PFO compatibility (these routes reach only jobs made by zeus_register_job) ---
@@ -116,8 +160,22 @@ class JobManager {
   /// job counts against the anonymous quota (ManagerOptions::anonymous_max_*; over it: 403
   /// "quota_exceeded" naming the limit).
   Reply zeus_register_job(const nlohmann::json& body, bool anonymous = false);
+  /// POST /register_rank/{job_id}. Body: Zeus RankInfo `{"rank", "dp_rank", "pp_rank",
+  /// "tp_rank", "available_frequencies" (MHz, optional)}`, registered as register_rank() does
+  /// (its errors, except that other fields are ignored). 200 `null`. Throws ApiError 404
+  /// "unknown_job" also for a job not made by zeus_register_job.
   Reply zeus_register_rank(const std::string& job_id, const nlohmann::json& body);
+  /// GET /schedule/{job_id}?rank=R. 200 `{"rank": R, "frequencies": [...]}`: the rank's
+  /// pp_rank's part of its pipeline's plan in Zeus form. Throws ApiError 404 "unknown_job" (also
+  /// for a non-Zeus job) or "unknown_rank", 409 "no_plan".
   Reply zeus_schedule(const std::string& job_id, std::int64_t rank);
+  /// POST /result/{job_id}. Body: Zeus ProfilingResult `{"rank", "iter_time" (s), "iter_energy"
+  /// (J)}`, two arrays of equal length (at most 100,000), stored as measurements of the next
+  /// iteration numbers. A retry with the same rank, times and energies (among the job's last
+  /// 4,096 results, in memory only) is not counted again. 200 `null`. Throws ApiError 404
+  /// "unknown_job" (also for a non-Zeus job) or "unknown_rank", 422 "invalid_field" or a
+  /// measurement check's code naming the pair, 403 "quota_exceeded" (an anonymous job's byte
+  /// quota).
   Reply zeus_result(const std::string& job_id, const nlohmann::json& body);
 
   /// Prometheus text exposition of counters and per-job gauges.

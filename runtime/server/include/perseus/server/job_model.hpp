@@ -36,7 +36,10 @@ struct ServedPlan {
   std::string time_json, energy_json;               ///< Numbers as JSON text ("null" if unknown).
 };
 
-/// Renders a plan for serving. `freq_mhz` must have dag.num_ops() entries.
+/// Renders a plan for serving: per pp rank, its computations' clocks (MHz) as /v1 plan JSON
+/// and as Zeus frequency lists. `freq_mhz` holds one clock per computation, indexed by the
+/// DAG's computation id; its size is not checked: the caller must pass dag.num_ops() entries
+/// (fewer is undefined behaviour).
 std::shared_ptr<const ServedPlan> render_plan(const Dag& dag, int plan_index, PlanPoint point,
                                               std::vector<int> freq_mhz);
 
@@ -111,13 +114,18 @@ std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec);
 /// frontier is solved. Throws InputError.
 std::shared_ptr<const ServedPlan> quick_plan(const JobModel& model, const JobSpec& spec);
 
-/// Profile CSV text (stage,instruction,frequency,time,energy) from sweep rows.
+/// One measured operating point of a profiling sweep: one instruction kind of one stage at
+/// one clock.
 struct ProfileRow {
-  int stage = 0;
-  InstructionKind kind = InstructionKind::kForward;
-  int freq_mhz = 0;
-  double time_s = 0, energy_j = 0;
+  int stage = 0;                                      ///< Pipeline stage.
+  InstructionKind kind = InstructionKind::kForward;   ///< Instruction kind (forward, backward, ...).
+  int freq_mhz = 0;                                   ///< GPU clock, MHz.
+  double time_s = 0, energy_j = 0;                    ///< Time (s) and energy (J) of one computation.
 };
+
+/// Profile CSV text (header stage,instruction,frequency,time,energy) of sweep rows, as
+/// format_profile_csv() writes it (points sorted by stage, instruction, frequency highest
+/// first). Rows are not validated here.
 std::string profile_csv_text(const std::vector<ProfileRow>& rows);
 
 }  // namespace perseus::server

@@ -11,6 +11,10 @@ namespace perseus::server {
 /// Memory is bounded: idle buckets are dropped when the table grows past `max_keys`.
 class RateLimiter {
  public:
+  /// `rate_per_s`: refill rate, requests (tokens) per second; <= 0 turns limiting off.
+  /// `burst`: bucket size, requests; a new key starts with a full bucket. `max_keys`: keys
+  /// kept; past it, buckets idle long enough to be full again (burst / rate_per_s s) are
+  /// dropped, and all of them when that is not enough. Arguments are not validated.
   RateLimiter(double rate_per_s, double burst, std::size_t max_keys = 100000)
       : rate_(rate_per_s), burst_(burst), max_keys_(max_keys) {}
   /// Takes one token for `key` at time now_s (s, a monotonic clock: the server passes

@@ -39,13 +39,22 @@ struct ServerOptions {
   std::vector<std::string> zeus_plan_texts;  ///< Plan file texts jobs registered the Zeus way run.
   std::vector<std::string> zeus_plan_names;  ///< Their names in messages (the files; optional).
   std::string zeus_profile_csv;     ///< Optional profile giving those plans times/energies.
+  /// Schedule the Zeus plans follow (a schedule_names() name, e.g. "1f1b"). With Zeus plans
+  /// set, another name makes the constructor throw InputError.
   std::string zeus_schedule = "1f1b";
+  /// P2P blocking power P_block of Zeus jobs, W (per GPU), in [0, 1e5]. With Zeus plans set, a
+  /// value outside makes the constructor throw InputError (unchecked without Zeus plans).
   double zeus_p2p_power_w = 0;
   bool zeus_require_token = true;   ///< false: Zeus routes work without a token (unchanged clients).
-  // Quota of jobs made without a token (zeus_require_token = false): live jobs, their ranks in
-  // total, and the measurement text they may store in total (bytes). Over it: 403 quota_exceeded.
+  // Quota of jobs made without a token (zeus_require_token = false), so that an unauthenticated
+  // caller cannot fill the server. Over it: ApiError 403 "quota_exceeded" naming the limit.
+  /// Live jobs made without a token; POST /register_job is refused when one more would pass it
+  /// (0: none may be made).
   std::size_t zeus_anonymous_max_jobs = 16;
+  /// Their world sizes in total, ranks; a job whose ranks would pass it is refused.
   std::int64_t zeus_anonymous_max_ranks = 4096;
+  /// Measurement text they may store in total, bytes (POST /result is refused when its pairs
+  /// would pass it; POST /register_job once it is reached).
   std::int64_t zeus_anonymous_max_bytes = 64ll << 20;
   bool log_requests = false;        ///< Access log on stderr (method, path, status; never bodies).
   /// Called by run() on its thread once the stored jobs are loaded and every route is served,

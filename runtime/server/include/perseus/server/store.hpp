@@ -14,8 +14,10 @@ struct sqlite3_stmt;
 
 namespace perseus::server {
 
-/// One registered rank as stored.
+/// One registered rank as stored (unique per job and `rank`).
 struct StoredRank {
+  /// Global rank in [0, world_size), and its coordinates: dp_rank (the pipeline, DP replica),
+  /// pp_rank (pipeline stage) and tp_rank (tensor-parallel rank).
   int rank = 0, dp_rank = 0, pp_rank = 0, tp_rank = 0;
   std::vector<int> supported_freqs_mhz;  ///< May be empty.
   std::int64_t seq = 0;                  ///< Registration order (row id).
@@ -39,11 +41,13 @@ struct StoredStraggler {
   std::string origin = "declared";
 };
 
-/// One accepted measurement (the request JSON is kept verbatim for replay).
+/// One accepted measurement, as Store::measurements() returns it for replaying a sweep.
 struct StoredMeasurement {
-  std::int64_t seq = 0;
-  int rank = 0;
-  std::int64_t iteration = 0;
+  std::int64_t seq = 0;        ///< Acceptance order (row id, increasing).
+  int rank = 0;                ///< Global rank that reported it.
+  std::int64_t iteration = 0;  ///< Training iteration number (unique per job and rank).
+  /// The validated report as stored (JSON object); outside a profiling sweep its per-computation
+  /// "instructions" are replaced by "instructions_count".
   std::string body_json;
 };
 
@@ -61,9 +65,11 @@ struct StoredJob {
   std::string job_id;
   double created_s = 0, last_activity_s = 0;  ///< Unix times, s.
   JobAuth auth;
-  std::string spec_json;
+  std::string spec_json;  ///< The job's spec (JobSpec::to_json()) as JSON text.
+  /// Status: "profiling", "planning", "ready" or "failed"; `error` says why when failed (else
+  /// empty).
   std::string status, error;
-  std::int64_t version_counter = 0;
+  std::int64_t version_counter = 0;  ///< Newest plan version issued (assignments carry <= it).
   std::string built_profile_csv;  ///< Profile built by a profiling sweep (empty until done).
   std::string points_json;        ///< Frontier points [[time_s, energy_j], ...] once solved.
   /// {"reason": "time_budget", "detail": "..."} when the stored frontier is partial (the solve
@@ -108,12 +114,16 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  /// Inserts a new job; false if the id exists.
+  /// Inserts a new job, `now_s` (Unix seconds) as its created_s and last_activity_s; false if
+  /// the id exists.
   bool insert_job(const std::string& job_id, double now_s, const JobAuth& auth, const std::string& spec_json,
                   const std::string& status, std::int64_t version_counter,
                   const std::vector<StoredAssignment>& assignments);
   // Single-column updates of one job (no-ops for an unknown id); each is one transaction.
+  /// Sets the job's status ("profiling", "planning", "ready", "failed") and error message
+  /// (empty unless failed).
   void set_status(const std::string& job_id, const std::string& status, const std::string& error);
+  /// Stores the profile CSV text a profiling sweep built (StoredJob::built_profile_csv).
   void set_built_profile(const std::string& job_id, const std::string& csv);
   /// Stores a solved frontier in one transaction: its points (`points_json`), whether it is
   /// partial (`partial_json`, see StoredJob::frontier_partial_json; empty = complete) and its
@@ -121,6 +131,8 @@ class Store {
   /// (index >= 0) of the job (a re-solve after a crash may differ from a partial one before it).
   void set_frontier(const std::string& job_id, const std::string& points_json, const std::string& partial_json,
                     const std::vector<std::pair<int, std::string>>& plans);
+  /// Sets the job's last activity time, `now_s` in Unix seconds (stored only; idleness is
+  /// measured on the monotonic clock).
   void set_last_activity(const std::string& job_id, double now_s);
   /// Stores a materialized plan (idempotent).
   void put_plan(const std::string& job_id, int plan_index, const std::string& freqs_json);
@@ -139,7 +151,8 @@ class Store {
                           const std::string& decision_json = {}, std::size_t keep_decisions = 0);
   /// Inserts a rank; false if (job, rank) exists.
   bool insert_rank(const std::string& job_id, const StoredRank& rank);
-  /// Inserts a measurement; false (and nothing written) if (job, rank, iteration) exists.
+  /// Inserts a measurement (time_s in s, energy_j in J, `now_s` its acceptance time in Unix
+  /// seconds); false (and nothing written) if (job, rank, iteration) exists.
   bool insert_measurement(const std::string& job_id, int rank, std::int64_t iteration, double time_s,
                           double energy_j, const std::string& body_json, double now_s);
   /// Measurements of a job in acceptance order (for replaying a profiling sweep).
@@ -173,6 +186,9 @@ class Store {
     ~Transaction();
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
+    /// Commits the transaction (a savepoint's release when nested). Throws std::runtime_error
+    /// when the database refuses it, or when the database file was removed or replaced while
+    /// the store was open; then nothing of it is stored.
     void commit();
 
    private:

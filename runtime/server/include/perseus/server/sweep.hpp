@@ -11,16 +11,21 @@ namespace perseus::server {
 
 /// A (stage, instruction kind) being profiled; kind is perseus::InstructionKind as an int.
 struct SweepKey {
-  int stage = 0;
-  int kind = 0;
+  int stage = 0;  ///< Pipeline stage.
+  int kind = 0;   ///< Instruction kind (static_cast<int>(InstructionKind), e.g. forward, backward).
   friend auto operator<=>(const SweepKey&, const SweepKey&) = default;
 };
 
 /// Sweep settings.
 struct SweepOptions {
   std::vector<int> freqs_mhz;  ///< Grid to sweep, MHz; sorted descending and deduplicated by Sweep.
-  int samples_per_step = 3;    ///< Samples needed at a frequency before the step ends (>= 1).
-  int max_energy_rises = 5;    ///< A key stops after its energy rose this many steps in a row.
+  /// Samples each active key needs at its frequency before the step ends; a sample is one
+  /// rank-iteration's mean over the key's computations (not one computation). Values < 1 are
+  /// taken as 1 by the Sweep constructor.
+  int samples_per_step = 3;
+  /// A key stops after its mean energy per computation rose this many steps in a row. Values < 1
+  /// are taken as 1 by the Sweep constructor.
+  int max_energy_rises = 5;
 };
 
 /// Lock-step frequency sweep from the highest frequency down. Every active key runs at the
@@ -37,8 +42,10 @@ class Sweep {
 
   /// Frequency the key runs at now, MHz (a stopped key runs at the grid's maximum).
   int freq_mhz(const SweepKey& key) const;
-  /// Adds one sample (mean time_s / energy_j of the key's computations in one rank-iteration
-  /// at freq_mhz). Returns true when it completed the step, i.e. the frequencies changed.
+  /// Adds one sample (mean time_s, s, / energy_j, J, of the key's computations in one
+  /// rank-iteration at freq_mhz, MHz). Returns true when it completed the step, i.e. the
+  /// frequencies changed. A sample of an unknown or stopped key, or at another frequency than
+  /// the key's current one, is ignored (false).
   bool add_sample(const SweepKey& key, int freq_mhz, double time_s, double energy_j);
   /// True when every key has stopped.
   bool done() const;
@@ -48,9 +55,9 @@ class Sweep {
   /// One profiled operating point (means over the samples).
   struct Row {
     SweepKey key;
-    int freq_mhz = 0;
-    double time_s = 0, energy_j = 0;
-    int samples = 0;
+    int freq_mhz = 0;                 ///< Clock, MHz.
+    double time_s = 0, energy_j = 0;  ///< Mean time (s) and energy (J) of one computation.
+    int samples = 0;                  ///< Samples averaged.
   };
   /// All points measured so far, key by key, frequency descending.
   std::vector<Row> rows() const;
