@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -442,6 +443,34 @@ struct Client::Impl {
     }
   }
 
+  // Runs one start-up request on a helper thread while this (the caller's) thread polls
+  // opt.startup_cancelled every 50 ms; when it asks to stop, the request is cut off
+  // (ServerConnection::cancel) and ClientError kCancelled is thrown. Polled only between
+  // requests, a server that accepted the connection but never answered held Ctrl-C up for
+  // request_timeout_s (session 23's trial).
+  template <typename Request>
+  CallResult cancellable(ServerConnection& conn, Request request) {
+    if (!opt.startup_cancelled) return request();
+    std::promise<CallResult> done;
+    std::future<CallResult> result = done.get_future();
+    std::thread worker = detail::start_signal_free_thread([&] {
+      try {
+        done.set_value(request());
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+    });
+    bool cancelled = false;
+    while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      // Again at each slice: a cancel before the request armed its deadline does nothing.
+      if (cancelled || (cancelled = opt.startup_cancelled())) conn.cancel();
+    }
+    worker.join();
+    if (cancelled)
+      throw ClientError(ClientErrc::kCancelled, fmt::format("rank {}: cancelled while waiting for the server", opt.ranks.rank));
+    return result.get();
+  }
+
   // Registers and fetches the first plan, waiting while the server is unreachable.
   void startup() {
     ServerConnection conn(opt.server_url, opt.token, opt.job_id, opt.ranks, opt.request_timeout_s);
@@ -457,14 +486,14 @@ struct Client::Impl {
       // Every request is cut off at the time left (but gets at least 10 ms).
       const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
       conn.set_timeout(std::max(0.01, std::min(opt.request_timeout_s, left)));
-      CallResult r = registered ? CallResult{} : conn.register_rank(supported_mhz);
+      CallResult r = registered ? CallResult{} : cancellable(conn, [&] { return conn.register_rank(supported_mhz); });
       if (r.ok()) {
         shape = conn.shape();
         job_microbatches.store(shape.microbatches);
         registered = true;
         st.registered = true;
         RankPlan p;
-        r = conn.fetch_plan(-1, &p);
+        r = cancellable(conn, [&] { return conn.fetch_plan(-1, &p); });
         if (r.status == CallStatus::kOk) {
           offer_plan(std::move(p));
           return;

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 
 #include "perseus/client.h"
@@ -187,6 +190,46 @@ TEST_F(Guards, StartupCancelledEndsCreateWhileTheServerIsDown) {
   cfg.startup_cancelled = [](void*) { return 0; };
   ASSERT_EQ(perseus_client_create(&cfg, &h), PERSEUS_OK) << perseus_last_error();
   perseus_client_destroy(h);
+}
+
+// A server that accepts the connection but never answers: a cancellation was seen only between
+// requests, so Ctrl-C waited out request_timeout_s (28 s of 30 in session 23's trial). Now the
+// request in flight is cut off. Event-based: the cancellation is asked once the connection is
+// queued on the silent listener; create() must return long before the 600 s request timeout.
+TEST_F(Guards, StartupCancelledCutsOffARequestInFlight) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);  // never accept(): the kernel completes the handshake, nobody answers
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  perseus_client_config cfg = c_config();
+  cfg.server_url = url.c_str();
+  cfg.request_timeout_s = 600;
+  cfg.startup_timeout_s = 600;
+  struct Poll {
+    int listener;
+    bool connected = false;
+  } poll_state{listener};
+  cfg.startup_cancelled = [](void* user) {
+    auto* st = static_cast<Poll*>(user);
+    pollfd p{st->listener, POLLIN, 0};
+    st->connected = st->connected || (::poll(&p, 1, 0) == 1 && (p.revents & POLLIN));  // a connection is queued
+    return st->connected ? 1 : 0;
+  };
+  cfg.startup_cancelled_user = &poll_state;
+  perseus_client* h = nullptr;
+  auto create = std::async(std::launch::async, [&] { return perseus_client_create(&cfg, &h); });
+  ASSERT_EQ(create.wait_for(std::chrono::seconds(300)), std::future_status::ready)
+      << "create() waited for the request timeout";
+  EXPECT_EQ(create.get(), PERSEUS_ERR_CANCELLED) << perseus_last_error();
+  EXPECT_TRUE(poll_state.connected);
+  EXPECT_EQ(h, nullptr);
+  ::close(listener);
 }
 
 // Row 3, late: the server was down at create(); when it answers 409 later, the next step says so.

@@ -122,8 +122,9 @@ typedef struct perseus_client_config {
                                           else "librocm_smi64.so". device_index is ROCm SMI's index. */
   /** Optional: while create() waits for an unreachable server (startup_timeout_s), it calls
    *  startup_cancelled(startup_cancelled_user) before each attempt and at least every 50 ms of
-   *  its back-off (not during a request, which request_timeout_s bounds); a nonzero return ends
-   *  create() at once with PERSEUS_ERR_CANCELLED and no client (Ctrl-C in a binding). NULL:
+   *  its back-off and of a request in flight (the request then runs on a helper thread and is
+   *  cut off); a nonzero return ends create() within about 50 ms with PERSEUS_ERR_CANCELLED and
+   *  no client (Ctrl-C in a binding). NULL:
    *  never cancelled. Called on the thread that called create(). */
   int (*startup_cancelled)(void* user);
   void* startup_cancelled_user;   /**< Passed to startup_cancelled. */
