@@ -172,7 +172,7 @@ std::vector<OperatingPoint> pareto_points(const std::vector<OperatingPoint>& poi
 
 /// The whole frontier, from the slowest sensible plan (every op at its slowest Pareto
 /// frequency) down to T_min (every critical op at its fastest), time strictly decreasing
-/// and energy strictly increasing. Plans are not stored in full: plan(i) replays the
+/// (the order of energy: see points()). Plans are not stored in full: plan(i) replays the
 /// graph-cut steps, so memory is O(ops + total frequency changes).
 class Frontier {
  public:

@@ -135,7 +135,8 @@ struct OptimizeResult {
 double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& allmax);
 
 /// Computes without writing anything: checks the options (InputError fields "sample",
-/// "threads", "unit_time_s" and those of load_problem()), assembles the problem
+/// "threads", "time_budget_s", "max_points", "max_lp_solves", "polish_s" and those of
+/// load_problem(); the planner refuses a bad unit_time_s), assembles the problem
 /// (load_problem(): schedule by name or CSV file, the profile fitted to it, with the
 /// approximations listed in summary.approximations), solves the frontier and evaluates the
 /// all-max baseline. `progress(stage, fraction)` is PlannerOptions::progress (on this thread).

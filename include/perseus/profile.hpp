@@ -54,8 +54,9 @@ class Profile {
   int max_freq_mhz() const;
   /// Adds one operating point (kept sorted by frequency, highest first). Does not check
   /// duplicates or the point's values: load_profile_csv() does. Throws InputError (field
-  /// "stage") for a stage outside 0..limits::kMaxProfileStages − 1 (a negative one indexed
-  /// out of bounds; a huge one allocated a table per stage up to it).
+  /// "stage") for a stage outside 0..limits::kMaxScheduleStageId, the largest stage id of a
+  /// schedule (a negative one indexed out of bounds; a huge one allocated a table per stage
+  /// up to it).
   void add(int stage, InstructionKind kind, const OperatingPoint& point);
   /// Where the profile came from (file path or a description), for messages.
   std::string source;

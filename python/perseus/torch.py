@@ -187,11 +187,13 @@ class PipelineRuntime:
         # The client's own copy of the plan it switched in (checked, clocks snapped): no network
         # call on the training thread. A second fetch over HTTP here crashed the step on a bad
         # answer and blocked it on a slow server (session 23's trial).
-        plan = self.client.plan()
-        if plan is None or plan["version"] == self._plan_version:
+        version = self.client.stats()["plan_version"]  # cheap; the plan is copied only when it changed
+        if version < 0 or version == self._plan_version:
             return
-        self.plan = plan
-        self._plan_version = plan["version"]
+        plan = self.client.plan()
+        if plan is not None:
+            self.plan = plan
+            self._plan_version = plan["version"]
 
     def planned_frequencies_mhz(self):
         """Planned SM clock (MHz) of each computation of a step, in order ([] before a plan)."""

@@ -432,6 +432,7 @@ character ValueError.)doc")
           [](PyClient& c) -> py::object {
             perseus_plan_info info{};
             info.struct_size = sizeof(info);
+            info.instruction_size = sizeof(perseus_plan_instruction);
             std::vector<perseus_plan_instruction> instrs;
             // Count, then copy; a plan switched in between grows the count: ask again.
             do {

@@ -316,11 +316,13 @@ perseus_status perseus_client_get_stats(perseus_client* h, perseus_client_stats*
 perseus_status perseus_client_get_plan(perseus_client* h, perseus_plan_info* info, perseus_plan_instruction* out,
                                        size_t capacity) {
   PERSEUS_CHECK_HANDLE("perseus_client_get_plan");
-  if (info == nullptr || info->struct_size < offsetof(perseus_plan_info, num_instructions) + sizeof(uint64_t) ||
-      info->struct_size > sizeof(perseus_plan_info) || (out == nullptr && capacity > 0)) {
+  // Version 1 of both structs is the whole of them: every field below is written unconditionally.
+  // A later version that appends fields must check struct_size / instruction_size per field.
+  if (info == nullptr || info->struct_size != sizeof(perseus_plan_info) || (out == nullptr && capacity > 0) ||
+      (capacity > 0 && info->instruction_size != sizeof(perseus_plan_instruction))) {
     return fail(PERSEUS_ERR_INVALID_ARGUMENT,
-                "perseus_client_get_plan: NULL info, bad info->struct_size (set it to sizeof(perseus_plan_info)) or "
-                "NULL out with capacity > 0");
+                "perseus_client_get_plan: NULL info, bad info->struct_size or info->instruction_size (set them to "
+                "sizeof(perseus_plan_info) and sizeof(perseus_plan_instruction)), or NULL out with capacity > 0");
   }
   return guarded("perseus_client_get_plan", [&] {
     const perseus::runtime::RankPlan plan = h->client->plan();

@@ -255,7 +255,8 @@ struct Client::Impl {
       ++st.plans_refused;
       st.last_plan_error = r.message;
       fmt::print(stderr, "perseus client: rank {}: WARNING: plan refused, {}: {}\n", opt.ranks.rank,
-                 plan ? "the previous plan stays in use" : "no plan in use yet (clocks untouched)", r.message);
+                 plan || latest ? "the previous plan stays in use" : "no plan in use yet (clocks untouched)",
+                 r.message);
     }
   }
 
@@ -461,9 +462,15 @@ struct Client::Impl {
       }
     });
     bool cancelled = false;
-    while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-      // Again at each slice: a cancel before the request armed its deadline does nothing.
-      if (cancelled || (cancelled = opt.startup_cancelled())) conn.cancel();
+    try {
+      while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+        // Again at each slice: a cancel before the request armed its deadline does nothing.
+        if (cancelled || (cancelled = opt.startup_cancelled())) conn.cancel();
+      }
+    } catch (...) {  // the hook threw: stop the request, join, pass the exception on
+      while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) conn.cancel();
+      worker.join();
+      throw;
     }
     worker.join();
     if (cancelled)
@@ -804,6 +811,7 @@ ClientStats Client::stats() const {
 }
 
 RankPlan Client::plan() const {
+  std::lock_guard lock(impl_->mu);  // on_step_begin() swaps it under mu: any thread may ask
   if (impl_->plan) return *impl_->plan;
   RankPlan none;
   none.version = -1;

@@ -253,8 +253,10 @@ int Profile::max_freq_mhz() const {
 }
 
 void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) {
-  if (stage < 0 || stage >= limits::kMaxProfileStages) {
-    throw InputError("stage", fmt::format("must be in [0, {}], got {}", limits::kMaxProfileStages - 1, stage));
+  // The largest stage id any schedule can hold (profile fitting adds one per schedule stage;
+  // a profile CSV is held to limits::kMaxProfileStages by its reader).
+  if (stage < 0 || stage > limits::kMaxScheduleStageId) {
+    throw InputError("stage", fmt::format("must be in [0, {}], got {}", limits::kMaxScheduleStageId, stage));
   }
   if (stage >= num_stages()) points_.resize(stage + 1, std::vector<std::vector<OperatingPoint>>(kNumInstructionKinds));
   auto& v = points_[stage][static_cast<int>(kind)];

@@ -97,7 +97,8 @@ bool parse_action(std::string_view field, const std::string& source, const Where
     k = InstructionKind::kBackwardInput;
   } else if (kind == "W") {
     k = InstructionKind::kBackwardWeight;
-  } else if (kind.size() == 2 && kind[1] == '-' && std::string_view("FBIW").find(kind[0]) != std::string_view::npos) {
+  } else if (kind.size() == 2 && kind[1] == '-' && !mb.empty() &&
+             std::string_view("FBIW").find(kind[0]) != std::string_view::npos) {
     fail(source, w.line, fmt::format("{}: {}: microbatch id must be an integer 0..{}, not negative", where,
                                      quote_input(field), kMaxMicrobatchId));
   } else {

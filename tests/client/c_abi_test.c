@@ -93,7 +93,9 @@ int main(int argc, char** argv) {
     CHECK(perseus_client_get_plan(c, &info, NULL, 1) == PERSEUS_ERR_INVALID_ARGUMENT); /* struct_size unset */
     info.struct_size = sizeof info;
     CHECK(perseus_client_get_plan(c, &info, NULL, 1) == PERSEUS_ERR_INVALID_ARGUMENT); /* NULL out, capacity 1 */
-    CHECK(perseus_client_get_plan(c, &info, NULL, 0) == PERSEUS_OK);
+    CHECK(perseus_client_get_plan(c, &info, NULL, 0) == PERSEUS_OK); /* the count needs no instruction_size */
+    CHECK(perseus_client_get_plan(c, &info, got, 1) == PERSEUS_ERR_INVALID_ARGUMENT); /* instruction_size unset */
+    info.instruction_size = sizeof got[0];
     CHECK(info.version >= 0 && info.num_instructions == 2);
     CHECK(perseus_client_get_plan(c, &info, got, 1) == PERSEUS_OK); /* only the first is copied */
     CHECK(got[0].kind == 0 && got[0].microbatch == 0 && got[0].freq_mhz > 0);

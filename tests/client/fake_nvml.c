@@ -35,6 +35,8 @@
  *   delay_ms FUNC MS          FUNC sleeps MS milliseconds before answering (logging "FUNC delayed MS
  *                             ms" when the sleep starts; other calls go on meanwhile, as NVML is
  *                             thread-safe)
+ *   block_until FUNC PATH     FUNC waits until the file PATH exists before answering (logging
+ *                             "FUNC blocked" when the wait starts): a test's event, not a time
  *   reset_fails_after_set on  nvmlDeviceResetGpuLockedClocks answers NVML_ERROR_UNKNOWN (999) in a
  *                             process that has locked a clock (the trainer), not in one that
  *                             only resets (the watchdog) */
@@ -102,6 +104,8 @@ static void record(const char* fmt, ...) {
   close(fd);
 }
 
+static char g_block_func[8][96], g_block_path[8][512]; /* scenario: block_until FUNC PATH */
+static int g_num_block = 0;
 static int g_reset_fails_after_set = 0; /* scenario: reset_fails_after_set on */
 static int g_has_set = 0;               /* this process called nvmlDeviceSetGpuLockedClocks */
 
@@ -206,6 +210,13 @@ static void load(void) {
       add_name_rule(g_missing, &g_num_missing, dev, 0);
     } else if (strcmp(key, "reset_fails_after_set") == 0) {
       g_reset_fails_after_set = strcmp(dev, "on") == 0;
+    } else if (strcmp(key, "block_until") == 0) {
+      char* v = strtok_r(NULL, " \t\r\n", &save);
+      if (v != NULL && g_num_block < 8) {
+        snprintf(g_block_func[g_num_block], sizeof g_block_func[0], "%s", dev);
+        snprintf(g_block_path[g_num_block], sizeof g_block_path[0], "%s", v);
+        ++g_num_block;
+      }
     } else if (strcmp(key, "delay_ms") == 0) {
       char* v = strtok_r(NULL, " \t\r\n", &save);
       add_name_rule(g_delay, &g_num_delay, dev, v != NULL ? atoi(v) : 0);
@@ -235,7 +246,14 @@ static int scripted(const char* func) {
   int rc = -1;
   if (find_rule(g_missing, g_num_missing, func) != NULL) rc = 13;
   else if (find_rule(g_not_supported, g_num_not_supported, func) != NULL) rc = 3;
+  char block_path[512] = "";
+  for (int k = 0; k < g_num_block; ++k)
+    if (strcmp(g_block_func[k], func) == 0) snprintf(block_path, sizeof block_path, "%s", g_block_path[k]);
   pthread_mutex_unlock(&g_mu);
+  if (block_path[0] != '\0') {
+    record("%s blocked", func);
+    while (access(block_path, F_OK) != 0) usleep(1000);
+  }
   if (delay_ms > 0) {
     record("%s delayed %d ms", func, delay_ms);
     usleep((useconds_t)delay_ms * 1000u);
@@ -258,18 +276,23 @@ static int device_call(nvmlDevice_t d, const char* func) {
 static unsigned device_index(nvmlDevice_t d) { return d != NULL ? d->index : 9999u; }
 
 static int num_devices(void) {
+  pthread_mutex_lock(&g_mu);
   load();
-  return g_num_devices;
+  const int n = g_num_devices;
+  pthread_mutex_unlock(&g_mu);
+  return n;
 }
 
 nvmlReturn_t nvmlInit_v2(void) {
   /* Every session re-reads the scenario (tests change it between clients of one process). */
+  pthread_mutex_lock(&g_mu);
   g_loaded = 0;
-  g_num_rules = g_num_not_supported = g_num_missing = g_num_delay = 0;
+  g_num_rules = g_num_not_supported = g_num_missing = g_num_delay = g_num_block = 0;
   g_reset_fails_after_set = 0;
   memset(g_reads, 0, sizeof g_reads);
   memset(g_lost_call, 0, sizeof g_lost_call);
   load();
+  pthread_mutex_unlock(&g_mu);
   record("nvmlInit_v2");
   return env_int("FAKE_NVML_INIT_RESULT", 0);
 }

@@ -76,12 +76,12 @@ TEST_F(FakeNvml, EnergyInJoulesAndPowerInWatts) {
 
 // A clock change in progress (on the controller thread) does not hold up the energy and power
 // reads of the training thread's hooks: NVML is thread-safe. A 100 ms clock change added up to
-// 58 ms to each hook (session 23's trial). Event-based: the read happens while the fake is inside
-// the set call (its log says so), and must return before that call does.
+// 58 ms to each hook (session 23's trial). Event-based: the fake's set call waits until the test
+// creates a file; the reads happen while it waits (its log says so) and must return first.
 TEST_F(FakeNvml, ReadsDoNotWaitForAClockChangeInProgress) {
-  const std::string scenario = dir_.file("scenario");
+  const std::string scenario = dir_.file("scenario"), release = dir_.file("release");
   {
-    std::ofstream(scenario) << "delay_ms nvmlDeviceSetGpuLockedClocks 3000\n";
+    std::ofstream(scenario) << "block_until nvmlDeviceSetGpuLockedClocks " << release << "\n";
   }
   ::setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
   auto gpu = make_nvml_gpu(0, FAKE_NVML_PATH);
@@ -90,14 +90,17 @@ TEST_F(FakeNvml, ReadsDoNotWaitForAClockChangeInProgress) {
     gpu->set_locked_clocks(1200);
     set_done = true;
   });
-  for (int i = 0; i < 60000 && !has(calls(), "nvmlDeviceSetGpuLockedClocks delayed"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const bool inside = has(calls(), "nvmlDeviceSetGpuLockedClocks delayed");
-  EXPECT_TRUE(inside);
+  while (!has(calls(), "nvmlDeviceSetGpuLockedClocks blocked")) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // With a lock shared with the clock change, these would wait for it forever (the release
+  // file comes only after them): the test would hang, and ctest's timeout fail it.
   EXPECT_TRUE(gpu->total_energy_j().has_value());
   EXPECT_TRUE(gpu->power_w().has_value());
-  EXPECT_FALSE(inside && set_done.load()) << "the reads waited for the clock change";
+  EXPECT_FALSE(set_done.load());
+  {
+    std::ofstream(release) << "go\n";
+  }
   setter.join();
+  EXPECT_TRUE(set_done.load());
   ::unsetenv("FAKE_NVML_SCENARIO");
 }
 

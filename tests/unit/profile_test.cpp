@@ -90,7 +90,7 @@ TEST(Profile, SkipsBlankLines) {
 TEST(Profile, AddRefusesAStageOutsideTheLimit) {
   Profile p;
   const OperatingPoint pt{1410, 0.01, 3.0};
-  for (const int bad : {-1, static_cast<int>(limits::kMaxProfileStages), std::numeric_limits<int>::max()}) {
+  for (const int bad : {-1, limits::kMaxScheduleStageId + 1, std::numeric_limits<int>::max()}) {
     try {
       p.add(bad, InstructionKind::kForward, pt);
       ADD_FAILURE() << "stage " << bad << " accepted";
@@ -99,8 +99,8 @@ TEST(Profile, AddRefusesAStageOutsideTheLimit) {
     }
   }
   EXPECT_EQ(p.num_stages(), 0);  // nothing half-added
-  p.add(static_cast<int>(limits::kMaxProfileStages) - 1, InstructionKind::kForward, pt);
-  EXPECT_EQ(p.num_stages(), limits::kMaxProfileStages);
+  p.add(limits::kMaxScheduleStageId, InstructionKind::kForward, pt);  // a fitted schedule's largest stage
+  EXPECT_EQ(p.num_stages(), limits::kMaxScheduleStageId + 1);
 }
 
 TEST(Profile, SortsFrequenciesDescending) {

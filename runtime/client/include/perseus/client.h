@@ -123,8 +123,9 @@ typedef struct perseus_client_config {
   /** Optional: while create() waits for an unreachable server (startup_timeout_s), it calls
    *  startup_cancelled(startup_cancelled_user) before each attempt and at least every 50 ms of
    *  its back-off and of a request in flight (the request then runs on a helper thread and is
-   *  cut off); a nonzero return ends create() within about 50 ms with PERSEUS_ERR_CANCELLED and
-   *  no client (Ctrl-C in a binding). NULL:
+   *  cut off; a connection attempt to a host that drops packets may still take up to
+   *  request_timeout_s); a nonzero return ends create() with PERSEUS_ERR_CANCELLED and no
+   *  client (Ctrl-C in a binding). NULL:
    *  never cancelled. Called on the thread that called create(). */
   int (*startup_cancelled)(void* user);
   void* startup_cancelled_user;   /**< Passed to startup_cancelled. */
@@ -150,7 +151,8 @@ typedef struct perseus_client_stats {
   int64_t reports_foreign_duplicates; /**< First posts the server already had (another process as this rank?). */
 } perseus_client_stats;
 
-/** One computation of the plan in use (see perseus_client_get_plan). */
+/** One computation of the plan in use (see perseus_client_get_plan). Fields are only appended
+ *  in later versions; perseus_plan_info.instruction_size tells the library the caller's size. */
 typedef struct perseus_plan_instruction {
   int32_t kind;             /**< 0 forward, 1 backward, 2 backward_input, 3 backward_weight. */
   int32_t stage;            /**< Pipeline stage. */
@@ -162,6 +164,8 @@ typedef struct perseus_plan_instruction {
 /** The plan in use, as the client validated it (see perseus_client_get_plan). */
 typedef struct perseus_plan_info {
   uint32_t struct_size;     /**< sizeof(perseus_plan_info); set by the caller. */
+  uint32_t instruction_size;/**< sizeof(perseus_plan_instruction); set by the caller: out[] is
+                                 written with this stride (needed only when capacity > 0). */
   int64_t version;          /**< Plan version, -1 = none yet. */
   double iteration_time_s;  /**< Its predicted iteration time, s (0 = unknown). */
   double energy_j;          /**< Its predicted energy of one iteration of the pipeline, J (0 = unknown). */
@@ -171,8 +175,10 @@ typedef struct perseus_plan_info {
 /** Fills *info with the plan in use (the one switched in at the last step begin, or the first
  *  plan before any step) and copies its first min(capacity, info->num_instructions)
  *  computations into out[] (out may be NULL when capacity is 0: ask for the count first). No
- *  network or driver call: the copy the client already checked. Errors: INVALID_ARGUMENT
- *  (NULL or bad info->struct_size, out NULL with capacity > 0). */
+ *  network or driver call: the copy the client already checked. Thread-safe (may be called
+ *  from a monitoring thread while the training thread runs the hooks). Errors:
+ *  INVALID_ARGUMENT (NULL or bad info->struct_size, out NULL with capacity > 0, or capacity
+ *  > 0 with a bad info->instruction_size). */
 perseus_status perseus_client_get_plan(perseus_client* client, perseus_plan_info* info, perseus_plan_instruction* out,
                                        size_t capacity);
 

@@ -59,7 +59,8 @@ struct ClientOptions {
   double startup_timeout_s = 10.0;
   /// Polled while create() waits for the server: before each attempt and at least every 50 ms
   /// of the back-off between attempts and of a request in flight (run on a helper thread, then
-  /// cut off). True ends create() with ClientError kCancelled (Ctrl-C in the Python binding).
+  /// cut off; a connection attempt to a host that drops packets may still take up to
+  /// request_timeout_s). True ends create() with ClientError kCancelled (Ctrl-C in the Python binding).
   /// Called on create()'s thread. Empty: never.
   std::function<bool()> startup_cancelled;
   double plan_poll_interval_s = 1.0;  ///< Background plan refresh period (also polled at every step end).
