@@ -9,7 +9,7 @@ status=0
 expect 2 "STAGES: expected an integer >= 1, got '0'" synth 0 5
 expect 2 "STAGES: expected a number, got 'a'" synth a b
 expect 2 "UNIT_S: expected a number, got 'abc'" synth 4 8 abc
-expect 2 "unit time must be in [1e-7, 10] s" synth 4 8 0
+expect 2 "unit_time_s must be in [1e-7, 10] s" synth 4 8 0
 expect 2 "no paper case a40 mb96 in DATA_DIR /nonexistent" case /nonexistent a40 96 0.001
 PERSEUS_BENCH_BUDGET_S=x expect 2 "PERSEUS_BENCH_BUDGET_S: expected a number" synth 4 8
 PERSEUS_BENCH_MIN_CUT_ENGINE=bogus expect 2 "PERSEUS_BENCH_MIN_CUT_ENGINE: expected warm, dinic, lemon, boost-bk or dynamic" synth 4 8

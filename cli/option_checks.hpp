@@ -127,7 +127,8 @@ inline std::string flag_for_field(const std::string& field) {
   static const std::pair<const char*, const char*> kFlags[] = {
       {"num_ranks", "--stages"},       {"p_block_w", "--p2p-power"},   {"tp_degree", "--tp"},
       {"out_dir", "--out"},            {"profile_path", "--profile"},  {"unit_time_s", "--unit-time"},
-      {"slowdowns", "--slowdown"},     {"zeus_format", "--format"},
+      {"slowdowns", "--slowdown"},     {"zeus_format", "--format"},    {"time_budget_s", "--time-budget"},
+      {"polish_time_s", "--polish"},
   };
   for (const auto& [name, flag] : kFlags)
     if (field == name) return flag;

@@ -22,42 +22,43 @@ using detail::pareto_filter;
 using detail::RunningFront;
 
 const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
-  // Bounds keep every sum finite and the tables small (documented in PlannerOptions).
+  // Bounds keep every sum finite and the tables small (documented in PlannerOptions). Each
+  // error names its PlannerOptions field, which the front ends phrase as their option.
   if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
-    throw InputError(fmt::format("unit time must be in [1e-7, 10] s, got {}", opt.unit_time_s));
+    throw InputError("unit_time_s", fmt::format("must be in [1e-7, 10] s, got {}", opt.unit_time_s));
   }
   if (!(opt.p_block_w >= 0 && opt.p_block_w <= kMaxBlockingPowerW)) {
-    throw InputError(fmt::format("P2P blocking power must be in [0, {:g}] W, got {}", kMaxBlockingPowerW, opt.p_block_w));
+    throw InputError("p_block_w", fmt::format("must be in [0, {:g}] W, got {}", kMaxBlockingPowerW, opt.p_block_w));
   }
   if (opt.mode != PlannerMode::kGraphCut && opt.mode != PlannerMode::kCertified) {
-    throw InputError(fmt::format("planner mode {} is not a known mode", static_cast<int>(opt.mode)));
+    throw InputError("mode", fmt::format("{} is not a known planner mode", static_cast<int>(opt.mode)));
   }
   if (!parse_min_cut_engine(to_string(opt.min_cut_engine))) {
-    throw InputError(fmt::format("min-cut engine {} is not a known engine", static_cast<int>(opt.min_cut_engine)));
+    throw InputError("min_cut_engine", fmt::format("{} is not a known engine", static_cast<int>(opt.min_cut_engine)));
   }
   if (!parse_bound_method(to_string(opt.bound_method))) {
-    throw InputError(fmt::format("bound method {} is not a known method", static_cast<int>(opt.bound_method)));
+    throw InputError("bound_method", fmt::format("{} is not a known method", static_cast<int>(opt.bound_method)));
   }
   if (opt.max_lp_solves < 1 || opt.max_lp_solves > 100000) {
-    throw InputError(fmt::format("max LP solves must be in [1, 100000], got {}", opt.max_lp_solves));
+    throw InputError("max_lp_solves", fmt::format("must be in [1, 100000], got {}", opt.max_lp_solves));
   }
   if (opt.local_search_moves < 0 || opt.local_search_moves > 1'000'000) {
-    throw InputError(fmt::format("local search moves must be in [0, 1000000], got {}", opt.local_search_moves));
+    throw InputError("local_search_moves", fmt::format("must be in [0, 1000000], got {}", opt.local_search_moves));
   }
   if (!(opt.refine_gap_pct >= 0)) {
-    throw InputError(fmt::format("refine gap must be >= 0 %, got {}", opt.refine_gap_pct));
+    throw InputError("refine_gap_pct", fmt::format("must be >= 0 %, got {}", opt.refine_gap_pct));
   }
   if (std::isnan(opt.time_budget_s) || opt.time_budget_s > 1e9) {
-    throw InputError(fmt::format("time budget must be in [0, 1e9] s (< 0: none), got {}", opt.time_budget_s));
+    throw InputError("time_budget_s", fmt::format("must be in [0, 1e9] s (< 0: none), got {}", opt.time_budget_s));
   }
   if (!(opt.polish_time_s >= 0 && opt.polish_time_s <= 86400)) {
-    throw InputError(fmt::format("polish time must be in [0, 86400] s, got {}", opt.polish_time_s));
+    throw InputError("polish_time_s", fmt::format("must be in [0, 86400] s, got {}", opt.polish_time_s));
   }
   if (opt.max_points < 0 || opt.max_points > 1'000'000'000) {
-    throw InputError(fmt::format("max points must be in [1, 1e9] (0: none), got {}", opt.max_points));
+    throw InputError("max_points", fmt::format("must be in [1, 1e9] (0: none), got {}", opt.max_points));
   }
   if (opt.threads < 1 || opt.threads > 1024) {
-    throw InputError(fmt::format("planner threads must be in [1, 1024], got {}", opt.threads));
+    throw InputError("threads", fmt::format("must be in [1, 1024], got {}", opt.threads));
   }
   return opt;
 }

@@ -167,6 +167,21 @@ TEST(FrontierErrors, BadOptionsAndMissingRows) {
   EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = 1, .unit_time_s = 0}), InputError);
   EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = 1e308}), InputError);   // would overflow sums
   EXPECT_THROW(solve_frontier(dag2, p, {.p_block_w = 1, .unit_time_s = 1e-9}), InputError);  // huge tables
+  // Each option error names its PlannerOptions field, for the front ends to phrase (it was free
+  // text: "unit time must be ...", which a Python caller had to map to a keyword by hand).
+  const auto field_of = [&](const PlannerOptions& o) {
+    try {
+      solve_frontier(dag2, p, o);
+    } catch (const InputError& e) {
+      return e.field();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(field_of({.p_block_w = -1}), "p_block_w");
+  EXPECT_EQ(field_of({.p_block_w = 1, .unit_time_s = 0}), "unit_time_s");
+  EXPECT_EQ(field_of({.p_block_w = 1, .max_lp_solves = 0}), "max_lp_solves");
+  EXPECT_EQ(field_of({.p_block_w = 1, .threads = 0}), "threads");
+  EXPECT_EQ(field_of({.p_block_w = 1, .time_budget_s = std::nan("")}), "time_budget_s");
 }
 
 class OptimizeJob : public ::testing::Test {
