@@ -128,6 +128,10 @@ struct OptimizeResult {
   OptimizeSummary summary;  ///< plans_written is 0 until write_optimize_folder().
 };
 
+/// OptimizeConfig::threads as the job uses it: 0 becomes one thread per hardware thread (at
+/// least 1); any other value is returned as given (optimize() checks the range 0..1024).
+int resolved_threads(int threads);
+
 /// Saving at the all-max iteration time, %: the lowest-energy frontier plan with T <= the
 /// all-max plan's time (J) against the all-max plan's energy (J); 0 when that energy is 0.
 /// summary.json's saving_at_allmax_time_pct (issue 17; Perseus §6.2's intrinsic saving when

@@ -11,6 +11,7 @@
 
 #ifdef PERSEUS_PY_HAVE_CLIENT
 #include "perseus/client.h"
+#include "perseus/profile.hpp"                 // to_string(InstructionKind)
 #include "perseus/runtime/client.hpp"         // kMaxBufferedReports, kMaxClientDurationS
 #include "perseus/runtime/simulated_gpu.hpp"  // kMaxSimTimeScale
 #endif
@@ -442,12 +443,13 @@ character ValueError.)doc")
               });
             } while (info.num_instructions > instrs.size());
             if (info.version < 0) return py::none();
-            static constexpr const char* kNames[] = {"forward", "backward", "backward_input", "backward_weight"};
             py::list list;
             for (std::size_t k = 0; k < static_cast<std::size_t>(info.num_instructions); ++k) {
               const perseus_plan_instruction& i = instrs[k];
               py::dict d;
-              d["instruction"] = i.kind >= 0 && i.kind < 4 ? kNames[i.kind] : "unknown";
+              d["instruction"] = i.kind >= 0 && i.kind < kNumInstructionKinds
+                                     ? std::string(to_string(static_cast<InstructionKind>(i.kind)))
+                                     : std::string("unknown");
               d["stage"] = i.stage;
               d["microbatch"] = i.microbatch;
               d["freq_mhz"] = i.freq_mhz;

@@ -426,7 +426,7 @@ Raises perseus.InputError on an unknown name or sizes < 1.)doc");
         {
           GilRelease release;
           // `indices` is sorted and distinct: each call fills its own slot, so threads need no lock.
-          const int plan_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+          const int plan_threads = resolved_threads(threads);  // as optimize() resolved it for the solve
           front.for_each_plan(
               indices,
               [&](std::size_t i, const FrequencyPlan& p) {

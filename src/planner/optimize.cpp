@@ -21,6 +21,10 @@ namespace perseus {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+int resolved_threads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& allmax) {
   const double e = allmax.total_energy_j();
   const auto& pts = frontier.points();
@@ -57,10 +61,6 @@ void check_options(const OptimizeConfig& cfg) {
   }
 }
 
-/// OptimizeConfig::threads with 0 resolved to one per hardware thread.
-int resolved_threads(int threads) {
-  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 std::string frontier_csv_text(const std::vector<FrontierPoint>& pts) {
   std::string csv = "plan,time_s,energy_j,lower_bound_j\n";
