@@ -10,7 +10,6 @@
 #include <string_view>
 
 #include <pybind11/pybind11.h>
-#include <unistd.h>
 
 namespace perseus::python {
 
@@ -32,18 +31,39 @@ inline unsigned long& main_thread_ident() {
   return ident;
 }
 
-/// Releases the GIL for a scope, as py::gil_scoped_release does, except for a daemon thread
-/// still inside perseus when the interpreter shuts down: CPython 3.11 ends such a thread when it
-/// takes the GIL back, by pthread_exit, whose forced unwinding through C++ frames called
-/// std::terminate (gil_scoped_release's destructor is noexcept) or released Python objects
-/// without the GIL: the process aborted at exit. Here the thread waits instead, until the
-/// process exits (as CPython itself does from 3.14, PyThread_hang_thread).
+/// The exit gate. At exit CPython ends a daemon thread that waits for the GIL (in
+/// PyEval_RestoreThread or PyGILState_Ensure) by pthread_exit once finalizing has begun, even
+/// before it gets the GIL (3.11: its timed wait checks every switch interval). In a thread coming
+/// back from perseus that unwinding crossed C++ frames which cannot stop it: from
+/// GilRelease's destructor std::terminate ("terminate called without an active exception",
+/// session 23's CI), through the client's C ABI "FATAL: exception not rethrown"; the process
+/// aborted at exit. Checking Py_IsFinalizing() first leaves a race: the thread checks, then
+/// waits for the GIL while the main thread holds it through the step that sets the flag.
+///
+/// So the GIL is taken back only through the gate: close_exit_gate(), an atexit callback (atexit
+/// callbacks run before finalizing begins), closes it and waits, without the GIL, for the
+/// threads already past it to get the GIL; any later thread is refused. The main thread always
+/// passes: it is the one that finalizes, and CPython never ends it.
+
+/// Runs `take` (which takes the GIL) unless the gate is closed; returns whether it ran. On the
+/// main thread it always runs.
+bool take_gil_before_exit(const std::function<void()>& take);
+
+/// Closes the gate (registered with atexit when the module loads; the GIL held on entry and exit).
+void close_exit_gate();
+
+/// Blocks the calling thread until the process exits (a refused thread's end: CPython 3.14 does
+/// the same, PyThread_hang_thread).
+[[noreturn]] void hang_until_exit();
+
+/// Releases the GIL for a scope, as py::gil_scoped_release does, but takes it back through the
+/// exit gate: a daemon thread still inside perseus when the interpreter exits hangs until the
+/// process ends instead of aborting it.
 class GilRelease {
  public:
   GilRelease() : state_(PyEval_SaveThread()) {}
   ~GilRelease() {
-    while (interpreter_finalizing() && PyThread_get_thread_ident() != main_thread_ident()) ::pause();
-    PyEval_RestoreThread(state_);
+    if (!take_gil_before_exit([this] { PyEval_RestoreThread(state_); })) hang_until_exit();
   }
   GilRelease(const GilRelease&) = delete;
   GilRelease& operator=(const GilRelease&) = delete;
@@ -107,16 +127,16 @@ struct Real {
 /// handlers; one that raises (KeyboardInterrupt) sets `interrupted` and the hook says true from
 /// then on (latched: the polish stage polls again and ran to the end of its budget when a later
 /// poll said false). The caller catches PlanningCancelled and, when `interrupted`, re-raises the
-/// handler's exception with the GIL held (py::error_already_set). At interpreter exit it says
-/// true without taking the GIL (a daemon thread: GilRelease).
+/// handler's exception with the GIL held (py::error_already_set). Once the exit gate is closed it
+/// says true without taking the GIL (a daemon thread: GilRelease).
 inline std::function<bool()> python_signal_poll(bool& interrupted) {
   return [&interrupted, last = std::chrono::steady_clock::now()]() mutable {
     if (interrupted) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now - last < std::chrono::milliseconds(50)) return false;
     last = now;
-    if (interpreter_finalizing()) return true;
-    py::gil_scoped_acquire acquire;
+    std::optional<py::gil_scoped_acquire> gil;
+    if (!take_gil_before_exit([&] { gil.emplace(); })) return true;  // exiting: the solve ends
     interrupted = PyErr_CheckSignals() != 0;
     return interrupted;
   };

@@ -114,8 +114,9 @@ namespace {
 /// writer blocks in open()): its Python handler runs now, and KeyboardInterrupt (or what the
 /// handler raises) ends the read instead of a retry. The GIL is released around those reads.
 void raise_pending_python_signal() {
-  if (perseus::python::interpreter_finalizing()) throw perseus::InputError("the Python interpreter is exiting");
-  const pybind11::gil_scoped_acquire gil;
+  std::optional<pybind11::gil_scoped_acquire> gil;
+  if (!perseus::python::take_gil_before_exit([&] { gil.emplace(); }))
+    throw perseus::InputError("the Python interpreter is exiting");
   if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
 }
 }  // namespace
@@ -125,6 +126,8 @@ PYBIND11_MODULE(_perseus, m) {
   m.attr("__version__") = PERSEUS_VERSION;
   perseus::python::main_thread_ident() =
       pybind11::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  // Before finalizing begins, no thread of ours may still wait for the GIL (bindings.hpp).
+  pybind11::module_::import("atexit").attr("register")(pybind11::cpp_function(&perseus::python::close_exit_gate));
   perseus::set_input_interrupt_hook(&raise_pending_python_signal);
   perseus::python::bind_errors(m);
   perseus::python::bind_planner(m);

@@ -992,6 +992,52 @@ class InterpreterSafetyTest(unittest.TestCase):
             rc, out = self.run_child(code, GPT3_PROFILE)
             self.assertEqual(rc, 0, out)
 
+    # The exit race (session 23's CI): a daemon thread coming back from perseus waited for the GIL
+    # while the main thread held it into finalizing; CPython 3.11 then ended the waiting thread by
+    # pthread_exit, and the unwinding aborted the process. Each case below holds the GIL from its
+    # last atexit callback (sum(), called straight from C, never gives it up) into finalizing, and
+    # makes the final collection slow (3 million lists), so that the ended thread would reach the
+    # abort first. Without the exit gate (python/src/bindings.hpp) both aborted 5 times in 5.
+    EXIT_RACE_PROLOGUE = ("import atexit\n"
+                          "atexit.register(sum, range(10**8))  # registered first, run last\n")
+    EXIT_RACE_EPILOGUE = ("junk = [[] for _ in range(3 * 10**6)]\n"
+                          "print('main exits', flush=True)\n")
+
+    def test_a_thread_returning_from_perseus_while_the_interpreter_exits_does_not_abort_it(self):
+        # Was "terminate called without an active exception" (GilRelease's destructor). The daemon
+        # thread is inside load_profile() of a FIFO (the writer's open() returns once it opened
+        # the FIFO); closing the writer, the first callback at exit, lets it finish and want the
+        # GIL back while the main thread holds it.
+        code = (self.EXIT_RACE_PROLOGUE +
+                "import os, perseus, sys, tempfile, threading\n"
+                "fifo = os.path.join(tempfile.mkdtemp(), 'profile.csv')\n"
+                "os.mkfifo(fifo)\n"
+                "text = open(sys.argv[1], 'rb').read()\n"
+                "threading.Thread(target=lambda: perseus.load_profile(fifo), daemon=True).start()\n"
+                "w = open(fifo, 'wb')\n"
+                "w.write(text)\n"
+                "w.flush()\n"
+                "atexit.register(w.close)\n" + self.EXIT_RACE_EPILOGUE)
+        rc, out = self.run_child(code, GPT3_PROFILE)
+        self.assertEqual(rc, 0, out)
+
+    @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
+    def test_a_client_waiting_for_the_server_while_the_interpreter_exits_does_not_abort_it(self):
+        # Was "FATAL: exception not rethrown" (the client's C ABI). The daemon thread is inside
+        # Client(): its connection was accepted and its start-up request is never answered; its
+        # Ctrl-C poll wants the GIL every 50 ms.
+        code = (self.EXIT_RACE_PROLOGUE +
+                "import perseus, socket, threading\n"
+                "srv = socket.socket()\n"
+                "srv.bind(('127.0.0.1', 0))\n"
+                "srv.listen()\n"
+                "url = 'http://127.0.0.1:%d' % srv.getsockname()[1]\n"
+                "threading.Thread(target=lambda: perseus.Client(url, 'job', rank=0, backend='dry-run', "
+                "startup_timeout_s=1e5, request_timeout_s=1e4), daemon=True).start()\n"
+                "conn, _ = srv.accept()\n" + self.EXIT_RACE_EPILOGUE)
+        rc, out = self.run_child(code)
+        self.assertEqual(rc, 0, out)
+
     @unittest.skipUnless(perseus.HAVE_RENDER, "the C++ library has no perseus/render.hpp")
     def test_render_arguments_that_crashed_are_refused_or_read_safely(self):
         # None as the profile was dereferenced (segfault); a dict subclass whose __getitem__
