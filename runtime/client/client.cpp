@@ -638,7 +638,14 @@ std::unique_ptr<Client> Client::create(ClientOptions options, std::shared_ptr<Gp
       fmt::print(stderr, "perseus client: WARNING: {}; clocks will stay locked if this process is killed\n", error);
     }
   }
-  if (impl->opt.handle_signals) detail::guard_controller(impl->controller.get());
+  if (impl->opt.handle_signals) {
+    // A reset done on SIGTERM/SIGINT is a cleanup: the watchdog stands down and the lock record
+    // is emptied, as at close(). close() unguards first, so the two never run at once.
+    detail::guard_controller(impl->controller.get(), [im = impl.get()] {
+      im->watchdog.disarm();
+      im->lock_record.release();
+    });
+  }
   std::unique_ptr<Client> client(new Client(std::move(impl)));
   Impl& im = *client->impl_;
   im.startup();  // throws ClientError on permanent errors; ~Client cleans up

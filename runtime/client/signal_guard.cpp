@@ -5,8 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <functional>
+#include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -16,7 +17,7 @@ namespace perseus::runtime::detail {
 namespace {
 
 std::mutex g_mutex;
-std::set<FrequencyController*> g_controllers;
+std::map<FrequencyController*, std::function<void()>> g_controllers;  // -> after_reset
 int g_pipe[2] = {-1, -1};
 struct sigaction g_prev_term {};
 struct sigaction g_prev_int {};
@@ -52,7 +53,8 @@ void reset_thread() {
     if (n <= 0) continue;
     {
       std::lock_guard lock(g_mutex);
-      for (FrequencyController* c : g_controllers) c->stop(true);
+      for (const auto& [c, after_reset] : g_controllers)
+        if (c->stop(true) && after_reset) after_reset();
     }
     ::signal(s, SIG_DFL);
     ::kill(::getpid(), s);  // to the process: this thread blocks it (start_signal_free_thread)
@@ -79,10 +81,10 @@ void install_locked() {
 
 }  // namespace
 
-void guard_controller(FrequencyController* controller) {
+void guard_controller(FrequencyController* controller, std::function<void()> after_reset) {
   std::lock_guard lock(g_mutex);
   install_locked();
-  g_controllers.insert(controller);
+  g_controllers[controller] = std::move(after_reset);
 }
 
 void unguard_controller(FrequencyController* controller) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <csignal>
+#include <functional>
 #include <thread>
 #include <utility>
 
@@ -18,8 +19,11 @@ namespace detail {
 /// default disposition and re-raises the signal, so the process still dies by it. When the
 /// application had its own handler (e.g. Python's KeyboardInterrupt), that handler is
 /// called instead and the normal close() path / the watchdog reset the clocks.
-void guard_controller(FrequencyController* controller);
-/// Removes it (call before destroying the controller).
+/// `after_reset` (may be empty) runs on the helper thread, under the guard's lock, once
+/// `controller`'s reset succeeded: the client disarms its watchdog there, which otherwise reset
+/// the clocks a second time and said the trainer "exited without cleanup" (session 23's note).
+void guard_controller(FrequencyController* controller, std::function<void()> after_reset = {});
+/// Removes it (call before destroying the controller); waits for a running after_reset.
 void unguard_controller(FrequencyController* controller);
 
 /// Starts fn on a new thread with every asynchronous signal blocked (a thread inherits its

@@ -74,6 +74,16 @@ class Watchdog : public ::testing::Test {
     return trainer;
   }
   std::string state_dir() const { return dir_.file("state"); }
+  /// True while a watchdog process started for `trainer` lives (its command line holds
+  /// "--parent PID"; an exited one, even a zombie, has none).
+  static bool watchdog_running(pid_t trainer) {
+    const std::string parent = std::string("--parent") + '\0' + std::to_string(trainer) + '\0';
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string cmdline = read_file(e.path().string() + "/cmdline");
+      if (cmdline.find("watchdog") != std::string::npos && cmdline.find(parent) != std::string::npos) return true;
+    }
+    return false;
+  }
   TempDir dir_;
   StubServer server_;
 };
@@ -120,13 +130,22 @@ TEST_F(Watchdog, NormalExitResetsInProcessAndDisarmsTheWatchdog) {
   EXPECT_EQ(server_.measurements(0).size(), 2u);
 }
 
+// Session 24: the trainer's own reset on SIGTERM is a cleanup. The watchdog also reset the
+// clocks after it (a second driver session) and printed "exited without cleanup"; now the reset
+// disarms it, as close() does.
 TEST_F(Watchdog, SigtermResetsClocksAndTheTrainerStillDiesBySigterm) {
   const pid_t trainer = start_trainer(true);
   ASSERT_TRUE(wait_for([&] { return ready(); }, 20)) << output();
+  ASSERT_TRUE(watchdog_running(trainer)) << output();
   ASSERT_EQ(::kill(trainer, SIGTERM), 0);
   const int status = wait_exit(trainer);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
   ASSERT_TRUE(wait_for([&] { return resetters().count(trainer) == 1; }, 10)) << read_file(log());
+  ASSERT_TRUE(wait_for([&] { return !watchdog_running(trainer); }, 30)) << output();
+  EXPECT_EQ(resetters(), (std::set<long>{trainer})) << read_file(log());
+  EXPECT_EQ(output().find("without cleanup"), std::string::npos) << output();
+  for (const auto& f : std::filesystem::directory_iterator(dir_.file("locks")))
+    EXPECT_EQ(read_file(f.path().string()), "") << f.path();  // released: the next client finds nothing stale
 }
 
 // Code review (session 14): when the client's final reset failed at close, it was only logged;
