@@ -199,7 +199,9 @@ class Frontier {
   /// is the lowest of all that meet it, since that quantity rises along points(). This is the
   /// Perseus straggler rule (§3.2) with the GPUs blocking at P_block until the deadline; its
   /// own energy_j need not be the lowest with kCertified (see points()). The fastest point
-  /// (last) if none meets the deadline; 0 on an empty frontier.
+  /// (last) if none meets the deadline; 0 on an empty frontier. The same index as the general
+  /// rule perseus::lowest_energy_within() (perseus/plan.hpp) over points(), found in O(index)
+  /// (test `FrontierProperties.MonotoneConsistentAndRespectsDag`).
   std::size_t lowest_energy_within(double deadline_s) const;
   /// Certified lower bound (J) on the energy of any plan with iteration time <= deadline_s:
   /// the best of the LP tangents LB(τ_k) + g_k (deadline − τ_k) and LB(τ_k) for τ_k >= deadline,

@@ -16,6 +16,20 @@ struct TimeEnergy {
   double energy_j = 0;  ///< Iteration energy E, J.
 };
 
+/// Energy (J) one pipeline draws until deadline_s (s) running a plan of `p.time_s`: the plan's
+/// energy, then blocking at pipe_block_w (P_block × the pipeline's ranks, W) until the deadline,
+/// E + pipe_block_w × max(0, deadline_s − T).
+double energy_until(const TimeEnergy& p, double pipe_block_w, double deadline_s);
+
+/// The Perseus straggler rule (SOSP'24 §3.2) over any set of plans: the index of the point with
+/// T <= deadline_s (relative tolerance 1e-9, for rounding) that draws the least energy until the
+/// deadline (energy_until()); ties go to the faster point, then to the lower index. When none
+/// meets the deadline, the fastest point (the lowest energy among the fastest). The one rule of
+/// the server's straggler switch, the emulation and the baselines; Frontier::lowest_energy_within()
+/// gives the same index on a frontier's points, in O(index). Throws std::invalid_argument when
+/// `points` is empty.
+std::size_t lowest_energy_within(std::span<const TimeEnergy> points, double pipe_block_w, double deadline_s);
+
 /// A frequency plan: the GPU SM frequency of every computation of one iteration, with the
 /// time and energy it has according to the profile.
 /// Energy accounting (one GPU per rank, one pipeline; Perseus SOSP'24 §3.1, Eq. for E):

@@ -14,8 +14,6 @@ namespace perseus {
 
 namespace {
 
-constexpr double kDeadlineTolerance = 1e-9;  // relative, for T <= deadline
-
 // (stage, kind) pairs used by the DAG, in a fixed order.
 std::vector<std::pair<int, InstructionKind>> used_kinds(const Dag& dag) {
   std::set<std::pair<int, int>> seen;
@@ -88,25 +86,15 @@ std::vector<int> common_frequencies(const Dag& dag, const Profile& profile) {
 }
 
 double energy_at_deadline(const FrequencyPlan& plan, int num_ranks, double p_block_w, double deadline_s) {
-  return plan.total_energy_j() + p_block_w * num_ranks * std::max(0.0, deadline_s - plan.timeline.time_s);
+  return energy_until({plan.timeline.time_s, plan.total_energy_j()}, p_block_w * num_ranks, deadline_s);
 }
 
 std::size_t lowest_energy_within(const std::vector<FrequencyPlan>& plans, int num_ranks, double p_block_w,
                                  double deadline_s) {
-  if (plans.empty()) throw std::invalid_argument("lowest_energy_within: no plans");
-  std::size_t best = plans.size(), fastest = 0;
-  double best_e = std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    const double t = plans[i].timeline.time_s;
-    if (t < plans[fastest].timeline.time_s) fastest = i;
-    if (t > deadline_s * (1 + kDeadlineTolerance)) continue;
-    const double e = energy_at_deadline(plans[i], num_ranks, p_block_w, deadline_s);
-    if (e < best_e) {
-      best_e = e;
-      best = i;
-    }
-  }
-  return best == plans.size() ? fastest : best;
+  std::vector<TimeEnergy> points;
+  points.reserve(plans.size());
+  for (const FrequencyPlan& p : plans) points.push_back({p.timeline.time_s, p.total_energy_j()});
+  return perseus::lowest_energy_within(points, p_block_w * num_ranks, deadline_s);
 }
 
 std::size_t lowest_energy(const std::vector<FrequencyPlan>& plans) {

@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kDeadlineTolerance = 1e-9;  // relative, as lowest_energy_within() in baselines
 constexpr const char* kOnePipelineWhy =
     "one pipeline is the straggler and the others adapt to it; for one pipeline use perseus optimize";
 
@@ -39,22 +38,6 @@ void require_1f1b_kinds(const Profile& profile) {
           profile.source, s));
     }
   }
-}
-
-// Lowest energy when waiting until deadline_s among points with T <= deadline_s; fastest if none.
-std::size_t choose_point(const std::vector<PlanPoint>& points, int ranks, double p_block_w, double deadline_s) {
-  std::size_t best = points.size(), fastest = 0;
-  double best_e = std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    if (points[i].time_s < points[fastest].time_s) fastest = i;
-    if (points[i].time_s > deadline_s * (1 + kDeadlineTolerance)) continue;
-    const double e = points[i].energy_j + p_block_w * ranks * std::max(0.0, deadline_s - points[i].time_s);
-    if (e < best_e) {
-      best_e = e;
-      best = i;
-    }
-  }
-  return best == points.size() ? fastest : best;
 }
 
 double pct_saving(double reference, double value) { return reference > 0 ? 100.0 * (reference - value) / reference : 0.0; }
@@ -134,7 +117,7 @@ std::vector<EmulationRow> emulate_stragglers(const std::vector<MethodPlans>& met
     std::size_t chosen = m.intrinsic;
     if (m.adapts) {
       chosen = m.use_frontier_rule ? m.frontier->lowest_energy_within(deadline)
-                                   : choose_point(m.points, ranks, shape.p_block_w, deadline);
+                                   : lowest_energy_within(m.points, shape.p_block_w * ranks, deadline);
     }
     const PlanPoint& pc = m.points[chosen];
     r.straggler_time_s = x * deadline;

@@ -63,4 +63,27 @@ FrequencyPlan all_max_plan(const Dag& dag, const Profile& profile, double p_bloc
   return evaluate_plan(dag, profile, std::move(freq), p_block_w);
 }
 
+double energy_until(const TimeEnergy& p, double pipe_block_w, double deadline_s) {
+  return p.energy_j + pipe_block_w * std::max(0.0, deadline_s - p.time_s);
+}
+
+std::size_t lowest_energy_within(std::span<const TimeEnergy> points, double pipe_block_w, double deadline_s) {
+  if (points.empty()) throw std::invalid_argument("lowest_energy_within: no plans");
+  constexpr double kDeadlineTolerance = 1e-9;  // relative: a plan planned for T' meets T'
+  std::size_t best = points.size(), fastest = 0;
+  double best_e = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const TimeEnergy& p = points[i];
+    const TimeEnergy& f = points[fastest];
+    if (p.time_s < f.time_s || (p.time_s == f.time_s && p.energy_j < f.energy_j)) fastest = i;
+    if (!(p.time_s <= deadline_s * (1 + kDeadlineTolerance))) continue;
+    const double e = energy_until(p, pipe_block_w, deadline_s);
+    if (best == points.size() || e < best_e || (e == best_e && p.time_s < points[best].time_s)) {
+      best = i;
+      best_e = e;
+    }
+  }
+  return best == points.size() ? fastest : best;
+}
+
 }  // namespace perseus

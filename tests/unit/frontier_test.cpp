@@ -152,6 +152,34 @@ TEST_P(FrontierProperties, MonotoneConsistentAndRespectsDag) {
   });
   EXPECT_EQ(f.lowest_energy_within(1e9), 0u);
   EXPECT_EQ(f.lowest_energy_within(0), f.size() - 1);
+  // The frontier's O(index) rule picks what the general straggler rule (the server's, the
+  // emulation's) picks over its points: at every point's time, between points, beyond them.
+  std::vector<TimeEnergy> te;
+  for (const FrontierPoint& q : f.points()) te.push_back({q.time_s, q.energy_j});
+  const double pipe_w = 83.64 * dag.num_ranks();
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const double t = f.points()[i].time_s;
+    const double below = i + 1 < f.size() ? 0.5 * (t + f.points()[i + 1].time_s) : 0.5 * t;
+    for (double d : {t, below, 2 * f.points()[0].time_s})
+      EXPECT_EQ(f.lowest_energy_within(d), lowest_energy_within(te, pipe_w, d)) << "deadline " << d;
+  }
+}
+
+TEST(StragglerRule, LeastEnergyUntilTheDeadlineAmongPlansThatMeetIt) {
+  // (T s, E J), blocking 10 W until the deadline.
+  const std::vector<TimeEnergy> pts = {{2.0, 100}, {1.0, 115}, {1.5, 104}, {1.0, 112}, {3.0, 95}};
+  EXPECT_DOUBLE_EQ(energy_until(pts[0], 10, 2.5), 105);
+  EXPECT_DOUBLE_EQ(energy_until(pts[0], 10, 1.0), 100);  // no negative blocking
+  EXPECT_EQ(lowest_energy_within(pts, 10, 3.0), 4u);        // 95 J
+  EXPECT_EQ(lowest_energy_within(pts, 10, 2.0), 0u);        // 100 J vs 109 / 122 J
+  EXPECT_EQ(lowest_energy_within(pts, 10, 1.5), 2u);        // 104 J vs 117 J
+  EXPECT_EQ(lowest_energy_within(pts, 10, 1.5 * (1 - 1e-12)), 2u);  // rounding below a plan's T
+  EXPECT_EQ(lowest_energy_within(pts, 10, 1.2), 3u);        // 114 J vs 117 J
+  EXPECT_EQ(lowest_energy_within(pts, 10, 0.5), 3u);        // none meets it: the fastest, the lower energy
+  // A tie at the deadline goes to the faster plan: 100 + 10 × 1 = 110 = 110 + 0.
+  EXPECT_EQ(lowest_energy_within(std::vector<TimeEnergy>{{1.0, 100}, {2.0, 110}}, 10, 2.0), 0u);
+  EXPECT_EQ(lowest_energy_within(std::vector<TimeEnergy>{{2.0, 110}, {1.0, 100}}, 10, 2.0), 1u);
+  EXPECT_THROW(lowest_energy_within(std::vector<TimeEnergy>{}, 10, 1.0), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FrontierProperties,

@@ -119,16 +119,7 @@ int JobModel::fastest_index() const {
 }
 
 int JobModel::lowest_energy_within(double deadline_s) const {
-  int best = -1;
-  for (int i = 0; i < static_cast<int>(points.size()); ++i) {
-    const auto& a = points[i];
-    if (!(a.time_s <= deadline_s)) continue;
-    // Energy at the deadline: the plan, then blocking at P_block until the deadline.
-    const double e = a.energy_j + pipe_block_w * (deadline_s - a.time_s);
-    const double eb = best < 0 ? 0 : points[best].energy_j + pipe_block_w * (deadline_s - points[best].time_s);
-    if (best < 0 || e < eb || (e == eb && a.time_s < points[best].time_s)) best = i;
-  }
-  return best < 0 ? fastest_index() : best;
+  return points.empty() ? fastest_index() : static_cast<int>(perseus::lowest_energy_within(points, pipe_block_w, deadline_s));
 }
 
 bool JobModel::times_known() const {

@@ -63,9 +63,8 @@ struct JobModel {
   /// with unknown times, the last one (Zeus convention: higher file number = faster).
   /// -1 when there are no points.
   int fastest_index() const;
-  /// Index of the point with time_s <= deadline_s that uses the least energy by the deadline,
-  /// energy_j + pipe_block_w × (deadline − time_s) (Perseus straggler rule, §3.2, with the
-  /// blocking until the straggler finishes counted); fastest_index() if none qualifies.
+  /// The Perseus straggler rule (§3.2) over `points` with blocking at pipe_block_w until the
+  /// deadline: perseus::lowest_energy_within() (perseus/plan.hpp); -1 when there are no points.
   /// Requires known times.
   int lowest_energy_within(double deadline_s) const;
   /// True when every point has a known time and energy.
