@@ -15,6 +15,7 @@ namespace perseus {
 struct LineSeries {
   std::string label;                              ///< Legend text.
   std::vector<std::pair<double, double>> points;  ///< (x, y), in the axes' units.
+  std::string color;                              ///< CSS colour; empty: the palette's next (Tableau 10).
 };
 
 /// What render_line_plot_svg() draws.

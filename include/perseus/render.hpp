@@ -101,13 +101,24 @@ struct PlotPoint {
   std::string label;
   double time_s = 0;
   double energy_j = 0;
+  /// CSS colour of a named point's marker (baselines); empty: the next colour no method uses.
+  std::string color;
 };
 
 /// A named set of points drawn with one marker and colour (e.g. a baseline's candidate plans).
 struct PlotSeries {
   std::string label;              ///< Legend text.
   std::vector<PlotPoint> points;  ///< Each point's label goes into its tooltip.
+  std::string color;              ///< CSS colour of the markers; empty: the next colour no method uses.
 };
+
+/// The colour of a method in every picture (the frontier plot, the emulation page): "perseus"
+/// blue, "all_max" red, "zeus_global" orange, "zeus_per_stage" green, "envpipe" purple
+/// (kEmulationMethods names). Empty for another name.
+std::string method_color(std::string_view method);
+/// How pictures and pages name a method: "Perseus", "all-max", "ZeusGlobal", "ZeusPerStage",
+/// "EnvPipe"; another name is returned as it is.
+std::string method_display_name(std::string_view method);
 
 /// What render_frontier_svg() draws. Energies of all series must be in the same accounting
 /// (e.g. one pipeline, raw profile units) for the picture to be meaningful.

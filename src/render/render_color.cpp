@@ -77,6 +77,32 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
   return ticks;
 }
 
+namespace {
+
+struct MethodStyle {
+  std::string_view method, display, color;
+};
+// Tableau 10 colours, one per kEmulationMethods entry.
+constexpr MethodStyle kMethodStyles[] = {{"perseus", "Perseus", "#1f77b4"},
+                                         {"all_max", "all-max", "#d62728"},
+                                         {"zeus_global", "ZeusGlobal", "#ff7f0e"},
+                                         {"zeus_per_stage", "ZeusPerStage", "#2ca02c"},
+                                         {"envpipe", "EnvPipe", "#9467bd"}};
+
+}  // namespace
+
+std::string method_color(std::string_view method) {
+  for (const auto& m : kMethodStyles)
+    if (m.method == method) return std::string(m.color);
+  return {};
+}
+
+std::string method_display_name(std::string_view method) {
+  for (const auto& m : kMethodStyles)
+    if (m.method == method) return std::string(m.display);
+  return std::string(method);
+}
+
 namespace render_detail {
 
 std::string num(double v) {
@@ -86,6 +112,11 @@ std::string num(double v) {
   if (s.back() == '.') s.pop_back();
   if (s == "-0") s = "0";
   return s;
+}
+
+std::string quantity_text(double v, int decimals) {
+  if (!std::isfinite(v) || v == 0 || std::abs(v) >= std::pow(10.0, 3 - decimals)) return fmt::format("{:.{}f}", v, decimals);
+  return fmt::format("{:.4g}", v);
 }
 
 std::string tick_label(double value, double step) {

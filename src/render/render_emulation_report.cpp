@@ -21,7 +21,7 @@ std::vector<LineSeries> per_method(const std::vector<EmulationRow>& rows, double
   for (const auto& r : rows) {
     if (skip_reference && r.method == "all_max") continue;
     auto [it, added] = index.emplace(r.method, out.size());
-    if (added) out.push_back({r.method, {}});
+    if (added) out.push_back({method_display_name(r.method), {}, method_color(r.method)});
     out[it->second].points.emplace_back(r.slowdown, r.*field);
   }
   return out;
@@ -60,7 +60,7 @@ std::string emulation_report_html(const EmulationResult& res, const EmulationRep
     h += fmt::format(
         "<tr><td style=\"text-align:left\">{}</td><td>{:.3f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.1f}</td>"
         "<td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td></tr>\n",
-        xml_escape(r.method), r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j,
+        xml_escape(method_display_name(r.method)), r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j,
         r.pipeline_saving_pct, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
   }
   h += "</tbody></table>\n<p class=\"note\">Written by perseus emulate --report.</p>\n</body>\n</html>\n";

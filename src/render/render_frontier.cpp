@@ -1,5 +1,6 @@
 // Iteration time–energy frontier plot.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "perseus/error.hpp"
@@ -7,17 +8,21 @@
 
 namespace perseus {
 
+using render_detail::joules_text;
 using render_detail::num;
+using render_detail::seconds_text;
 
 namespace {
 
 constexpr double kLeft = 84, kRight = 24, kBottom = 58;
-constexpr const char* kFrontierColor = "#1f77b4";
+constexpr const char* kFrontierColor = "#1f77b4";  // method_color("perseus")
 constexpr const char* kReferenceColor = "#7f7f7f";
-constexpr const char* kAllMaxColor = "#d62728";
+constexpr const char* kAllMaxColor = "#d62728";    // method_color("all_max")
 constexpr const char* kBoundColor = "#1b7837";
-// Categorical colours for named baselines (Tableau 10, minus blue/red/grey used above).
-constexpr const char* kBaselineColors[] = {"#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"};
+// Colours for named points and series without one: Tableau 10 minus the methods' colours
+// (method_color()) and grey, so a user's points (`perseus report --points`) never take the
+// colour of a built-in series.
+constexpr const char* kFreeColors[] = {"#8c564b", "#e377c2", "#bcbd22", "#17becf"};
 
 bool finite(const PlotPoint& p) { return std::isfinite(p.time_s) && std::isfinite(p.energy_j); }
 
@@ -104,15 +109,22 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     }
     s += fmt::format("<polyline class=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" {}/>\n", cls, coords, color,
                      extra);
+    // A line of one point draws nothing: a one-plan frontier gave an empty plot.
+    if (pts.size() == 1)
+      s += fmt::format("<circle class=\"{}-point\" cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"/>\n", cls,
+                       num(X(pts[0].time_s)), num(Y(pts[0].energy_j)), color);
   };
   polyline(d.reference, "reference", kReferenceColor, "stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
   polyline(d.lower_bound, "lower-bound", kBoundColor, "stroke-width=\"1.6\" stroke-dasharray=\"2 3\"");
   polyline(d.frontier, "frontier", kFrontierColor, "stroke-width=\"2\"");
 
-  // Candidate series: small hollow triangles, one colour per series (after the named baselines').
-  auto candidate_color = [&](std::size_t i) {
-    return kBaselineColors[(d.baselines.size() + i) % std::size(kBaselineColors)];
-  };
+  // Candidate series: small hollow triangles, one colour per series (its own, else a free one).
+  std::size_t free_used = 0;
+  auto next_free = [&] { return std::string(kFreeColors[free_used++ % std::size(kFreeColors)]); };
+  std::vector<std::string> candidate_colors, baseline_colors;
+  for (const auto& c : d.candidates) candidate_colors.push_back(c.color.empty() ? next_free() : c.color);
+  for (const auto& p : d.baselines) baseline_colors.push_back(p.color.empty() ? next_free() : p.color);
+  auto candidate_color = [&](std::size_t i) { return candidate_colors[i]; };
   auto triangle = [](double px, double py) {
     return fmt::format("{},{} {},{} {},{}", num(px), num(py - 5), num(px + 4.5), num(py + 3.5), num(px - 4.5),
                        num(py + 3.5));
@@ -122,9 +134,9 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
       if (!finite(p)) continue;
       s += fmt::format(
           "<polygon class=\"candidate\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.3\">"
-          "<title>{}: {}: {:.4f} s, {:.1f} J</title></polygon>\n",
+          "<title>{}: {}: {} s, {} J</title></polygon>\n",
           triangle(X(p.time_s), Y(p.energy_j)), candidate_color(i), xml_escape(d.candidates[i].label),
-          xml_escape(p.label), p.time_s, p.energy_j);
+          xml_escape(p.label), seconds_text(p.time_s), joules_text(p.energy_j));
     }
   }
 
@@ -133,34 +145,52 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     if (!finite(p)) continue;
     s += fmt::format(
         "<circle class=\"plan\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\" stroke=\"#ffffff\" "
-        "stroke-width=\"0.8\"><title>{}: {:.4f} s, {:.1f} J</title></circle>\n",
-        num(X(p.time_s)), num(Y(p.energy_j)), kFrontierColor, xml_escape(p.label), p.time_s, p.energy_j);
+        "stroke-width=\"0.8\"><title>{}: {} s, {} J</title></circle>\n",
+        num(X(p.time_s)), num(Y(p.energy_j)), kFrontierColor, xml_escape(p.label), seconds_text(p.time_s),
+        joules_text(p.energy_j));
   }
+  // Labels of the named markers, moved down (or up) in steps until they overlap no label
+  // placed before: EnvPipe's and all-max's were printed over each other when the two plans
+  // coincide (a 2-stage profile with one clock; session 24's trial).
+  std::vector<std::array<double, 4>> placed;  // x0, x1, y0, y1 of each label's box, px
   auto label_at = [&](double px, double py, const std::string& text) {
     // Left of the marker when near the right edge, else right of it.
     const bool right = px > kLeft + pw * 0.75;
-    s += fmt::format("<text class=\"point-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}</text>\n",
-                     num(right ? px - 8 : px + 8), num(py - 6), right ? "end" : "start", xml_escape(text));
+    const double w = 6.3 * static_cast<double>(text.size()), x = right ? px - 8 : px + 8;
+    const double bx0 = right ? x - w : x, bx1 = right ? x : x + w;
+    double y = py - 6;
+    for (double dy : {0.0, 14.0, -14.0, 28.0, -28.0, 42.0, -42.0}) {
+      y = py - 6 + dy;
+      const bool clear = std::none_of(placed.begin(), placed.end(), [&](const auto& r) {
+        return bx0 < r[1] && r[0] < bx1 && y - 10 < r[3] && r[2] < y + 2;
+      });
+      if (clear) break;
+    }
+    placed.push_back({bx0, bx1, y - 10, y + 2});
+    s += fmt::format("<text class=\"point-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}</text>\n", num(x), num(y),
+                     right ? "end" : "start", xml_escape(text));
   };
-  if (d.all_max && finite(*d.all_max)) {
-    const double px = X(d.all_max->time_s), py = Y(d.all_max->energy_j);
-    s += fmt::format(
-        "<rect class=\"allmax\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\" fill=\"{}\"><title>{}: "
-        "{:.4f} s, {:.1f} J</title></rect>\n",
-        num(px - 4.5), num(py - 4.5), kAllMaxColor, xml_escape(d.all_max->label), d.all_max->time_s,
-        d.all_max->energy_j);
-    label_at(px, py, d.all_max->label);
-  }
+  // Baselines' diamonds are translucent, and the all-max square is drawn last: a plan at the
+  // same spot stays visible under them.
   for (std::size_t i = 0; i < d.baselines.size(); ++i) {
     const auto& p = d.baselines[i];
     if (!finite(p)) continue;
     const double px = X(p.time_s), py = Y(p.energy_j);
     s += fmt::format(
-        "<polygon class=\"baseline\" points=\"{},{} {},{} {},{} {},{}\" fill=\"{}\" stroke=\"#333\" "
-        "stroke-width=\"0.6\"><title>{}: {:.4f} s, {:.1f} J</title></polygon>\n",
+        "<polygon class=\"baseline\" points=\"{},{} {},{} {},{} {},{}\" fill=\"{}\" fill-opacity=\"0.75\" "
+        "stroke=\"#333\" stroke-width=\"0.6\"><title>{}: {} s, {} J</title></polygon>\n",
         num(px), num(py - 6), num(px + 6), num(py), num(px), num(py + 6), num(px - 6), num(py),
-        kBaselineColors[i % std::size(kBaselineColors)], xml_escape(p.label), p.time_s, p.energy_j);
+        baseline_colors[i], xml_escape(p.label), seconds_text(p.time_s), joules_text(p.energy_j));
     label_at(px, py, p.label);
+  }
+  if (d.all_max && finite(*d.all_max)) {
+    const double px = X(d.all_max->time_s), py = Y(d.all_max->energy_j);
+    s += fmt::format(
+        "<rect class=\"allmax\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\" fill=\"{}\"><title>{}: "
+        "{} s, {} J</title></rect>\n",
+        num(px - 4.5), num(py - 4.5), kAllMaxColor, xml_escape(d.all_max->label), seconds_text(d.all_max->time_s),
+        joules_text(d.all_max->energy_j));
+    label_at(px, py, d.all_max->label);
   }
 
   // Legend (top right, inside the plot).
@@ -169,7 +199,8 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"2\"/>"
                                      "<circle cx=\"11\" cy=\"0\" r=\"3\" fill=\"{}\"/>",
                                      kFrontierColor, kFrontierColor),
-                         "Perseus frontier (dots: " + d.plans_label + ")");
+                         d.plans.empty() ? std::string("Perseus frontier")
+                                         : "Perseus frontier (dots: " + d.plans_label + ")");
   if (!d.lower_bound.empty())
     entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"1.6\" "
                                      "stroke-dasharray=\"2 3\"/>",

@@ -73,7 +73,7 @@ std::string render_line_plot_svg(const LinePlotData& d) {
 
   for (std::size_t i = 0; i < d.series.size(); ++i) {
     const auto& ser = d.series[i];
-    const char* color = kColors[i % std::size(kColors)];
+    const std::string color = ser.color.empty() ? kColors[i % std::size(kColors)] : ser.color;
     std::string coords;
     for (const auto& [x, y] : ser.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;

@@ -190,14 +190,18 @@ std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv) {
 /// plot: ZeusGlobal and ZeusPerStage candidates and the EnvPipe plan, restricted to the plot's
 /// time range (up to 5 % beyond the frontier's slowest plan, so very slow clocks do not squash
 /// the frontier). Returns a note on what was left out or could not be computed.
-std::string add_baselines(FrontierPlotData& fd, const Dag& dag, const Profile& profile, double p_block_w) {
+/// unit_time_s: the run's time quantum, s, for EnvPipe's critical-path search (as `perseus
+/// emulate` uses it; with the default 1 ms a profile of µs computations drew EnvPipe on the
+/// all-max plan, session 24's trial).
+std::string add_baselines(FrontierPlotData& fd, const Dag& dag, const Profile& profile, double p_block_w,
+                          double unit_time_s) {
   double t_hi = 0;
   for (const auto& p : fd.frontier) t_hi = std::max(t_hi, p.time_s);
   t_hi *= 1.05;
   std::vector<std::string> notes;
   std::size_t beyond = 0;
-  auto series = [&](const char* label, const std::vector<FrequencyPlan>& plans, const char* unit) {
-    PlotSeries ps{label, {}};
+  auto series = [&](const char* label, const std::vector<FrequencyPlan>& plans, const char* unit, const char* method) {
+    PlotSeries ps{label, {}, method_color(method)};
     for (std::size_t i = 0; i < plans.size(); ++i) {
       const double t = plans[i].timeline.time_s;
       if (t > t_hi) {
@@ -215,20 +219,20 @@ std::string add_baselines(FrontierPlotData& fd, const Dag& dag, const Profile& p
   };
   try {
     series("ZeusGlobal candidates (one clock for all GPUs)", zeus_global_candidates(dag, profile, p_block_w),
-           "candidate");
+           "candidate", "zeus_global");
   } catch (const InputError& e) {
     notes.push_back(fmt::format("ZeusGlobal not shown: {}", e.what()));
   }
   try {
     series("ZeusPerStage candidates (one clock per stage)", zeus_per_stage_candidates(dag, profile, p_block_w),
-           "candidate");
+           "candidate", "zeus_per_stage");
   } catch (const InputError& e) {
     notes.push_back(fmt::format("ZeusPerStage not shown: {}", e.what()));
   }
   try {
-    const EnvPipeResult env = envpipe_plan(dag, profile, p_block_w);
+    const EnvPipeResult env = envpipe_plan(dag, profile, p_block_w, EnvPipeOptions{.unit_time_s = unit_time_s});
     if (env.plan.timeline.time_s <= t_hi) {
-      fd.baselines.push_back({"EnvPipe", env.plan.timeline.time_s, env.plan.total_energy_j()});
+      fd.baselines.push_back({"EnvPipe", env.plan.timeline.time_s, env.plan.total_energy_j(), method_color("envpipe")});
     } else {
       ++beyond;
     }
@@ -252,8 +256,9 @@ std::string cell_text(const std::string& column, const std::string& value) {
     return column.size() >= suffix.size() && column.compare(column.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (ends("_pct")) return fmt::format("{:.2f}", v);
-  if (ends("_s")) return fmt::format("{:.4f}", v);
-  if (ends("_j") || ends("_w")) return fmt::format("{:.1f}", v);
+  if (ends("_s")) return render_detail::seconds_text(v);
+  if (ends("_j")) return render_detail::joules_text(v);
+  if (ends("_w")) return fmt::format("{:.1f}", v);
   return xml_escape(value);
 }
 
@@ -607,7 +612,12 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   fd.lower_bound = lower_bound_points(frontier_csv.string());
   fd.all_max = PlotPoint{"all-max frequency", allmax_t, allmax_e};
   std::string baselines_note;
-  if (profile) baselines_note = add_baselines(fd, dag, *profile, p_block_w);
+  if (profile) {
+    // inputs.unit_time_s is absent from summaries written before it was recorded: 1 ms then.
+    const double unit_time_s = in.contains("unit_time_s") ? number_in(in, ss, ip, "unit_time_s", 1e-7, 10)
+                                                          : EnvPipeOptions{}.unit_time_s;
+    baselines_note = add_baselines(fd, dag, *profile, p_block_w, unit_time_s);
+  }
   if (!opt.points_csv.empty()) {  // the user's named points, beside the built-in baselines
     for (auto& pt : load_plot_points_csv(opt.points_csv, /*require_label=*/true)) fd.baselines.push_back(std::move(pt));
   }
@@ -628,11 +638,13 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   to.color_range = std::make_pair(std::min(r1.first, r2.first), std::max(r1.second, r2.second));
   TimelineOptions to_fast = to, to_green = to;
   to_fast.id_prefix = "fast-";
-  to_fast.title = fmt::format("{} (plan {}): T = {:.4f} s, E = {:.1f} J", fastest_title, fast_idx, fast.timeline.time_s,
-                              fast.total_energy_j());
+  to_fast.title = fmt::format("{} (plan {}): T = {} s, E = {} J", fastest_title, fast_idx,
+                              render_detail::seconds_text(fast.timeline.time_s),
+                              render_detail::joules_text(fast.total_energy_j()));
   to_green.id_prefix = "green-";
-  to_green.title = fmt::format("Lowest-energy plan written (plan {}): T = {:.4f} s, E = {:.1f} J", green_idx,
-                               green.timeline.time_s, green.total_energy_j());
+  to_green.title = fmt::format("Lowest-energy plan written (plan {}): T = {} s, E = {} J", green_idx,
+                               render_detail::seconds_text(green.timeline.time_s),
+                               render_detail::joules_text(green.total_energy_j()));
 
   // Page.
   const std::string profile_name = fs::path(profile_given).filename().string();
@@ -652,15 +664,16 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   auto kv = [&](const std::string& k, const std::string& v) {
     h += "<tr><td>" + xml_escape(k) + "</td><td>" + xml_escape(v) + "</td></tr>\n";
   };
-  kv("T_min: fastest iteration time (s)", fmt::format("{:.4f}", t_min_s));
-  kv("energy at T_min (J)", fmt::format("{:.1f}", e_t_min_j));
-  kv("all-max frequency: time (s)", fmt::format("{:.4f}", allmax_t));
-  kv("all-max frequency: energy (J)", fmt::format("{:.1f}", allmax_e));
+  using render_detail::joules_text, render_detail::seconds_text;
+  kv("T_min: fastest iteration time (s)", seconds_text(t_min_s));
+  kv("energy at T_min (J)", joules_text(e_t_min_j));
+  kv("all-max frequency: time (s)", seconds_text(allmax_t));
+  kv("all-max frequency: energy (J)", joules_text(allmax_e));
   kv("intrinsic energy bloat removed at T_min (%)", fmt::format("{:.2f}", saving));
-  kv("slowest plan: time (s)", fmt::format("{:.4f}", t_max_s));
-  kv("slowest plan: energy (J)", fmt::format("{:.1f}", e_t_max_j));
+  kv("slowest plan: time (s)", seconds_text(t_max_s));
+  kv("slowest plan: energy (J)", joules_text(e_t_max_j));
   if (sum.contains("reclaimed_energy_j"))
-    kv("energy from slack reclamation at T_min (J)", fmt::format("{:.1f}", number(sum, ss, "", "reclaimed_energy_j")));
+    kv("energy from slack reclamation at T_min (J)", joules_text(number(sum, ss, "", "reclaimed_energy_j")));
   kv("frontier plans", std::to_string(num_plans));
   kv("plan files written", std::to_string(plan_files.size()));
   if (sum.contains("num_steps")) kv("graph-cut steps", std::to_string(integer(sum, ss, "", "num_steps")));
@@ -677,7 +690,9 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Iteration time–energy frontier</h2>\n";
   h += "<p class=\"note\">Every point of the line is a frequency plan; dots are the plans written to plans/ (hover "
        "for values). Lower and further left is better; the all-max square is what training runs at without "
-       "Perseus. " +
+       "Perseus. A plan's energy counts the GPUs blocking at P_block only until its own time, so the line can "
+       "rise to the right: a slower plan is kept where it uses less energy than a faster one that then waits "
+       "until the slower one's time (the plan Perseus picks for a straggler's deadline). " +
        std::string(fd.lower_bound.empty()
                        ? "No lower bound was computed for this frontier (graph-cut planner, or a solve stopped before "
                          "the bound stage). "

@@ -162,12 +162,13 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
       const Rgb fill = scale(value);
       const double pw = op_power_w(plan, id);
       const std::string chunk = chunked ? fmt::format("c{}", chunk_of[static_cast<std::size_t>(c.stage)]) : "";
-      std::string tip = fmt::format("{}{}{} (stage {}{}, microbatch {}): {} MHz, {:.4f} s", to_letter(c.kind),
+      std::string tip = fmt::format("{}{}{} (stage {}{}, microbatch {}): {} MHz, {} s", to_letter(c.kind),
                                     c.microbatch, chunk, c.stage,
                                     chunked ? fmt::format(", chunk {}", chunk_of[static_cast<std::size_t>(c.stage)]) : "",
-                                    c.microbatch, plan.freq_mhz[id], plan.time_s[id]);
-      if (pw > 0) tip += fmt::format(", {:.1f} W, {:.2f} J", pw, plan.energy_j[id]);
-      tip += fmt::format("; {:.4f}-{:.4f} s", plan.timeline.start_s[id], plan.timeline.end_s[id]);
+                                    c.microbatch, plan.freq_mhz[id], render_detail::seconds_text(plan.time_s[id]));
+      if (pw > 0) tip += fmt::format(", {:.1f} W, {} J", pw, render_detail::joules_text(plan.energy_j[id]));
+      tip += fmt::format("; {}-{} s", render_detail::seconds_text(plan.timeline.start_s[id]),
+                         render_detail::seconds_text(plan.timeline.end_s[id]));
       s += fmt::format(
           "<rect class=\"op {}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" "
           "stroke=\"#ffffff\" stroke-width=\"0.4\"><title>{}</title></rect>\n",
@@ -214,7 +215,7 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
   // Time axis.
   const double ay = top + rows_h + 2;
   s += render_detail::time_axis(left, plot_w, ay, T,
-                                fmt::format("time (s); iteration time T = {:.4f} s", plan.timeline.time_s));
+                                fmt::format("time (s); iteration time T = {} s", render_detail::seconds_text(plan.timeline.time_s)));
 
   // Legend: colour bar, then kinds, idle and critical path swatches.
   const double ly = ay + kAxisHeight + 4;

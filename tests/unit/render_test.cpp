@@ -14,6 +14,7 @@
 #include "perseus/schedule.hpp"
 #include "test_util.hpp"
 #include "xml_check.hpp"
+#include "../../src/render/render_svg.hpp"
 
 namespace perseus {
 namespace {
@@ -442,5 +443,85 @@ TEST(Render, AOnePointFrontierIsDrawnAsOnePoint) {
   ASSERT_TRUE(std::regex_search(svg, plan, std::regex("<circle class=\"plan\" cx=\"([0-9.]+)\"")));
   ASSERT_TRUE(std::regex_search(svg, square, std::regex("<rect class=\"allmax\" x=\"([0-9.]+)\"")));
   EXPECT_NEAR(std::stod(plan[1]), std::stod(square[1]), 10.0) << "the same time, the same place";
+}
+}  // namespace
+
+namespace {
+using perseus::FrontierPlotData;
+using perseus::testing::count;
+using perseus::PlotPoint;
+
+// Session 24's trial of the pictures.
+// - A one-point frontier without plan dots drew an empty plot (a polyline of one point), and its
+//   legend promised "dots: plans written".
+TEST(Render, AOnePointFrontierWithoutPlansHasAMarker) {
+  FrontierPlotData d;
+  d.frontier = {{"", 2.0, 5000.0}};
+  const std::string svg = perseus::render_frontier_svg(d);
+  EXPECT_NE(svg.find("<circle class=\"frontier-point\""), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("dots:"), std::string::npos) << "no plans were passed";
+}
+
+// - `perseus report --points` shifted the colours of the built-in series: ZeusGlobal's triangles
+//   turned pink and a user's point took ZeusGlobal's green. Built-in series have their method's
+//   colour; a user's point gets one no method uses.
+TEST(Render, NamedPointsDoNotChangeTheBuiltInColours) {
+  FrontierPlotData d;
+  d.frontier = {{"", 3.0, 6000}, {"", 2.8, 6400}};
+  d.candidates = {{"ZeusGlobal", {{"c0", 2.9, 6600}}, perseus::method_color("zeus_global")},
+                  {"ZeusPerStage", {{"c0", 2.95, 6500}}, perseus::method_color("zeus_per_stage")}};
+  d.baselines = {{"EnvPipe", 2.85, 6300, perseus::method_color("envpipe")}};
+  const std::string without = perseus::render_frontier_svg(d);
+  d.baselines.push_back({"measured", 2.9, 6250});
+  d.baselines.push_back({"measured 2", 2.7, 6450});
+  const std::string with = perseus::render_frontier_svg(d);
+  for (const char* m : {"zeus_global", "zeus_per_stage", "envpipe"}) {
+    const std::string c = "\"" + perseus::method_color(m) + "\"";
+    EXPECT_EQ(count(without, c), count(with, c)) << m;  // the same markers in that colour
+  }
+  std::vector<std::string> user_fills;
+  const std::regex diamond("class=\"baseline\"[^>]*fill=\"(#[0-9a-f]{6})\"[^>]*><title>measured");
+  for (auto it = std::sregex_iterator(with.begin(), with.end(), diamond); it != std::sregex_iterator(); ++it)
+    user_fills.push_back((*it)[1]);
+  ASSERT_EQ(user_fills.size(), 2u);
+  EXPECT_NE(user_fills[0], user_fills[1]);
+  for (const auto& f : user_fills)
+    for (const char* m : {"perseus", "all_max", "zeus_global", "zeus_per_stage", "envpipe"})
+      EXPECT_NE(f, perseus::method_color(m)) << m;
+}
+
+// - EnvPipe's label and all-max's were printed over each other when the plans coincide, and the
+//   opaque diamond hid the all-max square and the plan under it.
+TEST(Render, LabelsOfCoincidingPointsDoNotOverlap) {
+  FrontierPlotData d;
+  d.frontier = {{"", 2.0, 500}, {"", 3.0, 400}};
+  d.all_max = PlotPoint{"all-max frequency", 2.0, 500};
+  d.baselines = {{"EnvPipe", 2.0, 500}};
+  const std::string svg = perseus::render_frontier_svg(d);
+  std::vector<double> ys;
+  const std::regex label("<text class=\"point-label\" x=\"[0-9.]+\" y=\"([0-9.]+)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label); it != std::sregex_iterator(); ++it)
+    ys.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(ys.size(), 2u);
+  EXPECT_GE(std::abs(ys[0] - ys[1]), 12.0) << svg;
+  EXPECT_LT(svg.find("class=\"baseline\""), svg.find("class=\"allmax\"")) << "the square is drawn on top";
+  EXPECT_NE(svg.find("fill-opacity=\"0.75\""), std::string::npos);
+}
+
+// - Times and energies of a µs-scale profile all read "0.0004 s, 0.4 J".
+TEST(Render, QuantitiesKeepFourSignificantDigits) {
+  using perseus::render_detail::joules_text;
+  using perseus::render_detail::seconds_text;
+  EXPECT_EQ(seconds_text(2.836511), "2.8365");
+  EXPECT_EQ(seconds_text(0.1), "0.1000");
+  EXPECT_EQ(seconds_text(0.0003525), "0.0003525");
+  EXPECT_EQ(seconds_text(3.525e-05), "3.525e-05");
+  EXPECT_EQ(seconds_text(0), "0.0000");
+  EXPECT_EQ(joules_text(7339.04), "7339.0");
+  EXPECT_EQ(joules_text(0.4478), "0.4478");
+  EXPECT_EQ(joules_text(12.345), "12.35");
+  EXPECT_EQ(perseus::method_display_name("zeus_per_stage"), "ZeusPerStage");
+  EXPECT_EQ(perseus::method_display_name("mine"), "mine");
+  EXPECT_EQ(perseus::method_color("mine"), "");
 }
 }  // namespace

@@ -17,6 +17,7 @@
 #include "perseus/emulate.hpp"
 #include "perseus/error.hpp"
 #include "perseus/optimize.hpp"
+#include "perseus/baselines.hpp"
 #include "perseus/plan_files.hpp"
 #include "perseus/schedule.hpp"
 #include "perseus/schedule_io.hpp"
@@ -178,6 +179,37 @@ TEST(Report, FrontierPlotShowsTheBoundAndTheBaselinesPlans) {
   // ... and the text says so instead of describing a dotted line.
   EXPECT_EQ(html.find("The dotted line is the certified lower bound"), std::string::npos);
   EXPECT_NE(html.find("No lower bound was computed for this frontier"), std::string::npos);
+}
+
+// Session 24's trial: the report planned EnvPipe at the default 1 ms quantum whatever the run's
+// --unit-time, so on a profile of 10-30 µs computations planned at 1 µs it drew EnvPipe on the
+// all-max plan (0 % saving; `perseus emulate` gave it 6 %). Every time and energy also read
+// "0.0000 s" / "0.0 J".
+TEST(Report, EnvPipeUsesTheRunsTimeUnitAndSmallValuesAreReadable) {
+  TempDir tmp;
+  const Profile p = testing::uniform_profile(2, {{1410, 10e-6, 3e-3}, {1200, 12e-6, 2.7e-3}, {1005, 16e-6, 2.5e-3}},
+                                             {{1410, 20e-6, 8e-3}, {1200, 24e-6, 7e-3}, {1005, 30e-6, 6.5e-3}});
+  const std::string profile = (tmp.path() / "profile.csv").string();
+  write_profile_csv(p, profile);
+  OptimizeConfig cfg;
+  cfg.profile_path = profile;
+  cfg.problem.num_ranks = 2;
+  cfg.problem.microbatches = 3;
+  cfg.problem.p_block_w = 40;
+  cfg.unit_time_s = 1e-6;
+  cfg.out_dir = (tmp.path() / "out").string();
+  run_optimize(cfg);
+  const std::string html = slurp(write_report(cfg.out_dir));
+  const Dag dag = Dag::build(make_1f1b(2, 3));
+  const FrequencyPlan env = envpipe_plan(dag, p, 40, EnvPipeOptions{.unit_time_s = 1e-6}).plan;
+  const FrequencyPlan allmax = all_max_plan(dag, p, 40);
+  ASSERT_LT(env.total_energy_j(), allmax.total_energy_j() * 0.999) << "EnvPipe saves here at 1 µs";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(html, m, std::regex("<title>EnvPipe: ([0-9.e-]+) s, ([0-9.e-]+) J</title>"))) << html;
+  EXPECT_NEAR(std::stod(m[1]), env.timeline.time_s, 1e-3 * env.timeline.time_s);
+  EXPECT_NEAR(std::stod(m[2]), env.total_energy_j(), 1e-3 * env.total_energy_j());
+  EXPECT_EQ(html.find("0.0000 s"), std::string::npos);
+  EXPECT_EQ(html.find(">0.0000<"), std::string::npos);
 }
 
 // The folder stores the profile as planned (profile.csv): the report keeps power colours when
