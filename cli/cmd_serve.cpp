@@ -280,6 +280,7 @@ void run_serve(ServeArgs& a) {
 void register_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Run the control-plane HTTP server (plans, measurements, stragglers)");
+  cmd->option_defaults()->always_capture_default();  // --help shows each default, as the other subcommands' do
   auto& o = args->opt;
   cmd->add_option("--host", o.host, "Bind address (default 127.0.0.1; 0.0.0.0 exposes it)")
       ->check(CLI::Validator(
