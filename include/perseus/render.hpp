@@ -72,6 +72,10 @@ struct TimelineOptions {
   /// (and P_block for kPower), widened to nice ticks. Set it to share one scale across
   /// several timelines.
   std::optional<std::pair<double, double>> color_range;
+  /// Right end of the time axis, s. Unset (or below the plan's T): the plan's T. Set it to the
+  /// slowest T of several timelines to draw them on one time scale (the report's two did not:
+  /// a 14 % slower plan looked as long).
+  std::optional<double> time_end_s;
   bool outline_critical_path = true;  ///< Thick outline on the ops of one critical path.
   /// Prefix of the SVG ids (patterns, gradient) so several timelines can share one HTML page.
   std::string id_prefix = "tl-";
@@ -155,6 +159,12 @@ struct HistogramOptions {
   std::string title;
   double width_px = 900;
   double row_height_px = 44;
+  /// Frequencies the x axis must cover, MHz (lowest, highest), e.g. the profile's clocks, so
+  /// several histograms share one axis. Unset: the plan's own clocks.
+  std::optional<std::pair<int, int>> freq_range_mhz;
+  /// Clock step, MHz: a bar's width. 0: the greatest common divisor of the plan's clock gaps
+  /// (a plan using 2 clocks 300 MHz apart drew 240 MHz-wide bars; pass the profile's step).
+  int freq_step_mhz = 0;
 };
 
 /// Per-stage histogram of the plan's frequencies as a standalone SVG document: one row per

@@ -215,12 +215,22 @@ then method). Raises perseus.InputError on bad inputs.)doc");
   m.def(
       "render_timeline_svg",
       [](const std::shared_ptr<Profile>& profile, const py::dict& plan, int microbatches, const py::object& schedule_arg,
-         int chunks, double p2p_power_w, const std::string& color_by, const std::string& title) {
+         int chunks, std::optional<Real> p2p_power_arg, const std::string& color_by, const std::string& title) {
         const std::string schedule = path_arg(schedule_arg, "schedule");  // a name or a schedule CSV path
         TimelineOptions opt;
         if (color_by == "power") opt.color_by = TimelineColor::kPower;
         else if (color_by == "frequency") opt.color_by = TimelineColor::kFrequency;
         else throw InputError(fmt::format("color_by must be \"power\" or \"frequency\", got \"{}\"", color_by));
+        // Unset: idle time at 0 W, which is not what the GPUs drew (a colour bar stretched to 0
+        // and "P_block 0.0 W", unlike the report's; session 24's trial): said so.
+        const double p2p_power_w = p2p_power_arg ? p2p_power_arg->value : 0.0;
+        if (!p2p_power_arg && opt.color_by == TimelineColor::kPower &&
+            PyErr_WarnEx(PyExc_UserWarning,
+                         "p2p_power_w not given: idle (blocking) time is drawn at 0 W and the plan's energy counts no "
+                         "blocking; pass the P_block the plan was made with, as optimize(p2p_power_w=...)",
+                         2) != 0) {
+          throw py::error_already_set();
+        }
         opt.p_block_w = p2p_power_w;
         opt.title = title;
         auto [dag, fp] = plan_from_dict(*profile, plan, schedule, microbatches, chunks, p2p_power_w);
@@ -228,12 +238,13 @@ then method). Raises perseus.InputError on bad inputs.)doc");
         return render_timeline_svg(dag, fp, opt);
       },
       py::arg("profile").none(false), py::arg("plan"), py::arg("microbatches"), py::kw_only(), py::arg("schedule") = "1f1b",
-      py::arg("chunks") = 1, py::arg("p2p_power_w") = 0.0, py::arg("color_by") = "power", py::arg("title") = "",
+      py::arg("chunks") = 1, py::arg("p2p_power_w") = py::none(), py::arg("color_by") = "power", py::arg("title") = "",
       R"doc(
 Pipeline timeline of a plan (a dict from optimize()['plans']) as an SVG document (str): one
 row per GPU, one box per computation coloured by average power (W) or frequency (MHz).
-The plan is re-evaluated with `profile` (a perseus.Profile); p2p_power_w in W. Raises
-perseus.InputError when the plan does not match the schedule or the profile.)doc");
+The plan is re-evaluated with `profile` (a perseus.Profile); p2p_power_w: P_block in W, as
+given to optimize() (omitted with color_by="power": a UserWarning, and idle time drawn at 0 W).
+Raises perseus.InputError when the plan does not match the schedule or the profile.)doc");
   m.def(
       "render_frontier_svg",
       [](const py::object& frontier, const py::object& plans, const py::object& all_max, const std::string& title) {

@@ -144,8 +144,11 @@ std::string time_axis(double left, double width, double y, double t_end, std::st
         "text-anchor=\"middle\">{4}</text>\n",
         num(left + t / t_end * width), num(y), num(y + 4), num(y + 16), tick_label(t, step));
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>\n", num(left + width / 2),
-                   num(y + 32), xml_escape(caption));
+  // Centred under a plot that fits a page; at the left of a wide one (in a scroll box), where
+  // it is seen without scrolling.
+  const bool wide = width > 1200;
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}</text></g>\n", num(wide ? left : left + width / 2),
+                   num(y + 32), wide ? "start" : "middle", xml_escape(caption));
   return s;
 }
 

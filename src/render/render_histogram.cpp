@@ -33,11 +33,16 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
   }
   std::sort(freqs.begin(), freqs.end());
   freqs.erase(std::unique(freqs.begin(), freqs.end()), freqs.end());
-  int step = 0;  // frequency grid: gcd of the gaps (15 MHz on A100/A40)
-  for (std::size_t i = 1; i < freqs.size(); ++i) step = std::gcd(step, freqs[i] - freqs[i - 1]);
-  if (step == 0) step = 15;
-  const double f0 = freqs.empty() ? 0 : freqs.front() - step * 0.75;
-  const double f1 = freqs.empty() ? 1 : freqs.back() + step * 0.75;
+  int step = o.freq_step_mhz;  // frequency grid: else the gcd of the gaps (15 MHz on A100/A40)
+  for (std::size_t i = 1; step <= 0 && i < freqs.size(); ++i) step = std::gcd(step, freqs[i] - freqs[i - 1]);
+  if (step <= 0) step = 15;
+  int lo = freqs.empty() ? 0 : freqs.front(), hi = freqs.empty() ? 0 : freqs.back();
+  if (o.freq_range_mhz) {
+    lo = freqs.empty() ? o.freq_range_mhz->first : std::min(lo, o.freq_range_mhz->first);
+    hi = freqs.empty() ? o.freq_range_mhz->second : std::max(hi, o.freq_range_mhz->second);
+  }
+  const double f0 = lo - step * 0.75;
+  const double f1 = std::max(hi + step * 0.75, f0 + 1);
 
   const double top = o.title.empty() ? 8 : 30;
   const double pw = o.width_px - kLeft - kRight;

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -636,6 +637,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   to.width_px = std::clamp(80.0 + 14.0 * static_cast<double>(ops_per_rank), 1100.0, 4200.0);
   const auto r1 = timeline_color_range(fast, to), r2 = timeline_color_range(green, to);
   to.color_range = std::make_pair(std::min(r1.first, r2.first), std::max(r1.second, r2.second));
+  to.time_end_s = std::max(fast.timeline.time_s, green.timeline.time_s);  // one time scale: lengths compare
   TimelineOptions to_fast = to, to_green = to;
   to_fast.id_prefix = "fast-";
   to_fast.title = fmt::format("{} (plan {}): T = {} s, E = {} J", fastest_title, fast_idx,
@@ -721,6 +723,22 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   h += "<h2>Per-stage frequency histograms</h2>\n<div class=\"row\">\n";
   HistogramOptions ho;
   ho.width_px = 700;
+  // One frequency axis for both: the profile's clocks (else both plans'), bars one clock step wide.
+  std::vector<int> clocks;
+  if (profile) {
+    for (int st = 0; st < profile->num_stages(); ++st)
+      for (int k = 0; k < kNumInstructionKinds; ++k)
+        for (const auto& pt : profile->points(st, static_cast<InstructionKind>(k))) clocks.push_back(pt.freq_mhz);
+  } else {
+    clocks = fast.freq_mhz;
+    clocks.insert(clocks.end(), green.freq_mhz.begin(), green.freq_mhz.end());
+  }
+  std::sort(clocks.begin(), clocks.end());
+  clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
+  if (!clocks.empty()) {
+    ho.freq_range_mhz = std::make_pair(clocks.front(), clocks.back());
+    for (std::size_t i = 1; i < clocks.size(); ++i) ho.freq_step_mhz = std::gcd(ho.freq_step_mhz, clocks[i] - clocks[i - 1]);
+  }
   ho.title = fmt::format("{} (plan {})", fastest_title, fast_idx);
   h += "<div>" + render_frequency_histogram_svg(dag, fast, ho) + "</div>\n";
   ho.title = fmt::format("Lowest-energy plan (plan {})", green_idx);

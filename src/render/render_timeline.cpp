@@ -15,7 +15,9 @@ constexpr double kTitleHeight = 26;
 constexpr double kRowGap = 4;
 constexpr double kAxisHeight = 40;
 constexpr double kLegendHeight = 80;
-constexpr double kLabelCharWidth = 6.2;  // px per character at font-size 10 (sans, digits/caps)
+// px per character at font-size 10 / 8 (DejaVu Sans digits and capitals are 6.4 / 5.1 px wide:
+// at 6.2 "W10" spilled out of its box, session 24's trial).
+constexpr double kLabelCharWidth = 6.5, kSmallLabelCharWidth = 5.2;
 constexpr const char* kCriticalColor = "#e4002b";
 
 // Pattern id and CSS class suffix per kind (forward has no overlay).
@@ -107,7 +109,8 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
   const double pitch = o.row_height_px + kRowGap;
   const double rows_h = dag.num_ranks() * pitch;
   const double height = top + rows_h + kAxisHeight + kLegendHeight;
-  auto x_of = [&](double t) { return left + t / T * plot_w; };
+  const double t_end = o.time_end_s && *o.time_end_s > T ? *o.time_end_s : T;  // right end of the axis
+  auto x_of = [&](double t) { return left + t / t_end * plot_w; };
   auto row_y = [&](int r) { return top + r * pitch; };
 
   const auto [cmin, cmax] = timeline_color_range(plan, o);
@@ -116,7 +119,7 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
 
   std::string s = render_detail::svg_open(
       o.width_px, height,
-      ".op-label{font-size:10px;pointer-events:none}.row-label{font-size:11px;fill:#222}"
+      ".op-label{font-size:10px;pointer-events:none}.op-label.small{font-size:8px}.row-label{font-size:11px;fill:#222}"
       ".axis text,.legend-tick{font-size:10px;fill:#333}.legend-caption,.legend-text{font-size:11px;fill:#222}"
       ".title{font-size:14px;font-weight:bold;fill:#111}");
   s += patterns(o.id_prefix);
@@ -133,7 +136,7 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
     s += fmt::format(
         "<rect class=\"idle\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>GPU {}: "
         "idle / blocking{}</title></rect>\n",
-        num(left), num(y), num(plot_w), num(o.row_height_px), idle_fill, r,
+        num(left), num(y), num(x_of(T) - left), num(o.row_height_px), idle_fill, r,
         power ? fmt::format(" at P_block = {:.1f} W", o.p_block_w) : std::string());
   }
 
@@ -180,9 +183,14 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
             num(x), num(y), num(w), num(h), pattern_ref(o.id_prefix, k));
       }
       const std::string label = fmt::format("{}{}{}", to_letter(c.kind), c.microbatch, chunk);
-      if (w >= kLabelCharWidth * static_cast<double>(label.size()) + 3 && h >= 10) {
-        s += fmt::format("<text class=\"op-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-                         num(x + w / 2), num(y + h / 2 + 3.5), fill.luminance() > 0.18 ? "#000000" : "#ffffff", label);
+      // At font-size 10, else 8 (12-microbatch 1F1B dropped every F10/F11, interleaved every
+      // "F0c1"), else none: the tooltip has it all.
+      const double chars = static_cast<double>(label.size());
+      const bool fits = w >= kLabelCharWidth * chars + 3, fits_small = w >= kSmallLabelCharWidth * chars + 2;
+      if ((fits || fits_small) && h >= 10) {
+        s += fmt::format("<text class=\"op-label{}\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
+                         fits ? "" : " small", num(x + w / 2), num(y + h / 2 + (fits ? 3.5 : 3)),
+                         fill.luminance() > 0.18 ? "#000000" : "#ffffff", label);
       }
     }
   }
@@ -214,7 +222,7 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
 
   // Time axis.
   const double ay = top + rows_h + 2;
-  s += render_detail::time_axis(left, plot_w, ay, T,
+  s += render_detail::time_axis(left, plot_w, ay, t_end,
                                 fmt::format("time (s); iteration time T = {} s", render_detail::seconds_text(plan.timeline.time_s)));
 
   // Legend: colour bar, then kinds, idle and critical path swatches.

@@ -862,6 +862,15 @@ class RenderTest(unittest.TestCase):
         self.assertIn("<svg", svg)
         self.assertEqual(svg.count('class="op forward'), 6)
         self.assertIn("T_min &amp; co", svg)
+        # Session 24's trial: without p2p_power_w the idle time was silently drawn at 0 W.
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            perseus.render_timeline_svg(prof, res["plans"][0], 3)
+            perseus.render_timeline_svg(prof, res["plans"][0], 3, color_by="frequency")
+        self.assertEqual([str(w.message)[:25] for w in caught], ["p2p_power_w not given: id"])
+        with self.assertRaises(TypeError):
+            perseus.render_timeline_svg(prof, res["plans"][0], 3, p2p_power_w=True)
         fr = perseus.render_frontier_svg(res["frontier"], plans=res["plans"], all_max=res["all_max"])
         self.assertIn("<svg", fr)
         with self.assertRaises(perseus.InputError) as cm:
