@@ -291,6 +291,47 @@ TEST(Histogram, CountsPerStageAndFrequency) {
   EXPECT_NE(svg.find("bar height: number of computations at that frequency (count axis"), std::string::npos);
 }
 
+// Session 24's trial: the report's two timelines were each as wide as the page whatever their T
+// (a 14 % slower plan looked as long), and a histogram's bars were as wide as the gap between
+// the clocks the plan happened to use (two clocks 405 MHz apart: 324 MHz bars).
+TEST(Timeline, ASharedTimeEndScalesBoxesAndStopsTheRowAtT) {
+  const Dag dag = Dag::build(make_1f1b(2, 2));
+  const FrequencyPlan plan = evaluate_plan(dag, two_freq_profile(2), std::vector<int>(dag.num_ops(), 1410), 50.0);
+  TimelineOptions o;
+  o.width_px = 1000;
+  o.label_width_px = 100;
+  o.right_margin_px = 0;
+  const double T = plan.timeline.time_s;
+  o.time_end_s = 2 * T;
+  const std::string svg = render_timeline_svg(dag, plan, o);
+  for (const auto& b : boxes(svg)) EXPECT_LE(b.x + b.w, 100 + 450 + 0.02) << b.title;  // within the first half
+  EXPECT_NE(svg.find("class=\"idle\" x=\"100\" y=\"8\" width=\"450\""), std::string::npos) << svg;
+  o.time_end_s = 0.5 * T;  // below T: the plan's own T
+  EXPECT_NE(render_timeline_svg(dag, plan, o).find("class=\"idle\" x=\"100\" y=\"8\" width=\"900\""),
+            std::string::npos);
+}
+
+TEST(Histogram, AGivenRangeAndStepSetTheAxisAndBarWidth) {
+  const Dag dag = Dag::build(make_1f1b(2, 3));
+  std::vector<int> f(dag.num_ops(), 1410);
+  f[dag.find({1, 0, InstructionKind::kForward})] = 1005;
+  const FrequencyPlan plan = evaluate_plan(dag, two_freq_profile(2), f, 50.0);
+  auto bar_width = [](const std::string& svg) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(svg, m, std::regex("<rect class=\"bar\" x=\"[0-9.]+\" y=\"[0-9.]+\" width=\"([0-9.]+)\"")));
+    return m.empty() ? 0.0 : std::stod(m[1]);
+  };
+  HistogramOptions o;
+  const double wide = bar_width(render_frequency_histogram_svg(dag, plan, o));
+  o.freq_step_mhz = 15;
+  o.freq_range_mhz = std::make_pair(210, 1410);
+  const std::string svg = render_frequency_histogram_svg(dag, plan, o);
+  const double narrow = bar_width(svg);
+  EXPECT_GT(wide, 100.0);  // 405 MHz gaps: bars hundreds of MHz wide
+  EXPECT_LT(narrow, 12.0);  // one 15 MHz step of a 1200 MHz axis on 794 px, 80 %
+  EXPECT_NE(svg.find(">400<"), std::string::npos) << "the axis covers the profile's range";
+}
+
 /// Linear map value -> pixel from the tick labels of one axis (class xtick / ytick).
 struct AxisMap {
   double a = 0, b = 0;  // px = a + b * value
