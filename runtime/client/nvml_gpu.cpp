@@ -1,5 +1,5 @@
 // NVML backend: libnvidia-ml.so.1 loaded with dlopen at run time, never linked.
-#include <dlfcn.h>
+#include "shared_library.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -53,8 +53,8 @@ const char* code_name(nvmlReturn_t rc) {
 
 // The loaded library and its entry points. One per GpuControl object (dlopen is ref-counted).
 struct NvmlLibrary {
-  void* handle = nullptr;
-  std::string path;
+  detail::SharedLibrary lib;
+  const std::string& path = lib.path();
   nvmlReturn_t (*init)() = nullptr;
   nvmlReturn_t (*shutdown)() = nullptr;
   const char* (*error_string)(nvmlReturn_t) = nullptr;
@@ -74,52 +74,38 @@ struct NvmlLibrary {
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
 
-  explicit NvmlLibrary(const std::string& requested) {
-    path = requested;
-    if (path.empty()) {
-      const char* env = std::getenv("PERSEUS_NVML_LIBRARY");
-      path = (env != nullptr && *env != '\0') ? env : "libnvidia-ml.so.1";
-    }
-    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* err = dlerror();
-      std::string why = err != nullptr ? err : "unknown error";
-      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // dlerror() names the file too
+  explicit NvmlLibrary(const std::string& requested)
+      : lib({detail::library_path(requested, "PERSEUS_NVML_LIBRARY", "libnvidia-ml.so.1")}) {
+    if (!lib.loaded()) {
       throw GpuError(fmt::format(
-          "cannot load NVML {}: {}. Is an NVIDIA driver installed? (set PERSEUS_NVML_LIBRARY to its path)", path, why));
+          "cannot load NVML {}: {}. Is an NVIDIA driver installed? (set PERSEUS_NVML_LIBRARY to its path)", path,
+          lib.error()));
     }
-    try {
-      resolve(init, "nvmlInit_v2");
-      resolve(shutdown, "nvmlShutdown");
-      resolve(error_string, "nvmlErrorString");
-      resolve(get_handle, "nvmlDeviceGetHandleByIndex_v2");
-      resolve(set_locked, "nvmlDeviceSetGpuLockedClocks");
-      resolve(reset_locked, "nvmlDeviceResetGpuLockedClocks");
-      resolve(mem_clocks, "nvmlDeviceGetSupportedMemoryClocks");
-      resolve(gfx_clocks, "nvmlDeviceGetSupportedGraphicsClocks");
-      resolve(energy, "nvmlDeviceGetTotalEnergyConsumption");
-      resolve(power, "nvmlDeviceGetPowerUsage");
-      get_count = reinterpret_cast<decltype(get_count)>(dlsym(handle, "nvmlDeviceGetCount_v2"));
-      get_uuid = reinterpret_cast<decltype(get_uuid)>(dlsym(handle, "nvmlDeviceGetUUID"));
-      get_name = reinterpret_cast<decltype(get_name)>(dlsym(handle, "nvmlDeviceGetName"));
-      get_pci = reinterpret_cast<decltype(get_pci)>(dlsym(handle, "nvmlDeviceGetPciInfo_v3"));
-      const nvmlReturn_t rc = init();
-      if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlInit_v2 failed: {}", describe(rc)));
-      initialized = true;
-    } catch (...) {
-      dlclose(handle);
-      throw;
-    }
+    resolve(init, "nvmlInit_v2");
+    resolve(shutdown, "nvmlShutdown");
+    resolve(error_string, "nvmlErrorString");
+    resolve(get_handle, "nvmlDeviceGetHandleByIndex_v2");
+    resolve(set_locked, "nvmlDeviceSetGpuLockedClocks");
+    resolve(reset_locked, "nvmlDeviceResetGpuLockedClocks");
+    resolve(mem_clocks, "nvmlDeviceGetSupportedMemoryClocks");
+    resolve(gfx_clocks, "nvmlDeviceGetSupportedGraphicsClocks");
+    resolve(energy, "nvmlDeviceGetTotalEnergyConsumption");
+    resolve(power, "nvmlDeviceGetPowerUsage");
+    lib.find(get_count, "nvmlDeviceGetCount_v2");  // optional ones
+    lib.find(get_uuid, "nvmlDeviceGetUUID");
+    lib.find(get_name, "nvmlDeviceGetName");
+    lib.find(get_pci, "nvmlDeviceGetPciInfo_v3");
+    const nvmlReturn_t rc = init();
+    if (rc != kNvmlSuccess) throw GpuError(fmt::format("nvmlInit_v2 failed: {}", describe(rc)));
+    initialized = true;
   }
   ~NvmlLibrary() {
     if (initialized) shutdown();
-    if (handle != nullptr) dlclose(handle);
   }
 
   template <typename Fn>
   void resolve(Fn& fn, const char* name) {
-    fn = reinterpret_cast<Fn>(dlsym(handle, name));
-    if (fn == nullptr) throw GpuError(fmt::format("NVML library {} has no symbol {} (driver too old?)", path, name));
+    if (!lib.find(fn, name)) throw GpuError(fmt::format("NVML library {} has no symbol {} (driver too old?)", path, name));
   }
   int device_count() {
     if (get_count == nullptr) return 1;  // very old driver: assume one device

@@ -11,7 +11,7 @@
 //                       re-enables every level)
 //   energy            = rsmi_dev_energy_count_get: counter x resolution (uJ) -> J
 //   power             = rsmi_dev_power_ave_get(sensor 0), uW -> W
-#include <dlfcn.h>
+#include "shared_library.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -33,8 +33,8 @@ namespace {
 
 // The loaded library and its entry points (dlopen is ref-counted: one per object is fine).
 struct RocmSmiLibrary {
-  void* handle = nullptr;
-  std::string path;
+  detail::SharedLibrary lib;
+  const std::string& path = lib.path();
   decltype(&::rsmi_init) init = nullptr;
   decltype(&::rsmi_shut_down) shut_down = nullptr;
   decltype(&::rsmi_status_string) status_string = nullptr;
@@ -50,50 +50,39 @@ struct RocmSmiLibrary {
   RocmSmiLibrary(const RocmSmiLibrary&) = delete;
   RocmSmiLibrary& operator=(const RocmSmiLibrary&) = delete;
 
-  explicit RocmSmiLibrary(const std::string& requested) : path(requested) {
-    if (path.empty()) {
-      const char* env = std::getenv("PERSEUS_ROCM_SMI_LIBRARY");
-      path = (env != nullptr && *env != '\0') ? env : "librocm_smi64.so";
-    }
-    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr && requested.empty() && path == "librocm_smi64.so") {
-      // Without the -dev package only the versioned name exists (Debian librocm-smi64-1).
-      handle = dlopen("librocm_smi64.so.1", RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) path = "librocm_smi64.so.1";
-    }
-    if (handle == nullptr) {
-      const char* why = dlerror();
+  explicit RocmSmiLibrary(const std::string& requested) : lib(candidates(requested)) {
+    if (!lib.loaded()) {
       throw GpuError(fmt::format("cannot load ROCm SMI ({}): {}. Is ROCm installed? (set PERSEUS_ROCM_SMI_LIBRARY "
                                  "to its path)",
-                                 path, why != nullptr ? why : "unknown error"));
+                                 path, lib.error()));
     }
-    try {
-      resolve(init, "rsmi_init");
-      resolve(shut_down, "rsmi_shut_down");
-      resolve(status_string, "rsmi_status_string");
-      resolve(num_devices, "rsmi_num_monitor_devices");
-      resolve(freq_get, "rsmi_dev_gpu_clk_freq_get");
-      resolve(freq_set, "rsmi_dev_gpu_clk_freq_set");
-      resolve(perf_level_set, "rsmi_dev_perf_level_set_v1");
-      resolve(energy, "rsmi_dev_energy_count_get");
-      resolve(power, "rsmi_dev_power_ave_get");
-      unique_id = reinterpret_cast<decltype(unique_id)>(dlsym(handle, "rsmi_dev_unique_id_get"));
-      const rsmi_status_t rc = init(0);
-      if (rc != RSMI_STATUS_SUCCESS) throw GpuError(fmt::format("rsmi_init failed: {}", describe(rc)));
-      initialized = true;
-    } catch (...) {
-      dlclose(handle);
-      throw;
-    }
+    resolve(init, "rsmi_init");
+    resolve(shut_down, "rsmi_shut_down");
+    resolve(status_string, "rsmi_status_string");
+    resolve(num_devices, "rsmi_num_monitor_devices");
+    resolve(freq_get, "rsmi_dev_gpu_clk_freq_get");
+    resolve(freq_set, "rsmi_dev_gpu_clk_freq_set");
+    resolve(perf_level_set, "rsmi_dev_perf_level_set_v1");
+    resolve(energy, "rsmi_dev_energy_count_get");
+    resolve(power, "rsmi_dev_power_ave_get");
+    lib.find(unique_id, "rsmi_dev_unique_id_get");  // optional
+    const rsmi_status_t rc = init(0);
+    if (rc != RSMI_STATUS_SUCCESS) throw GpuError(fmt::format("rsmi_init failed: {}", describe(rc)));
+    initialized = true;
   }
   ~RocmSmiLibrary() {
     if (initialized) shut_down();
-    if (handle != nullptr) dlclose(handle);
+  }
+  // The library's path, else $PERSEUS_ROCM_SMI_LIBRARY, else librocm_smi64.so or, without the
+  // -dev package, the versioned name only (Debian librocm-smi64-1).
+  static std::vector<std::string> candidates(const std::string& requested) {
+    const std::string path = detail::library_path(requested, "PERSEUS_ROCM_SMI_LIBRARY", "librocm_smi64.so");
+    if (requested.empty() && path == "librocm_smi64.so") return {path, "librocm_smi64.so.1"};
+    return {path};
   }
   template <typename Fn>
   void resolve(Fn& fn, const char* name) {
-    fn = reinterpret_cast<Fn>(dlsym(handle, name));
-    if (fn == nullptr) throw GpuError(fmt::format("ROCm SMI library {} has no symbol {} (too old?)", path, name));
+    if (!lib.find(fn, name)) throw GpuError(fmt::format("ROCm SMI library {} has no symbol {} (too old?)", path, name));
   }
   std::string describe(rsmi_status_t rc) const {
     const char* text = nullptr;
