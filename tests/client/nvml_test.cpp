@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "../../runtime/client/shared_library.hpp"
 #include "perseus/runtime/gpu_control.hpp"
 #include "test_util.hpp"
 
@@ -116,6 +117,32 @@ TEST_F(FakeNvml, NoPermissionGivesActionableMessage) {
     EXPECT_TRUE(has(m, "NVML_ERROR_NO_PERMISSION")) << m;
     EXPECT_TRUE(has(m, "CAP_SYS_ADMIN")) << m;
   }
+}
+
+// The loader both vendor backends share: the first path that loads wins (ROCm SMI falls back to
+// the versioned soname when the -dev package is missing); when none loads, the first path and
+// its dlerror() text, once.
+TEST(SharedLibrary, FirstPathThatLoadsAndTheFirstFailureOtherwise) {
+  const detail::SharedLibrary lib({"/nonexistent/libx.so", FAKE_NVML_PATH});
+  ASSERT_TRUE(lib.loaded()) << lib.error();
+  EXPECT_EQ(lib.path(), FAKE_NVML_PATH);
+  int (*init)() = nullptr;
+  EXPECT_TRUE(lib.find(init, "nvmlInit_v2"));
+  EXPECT_NE(init, nullptr);
+  EXPECT_FALSE(lib.find(init, "no_such_symbol"));
+  EXPECT_EQ(init, nullptr);
+  const detail::SharedLibrary none({"/nonexistent/liba.so", "/nonexistent/libb.so"});
+  EXPECT_FALSE(none.loaded());
+  EXPECT_EQ(none.path(), "/nonexistent/liba.so");
+  EXPECT_EQ(none.error().find("/nonexistent/liba.so"), std::string::npos) << none.error();
+  EXPECT_NE(none.error().find("cannot open shared object file"), std::string::npos) << none.error();
+  EXPECT_FALSE(none.find(init, "nvmlInit_v2"));
+  ::setenv("PERSEUS_TEST_LIBRARY", "from-env.so", 1);
+  EXPECT_EQ(detail::library_path("given.so", "PERSEUS_TEST_LIBRARY", "fallback.so"), "given.so");
+  EXPECT_EQ(detail::library_path("", "PERSEUS_TEST_LIBRARY", "fallback.so"), "from-env.so");
+  ::setenv("PERSEUS_TEST_LIBRARY", "", 1);
+  EXPECT_EQ(detail::library_path("", "PERSEUS_TEST_LIBRARY", "fallback.so"), "fallback.so");
+  ::unsetenv("PERSEUS_TEST_LIBRARY");
 }
 
 TEST_F(FakeNvml, LoadAndInitFailuresAreClear) {
