@@ -190,12 +190,13 @@ void register_optimize(CLI::App& app) {
       fmt::print(stderr, "note: --max-lp-solves had no effect: the bound came from the hull walk, not LP solves "
                          "(--bound lp to use them)\n");
     }
-    fmt::print("Perseus frontier: {} plan{} from T = {:.4f} s down to T_min = {:.4f} s ({} graph-cut step{}, {:.3f} s)\n",
-               s.num_plans, s.num_plans == 1 ? "" : "s", s.t_max_s, s.t_min_s, s.num_steps, s.num_steps == 1 ? "" : "s",
-               s.solve_time_s);
-    fmt::print("  all-max baseline:  T = {:.4f} s, E = {:.1f} J\n", s.allmax_time_s, s.allmax_energy_j);
-    fmt::print("  Perseus at T_min:  T = {:.4f} s, E = {:.1f} J  -> intrinsic bloat removed: {:.2f}% energy\n",
-               s.t_min_s, s.energy_at_t_min_j, s.intrinsic_saving_pct);
+    // Times and energies keep 4 significant digits (a µs-scale profile printed "T = 0.0004 s").
+    fmt::print("Perseus frontier: {} plan{} from T = {} s down to T_min = {} s ({} graph-cut step{}, {:.3f} s)\n",
+               s.num_plans, s.num_plans == 1 ? "" : "s", seconds_text(s.t_max_s), seconds_text(s.t_min_s), s.num_steps,
+               s.num_steps == 1 ? "" : "s", s.solve_time_s);
+    fmt::print("  all-max baseline:  T = {} s, E = {} J\n", seconds_text(s.allmax_time_s), joules_text(s.allmax_energy_j));
+    fmt::print("  Perseus at T_min:  T = {} s, E = {} J  -> intrinsic bloat removed: {:.2f}% energy\n",
+               seconds_text(s.t_min_s), joules_text(s.energy_at_t_min_j), s.intrinsic_saving_pct);
     // T_min < all-max time happens when a lower clock is faster than the max one (noise): say so.
     if (s.t_min_s < s.allmax_time_s * (1 - 1e-9)) {
       const auto faster = faster_below_max_clock(profile);
@@ -206,13 +207,13 @@ void register_optimize(CLI::App& app) {
     }
     if (s.lower_bound_at_t_min_j > 0) {
       // Certified planner: what no plan can beat, and how close the frontier gets to it.
-      fmt::print("  lower bound:       E >= {:.1f} J at T_min (no plan removes more than {:.2f}%); largest gap to the "
+      fmt::print("  lower bound:       E >= {} J at T_min (no plan removes more than {:.2f}%); largest gap to the "
                  "bound over the frontier: {:.2f}%\n",
-                 s.lower_bound_at_t_min_j, 100 * (s.allmax_energy_j - s.lower_bound_at_t_min_j) / s.allmax_energy_j,
+                 joules_text(s.lower_bound_at_t_min_j), 100 * (s.allmax_energy_j - s.lower_bound_at_t_min_j) / s.allmax_energy_j,
                  s.max_optimality_gap_pct);
     }
-    fmt::print("  slowest plan:      T = {:.4f} s, E = {:.1f} J  (for a straggler's deadline T: E includes waiting at "
-               "P_block until T)\n", s.t_max_s, s.energy_at_t_max_j);
+    fmt::print("  slowest plan:      T = {} s, E = {} J  (for a straggler's deadline T: E includes waiting at "
+               "P_block until T)\n", seconds_text(s.t_max_s), joules_text(s.energy_at_t_max_j));
     if (s.partial) fmt::print("  PARTIAL frontier ({}): {}\n", s.partial_reason, s.partial_detail);
     fmt::print("wrote {} ({} plan{}, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written,
                cfg->zeus_format ? "s, each as JSON and as a Zeus .py file" : s.plans_written == 1 ? " file" : " files");

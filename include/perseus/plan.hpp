@@ -2,6 +2,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "perseus/dag.hpp"
@@ -15,6 +16,16 @@ struct TimeEnergy {
   double time_s = 0;    ///< Iteration time T, s.
   double energy_j = 0;  ///< Iteration energy E, J.
 };
+
+/// A time (s) or energy (J) as text, for people (the CLI's summary, reports, tooltips):
+/// `decimals` decimals while they keep 4 significant digits, else 4 significant digits
+/// ("0.0003525", "3.525e-05"); 0 as "0". Fixed decimals printed "T = 0.0004 s, E = 0.4 J" for
+/// every plan of a µs-scale profile (session 24's trial). Non-finite values as fmt writes them.
+std::string quantity_text(double v, int decimals);
+/// quantity_text() of a time, s (4 decimals from 0.1 s on: "2.8365").
+inline std::string seconds_text(double v) { return quantity_text(v, 4); }
+/// quantity_text() of an energy, J (1 decimal from 100 J on: "7339.0").
+inline std::string joules_text(double v) { return quantity_text(v, 1); }
 
 /// Energy (J) one pipeline draws until deadline_s (s) running a plan of `p.time_s`: the plan's
 /// energy, then blocking at pipe_block_w (P_block × the pipeline's ranks, W) until the deadline,

@@ -2,6 +2,7 @@
 #include "perseus/plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -61,6 +62,12 @@ FrequencyPlan all_max_plan(const Dag& dag, const Profile& profile, double p_bloc
     }
   }
   return evaluate_plan(dag, profile, std::move(freq), p_block_w);
+}
+
+std::string quantity_text(double v, int decimals) {
+  if (v == 0) return "0";
+  if (!std::isfinite(v) || std::abs(v) >= std::pow(10.0, 3 - decimals)) return fmt::format("{:.{}f}", v, decimals);
+  return fmt::format("{:#.4g}", v);  // trailing zeros kept: 0.08000
 }
 
 double energy_until(const TimeEnergy& p, double pipe_block_w, double deadline_s) {

@@ -114,11 +114,6 @@ std::string num(double v) {
   return s;
 }
 
-std::string quantity_text(double v, int decimals) {
-  if (!std::isfinite(v) || v == 0 || std::abs(v) >= std::pow(10.0, 3 - decimals)) return fmt::format("{:.{}f}", v, decimals);
-  return fmt::format("{:.4g}", v);
-}
-
 std::string tick_label(double value, double step) {
   int decimals = 0;
   if (step > 0 && std::isfinite(step)) decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));

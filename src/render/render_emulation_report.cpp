@@ -36,9 +36,9 @@ std::string emulation_report_html(const EmulationResult& res, const EmulationRep
   h += fmt::format(
       "<p class=\"note\">{} data-parallel pipelines × {} GPUs ({} stages × TP {}), {} microbatches, P_block = {} W "
       "per GPU, time scale {} (times and energies below are scaled). One pipeline is the straggler, slowed by the "
-      "factor on the x axis; T_min = {:.4f} s (scaled); Perseus frontier of {} plans.</p>\n",
+      "factor on the x axis; T_min = {} s (scaled); Perseus frontier of {} plans.</p>\n",
       res.num_pipelines, in.num_ranks * in.tp_degree, in.num_ranks, in.tp_degree, in.microbatches, in.p_block_w,
-      in.time_scale, res.t_min_s, res.frontier_size);
+      in.time_scale, seconds_text(res.t_min_s), res.frontier_size);
 
   LinePlotData total;
   total.title = "Total saving vs all-max with the same straggler";
@@ -58,9 +58,10 @@ std::string emulation_report_html(const EmulationResult& res, const EmulationRep
        "<th>intrinsic saving (%)</th><th>extrinsic saving (%)</th><th>total saving (%)</th></tr></thead><tbody>\n";
   for (const auto& r : res.rows) {
     h += fmt::format(
-        "<tr><td style=\"text-align:left\">{}</td><td>{:.3f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.1f}</td>"
+        "<tr><td style=\"text-align:left\">{}</td><td>{:.3f}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td></tr>\n",
-        xml_escape(method_display_name(r.method)), r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j,
+        xml_escape(method_display_name(r.method)), r.slowdown, seconds_text(r.iteration_time_s),
+        seconds_text(r.chosen_time_s), joules_text(r.cluster_energy_j),
         r.pipeline_saving_pct, r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct);
   }
   h += "</tbody></table>\n<p class=\"note\">Written by perseus emulate --report.</p>\n</body>\n</html>\n";

@@ -160,7 +160,7 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     const double bx0 = right ? x - w : x, bx1 = right ? x : x + w;
     double y = py - 6;
     for (double dy : {0.0, 14.0, -14.0, 28.0, -28.0, 42.0, -42.0}) {
-      y = py - 6 + dy;
+      y = std::clamp(py - 6 + dy, top + 12, top + ph - 4);  // inside the frame (a third label left it)
       const bool clear = std::none_of(placed.begin(), placed.end(), [&](const auto& r) {
         return bx0 < r[1] && r[0] < bx1 && y - 10 < r[3] && r[2] < y + 2;
       });
@@ -196,9 +196,11 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
   // Legend (top right, inside the plot).
   std::vector<std::pair<std::string, std::string>> entries;  // (marker svg at 0,0, text)
   if (!d.frontier.empty())
-    entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"2\"/>"
-                                     "<circle cx=\"11\" cy=\"0\" r=\"3\" fill=\"{}\"/>",
-                                     kFrontierColor, kFrontierColor),
+    entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"2\"/>{}",
+                                     kFrontierColor,
+                                     d.plans.empty() ? std::string()
+                                                     : fmt::format("<circle cx=\"11\" cy=\"0\" r=\"3\" fill=\"{}\"/>",
+                                                                   kFrontierColor)),
                          d.plans.empty() ? std::string("Perseus frontier")
                                          : "Perseus frontier (dots: " + d.plans_label + ")");
   if (!d.lower_bound.empty())

@@ -41,15 +41,17 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
     lo = freqs.empty() ? o.freq_range_mhz->first : std::min(lo, o.freq_range_mhz->first);
     hi = freqs.empty() ? o.freq_range_mhz->second : std::max(hi, o.freq_range_mhz->second);
   }
-  const double f0 = lo - step * 0.75;
-  const double f1 = std::max(hi + step * 0.75, f0 + 1);
+  // A margin of 3/4 step, and at least 2 % of the range (1 MHz steps put a bar on the frame).
+  const double margin = std::max(step * 0.75, 0.02 * (hi - lo));
+  const double f0 = lo - margin;
+  const double f1 = std::max(hi + margin, f0 + 1);
 
   const double top = o.title.empty() ? 8 : 30;
   const double pw = o.width_px - kLeft - kRight;
   const double rows_h = dag.num_stages() * o.row_height_px;
   const double height = top + rows_h + kAxisHeight + kLegendHeight;
   auto X = [&](double f) { return kLeft + (f - f0) / (f1 - f0) * pw; };
-  const double bar_w = std::max(1.5, static_cast<double>(step) / (f1 - f0) * pw * 0.8);
+  const double bar_w = std::max(3.0, static_cast<double>(step) / (f1 - f0) * pw * 0.8);  // never a hairline
 
   std::string s =
       render_detail::svg_open(o.width_px, height,

@@ -346,9 +346,10 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
     h += fmt::format(
         "<p class=\"note\">From emulation.csv (perseus emulate): {} data-parallel pipelines (one of them the "
         "straggler) of {} stages × TP {} = {} GPUs each, {} GPUs in all; time scale {}. Times and energies in this "
-        "table are of that scaled cluster (T_min = {:.4f} s here is {:.4f} s unscaled), not of the one pipeline "
+        "table are of that scaled cluster (T_min = {} s here is {} s unscaled), not of the one pipeline "
         "in the Summary above. Savings in % do not depend on the scaling.</p>\n",
-        pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, *t_min_s, *t_min_s / scale);
+        pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, render_detail::seconds_text(*t_min_s),
+        render_detail::seconds_text(*t_min_s / scale));
   }
   const int c_slow = t.column({"slowdown"}), c_chosen = t.column({"chosen_time_s"});
   if (t_min_s && c_slow >= 0 && c_chosen >= 0) {
@@ -370,6 +371,7 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
            "than Perseus's and its energy is compared at a longer iteration time.</p>\n";
     }
   }
+  for (auto& row : t.rows) row[0] = method_display_name(row[0]);  // as on emulation.html: "ZeusPerStage"
   return h + html_table(t);
 }
 

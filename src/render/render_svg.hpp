@@ -15,15 +15,9 @@ namespace perseus::render_detail {
 /// A coordinate or length for an SVG attribute: at most 2 decimals, trailing zeros trimmed.
 std::string num(double v);
 
-/// A time (s) or energy (J) for text (titles, tooltips, tables): `decimals` decimals while they
-/// keep 4 significant digits, else 4 significant digits ("0.0003525", "3.525e-05"). Fixed
-/// decimals printed "T = 0.0004 s, E = 0.4 J" for every plan of a µs-scale profile (session
-/// 24's trial). Non-finite values as fmt writes them.
-std::string quantity_text(double v, int decimals);
-/// quantity_text() of a time, s (4 decimals from 0.1 s on).
-inline std::string seconds_text(double v) { return quantity_text(v, 4); }
-/// quantity_text() of an energy, J (1 decimal from 100 J on).
-inline std::string joules_text(double v) { return quantity_text(v, 1); }
+// Times and energies as text: perseus/plan.hpp.
+using perseus::joules_text;
+using perseus::seconds_text;
 
 /// Widens a plot axis range [lo, hi] by 4 % of its span on each side, so markers at the ends
 /// are not cut by the frame. A range that is one value up to rounding (span <= 1e-6 of its

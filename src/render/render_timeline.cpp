@@ -195,6 +195,14 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
     }
   }
 
+  // On a shared time scale that runs past this plan's T, a dashed line marks where it ends.
+  if (t_end > T) {
+    s += fmt::format(
+        "<line class=\"t-end\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#333\" stroke-dasharray=\"4 3\"/>"
+        "<text class=\"legend-text\" x=\"{3}\" y=\"{4}\">T</text>\n",
+        num(x_of(T)), num(top - 2), num(top + rows_h), num(x_of(T) + 3), num(top + 10));
+  }
+
   // Critical path: outlined boxes joined by lines.
   if (o.outline_critical_path) {
     const auto path = critical_path(dag, plan.timeline);

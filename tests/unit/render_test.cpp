@@ -306,6 +306,7 @@ TEST(Timeline, ASharedTimeEndScalesBoxesAndStopsTheRowAtT) {
   const std::string svg = render_timeline_svg(dag, plan, o);
   for (const auto& b : boxes(svg)) EXPECT_LE(b.x + b.w, 100 + 450 + 0.02) << b.title;  // within the first half
   EXPECT_NE(svg.find("class=\"idle\" x=\"100\" y=\"8\" width=\"450\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<line class=\"t-end\" x1=\"550\""), std::string::npos) << "a dashed line at T";
   o.time_end_s = 0.5 * T;  // below T: the plan's own T
   EXPECT_NE(render_timeline_svg(dag, plan, o).find("class=\"idle\" x=\"100\" y=\"8\" width=\"900\""),
             std::string::npos);
@@ -557,7 +558,7 @@ TEST(Render, QuantitiesKeepFourSignificantDigits) {
   EXPECT_EQ(seconds_text(0.1), "0.1000");
   EXPECT_EQ(seconds_text(0.0003525), "0.0003525");
   EXPECT_EQ(seconds_text(3.525e-05), "3.525e-05");
-  EXPECT_EQ(seconds_text(0), "0.0000");
+  EXPECT_EQ(seconds_text(0), "0");
   EXPECT_EQ(joules_text(7339.04), "7339.0");
   EXPECT_EQ(joules_text(0.4478), "0.4478");
   EXPECT_EQ(joules_text(12.345), "12.35");

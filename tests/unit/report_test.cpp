@@ -120,7 +120,7 @@ TEST(Report, SelfContainedPageWithAllSections) {
   EXPECT_NE(html.find("4 data-parallel pipelines (one of them the straggler) of 2 stages × TP 8 = 16 GPUs each, 64 "
                       "GPUs in all; time scale 10."),
             std::string::npos);
-  EXPECT_NE(html.find("(T_min = 0.8000 s here is 0.0800 s unscaled)"), std::string::npos);
+  EXPECT_NE(html.find("(T_min = 0.8000 s here is 0.08000 s unscaled)"), std::string::npos);
   EXPECT_EQ(count(html, "<td>slows the cluster by 6.25%</td>"), 1u);
   EXPECT_EQ(count(html, "slows the cluster by"), 1u);
   EXPECT_NE(html.find("ZeusGlobal"), std::string::npos);
