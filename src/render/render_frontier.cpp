@@ -8,9 +8,7 @@
 
 namespace perseus {
 
-using render_detail::joules_text;
 using render_detail::num;
-using render_detail::seconds_text;
 
 namespace {
 

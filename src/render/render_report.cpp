@@ -257,8 +257,8 @@ std::string cell_text(const std::string& column, const std::string& value) {
     return column.size() >= suffix.size() && column.compare(column.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (ends("_pct")) return fmt::format("{:.2f}", v);
-  if (ends("_s")) return render_detail::seconds_text(v);
-  if (ends("_j")) return render_detail::joules_text(v);
+  if (ends("_s")) return seconds_text(v);
+  if (ends("_j")) return joules_text(v);
   if (ends("_w")) return fmt::format("{:.1f}", v);
   return xml_escape(value);
 }
@@ -348,8 +348,8 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
         "straggler) of {} stages × TP {} = {} GPUs each, {} GPUs in all; time scale {}. Times and energies in this "
         "table are of that scaled cluster (T_min = {} s here is {} s unscaled), not of the one pipeline "
         "in the Summary above. Savings in % do not depend on the scaling.</p>\n",
-        pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, render_detail::seconds_text(*t_min_s),
-        render_detail::seconds_text(*t_min_s / scale));
+        pipelines, stages, tp, stages * tp, pipelines * stages * tp, scale, seconds_text(*t_min_s),
+        seconds_text(*t_min_s / scale));
   }
   const int c_slow = t.column({"slowdown"}), c_chosen = t.column({"chosen_time_s"});
   if (t_min_s && c_slow >= 0 && c_chosen >= 0) {
@@ -643,12 +643,12 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   TimelineOptions to_fast = to, to_green = to;
   to_fast.id_prefix = "fast-";
   to_fast.title = fmt::format("{} (plan {}): T = {} s, E = {} J", fastest_title, fast_idx,
-                              render_detail::seconds_text(fast.timeline.time_s),
-                              render_detail::joules_text(fast.total_energy_j()));
+                              seconds_text(fast.timeline.time_s),
+                              joules_text(fast.total_energy_j()));
   to_green.id_prefix = "green-";
   to_green.title = fmt::format("Lowest-energy plan written (plan {}): T = {} s, E = {} J", green_idx,
-                               render_detail::seconds_text(green.timeline.time_s),
-                               render_detail::joules_text(green.total_energy_j()));
+                               seconds_text(green.timeline.time_s),
+                               joules_text(green.total_energy_j()));
 
   // Page.
   const std::string profile_name = fs::path(profile_given).filename().string();
@@ -668,7 +668,6 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   auto kv = [&](const std::string& k, const std::string& v) {
     h += "<tr><td>" + xml_escape(k) + "</td><td>" + xml_escape(v) + "</td></tr>\n";
   };
-  using render_detail::joules_text, render_detail::seconds_text;
   kv("T_min: fastest iteration time (s)", seconds_text(t_min_s));
   kv("energy at T_min (J)", joules_text(e_t_min_j));
   kv("all-max frequency: time (s)", seconds_text(allmax_t));

@@ -15,9 +15,6 @@ namespace perseus::render_detail {
 /// A coordinate or length for an SVG attribute: at most 2 decimals, trailing zeros trimmed.
 std::string num(double v);
 
-// Times and energies as text: perseus/plan.hpp.
-using perseus::joules_text;
-using perseus::seconds_text;
 
 /// Widens a plot axis range [lo, hi] by 4 % of its span on each side, so markers at the ends
 /// are not cut by the frame. A range that is one value up to rounding (span <= 1e-6 of its

@@ -168,10 +168,10 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
       std::string tip = fmt::format("{}{}{} (stage {}{}, microbatch {}): {} MHz, {} s", to_letter(c.kind),
                                     c.microbatch, chunk, c.stage,
                                     chunked ? fmt::format(", chunk {}", chunk_of[static_cast<std::size_t>(c.stage)]) : "",
-                                    c.microbatch, plan.freq_mhz[id], render_detail::seconds_text(plan.time_s[id]));
-      if (pw > 0) tip += fmt::format(", {:.1f} W, {} J", pw, render_detail::joules_text(plan.energy_j[id]));
-      tip += fmt::format("; {}-{} s", render_detail::seconds_text(plan.timeline.start_s[id]),
-                         render_detail::seconds_text(plan.timeline.end_s[id]));
+                                    c.microbatch, plan.freq_mhz[id], seconds_text(plan.time_s[id]));
+      if (pw > 0) tip += fmt::format(", {:.1f} W, {} J", pw, joules_text(plan.energy_j[id]));
+      tip += fmt::format("; {}-{} s", seconds_text(plan.timeline.start_s[id]),
+                         seconds_text(plan.timeline.end_s[id]));
       s += fmt::format(
           "<rect class=\"op {}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" "
           "stroke=\"#ffffff\" stroke-width=\"0.4\"><title>{}</title></rect>\n",
@@ -231,7 +231,7 @@ std::string render_timeline_svg(const Dag& dag, const FrequencyPlan& plan, const
   // Time axis.
   const double ay = top + rows_h + 2;
   s += render_detail::time_axis(left, plot_w, ay, t_end,
-                                fmt::format("time (s); iteration time T = {} s", render_detail::seconds_text(plan.timeline.time_s)));
+                                fmt::format("time (s); iteration time T = {} s", seconds_text(plan.timeline.time_s)));
 
   // Legend: colour bar, then kinds, idle and critical path swatches.
   const double ly = ay + kAxisHeight + 4;

@@ -14,7 +14,6 @@
 #include "perseus/schedule.hpp"
 #include "test_util.hpp"
 #include "xml_check.hpp"
-#include "../../src/render/render_svg.hpp"
 
 namespace perseus {
 namespace {
@@ -552,8 +551,8 @@ TEST(Render, LabelsOfCoincidingPointsDoNotOverlap) {
 
 // - Times and energies of a µs-scale profile all read "0.0004 s, 0.4 J".
 TEST(Render, QuantitiesKeepFourSignificantDigits) {
-  using perseus::render_detail::joules_text;
-  using perseus::render_detail::seconds_text;
+  using perseus::joules_text;
+  using perseus::seconds_text;
   EXPECT_EQ(seconds_text(2.836511), "2.8365");
   EXPECT_EQ(seconds_text(0.1), "0.1000");
   EXPECT_EQ(seconds_text(0.0003525), "0.0003525");
