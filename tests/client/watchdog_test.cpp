@@ -102,9 +102,16 @@ TEST_F(Watchdog, KillMinus9OfTheTrainerResetsClocks) {
   // The watchdog ran its own NVML session (init, handle, reset, shutdown).
   const long wd = *pids.begin();
   std::vector<std::string> wd_calls;
-  for (const auto& c : calls(log())) {
-    if (c.pid == wd) wd_calls.push_back(c.rest);
-  }
+  auto read_wd_calls = [&] {
+    wd_calls.clear();
+    for (const auto& c : calls(log())) {
+      if (c.pid == wd) wd_calls.push_back(c.rest);
+    }
+    return !wd_calls.empty() && wd_calls.back() == "nvmlShutdown";
+  };
+  // The watchdog shuts NVML down last, after emptying the lock record (which may wait for the
+  // dying trainer's flock): wait for it, not for the reset alone (failed once in CI under load).
+  EXPECT_TRUE(wait_for(read_wd_calls, 20)) << read_file(log());
   EXPECT_EQ(wd_calls, (std::vector<std::string>{"nvmlInit_v2", "nvmlDeviceGetHandleByIndex_v2 0",
                                                 "nvmlDeviceGetUUID 0", "nvmlDeviceResetGpuLockedClocks 0",
                                                 "nvmlShutdown"}));
