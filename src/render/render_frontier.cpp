@@ -222,7 +222,30 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     double longest = 0;
     for (const auto& e : entries) longest = std::max(longest, static_cast<double>(e.second.size()));
     const double bw = 40 + longest * 6.3, bh = 8 + 18.0 * static_cast<double>(entries.size());
-    const double bx = kLeft + pw - bw - 8, by = top + 8;
+    // The corner whose box covers the fewest markers and labels (top right first): a user's
+    // point under the legend was hidden (session 24's trial).
+    std::vector<std::pair<double, double>> marks;  // px
+    for (const auto* series : {&d.frontier, &d.plans, &d.baselines})
+      for (const auto& p : *series)
+        if (finite(p)) marks.emplace_back(X(p.time_s), Y(p.energy_j));
+    for (const auto& c : d.candidates)
+      for (const auto& p : c.points)
+        if (finite(p)) marks.emplace_back(X(p.time_s), Y(p.energy_j));
+    if (d.all_max && finite(*d.all_max)) marks.emplace_back(X(d.all_max->time_s), Y(d.all_max->energy_j));
+    for (const auto& r : placed) marks.emplace_back(0.5 * (r[0] + r[1]), 0.5 * (r[2] + r[3]));
+    double bx = kLeft + pw - bw - 8, by = top + 8;
+    std::size_t best = marks.size() + 1;
+    for (const auto& [cx, cy] : {std::pair{kLeft + pw - bw - 8, top + 8}, {kLeft + 8, top + 8},
+                                 {kLeft + pw - bw - 8, top + ph - bh - 8}, {kLeft + 8, top + ph - bh - 8}}) {
+      const auto covered = static_cast<std::size_t>(std::count_if(marks.begin(), marks.end(), [&](const auto& m) {
+        return m.first > cx - 6 && m.first < cx + bw + 6 && m.second > cy - 6 && m.second < cy + bh + 6;
+      }));
+      if (covered < best) {
+        best = covered;
+        bx = cx;
+        by = cy;
+      }
+    }
     s += fmt::format(
         "<g class=\"legend\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#ffffff\" "
         "fill-opacity=\"0.9\" stroke=\"#bbb\"/>\n",

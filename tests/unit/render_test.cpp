@@ -549,6 +549,23 @@ TEST(Render, LabelsOfCoincidingPointsDoNotOverlap) {
   EXPECT_NE(svg.find("fill-opacity=\"0.75\""), std::string::npos);
 }
 
+// - A user's point under the legend (top right) was hidden: the legend takes the corner that
+//   covers the fewest markers.
+TEST(Render, TheLegendMovesOffThePoints) {
+  FrontierPlotData d;
+  d.frontier = {{"", 2.0, 500}, {"", 3.0, 400}};
+  const auto legend_x = [](const std::string& svg) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(svg, m, std::regex("<g class=\"legend\"><rect x=\"([0-9.]+)\"")));
+    return m.empty() ? 0.0 : std::stod(m[1]);
+  };
+  const double free_corner = legend_x(perseus::render_frontier_svg(d));
+  d.baselines = {{"under the legend", 3.0, 500}};  // the top right corner
+  const double moved = legend_x(perseus::render_frontier_svg(d));
+  EXPECT_GT(free_corner, 400.0) << "top right when it is free";
+  EXPECT_LT(moved, 200.0) << "another corner when a point is there";
+}
+
 // - Times and energies of a µs-scale profile all read "0.0004 s, 0.4 J".
 TEST(Render, QuantitiesKeepFourSignificantDigits) {
   using perseus::joules_text;
