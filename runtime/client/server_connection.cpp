@@ -264,6 +264,11 @@ class RequestDeadline {
     armed_ = false;
     return expired_;
   }
+  /// True once the armed deadline passed or cancel_now() ran (the request was stopped).
+  bool expired() {
+    std::lock_guard lock(mu_);
+    return expired_;
+  }
   void cancel_now() {
     std::lock_guard lock(mu_);
     if (armed_) {
@@ -325,10 +330,21 @@ struct ServerConnection::Impl {
     return n == 0 ? kDefaultMaxPlanBytes : kPlanBytesSlack + kPlanBytesPerInstruction * n;
   }
   // Runs one request under the whole-request deadline; a cut-off request says so.
+  // `resend_after_read_error`: the request may be sent twice (a GET).
   template <typename Fn>
-  httplib::Result timed(Fn&& fn, bool* cut_off) {
+  httplib::Result timed(Fn&& fn, bool* cut_off, bool resend_after_read_error = false) {
     deadline.arm(timeout_s);
     httplib::Result res = fn();
+    // The server had closed the kept-alive connection (after an error answer, or its keep-alive
+    // timeout between two requests): the request could not be written (Write: nothing was sent)
+    // or, for a GET, its answer not read. It is sent once more, on a new connection, under the
+    // same deadline, instead of counting a server failure and backing off
+    // (Guards.AReportRefusedAloneCountsAsRejected saw both under load). A POST whose answer was
+    // lost is not resent here: the reporter's retry counts its attempts.
+    // Never after a cut-off or a cancel: that error is the deadline's own doing.
+    if (!res && !deadline.expired() &&
+        (res.error() == httplib::Error::Write || (resend_after_read_error && res.error() == httplib::Error::Read)))
+      res = fn();
     *cut_off = deadline.disarm();
     return res;
   }
@@ -414,6 +430,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
   bool cut = false;
   auto res = impl_->timed(
       [&] {
+        body.clear();  // a resent request starts over
         return impl_->http.Get(
             path, [&](const httplib::Response&) { return true; },
             [&](const char* data, std::size_t n) {
@@ -425,7 +442,7 @@ CallResult ServerConnection::fetch_plan(std::int64_t since_version, RankPlan* pl
               return true;
             });
       },
-      &cut);
+      &cut, /*resend_after_read_error=*/true);
   if (too_big) {
     CallResult r;
     r.status = CallStatus::kRetryable;

@@ -456,7 +456,7 @@ TEST_F(Guards, AReportRefusedAloneCountsAsRejected) {
   EXPECT_EQ(st.reports_rejected, 1);
   EXPECT_EQ(st.reports_sent, 2);
   EXPECT_EQ(st.reports_dropped, 0);
-  EXPECT_EQ(st.server_failures, 0);
+  EXPECT_EQ(st.server_failures, 0) << st.last_server_error;
 }
 
 // After a plan mismatch with the error caught (strict off), the step's report leaves out the
