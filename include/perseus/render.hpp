@@ -159,12 +159,10 @@ struct HistogramOptions {
   std::string title;
   double width_px = 900;
   double row_height_px = 44;
-  /// Frequencies the x axis must cover, MHz (lowest, highest), e.g. the profile's clocks, so
-  /// several histograms share one axis. Unset: the plan's own clocks.
-  std::optional<std::pair<int, int>> freq_range_mhz;
-  /// Clock step, MHz: a bar's width. 0: the greatest common divisor of the plan's clock gaps
-  /// (a plan using 2 clocks 300 MHz apart drew 240 MHz-wide bars; pass the profile's step).
-  int freq_step_mhz = 0;
+  /// Clocks the x axis must cover, MHz, e.g. the profile's, so several histograms share one
+  /// axis; a bar is as wide as the greatest common divisor of the gaps between these clocks and
+  /// the plan's (a plan using 2 clocks 300 MHz apart drew 240 MHz-wide bars). Empty: the plan's.
+  std::vector<int> axis_clocks_mhz;
 };
 
 /// Per-stage histogram of the plan's frequencies as a standalone SVG document: one row per

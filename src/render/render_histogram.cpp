@@ -31,16 +31,14 @@ std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& 
     kind_seen[static_cast<int>(c.kind)] = true;
     freqs.push_back(plan.freq_mhz[id]);
   }
-  std::sort(freqs.begin(), freqs.end());
-  freqs.erase(std::unique(freqs.begin(), freqs.end()), freqs.end());
-  int step = o.freq_step_mhz;  // frequency grid: else the gcd of the gaps (15 MHz on A100/A40)
-  for (std::size_t i = 1; step <= 0 && i < freqs.size(); ++i) step = std::gcd(step, freqs[i] - freqs[i - 1]);
+  std::vector<int> axis = freqs;  // the plan's clocks and the axis's
+  axis.insert(axis.end(), o.axis_clocks_mhz.begin(), o.axis_clocks_mhz.end());
+  std::sort(axis.begin(), axis.end());
+  axis.erase(std::unique(axis.begin(), axis.end()), axis.end());
+  int step = 0;  // frequency grid: the gcd of the gaps (15 MHz on A100/A40)
+  for (std::size_t i = 1; i < axis.size(); ++i) step = std::gcd(step, axis[i] - axis[i - 1]);
   if (step <= 0) step = 15;
-  int lo = freqs.empty() ? 0 : freqs.front(), hi = freqs.empty() ? 0 : freqs.back();
-  if (o.freq_range_mhz) {
-    lo = freqs.empty() ? o.freq_range_mhz->first : std::min(lo, o.freq_range_mhz->first);
-    hi = freqs.empty() ? o.freq_range_mhz->second : std::max(hi, o.freq_range_mhz->second);
-  }
+  const int lo = axis.empty() ? 0 : axis.front(), hi = axis.empty() ? 0 : axis.back();
   // A margin of 3/4 step, and at least 2 % of the range (1 MHz steps put a bar on the frame).
   const double margin = std::max(step * 0.75, 0.02 * (hi - lo));
   const double f0 = lo - margin;

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -725,20 +724,13 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   HistogramOptions ho;
   ho.width_px = 700;
   // One frequency axis for both: the profile's clocks (else both plans'), bars one clock step wide.
-  std::vector<int> clocks;
   if (profile) {
     for (int st = 0; st < profile->num_stages(); ++st)
       for (int k = 0; k < kNumInstructionKinds; ++k)
-        for (const auto& pt : profile->points(st, static_cast<InstructionKind>(k))) clocks.push_back(pt.freq_mhz);
+        for (const auto& pt : profile->points(st, static_cast<InstructionKind>(k))) ho.axis_clocks_mhz.push_back(pt.freq_mhz);
   } else {
-    clocks = fast.freq_mhz;
-    clocks.insert(clocks.end(), green.freq_mhz.begin(), green.freq_mhz.end());
-  }
-  std::sort(clocks.begin(), clocks.end());
-  clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
-  if (!clocks.empty()) {
-    ho.freq_range_mhz = std::make_pair(clocks.front(), clocks.back());
-    for (std::size_t i = 1; i < clocks.size(); ++i) ho.freq_step_mhz = std::gcd(ho.freq_step_mhz, clocks[i] - clocks[i - 1]);
+    ho.axis_clocks_mhz = fast.freq_mhz;
+    ho.axis_clocks_mhz.insert(ho.axis_clocks_mhz.end(), green.freq_mhz.begin(), green.freq_mhz.end());
   }
   ho.title = fmt::format("{} (plan {})", fastest_title, fast_idx);
   h += "<div>" + render_frequency_histogram_svg(dag, fast, ho) + "</div>\n";

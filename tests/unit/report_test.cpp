@@ -286,6 +286,9 @@ TEST(ReportErrors, BadFolderAndSummary) {
       {"\"t_min_s\": [0-9.e+-]+", "\"t_min_s\": -1", "field 't_min_s': expected a number in [0, 10000000], got -1"},
       {"\"p2p_power_w\": [0-9.e+-]+", "\"p2p_power_w\": -5",
        "field 'inputs.p2p_power_w': expected a number in [0, 100000], got -5"},
+      // Session 24: EnvPipe is planned at the run's unit; a hand-edited one is checked first.
+      {"\"unit_time_s\": [0-9.e+-]+", "\"unit_time_s\": -1",
+       "field 'inputs.unit_time_s': expected a number in [1e-07, 10], got -1"},
   };
   for (const auto& [pattern, replacement, expected] : edits) {
     std::ofstream(sum) << std::regex_replace(good, std::regex(pattern), replacement);
