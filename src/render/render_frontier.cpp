@@ -13,20 +13,22 @@ using render_detail::num;
 namespace {
 
 constexpr double kLeft = 84, kRight = 24, kBottom = 58;
-constexpr const char* kFrontierColor = "#1f77b4";  // method_color("perseus")
 constexpr const char* kReferenceColor = "#7f7f7f";
-constexpr const char* kAllMaxColor = "#d62728";    // method_color("all_max")
-constexpr const char* kBoundColor = "#1b7837";
+// Near-black: the dark green it had was hard to tell from ZeusPerStage's (session 24's trial).
+constexpr const char* kBoundColor = "#111111";
 // Colours for named points and series without one: Tableau 10 minus the methods' colours
-// (method_color()) and grey, so a user's points (`perseus report --points`) never take the
-// colour of a built-in series.
-constexpr const char* kFreeColors[] = {"#8c564b", "#e377c2", "#bcbd22", "#17becf"};
+// (method_color()) and grey, then four darker ones of Tableau 20b, so a user's points
+// (`perseus report --points`) never take the colour of a built-in series, and up to eight of
+// them each have their own.
+constexpr const char* kFreeColors[] = {"#8c564b", "#e377c2", "#bcbd22", "#17becf",
+                                       "#393b79", "#843c39", "#7b4173", "#8c6d31"};
 
 bool finite(const PlotPoint& p) { return std::isfinite(p.time_s) && std::isfinite(p.energy_j); }
 
 }  // namespace
 
 std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOptions& o) {
+  const std::string frontier_color = method_color("perseus"), all_max_color = method_color("all_max");
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   auto widen = [&](const PlotPoint& p) {
     if (!finite(p)) return;
@@ -114,7 +116,7 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
   };
   polyline(d.reference, "reference", kReferenceColor, "stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
   polyline(d.lower_bound, "lower-bound", kBoundColor, "stroke-width=\"1.6\" stroke-dasharray=\"2 3\"");
-  polyline(d.frontier, "frontier", kFrontierColor, "stroke-width=\"2\"");
+  polyline(d.frontier, "frontier", frontier_color.c_str(), "stroke-width=\"2\"");
 
   // Candidate series: small hollow triangles, one colour per series (its own, else a free one).
   std::size_t free_used = 0;
@@ -144,7 +146,7 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     s += fmt::format(
         "<circle class=\"plan\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\" stroke=\"#ffffff\" "
         "stroke-width=\"0.8\"><title>{}: {} s, {} J</title></circle>\n",
-        num(X(p.time_s)), num(Y(p.energy_j)), kFrontierColor, xml_escape(p.label), seconds_text(p.time_s),
+        num(X(p.time_s)), num(Y(p.energy_j)), frontier_color, xml_escape(p.label), seconds_text(p.time_s),
         joules_text(p.energy_j));
   }
   // Labels of the named markers, moved down (or up) in steps until they overlap no label
@@ -157,7 +159,7 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     const double w = 6.3 * static_cast<double>(text.size()), x = right ? px - 8 : px + 8;
     const double bx0 = right ? x - w : x, bx1 = right ? x : x + w;
     double y = py - 6;
-    for (double dy : {0.0, 14.0, -14.0, 28.0, -28.0, 42.0, -42.0}) {
+    for (double dy : {0.0, 14.0, -14.0, 28.0, -28.0, 42.0, -42.0, 56.0, -56.0}) {
       y = std::clamp(py - 6 + dy, top + 12, top + ph - 4);  // inside the frame (a third label left it)
       const bool clear = std::none_of(placed.begin(), placed.end(), [&](const auto& r) {
         return bx0 < r[1] && r[0] < bx1 && y - 10 < r[3] && r[2] < y + 2;
@@ -165,6 +167,12 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
       if (clear) break;
     }
     placed.push_back({bx0, bx1, y - 10, y + 2});
+    // A label moved off its marker gets a thin leader to it: in a near-coincidence a moved
+    // label could sit level with the neighbouring marker and read as its label.
+    if (std::abs(y - (py - 6)) > 1)
+      s += fmt::format("<line class=\"label-leader\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#666\" "
+                       "stroke-width=\"0.7\"/>\n",
+                       num(px), num(py), num(right ? x + 2 : x - 2), num(y - 4));
     s += fmt::format("<text class=\"point-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}</text>\n", num(x), num(y),
                      right ? "end" : "start", xml_escape(text));
   };
@@ -186,7 +194,7 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
     s += fmt::format(
         "<rect class=\"allmax\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\" fill=\"{}\"><title>{}: "
         "{} s, {} J</title></rect>\n",
-        num(px - 4.5), num(py - 4.5), kAllMaxColor, xml_escape(d.all_max->label), seconds_text(d.all_max->time_s),
+        num(px - 4.5), num(py - 4.5), all_max_color, xml_escape(d.all_max->label), seconds_text(d.all_max->time_s),
         joules_text(d.all_max->energy_j));
     label_at(px, py, d.all_max->label);
   }
@@ -195,10 +203,10 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
   std::vector<std::pair<std::string, std::string>> entries;  // (marker svg at 0,0, text)
   if (!d.frontier.empty())
     entries.emplace_back(fmt::format("<line x1=\"0\" x2=\"22\" y1=\"0\" y2=\"0\" stroke=\"{}\" stroke-width=\"2\"/>{}",
-                                     kFrontierColor,
+                                     frontier_color,
                                      d.plans.empty() ? std::string()
                                                      : fmt::format("<circle cx=\"11\" cy=\"0\" r=\"3\" fill=\"{}\"/>",
-                                                                   kFrontierColor)),
+                                                                   frontier_color)),
                          d.plans.empty() ? std::string("Perseus frontier")
                                          : "Perseus frontier (dots: " + d.plans_label + ")");
   if (!d.lower_bound.empty())
@@ -216,7 +224,7 @@ std::string render_frontier_svg(const FrontierPlotData& d, const FrontierPlotOpt
                                      kReferenceColor),
                          d.reference_label);
   if (d.all_max)
-    entries.emplace_back(fmt::format("<rect x=\"6.5\" y=\"-4.5\" width=\"9\" height=\"9\" fill=\"{}\"/>", kAllMaxColor),
+    entries.emplace_back(fmt::format("<rect x=\"6.5\" y=\"-4.5\" width=\"9\" height=\"9\" fill=\"{}\"/>", all_max_color),
                          d.all_max->label);
   if (!entries.empty()) {
     double longest = 0;

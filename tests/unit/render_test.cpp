@@ -544,8 +544,39 @@ TEST(Render, LabelsOfCoincidingPointsDoNotOverlap) {
     ys.push_back(std::stod((*it)[1]));
   ASSERT_EQ(ys.size(), 2u);
   EXPECT_GE(std::abs(ys[0] - ys[1]), 12.0) << svg;
+  EXPECT_EQ(count(svg, "class=\"label-leader\""), 1u) << "the moved label points to its marker";
   EXPECT_LT(svg.find("class=\"baseline\""), svg.find("class=\"allmax\"")) << "the square is drawn on top";
   EXPECT_NE(svg.find("fill-opacity=\"0.75\""), std::string::npos);
+}
+
+// - The frontier and all-max kept their own copies of the methods' colours, and the bound's dark
+//   green was hard to tell from ZeusPerStage's; more than four user points repeated colours.
+TEST(Render, BuiltInSeriesUseTheMethodColoursAndEightUserPointsDiffer) {
+  FrontierPlotData d;
+  d.frontier = {{"", 3.0, 6000}, {"", 2.0, 7000}};
+  d.lower_bound = {{"", 3.0, 5900}, {"", 2.0, 6900}};
+  d.all_max = PlotPoint{"all-max frequency", 2.0, 7500};
+  for (int i = 0; i < 8; ++i) d.baselines.push_back({fmt::format("mine {}", i), 2.1 + 0.1 * i, 6500 + 10 * i});
+  const std::string svg = perseus::render_frontier_svg(d);
+  EXPECT_NE(svg.find("class=\"frontier\" points=\"" ), std::string::npos);
+  EXPECT_TRUE(std::regex_search(svg, std::regex("class=\"frontier\" [^>]*stroke=\"" + perseus::method_color("perseus") + "\"")));
+  EXPECT_TRUE(std::regex_search(svg, std::regex("class=\"allmax\" [^>]*fill=\"" + perseus::method_color("all_max") + "\"")));
+  std::smatch bound;
+  ASSERT_TRUE(std::regex_search(svg, bound, std::regex("class=\"lower-bound\" [^>]*stroke=\"(#[0-9a-f]{6})\"")));
+  std::set<std::string> fills;
+  const std::regex diamond("class=\"baseline\"[^>]*fill=\"(#[0-9a-f]{6})\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), diamond); it != std::sregex_iterator(); ++it)
+    fills.insert((*it)[1]);
+  EXPECT_EQ(fills.size(), 8u) << "eight user points, eight colours";
+  for (const char* m : {"perseus", "all_max", "zeus_global", "zeus_per_stage", "envpipe"}) {
+    EXPECT_EQ(fills.count(perseus::method_color(m)), 0u) << m;
+    // The bound's colour is far from every method's (sum of channel differences, 0..765).
+    const std::string c = perseus::method_color(m);
+    int distance = 0;
+    for (int k = 0; k < 3; ++k)
+      distance += std::abs(std::stoi(bound[1].str().substr(1 + 2 * k, 2), nullptr, 16) - std::stoi(c.substr(1 + 2 * k, 2), nullptr, 16));
+    EXPECT_GT(distance, 150) << m;  // the old dark green: 62 from ZeusPerStage
+  }
 }
 
 // - A user's point under the legend (top right) was hidden: the legend takes the corner that
