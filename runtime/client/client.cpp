@@ -796,6 +796,11 @@ void Client::on_step_end() {
 }
 
 bool Client::flush_reports(double timeout_s) {
+  // A NaN or huge duration made wait_for's conversion to the clock's integer ticks undefined.
+  if (!(timeout_s >= 0) || !(timeout_s <= kMaxClientDurationS)) {
+    throw ClientError(ClientErrc::kInvalidArgument,
+                      fmt::format("flush_reports: timeout_s must be in [0, {}] s, got {}", kMaxClientDurationS, timeout_s));
+  }
   Impl& im = *impl_;
   std::unique_lock lock(im.mu);
   im.wake.notify_all();

@@ -170,6 +170,24 @@ TEST_F(ClientTest, NewPlanIsSwitchedInAtTheNextStepBoundary) {
   EXPECT_EQ(server_.measurements(0).at(2)["plan_version"], 2);
 }
 
+// - Client::flush_reports took any double: a NaN or 1e308 s timeout made the wait's conversion
+//   to clock ticks undefined (the C ABI checked, the C++ API did not).
+TEST_F(ClientTest, FlushReportsRefusesATimeoutOutsideItsRange) {
+  auto c = Client::create(options(), gpu());
+  run_step(*c, kSeq);
+  for (double bad : {-1.0, std::nan(""), 1e308, std::numeric_limits<double>::infinity()}) {
+    try {
+      c->flush_reports(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const perseus::runtime::ClientError& e) {
+      EXPECT_EQ(e.code(), perseus::runtime::ClientErrc::kInvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find("timeout_s must be in [0, 1000000] s"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(c->flush_reports(5.0)) << "the report is still delivered";
+  EXPECT_TRUE(c->flush_reports(0.0)) << "nothing pending: no wait";
+}
+
 // Once the job is gone (here: its token no longer accepted), every report is refused the same
 // way: training goes on, the reports count as dropped, and the refusal is printed once (it was
 // one line per iteration).

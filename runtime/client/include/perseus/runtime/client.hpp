@@ -69,7 +69,7 @@ struct ClientOptions {
   /// max(retry_max_s, plan_poll_interval_s).
   double retry_max_s = 5.0;
   std::size_t max_buffered_reports = 4096;  ///< Unsent iteration reports kept (1..kMaxBufferedReports); oldest dropped beyond.
-  std::size_t max_batch = 64;               ///< Iteration reports per POST.
+  std::size_t max_batch = 64;               ///< Iteration reports per POST (> 0, else kInvalidArgument).
   bool per_instruction_energy = true;       ///< Read the energy counter around every computation.
   /// When clock requests pile up faster than the driver applies them (NVML takes 10–20 ms),
   /// apply only the newest (true, production default) or every one in order (false: exact,
@@ -132,7 +132,8 @@ class Client {
   /// unreachable (each request is cut off at the time left). Throws ClientError:
   /// kInvalidArgument (bad options), kServer (the server answered a permanent error such as
   /// 401, 404, or 409 for a rank registered with other coordinates), kGpu (cannot list
-  /// clocks, or another live process holds this GPU's lock record).
+  /// clocks, or another live process holds this GPU's lock record), kCancelled
+  /// (ClientOptions::startup_cancelled returned true while it waited for the server).
   static std::unique_ptr<Client> create(ClientOptions options, std::shared_ptr<GpuControl> gpu);
   /// Calls close().
   ~Client();
@@ -156,8 +157,9 @@ class Client {
   /// `name` is not the running instruction.
   void on_instruction_end(std::string_view name);
 
-  /// Waits until every queued report has been accepted or timeout_s passed. Returns true
-  /// when nothing is pending.
+  /// Waits until every queued report has been accepted or timeout_s (s, in [0,
+  /// kMaxClientDurationS]) passed. Returns true when nothing is pending. Throws ClientError
+  /// kInvalidArgument for a timeout outside that range (NaN included), before waiting.
   bool flush_reports(double timeout_s);
   /// Flushes reports (bounded by request_timeout_s), cancels requests in flight, resets the
   /// clocks, stops the threads, disarms the watchdog, removes the GPU's lock record and
