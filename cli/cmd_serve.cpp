@@ -328,11 +328,17 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--zeus-plan", args->zeus_plan,
                   "Zeus freqs_pipeline_*.py file or directory served to jobs registered via POST /register_job")
       ->check(non_empty_path("a Zeus plan file or folder"));
-  cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies")
-      ->check(non_empty_path("a profile CSV file"));
+  CLI::Option* zeus_profile =
+      cmd->add_option("--zeus-profile", args->zeus_profile, "Profile CSV giving the Zeus plans their times/energies")
+          ->check(non_empty_path("a profile CSV file"));
   cmd->add_option("--zeus-schedule", o.zeus_schedule, "Schedule the Zeus plans follow (default 1f1b)");
-  cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w, "P2P blocking power for Zeus jobs, W")
-      ->check(number_in(0, 1e5, "W"));
+  // Required with --zeus-profile, the only case that plans with it (the straggler switch): a
+  // silent 0 W is refused for /v1 jobs too (session 25's trial).
+  CLI::Option* zeus_p_block =
+      cmd->add_option("--zeus-p2p-power-w", o.zeus_p2p_power_w,
+                      "P2P blocking power for Zeus jobs, W (required with --zeus-profile)")
+          ->check(number_in(0, 1e5, "W"));
+  zeus_profile->needs(zeus_p_block);
   cmd->add_flag("--zeus-no-auth", args->zeus_no_auth,
                 "Let Zeus routes work without a token (unchanged Zeus clients); they reach only Zeus jobs");
   cmd->add_option("--zeus-no-auth-max-jobs", o.zeus_anonymous_max_jobs, "Live jobs made without a token (quota)")

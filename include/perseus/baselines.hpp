@@ -29,12 +29,15 @@ void require_max_frequency(const Dag& dag, const Profile& profile);
 std::vector<int> common_frequencies(const Dag& dag, const Profile& profile);
 
 /// Energy (J) of a plan of one pipeline when the pipeline must wait until deadline_s (>= T):
-/// plan energy plus P_block on every rank for the extra time, E + P_block·ranks·(deadline − T).
+/// plan energy plus P_block on every rank for the extra time, E + P_block·ranks·(deadline − T);
+/// p_block_w in W per rank.
 double energy_at_deadline(const FrequencyPlan& plan, int num_ranks, double p_block_w, double deadline_s);
 
-/// Index of the plan with the lowest energy_at_deadline() among those with T <= deadline_s
-/// (relative tolerance 1e-9 for rounding); the fastest plan if none meets the deadline;
-/// ties go to the lower index. Throws std::invalid_argument when plans is empty.
+/// The Perseus straggler rule (SOSP'24 §3.2) over whole plans, p_block_w in W per rank:
+/// perseus::lowest_energy_within() (plan.hpp) of each plan's (T, E), so the same index: the plan
+/// with the lowest energy_at_deadline() among those with T <= deadline_s (relative tolerance 1e-9
+/// for rounding), ties to the faster plan, then to the lower index; the fastest plan if none
+/// meets the deadline. Throws std::invalid_argument when plans is empty.
 std::size_t lowest_energy_within(const std::vector<FrequencyPlan>& plans, int num_ranks, double p_block_w,
                                  double deadline_s);
 
@@ -43,14 +46,15 @@ std::size_t lowest_energy_within(const std::vector<FrequencyPlan>& plans, int nu
 std::size_t lowest_energy(const std::vector<FrequencyPlan>& plans);
 
 /// ZeusGlobal candidates: for every frequency in common_frequencies() (highest first), the
-/// plan with every computation on every GPU at that frequency.
+/// plan with every computation on every GPU at that frequency; p_block_w: P_block, W.
 /// Source: Zeus (NSDI'23) as used as "ZeusGlobal" in Perseus (SOSP'24) §6.1.
 /// Throws InputError when no frequency is common to all (stage, kind).
 std::vector<FrequencyPlan> zeus_global_candidates(const Dag& dag, const Profile& profile, double p_block_w);
 
 /// ZeusGlobal: the lowest-energy single-frequency plan with T <= target_time_s (energy
 /// counted until the target, energy_at_deadline()); without a target, the min-energy one.
-/// Falls back to the fastest candidate when none meets the target. Throws as above.
+/// p_block_w: P_block, W; target_time_s in s. Falls back to the fastest candidate when none
+/// meets the target. Throws as above.
 FrequencyPlan zeus_global_plan(const Dag& dag, const Profile& profile, double p_block_w,
                                std::optional<double> target_time_s = std::nullopt);
 
@@ -60,12 +64,14 @@ FrequencyPlan zeus_global_plan(const Dag& dag, const Profile& profile, double p_
 /// stages are balanced to h's computation time τ(f_h) = Σ_{ops of h} t(f_h): each stage s
 /// takes, among its frequencies whose total computation time is <= τ, the one with the lowest
 /// effective energy Σ_{ops of s} (e − P_block·t) (the stage's energy when the iteration
-/// length is fixed); the stage's fastest frequency when none is fast enough.
+/// length is fixed); the stage's fastest frequency when none is fast enough. p_block_w: P_block, W.
 /// Source: "ZeusPerStage" of Perseus (SOSP'24) §6.1. Throws InputError when a stage has no
 /// frequency common to all its computations.
 std::vector<FrequencyPlan> zeus_per_stage_candidates(const Dag& dag, const Profile& profile, double p_block_w);
 
-/// ZeusPerStage with the same target rule as zeus_global_plan().
+/// ZeusPerStage with the same target rule as zeus_global_plan() (p_block_w in W, target_time_s
+/// in s). Throws InputError as zeus_per_stage_candidates(): the profile lacks a (stage, kind)
+/// the DAG uses, or a stage has no frequency common to all its computations.
 FrequencyPlan zeus_per_stage_plan(const Dag& dag, const Profile& profile, double p_block_w,
                                   std::optional<double> target_time_s = std::nullopt);
 
@@ -102,6 +108,7 @@ struct EnvPipeResult {
 /// computations. Fixes against the artifact: the final plan is evaluated exactly (true
 /// longest path with real times, blocking power once per GPU, not ×8), the loop is capped,
 /// and a path that cannot be sped up any more ends the loop (kStuck) instead of spinning.
+/// p_block_w: P_block, W.
 /// Throws InputError on bad options, a missing max-frequency row (require_max_frequency),
 /// or a profile without the DAG's (stage, kind).
 EnvPipeResult envpipe_plan(const Dag& dag, const Profile& profile, double p_block_w, const EnvPipeOptions& options = {});

@@ -83,16 +83,16 @@ struct EmulationConfig {
   std::string profile_path;        ///< Profile CSV (load_profile_csv()); with `profile` set, only its name in outputs.
   std::optional<Profile> profile;  ///< The profile itself (e.g. from Python), instead of reading profile_path.
   int num_ranks = 0;               ///< GPUs per pipeline (1F1B, one stage per GPU).
-  int microbatches = 0;            ///< Microbatches per iteration M.
+  int microbatches = 0;            ///< Microbatches per iteration M (>= 1, else InputError).
   int pipelines = 0;               ///< Data-parallel pipelines P (>= 2); 0: derive from global_batch.
   int global_batch = 0;            ///< Microbatches per global batch B; P = B / M (must divide).
   double p_block_w = 0;            ///< P_block of one GPU, W (>= 0).
-  int tp_degree = 1;               ///< Tensor-parallel degree K.
+  int tp_degree = 1;               ///< Tensor-parallel degree K (1..1e6, else InputError).
   double time_scale = 1;           ///< Time scale X, a dimensionless factor in (0, 1e6] (ClusterShape).
-  double unit_time_s = 1e-3;       ///< Planner (and EnvPipe) time quantum u, s.
+  double unit_time_s = 1e-3;       ///< Planner (and EnvPipe) time quantum u, s (1e-7..10, else InputError).
   /// Perseus planner algorithm; kGraphCut reproduces the artifact notebook's frontier.
   PlannerMode planner_mode = PlannerMode::kCertified;
-  std::vector<double> slowdowns;   ///< Slowdown factors s >= 1 (at least one).
+  std::vector<double> slowdowns;   ///< Slowdown factors s in [1, 100], distinct (at least one; else InputError).
   /// Polled during the frontier solve (PlannerOptions::cancelled); true ends run_emulation()
   /// with PlanningCancelled. Empty: never cancelled.
   std::function<bool()> cancelled;

@@ -24,7 +24,7 @@ enum class PlannerMode : std::uint8_t {
   /// Planner 2.0 (default): the graph-cut frontier as a first stage, clocks below the
   /// energy-minimal one where effective energy drops (slack filling), plans rounded from the
   /// LP relaxation at sampled deadlines up to 2 × T_min (straggler regime), and a certified
-  /// lower bound LB(T) for every point.
+  /// lower bound LB(T) for every point. See docs/planner2.md (Planner 2.0, issue 17).
   kCertified = 1,
 };
 /// "graph-cut" or "certified" (the CLI's --planner and Python's planner= names).
@@ -88,7 +88,7 @@ struct PlannerOptions {
   double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).
   double unit_time_s = 1e-3;   ///< Time quantum u of the graph-cut steps, s (1e-7..10; at most
                                ///< 1e6 quanta between an op's fastest and slowest time).
-  bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack.
+  bool reclaim_slack = true;   ///< After each step, lower frequencies of ops with slack (Perseus §4.2).
   PlannerMode mode = PlannerMode::kCertified;  ///< Algorithm (see PlannerMode).
   MinCutEngine min_cut_engine = MinCutEngine::kDynamic;  ///< Max-flow engine (see MinCutEngine).
   BoundMethod bound_method = BoundMethod::kAuto;       ///< kCertified: bound and extra plans (see BoundMethod).
@@ -147,7 +147,8 @@ struct FrontierPoint {
   double time_s = 0;                 ///< Iteration time T (longest path), s.
   double energy_j = 0;               ///< Iteration energy E (one pipeline), J.
   double energy_before_reclaim_j = 0;///< E of the graph-cut plan before slack reclamation, J.
-  std::int64_t step = 0;             ///< Graph-cut step that produced it (-1: the all-max plan).
+  std::int64_t step = 0;             ///< Graph-cut step that produced it (-1: the all-max plan, or a
+                                     ///< plan of the LP, hull-walk or polish stage: stored_plan >= 0).
   double tightened_to_s = 0;         ///< > 0: that step's plan was sped up to this T (s).
   /// Certified lower bound (J) on the energy of any plan (same profile clocks, DAG and
   /// accounting) with iteration time <= time_s; 0 when not computed (PlannerMode::kGraphCut).
@@ -302,7 +303,8 @@ inline constexpr double kFrontierDominanceRelTol = 1e-9;
 /// dominated points are dropped (with kFrontierDominanceRelTol).
 /// options.time_budget_s / max_points bound the solve: it then returns the frontier found so
 /// far with Frontier::partial() true (a valid frontier: slowest first, at least the all-max plan).
-/// Throws InputError if the profile lacks a (stage, kind) the DAG uses, or options are invalid.
+/// Throws InputError if the profile lacks a (stage, kind) the DAG uses, or options are invalid;
+/// PlanningCancelled when options.cancelled returned true.
 /// The Frontier keeps a copy of `dag`.
 Frontier solve_frontier(const Dag& dag, const Profile& profile, const PlannerOptions& options);
 

@@ -20,8 +20,9 @@ struct OptimizeConfig {
   ProblemSpec problem;
   double unit_time_s = 1e-3;   ///< Planner time quantum u, s.
   int sample = 0;              ///< Write every K-th plan (plus first and last); 0 = at most 100 plans.
+                               ///< >= 0 (negative: InputError, field "sample").
   bool zeus_format = false;    ///< Also write Zeus freqs_pipeline_NNNNN.py files.
-  bool reclaim_slack = true;   ///< Slack reclamation after each step.
+  bool reclaim_slack = true;   ///< Slack reclamation after each step (Perseus §4.2).
   PlannerMode planner_mode = PlannerMode::kCertified;  ///< Planner algorithm (PlannerMode).
   /// Max-flow engine (PlannerOptions::min_cut_engine); the frontier does not depend on it.
   MinCutEngine min_cut_engine = MinCutEngine::kDynamic;
@@ -146,7 +147,7 @@ double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& 
 /// all-max baseline. `progress(stage, fraction)` is PlannerOptions::progress (on this thread).
 /// Throws InputError on bad inputs, a profile without a row at its maximum clock for some
 /// computation (require_max_frequency(), the rule `perseus emulate` applies too) or an
-/// empty frontier.
+/// empty frontier; PlanningCancelled when config.cancelled asked to stop.
 OptimizeResult optimize(const OptimizeConfig& config,
                         const std::function<void(SolveStage, double)>& progress = {});
 
@@ -166,7 +167,8 @@ OptimizeResult optimize(Problem problem, const OptimizeConfig& config,
 void write_optimize_folder(OptimizeResult& result, const OptimizeConfig& config);
 
 /// optimize() then write_optimize_folder(). The folder is checked before the (long) solve,
-/// so a folder that may not be replaced fails fast. Throws InputError.
+/// so a folder that may not be replaced fails fast. Throws InputError; PlanningCancelled when
+/// config.cancelled asked to stop.
 OptimizeSummary run_optimize(const OptimizeConfig& config,
                              const std::function<void(SolveStage, double)>& progress = {});
 

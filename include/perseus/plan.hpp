@@ -64,13 +64,13 @@ struct FrequencyPlan {
 FrequencyPlan evaluate_plan(const Dag& dag, const Profile& profile, std::vector<int> freq_mhz,
                             double p_block_w);
 
-/// Evaluates a plan from per-op durations (s) and energies (J) already known.
-/// Throws std::invalid_argument on size mismatch.
+/// Evaluates a plan from per-op durations (s) and energies (J) already known; p_block_w:
+/// P2P blocking power, W. Throws std::invalid_argument on size mismatch.
 FrequencyPlan evaluate_durations(const Dag& dag, std::vector<int> freq_mhz, std::vector<double> time_s,
                                  std::vector<double> energy_j, double p_block_w);
 
-/// The baseline: every computation at the highest frequency profiled for its (stage, kind).
-/// Throws InputError if the profile lacks an op's (stage, kind).
+/// The baseline: every computation at the highest frequency profiled for its (stage, kind);
+/// p_block_w: P2P blocking power, W. Throws InputError if the profile lacks an op's (stage, kind).
 FrequencyPlan all_max_plan(const Dag& dag, const Profile& profile, double p_block_w);
 
 }  // namespace perseus

@@ -27,6 +27,7 @@ struct ProblemSpec {
   bool chunks_given = false;
   /// Share of a full backward's time/energy given to I when a split-backward schedule runs
   /// on a profile without backward_input/backward_weight rows (split_backward_profile()).
+  /// In (0, 1): InputError otherwise, when the split is applied (unused otherwise).
   double backward_input_fraction = 0.5;
   double p_block_w = 0;    ///< P2P blocking power P_block of one GPU, W (finite, >= 0).
   /// Blocking P2P sends and per-computation overheads added to the computations' durations

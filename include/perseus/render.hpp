@@ -49,9 +49,9 @@ class ColorScale {
 };
 
 /// "Nice" axis ticks covering [lo, hi]: multiples of the smallest step 1, 2 or 5 × 10^k that
-/// gives at most `max_ticks` (>= 2) of them, all inside [lo, hi] (Heckbert, "Nice numbers for graph labels",
-/// Graphics Gems 1990). Returns an empty vector if lo/hi are not finite; a single tick if
-/// lo == hi.
+/// gives at most `max_ticks` (a value < 2 is raised to 2) of them, all inside [lo, hi]
+/// (Heckbert, "Nice numbers for graph labels", Graphics Gems 1990). Returns an empty vector if
+/// lo/hi are not finite; a single tick if lo == hi.
 std::vector<double> nice_ticks(double lo, double hi, int max_ticks = 8);
 
 /// What a timeline box's fill colour shows.

@@ -38,12 +38,14 @@ struct Schedule {
 /// stage s runs w = min(stages - s, microbatches) warm-up forwards, then alternates
 /// backward k / forward k+w, then cool-down backwards. One stage per rank.
 /// Source: Narayanan et al. (PipeDream-2BW, 2021); Perseus artifact `Synchronous1F1B`.
-/// Throws InputError when stages < 1 or microbatches < 1.
+/// Throws InputError when stages < 1 or microbatches < 1, or stages × microbatches > 2^20
+/// (stage, microbatch) pairs.
 Schedule make_1f1b(int stages, int microbatches);
 
 /// GPipe: every stage runs all forwards, then all backwards in reverse microbatch order
 /// (as torch.distributed.pipelining's ScheduleGPipe). One stage per rank.
-/// Source: Huang et al., "GPipe" (NeurIPS'19). Throws InputError when stages/microbatches < 1.
+/// Source: Huang et al., "GPipe" (NeurIPS'19). Throws InputError when stages/microbatches < 1
+/// or stages × microbatches > 2^20 (stage, microbatch) pairs.
 Schedule make_gpipe(int stages, int microbatches);
 
 /// Interleaved 1F1B (virtual pipeline stages) exactly as Megatron-LM orders it
@@ -83,8 +85,10 @@ std::vector<int> stages_per_rank(const Schedule& schedule);
 std::vector<std::string> schedule_names();
 
 /// Builds the named schedule. `ranks` is the number of GPUs in the pipeline; `chunks` the
-/// number of stages per GPU (interleaved schedules; 1 otherwise).
-/// Throws InputError on unknown names or invalid sizes.
+/// number of stages per GPU (interleaved schedules; must be 1 for "1f1b", "gpipe" and "zb-h1").
+/// Throws InputError on unknown names or invalid sizes: chunks != 1 for a one-stage-per-GPU
+/// schedule, ranks × chunks × microbatches > 2^20 (stage, microbatch) pairs, or the maker's
+/// own rules (e.g. interleaved-1f1b: microbatches a multiple of ranks).
 Schedule make_schedule(std::string_view name, int ranks, int microbatches, int chunks = 1);
 
 }  // namespace perseus

@@ -21,8 +21,9 @@ struct SimulationOptions {
   /// frequency than its previous one, the clock change starts when the previous computation
   /// ends and the next one cannot start before it completes. The GPU idles (P_block) meanwhile.
   double switch_latency_s = 0;
-  int slow_rank = -1;            ///< A slowed GPU (rank id), or −1 for none.
-  double slow_factor = 1;        ///< Its durations and energies are multiplied by this (>= 1 slows it).
+  int slow_rank = -1;            ///< A slowed GPU (rank id), or −1 for none; outside −1..ranks−1: InputError.
+  double slow_factor = 1;        ///< Its durations and energies are multiplied by this (>= 1 slows it;
+                                 ///< finite and > 0, else InputError).
 };
 
 /// A time interval on one GPU; op = op id for a computation, −1 for idle time.
@@ -58,7 +59,7 @@ struct SimulationResult {
 /// evaluate_plan() or evaluate_durations()) on `dag`. Each GPU runs its computations in
 /// schedule order; a computation starts when the GPU is free (and its clock switched) and
 /// all its DAG predecessors have finished; events are processed in time order. Energy is
-/// accounted as the planner does (one GPU per rank, P_block while idle).
+/// accounted as the planner does (one GPU per rank, P_block = p_block_w, W, while idle).
 /// Source: Perseus (SOSP'24) §3 iteration model. Throws std::invalid_argument on plan/DAG
 /// size mismatch and InputError on options out of range.
 SimulationResult simulate(const Dag& dag, const FrequencyPlan& plan, double p_block_w,

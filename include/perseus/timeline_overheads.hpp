@@ -41,7 +41,7 @@ void check_timeline_overheads(const TimelineOverheads& o);
 
 /// `profile` (fitted to `schedule`: one profile stage per schedule stage) with every
 /// operating point of (stage, kind) lengthened by timeline_overhead_s() and its energy raised
-/// by p_block_w × that time. Returns `profile` unchanged when !o.any().
+/// by p_block_w (P_block, W) × that time. Returns `profile` unchanged when !o.any().
 /// Throws InputError on bad terms (check_timeline_overheads()) or a stage-count mismatch.
 Profile add_timeline_overheads(Profile profile, const Schedule& schedule, const TimelineOverheads& o,
                                double p_block_w);

@@ -85,10 +85,12 @@ struct RealGpuValidation {
 RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOptions& options = {},
                                     double p2p_latency_s = 0);
 
-/// Median of |error_pct| over the scored (non-all-max) plans of all workloads.
+/// Median of |error_pct| over the scored (non-all-max) plans of all workloads, %; 0 when no
+/// plan is scored.
 double overall_median_abs_error_pct(const std::vector<RealGpuValidation>& results);
 
-/// Median of |model_error_pct| over the scored (non-all-max) plans of all workloads.
+/// Median of |model_error_pct| over the scored (non-all-max) plans of all workloads, %; 0 when
+/// no plan is scored.
 double overall_median_abs_model_error_pct(const std::vector<RealGpuValidation>& results);
 
 /// A Markdown table, one row per workload plus an "all" row: the constant model's and the

@@ -213,7 +213,8 @@ void bind_client(py::module_& m) {
   auto& e = errors();
   e.base = new_exception(m, "ClientError",
                          "A runtime client call failed. .status is the C status name (e.g. "
-                         "'PERSEUS_ERR_SERVER'); the message says what happened.",
+                         "'PERSEUS_ERR_SERVER'); the message says what happened. Raised as this base class "
+                         "itself for PERSEUS_ERR_INTERNAL and any status without a subclass.",
                          PyExc_RuntimeError);
   e.invalid_argument = new_exception(m, "ClientConfigError", "Bad client option (PERSEUS_ERR_INVALID_ARGUMENT).",
                                      e.base.ptr());
@@ -264,12 +265,13 @@ Arguments (all but server_url and job_id are keyword-only; rank is required):
     else "librocm_smi64.so". gpud_socket_path: gpud: None = $PERSEUS_GPUD_SOCKET, else
     /run/perseus/gpud.sock.
   profile_path: simulated: profile CSV (required; the GPU runs stage pp_rank);
-    sim_time_scale: real s slept per simulated s (default 1); sim_blocking_power_w: idle
-    power, W (default 0).
+    sim_time_scale: real s slept per simulated s, in [1e-6, 1e6] (default 1);
+    sim_blocking_power_w: idle power, W, in [0, 1e5] (default 0).
   dry_run_log_path: dry-run: call log file (None = stderr).
   freq_log_path: clock log written at close (.json or .csv; None = none).
   request_timeout_s (default 5), startup_timeout_s (default 10; <= 0: no waiting),
-    plan_poll_interval_s (default 1): s; request_timeout_s and plan_poll_interval_s must be > 0.
+    plan_poll_interval_s (default 1): s, at most 1e6; request_timeout_s must be > 0 and
+    plan_poll_interval_s >= 1e-3.
   max_buffered_reports: unsent iteration reports kept, an int in [1, 2^20] (default 4096).
   enable_watchdog (bool, default True): spawn perseus-watchdog, which resets the clocks if the
     trainer dies (nvml, rocm-smi and dry-run backends); watchdog_path: its executable (None =
@@ -280,7 +282,10 @@ Arguments (all but server_url and job_id are keyword-only; rank is required):
   coalesce_clock_requests (bool, default True): False applies every clock request in order
     (exact logs, for tests).
 Bad values raise ClientConfigError; a wrong type raises TypeError, a string holding a NUL
-character ValueError.)doc")
+character ValueError. Creation also raises ServerRefusedError when the server refuses for good
+(e.g. 401 bad token, 404 unknown job, 409 rank registered with other coordinates), GpuError when
+the backend does not load or another live client holds the GPU's lock, and KeyboardInterrupt on
+Ctrl-C during the wait for the server.)doc")
       .def(py::init([](const std::string& server_url, const std::string& job_id, const py::object& rank,
                        const py::object& dp_rank, const py::object& pp_rank, const py::object& tp_rank,
                        std::optional<std::string> token, const py::object& device_index, const std::string& backend,
@@ -486,11 +491,12 @@ character ValueError.)doc")
              // `with c:` on a closed client would hand out an object every hook refuses.
              if (self.cast<PyClient&>().closed()) raise_status(PERSEUS_ERR_STATE, "the client is closed");
              return self;
-           })
+           },
+           "Returns the client itself. Raises HookOrderError when the client is closed.")
       .def("__exit__", [](PyClient& c, py::args) {
         c.close();
         return false;
-      });
+      }, "Calls close(); returns False (exceptions propagate).");
   own_new_only(m.attr("Client"), true);  // Client.__new__(Client) would skip __init__
 }
 

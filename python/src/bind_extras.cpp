@@ -196,16 +196,30 @@ void bind_extras(py::module_& m) {
       py::arg("pipelines") = 0, py::arg("global_batch") = 0, py::arg("p2p_power_w") = py::none(), py::arg("tp_degree") = 1,
       py::arg("time_scale") = 1.0, py::arg("unit_time_s") = 1e-3, R"doc(
 Straggler emulation (Perseus SOSP'24 §3.2, §6.3): data-parallel pipelines, one of them
-`slowdown` times slower, for Perseus and the baselines (envpipe, zeus_global, zeus_per_stage,
-all_max). profile: a profile CSV path (str, bytes or os.PathLike) or a perseus.Profile (as
-optimize() takes); stages: GPUs per pipeline (1F1B); microbatches per iteration;
-slowdowns: factors >= 1; pipelines, or global_batch (microbatches; pipelines = global_batch /
-microbatches); p2p_power_w: P_block, W (required, as the CLI's --p2p-power); tp_degree and time_scale scale the profile (times s, energy J).
+`slowdown` times slower, for Perseus and the baselines (envpipe: EnvPipe, Choi et al. ATC'23;
+zeus_global, zeus_per_stage: Zeus, NSDI'23, as ZeusGlobal/ZeusPerStage of Perseus §6.1;
+all_max: every computation at its highest clock). profile: a profile CSV path (str, bytes or
+os.PathLike) or a perseus.Profile (as optimize() takes); stages: GPUs per pipeline (1F1B);
+microbatches per iteration (>= 1); slowdowns: factors in [1, 100], distinct, at least one;
+pipelines (>= 2), or global_batch (microbatches, a multiple of `microbatches`; pipelines =
+global_batch / microbatches, >= 2; both given: they must agree); p2p_power_w: P_block, W, in
+[0, 1e5] (required, as the CLI's --p2p-power); tp_degree (1..1e6) and time_scale (a factor in
+(0, 1e6]) scale the profile (times s, energy J); unit_time_s: planner (and EnvPipe) time
+quantum, s, in [1e-7, 10].
 Returns {'num_pipelines', 't_min_s', 'frontier_size', 'solve_time_s', 'envpipe_message',
 'rows': [{'method', 'slowdown', 'straggler_time_s', 'iteration_time_s', 'chosen_time_s',
 'pipeline_energy_j', 'straggler_energy_j', 'cluster_energy_j', 'pipeline_saving_pct',
 'intrinsic_saving_pct', 'extrinsic_saving_pct', 'total_saving_pct'}]} (ordered by slowdown,
-then method). Raises perseus.InputError on bad inputs.)doc");
+then method). Row fields (times scaled s, energies scaled J): straggler_time_s T' = slowdown x
+T_min; chosen_time_s: T of the plan the other pipelines run; iteration_time_s: max(T',
+chosen_time_s); pipeline_energy_j: one non-straggler pipeline, blocking until the iteration
+ends; straggler_energy_j: the straggler pipeline; cluster_energy_j: all pipelines;
+pipeline_saving_pct: a non-straggler pipeline vs all-max's, %; intrinsic_saving_pct: the
+no-straggler plan vs all-max's, %; extrinsic_saving_pct: the cluster vs the same method not
+adapting to the straggler, %; total_saving_pct: the cluster vs all-max with the same
+straggler, %.
+Raises perseus.InputError on bad inputs (also when EnvPipe hits its iteration cap: use a
+coarser unit_time_s), TypeError on wrong types, KeyboardInterrupt on Ctrl-C during the solve.)doc");
 #else
   m.attr("HAVE_EMULATE") = false;
 #endif
@@ -244,7 +258,11 @@ Pipeline timeline of a plan (a dict from optimize()['plans']) as an SVG document
 row per GPU, one box per computation coloured by average power (W) or frequency (MHz).
 The plan is re-evaluated with `profile` (a perseus.Profile); p2p_power_w: P_block in W, as
 given to optimize() (omitted with color_by="power": a UserWarning, and idle time drawn at 0 W).
-Raises perseus.InputError when the plan does not match the schedule or the profile.)doc");
+microbatches (>= 1), schedule (a schedule_names() entry or a schedule CSV path) and chunks
+(stages per GPU): as given to optimize() for this plan; the plan's GPUs are its "ranks".
+color_by: "power" or "frequency". title: drawn above the chart ("" = none).
+Raises perseus.InputError when the plan does not match the schedule or the profile, lacks
+"ranks" (or it is not a non-empty list), holds a non-finite number, or color_by is another name.)doc");
   m.def(
       "render_frontier_svg",
       [](const py::object& frontier, const py::object& plans, const py::object& all_max, const std::string& title) {
@@ -267,7 +285,9 @@ Raises perseus.InputError when the plan does not match the schedule or the profi
       py::arg("title") = "", R"doc(
 Iteration time (s) vs energy (J) plot as an SVG document (str). frontier: optimize()['frontier']
 (dicts with 'time_s', 'energy_j'); plans: dots (e.g. optimize()['plans']); all_max: the
-baseline plan dict. Raises perseus.InputError when no point is finite.)doc");
+baseline plan dict; title: drawn above the plot ("" = none). Raises TypeError when frontier or
+plans is not a list of dicts, all_max is not a dict, or a 'time_s'/'energy_j' is not a number;
+perseus.InputError when an entry lacks 'time_s' or 'energy_j', or no point is finite.)doc");
   m.def(
       "write_report",
       [](const py::object& dir) {

@@ -213,7 +213,9 @@ Create with perseus.load_profile() or perseus.parse_profile().)doc")
                 }
             return out;
           },
-          "All points as dicts {'stage', 'instruction', 'freq_mhz', 'time_s', 'energy_j'}.")
+          "All points as dicts {'stage', 'instruction', 'freq_mhz', 'time_s', 'energy_j'}, by stage "
+          "ascending, then instruction (forward, backward, backward_input, backward_weight), then "
+          "frequency, highest first.")
       .def(
           "write_csv", [](const Profile& p, const py::object& path) { write_profile_csv(p, path_arg(path, "path")); },
           py::arg("path"),
@@ -260,7 +262,8 @@ number, time <= 0, energy < 0, unknown instruction, duplicate rows, missing stag
 Warnings about a profile's units, as `perseus optimize` prints them: operating points whose
 energy/time is outside 1..3000 W per GPU (time in ms? energy in kJ?), at most 5 then a count,
 and P_block (p2p_power_w, W) above the lowest computation power (P_block in mW?). A list of
-str, empty when plausible. optimize() raises the same as UserWarning (strict=True: InputError).)doc");
+str, empty when plausible. optimize() raises the same as UserWarning (strict=True: InputError).
+Raises perseus.InputError for a negative or non-finite p2p_power_w.)doc");
 
   m.def("schedule_names", &schedule_names, "Names accepted by schedule() and optimize(schedule=...).");
 
@@ -272,9 +275,14 @@ str, empty when plausible. optimize() raises the same as UserWarning (strict=Tru
       py::arg("name"), py::arg("stages"), py::arg("microbatches"), py::arg("chunks") = 1, R"doc(
 The per-GPU execution order of a pipeline schedule (e.g. "1f1b": DeepSpeed/Megatron
 synchronous 1F1B). stages: GPUs in the pipeline; chunks: stages per GPU (interleaved).
+Sources: "1f1b" PipeDream-Flush (Narayanan et al., PipeDream-2BW, 2021); "gpipe" Huang et al.
+(NeurIPS'19); "interleaved-1f1b" Megatron-LM (Narayanan et al., SC'21); "zb-h1" Zero Bubble
+Pipeline Parallelism (Qi et al., ICLR'24).
 Returns {'name', 'num_stages', 'num_microbatches', 'stage_rank': [rank per stage],
 'split_backward', 'ranks': [[{'instruction', 'stage', 'microbatch'}, ...] per rank]}.
-Raises perseus.InputError on an unknown name or sizes < 1.)doc");
+Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b", "gpipe" or
+"zb-h1", "interleaved-1f1b" microbatches not a multiple of stages, or more than 2^20
+(stage, microbatch) pairs (stages x chunks x microbatches).)doc");
 
   m.def(
       "optimize",
@@ -521,11 +529,12 @@ list, docs/schedules.md), exactly as `perseus optimize --schedule`. chunks: stag
 (>= 1; None: 1 for a schedule name, the file's for a schedule file; a value must match the file).
 p2p_power_w: P_block, power of a GPU blocked on communication, W (>= 0; required, as the CLI's
 --p2p-power: InputError when missing).
-unit_time_s: planner time quantum, s (1e-7..10). reclaim_slack: lower the clocks of ops with slack.
+unit_time_s: planner time quantum, s (1e-7..10). reclaim_slack: lower the clocks of ops with slack
+(Perseus §4.2).
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
-fastest; sample=0 means at most 100), "all", "fastest", "none" or a list of indices 0..N-1 from
-the slowest (returned sorted, without repeats; a negative index is an InputError, not counted
-from the end; >= N an IndexError). threads: threads of the solve (the LP stage beside the graph cut) and of
+fastest; sample=0 means at most 100; a negative sample is an InputError), "all", "fastest",
+"none" or a list of indices 0..N-1 from the slowest (returned sorted, without repeats; a
+negative index is an InputError, not counted from the end; >= N an IndexError). threads: threads of the solve (the LP stage beside the graph cut) and of
 evaluating plans (1..1024; 0 = one per hardware thread); the result does not depend on it.
 time_budget_s: stop the solve after this many seconds (0..1e9, None: no budget); max_points: stop
 once the frontier has this many plans (1..1e9, None: no limit). A bounded solve returns the
@@ -561,6 +570,9 @@ Returns a dict of plain Python types:
               first (time strictly decreasing; energy at the point's own time rises toward T_min except in
               the straggler regime, where a slower plan may draw more in total yet less at any deadline
               it meets: the frontier is Pareto in (T, E - P_block x GPUs x T), docs/planner2.md);
+              'step': the graph-cut step that produced the plan (0 = the slowest), -1 for the all-max
+              plan and the certified planner's LP/hull-walk/polish plans; 'energy_before_reclaim_j':
+              energy_j before slack reclamation; 'lower_bound_j': certified lower bound, 0.0 without one;
   'plans':    [{'plan', 'time_s', 'energy_j', 'compute_energy_j', 'blocking_energy_j',
                'ranks': [{'rank', 'instructions': [{'instruction', 'stage', 'microbatch',
                'frequency_mhz', 'start_s', 'end_s'}]}]}] (the plan_NNNNN.json format);
@@ -577,7 +589,7 @@ Returns a dict of plain Python types:
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes (0 included), schedule name or option value,
 or a negative plan index; IndexError for a plan index past the frontier; TypeError for a plan
-index that is not an int.)doc");
+index that is not an int; KeyboardInterrupt on Ctrl-C during the solve.)doc");
 }
 
 }  // namespace perseus::python

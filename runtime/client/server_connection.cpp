@@ -95,7 +95,7 @@ CallResult classify(const httplib::Result& res, const std::string& what, const s
   }
   r.status = (s == 408 || s == 429 || s >= 500) ? CallStatus::kRetryable : CallStatus::kPermanent;
   r.message = fmt::format("{}: HTTP {}: {}", what, s, server_message(res->body));
-  if (s == 401 || s == 403) r.message += " (check the token; a deleted job's tokens are refused too)";
+  if (s == 401) r.message += " (check the token; a deleted job's tokens are refused too)";
   return r;
 }
 

@@ -116,7 +116,9 @@ std::vector<int> plan_frequencies_from_json(const json& p, const Dag& dag, const
         if (found < 0 || dag.rank_of(found) != r)
           throw bad(fmt::format("no computation {} of microbatch {} on stage {} of this rank",
                                 ins->get<std::string>(), microbatch, stage));
-        if (plan_file && found != op) {  // a plan file lists them in execution order: another schedule's plan
+        // A plan file lists them in execution order: an entry out of place is another schedule's
+        // plan, unless it names a computation listed already (a repeat, reported as such below).
+        if (plan_file && found != op && listed_at[found] == kUnlisted) {
           const Computation& want = dag.op(op);
           throw bad(fmt::format("names {} of microbatch {} on stage {}, but this rank's computation #{} in the "
                                 "schedule's execution order is {} of microbatch {} on stage {}: the plan is for "

@@ -120,6 +120,30 @@ TEST(Authority, PermissionMatrix) {
 
 // A job's token is stored (as its SHA-256) and keeps working after a restart; the database
 // holds no token in clear.
+// - A typo in the URL's job id, sent with a job's token, was answered "this bearer token is
+//   another job's token", and the client added "check the token": the message now names the
+//   path's job and the token's job, whether or not the path's job exists.
+TEST(Authority, AJobTokenOnAnotherJobIdNamesBothJobs) {
+  TempDir dir;
+  LocalServer srv(dir.file("a.db"));
+  Api admin(srv.port());
+  auto a = admin.post("/v1/jobs", plans_job());
+  auto b = admin.post("/v1/jobs", plans_job());
+  ASSERT_EQ(a.status, 201) << a.body;
+  ASSERT_EQ(b.status, 201) << b.body;
+  const std::string job_a = a.j["job_id"], job_b = b.j["job_id"];
+  Api own(srv.port(), a.j["job_token"].get<std::string>());
+  for (const std::string& path_job : {job_b, job_a + "x"}) {  // another job; a typo (no such job)
+    const Resp r = own.post("/v1/jobs/" + path_job + "/ranks", rank_body(0));
+    expect_access(r, Expect::kForbidden, path_job);
+    const std::string msg = r.j["error"]["message"];
+    EXPECT_NE(msg.find("the path names job '" + path_job + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("this bearer token is job " + job_a + "'s"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("check the job id in the URL"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(admin.post("/v1/jobs/" + job_a + "x/ranks", rank_body(0)).status, 404) << "the admin learns it is unknown";
+}
+
 TEST(Authority, JobTokensSurviveRestart) {
   TempDir dir;
   std::string job, token;

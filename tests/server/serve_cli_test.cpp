@@ -121,6 +121,9 @@ TEST(ServeCli, ZeusSettingsAreCheckedAtStart) {
                                     "stage,instruction,frequency,time,energy\n0,forward,1410,0.03,11\n"
                                     "0,backward,1410,0.06,22\n1,forward,1410,0.03,11\n1,backward,1410,0.06,22\n");
   r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-profile " + profile);
+  EXPECT_EQ(r.status, 2) << r.output;  // P_block is never a silent 0 W
+  EXPECT_NE(r.output.find("--zeus-profile requires --zeus-p2p-power-w"), std::string::npos) << r.output;
+  r = serve(dir.path.string(), "--db :memory: --zeus-plan " + plan + " --zeus-profile " + profile + " --zeus-p2p-power-w 80");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(plan + ": plan: 1170 MHz is not in the profile for stage 0"), std::string::npos) << r.output;
 }

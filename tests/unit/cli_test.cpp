@@ -723,7 +723,7 @@ TEST(Cli, ServeChecksZeusFilesAtStart) {
   EXPECT_NE(r.output.find(json_plan + ":"), std::string::npos) << r.output;
   const auto bad_profile = dir.write("p.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,abc,1\n");
   const auto p = run(base + "--zeus-plan " + dir.write("ok.py", "[[1410, 1410], [1200, 1200]]\n") +
-                     " --zeus-profile " + bad_profile);
+                     " --zeus-profile " + bad_profile + " --zeus-p2p-power-w 80");
   EXPECT_EQ(p.status, 1) << p.output;
   EXPECT_NE(p.output.find(bad_profile + ":2:"), std::string::npos) << p.output;
 }

@@ -616,6 +616,30 @@ TEST(PlanFiles, PlanOfAnotherScheduleIsRefused) {
   }
 }
 
+// - A plan file naming a computation twice was refused as "another schedule's plan"; it is a
+//   repeat, and the message says which computation is listed twice and which one is missing.
+TEST(PlanFiles, ARepeatedEntryInAPlanFileIsNamedAsARepeat) {
+  const Dag dag = Dag::build(make_1f1b(2, 3));
+  FrequencyPlan plan;
+  plan.freq_mhz.assign(dag.num_ops(), 1410);
+  plan = evaluate_durations(dag, plan.freq_mhz, std::vector<double>(dag.num_ops(), 0.1),
+                            std::vector<double>(dag.num_ops(), 10.0), 40);
+  nlohmann::json j = plan_json(dag, plan, 0);
+  auto& ins = j["ranks"][0]["instructions"];
+  ins[1] = ins[0];  // rank 0: its first computation twice, its second one missing
+  try {
+    (void)plan_frequencies_from_json(j, dag, "plan.json");
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ranks[0][1]: forward of microbatch 0 on stage 0 is listed twice (also at ranks[0][0]), and "
+                        "the list lacks forward of microbatch 1 on stage 0"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("another schedule"), std::string::npos) << what;
+  }
+}
+
 // Both clock spellings in one entry (one was served, the other described the plan), or a stage or
 // microbatch beyond int, read with get<int>(), which wraps: 2^32 named stage 0, a
 // real computation, and the plan was accepted for it. Refused with the field's range.

@@ -456,11 +456,15 @@ struct Server::Impl {
     if (owner && (r.access == Access::kJob || r.access == Access::kZeusJob) && !req.params.empty() &&
         *owner == req.params[0])
       return std::nullopt;
+    // A job's token on another job id: named both ways, so a typo in the URL's job id reads as
+    // one (it was blamed on the token). Whether that job exists is not said.
     if (owner)
       return error_response(
           403, "forbidden",
           r.access == Access::kJob || r.access == Access::kZeusJob
-              ? "this bearer token is another job's token: a job's token reaches only that job"
+              ? fmt::format("the path names job {} but this bearer token is job {}'s: a job's token reaches only "
+                            "that job (check the job id in the URL)",
+                            quote_input(req.params.empty() ? std::string() : req.params[0], 80), *owner)
               : "this route needs the admin token (--token-file, PERSEUS_TOKEN or <db>.token); a job's token "
                 "reaches only its own job's routes");
     auto e = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");

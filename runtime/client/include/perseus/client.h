@@ -87,8 +87,9 @@ typedef struct perseus_client_config {
                                       set, else "libnvidia-ml.so.1". */
   const char* profile_path;      /**< simulated: profile CSV; the GPU runs stage pp_rank. */
   double sim_time_scale;         /**< simulated: real s slept per simulated s (default 1; 0 = 1;
-                                      negative or > 1e6: INVALID_ARGUMENT). */
-  double sim_blocking_power_w;   /**< simulated: idle power, W (default 0). */
+                                      negative, NaN, in (0, 1e-6) or > 1e6: INVALID_ARGUMENT). */
+  double sim_blocking_power_w;   /**< simulated: idle power, W (default 0; negative, NaN or > 1e5:
+                                      INVALID_ARGUMENT). */
   const char* dry_run_log_path;  /**< dry-run: call log file; NULL = stderr. */
   const char* freq_log_path;     /**< Clock log written at destroy (.json or .csv); NULL = none. */
   double request_timeout_s;      /**< Per HTTP request (default 5; 0 = 5; negative, NaN or > 1e6:
@@ -199,33 +200,37 @@ perseus_status perseus_client_create(const perseus_client_config* config, perseu
  *  in the child and its GPU clocks are the parent's to reset). */
 perseus_status perseus_client_destroy(perseus_client* client);
 
-/** Starts an iteration; switches in a newer plan if one was fetched. Errors: STATE (inside a
- *  step), SERVER (at every step once the server refused this rank's registration for good,
- *  e.g. 409: its slot is registered with other coordinates; the clocks are then never
- *  touched). */
+/** Starts an iteration; switches in a newer plan if one was fetched. Errors: INVALID_ARGUMENT
+ *  (NULL client), STATE (inside a step), SERVER (at every step once the server refused this
+ *  rank's registration for good, e.g. 409: its slot is registered with other coordinates; the
+ *  clocks are then never touched), INTERNAL. */
 perseus_status perseus_client_step_begin(perseus_client* client);
-/** Ends the iteration and queues its report (asynchronous). Errors: STATE, PLAN_MISMATCH
- *  (fewer computations than planned; the report is still queued). */
+/** Ends the iteration and queues its report (asynchronous). Errors: INVALID_ARGUMENT (NULL
+ *  client), STATE, PLAN_MISMATCH (fewer computations than planned; the report is still
+ *  queued), INTERNAL. */
 perseus_status perseus_client_step_end(perseus_client* client);
 /** A computation named `name` ("forward", "backward", "backward_input", "backward_weight")
  *  starts: checks it against the plan and requests its clock (non-blocking).
- *  Errors: STATE, PLAN_MISMATCH (the rest of the step then runs without clock changes). */
+ *  Errors: INVALID_ARGUMENT (NULL client or name), STATE, PLAN_MISMATCH (the rest of the step
+ *  then runs without clock changes), INTERNAL. */
 perseus_status perseus_client_instruction_begin(perseus_client* client, const char* name);
-/** The computation ended: records its time and energy. Errors: STATE. */
+/** The computation ended: records its time and energy. Errors: INVALID_ARGUMENT (NULL client
+ *  or name), STATE, INTERNAL. */
 perseus_status perseus_client_instruction_end(perseus_client* client, const char* name);
 
 /** Simulated backend only: runs the current computation on the simulated GPU (sleeps its
  *  profile time x sim_time_scale at the current clock). *time_s (may be NULL) receives the
  *  simulated duration, s. Errors: UNSUPPORTED (other backends), STATE (no computation running),
- *  INVALID_ARGUMENT (the running computation's name is not forward, backward, backward_input or
- *  backward_weight), GPU (the profile has no points for it on this stage). */
+ *  INVALID_ARGUMENT (NULL client, or the running computation's name is not forward, backward,
+ *  backward_input or backward_weight), GPU (the profile has no points for it on this stage),
+ *  INTERNAL. */
 perseus_status perseus_client_simulate_compute(perseus_client* client, double* time_s);
 
 /** Waits until the clock controller handled every queued clock request (so applied_mhz in
  *  perseus_client_get_stats is settled), then until every queued report is accepted, within
- *  timeout_s (s, in [0, 1e6]) in all. Errors: INVALID_ARGUMENT (timeout_s negative, NaN or
- *  > 1e6); GPU when a clock request is still running at the timeout (a backend that does not
- *  answer); SERVER when some reports are still pending. */
+ *  timeout_s (s, in [0, 1e6]) in all. Errors: INVALID_ARGUMENT (NULL client; timeout_s negative,
+ *  NaN or > 1e6); GPU when a clock request is still running at the timeout (a backend that does
+ *  not answer); SERVER when some reports are still pending; INTERNAL. */
 perseus_status perseus_client_flush(perseus_client* client, double timeout_s);
 
 /** Fills *stats (set stats->struct_size first). Errors: INVALID_ARGUMENT. */

@@ -55,9 +55,11 @@ class GpuControl {
   /// Removes any SM clock lock (driver default behaviour). Throws GpuError on failure.
   virtual void reset_locked_clocks() = 0;
   /// Total energy the device consumed since some fixed origin (driver load for NVML), J.
-  /// std::nullopt when the device has no energy counter (dry run, pre-Volta GPUs).
+  /// std::nullopt when the device has no energy counter (dry run, pre-Volta GPUs). Throws
+  /// GpuError when the read fails (NVML: GpuLostError when the GPU is lost).
   virtual std::optional<double> total_energy_j() = 0;
-  /// Current power draw, W; std::nullopt when unsupported.
+  /// Current power draw, W; std::nullopt when unsupported. Throws GpuError when the read fails
+  /// (NVML: GpuLostError when the GPU is lost).
   virtual std::optional<double> power_w() = 0;
   /// Timestamp used for measurements, s, monotonic. Real backends: steady clock; the
   /// simulated GPU: simulated time (real time divided by its time scale).

@@ -25,14 +25,17 @@ struct GpuSpec {
   std::string rocm_smi_library;  ///< rocm-smi: library to dlopen ("" = $PERSEUS_ROCM_SMI_LIBRARY or librocm_smi64.so).
   std::string gpud_socket;       ///< gpud: the helper's socket ("" = $PERSEUS_GPUD_SOCKET or /run/perseus/gpud.sock).
   std::string profile_path;      ///< simulated: profile CSV (stage,instruction,frequency,time,energy).
-  int stage = 0;                 ///< simulated: profile stage this GPU runs.
-  double time_scale = 1.0;       ///< simulated: real seconds slept per simulated second.
-  double blocking_power_w = 0;   ///< simulated: idle power, W.
+  int stage = 0;                 ///< simulated: profile stage this GPU runs (0-based, < the profile's stages).
+  /// simulated: real seconds slept per simulated second, in [kMinSimTimeScale, kMaxSimTimeScale]
+  /// = [1e-6, 1e6].
+  double time_scale = 1.0;
+  double blocking_power_w = 0;   ///< simulated: idle power, W, in [0, 1e5].
   std::string log_path;          ///< dry-run: call log ("" = stderr).
 };
 
 /// Builds the backend. Throws GpuError (NVML cannot be loaded, ...), perseus::InputError
-/// (bad profile file) or std::invalid_argument (unknown backend name, bad settings).
+/// (bad profile file) or std::invalid_argument (unknown backend name, bad settings: e.g. a
+/// simulated stage, time_scale or blocking_power_w out of range).
 std::shared_ptr<GpuControl> make_gpu(const GpuSpec& spec);
 
 }  // namespace perseus::runtime

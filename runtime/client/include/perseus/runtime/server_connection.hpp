@@ -127,7 +127,8 @@ class ServerConnection {
  public:
   /// server_url: "http://host:port" (https is not supported). token: bearer token ("" =
   /// none). timeout_s: deadline of each whole request (connect, send, every read, and the
-  /// total: a server that answers one byte at a time is cut off at timeout_s).
+  /// total: a server that answers one byte at a time is cut off at timeout_s). Neither the URL
+  /// nor timeout_s is validated here: that is the caller's job (Client checks ClientOptions).
   ServerConnection(const std::string& server_url, std::string token, std::string job_id, RankInfo ranks,
                    double timeout_s);
   ~ServerConnection();
@@ -153,7 +154,8 @@ class ServerConnection {
   /// Sets the shape a registration on another connection learned: fetch_plan() checks plans
   /// against it (a connection that never registers would otherwise check none).
   void set_shape(const JobShape& shape);
-  /// Changes the whole-request deadline for the following calls, s (> 0).
+  /// Changes the whole-request deadline for the following calls, s (> 0; not validated here:
+  /// the caller's job).
   void set_timeout(double timeout_s);
   /// Aborts the request in progress, if any (from another thread; close()). Later calls work.
   void cancel();

@@ -99,7 +99,9 @@ class JobManager {
 
   // --- /v1 API (see docs/http-api.md) ---
   /// POST /v1/jobs (admin). The 201 body carries the new job's own bearer token ("job_token"),
-  /// shown only here.
+  /// shown only here. Throws ApiError 422 "missing_field"/"invalid_field" (a bad or unknown
+  /// field), 422 "invalid_job" (the spec does not make a plannable job: profile, schedule,
+  /// plans), 503 "too_many_jobs" (ManagerOptions::max_jobs reached).
   Reply create_job(const nlohmann::json& body);
   /// GET /v1/jobs (admin). 200 `{"jobs": [summary, ...]}`, one summary per live job (job_id,
   /// name, status, created_s and last_activity_s in Unix seconds, world_size,
@@ -128,7 +130,12 @@ class JobManager {
   /// 422 "unsupported_clock" (the job's plans for this pp_rank use a clock the GPU lacks), 409
   /// "duplicate_rank" (rank or coordinates already registered otherwise).
   Reply register_rank(const std::string& job_id, const nlohmann::json& body);
-  /// GET plan; `since_version`: 304 (empty body) unless the rank's plan version is newer.
+  /// GET /v1/jobs/{job_id}/ranks/{rank}/plan. 200 `{"version", "job_status", "plan_index",
+  /// "pipeline", "pp_rank", "iteration_time_s" (s), "energy_j" (J, the pipeline's iteration),
+  /// "instructions": [{"instruction", "stage", "microbatch", "freq_mhz"}, ...] in the rank's
+  /// execution order}`. `since_version`: 304 (empty body) unless the rank's plan version is
+  /// newer (a since_version this job never issued gets 200). Throws ApiError 404
+  /// "unknown_job"/"unknown_rank", 409 "no_plan" (none yet, e.g. profiling without clocks).
   Reply get_plan(const std::string& job_id, std::int64_t rank, std::optional<std::int64_t> since_version);
   /// POST /v1/jobs/{job_id}/ranks/{rank}/measurements. Body: one report `{"iteration",
   /// "time_s" (s), "energy_j" (J, optional: unknown), "plan_version", "instructions" (optional
@@ -156,9 +163,14 @@ class JobManager {
   Reply clear_straggler(const std::string& job_id, std::int64_t pipeline);
 
   // --- Zeus PFO compatibility (these routes reach only jobs made by zeus_register_job) ---
-  /// POST /register_job. `anonymous`: the caller presented no admin token (--zeus-no-auth); the
-  /// job counts against the anonymous quota (ManagerOptions::anonymous_max_*; over it: 403
-  /// "quota_exceeded" naming the limit).
+  /// POST /register_job. Body: Zeus JobInfo `{"pp_degree" (1..1024, must equal the configured
+  /// plans' stages), "dp_degree" (1..65536), "tp_degree" (1..1024), "world_size" (= pp x dp x
+  /// tp), "job_id" (empty or null), "job_metadata" (optional, <= 256 bytes: the job's name)}`;
+  /// 200 with the new job id as a JSON string. `anonymous`: the caller presented no admin token
+  /// (--zeus-no-auth); the job counts against the anonymous quota (ManagerOptions::anonymous_max_*;
+  /// over it: 403 "quota_exceeded" naming the limit). Throws ApiError 422 "missing_field"/
+  /// "invalid_field", 503 "zeus_not_configured" (no --zeus-plan), 500 "zeus_plan_invalid", and
+  /// create_job()'s 422 "invalid_job" and 503 "too_many_jobs".
   Reply zeus_register_job(const nlohmann::json& body, bool anonymous = false);
   /// POST /register_rank/{job_id}. Body: Zeus RankInfo `{"rank", "dp_rank", "pp_rank",
   /// "tp_rank", "available_frequencies" (MHz, optional)}`, registered as register_rank() does
@@ -185,7 +197,8 @@ class JobManager {
   /// server's monotonic clock (steady_clock, s): idleness never follows a wall-clock step. A
   /// restart starts every loaded job's idle time afresh.
   std::vector<std::string> expire_idle(double now_monotonic_s);
-  /// Blocks until no planning task is queued or running (tests), at most timeout_s.
+  /// Blocks until no planning task is queued or running (tests), at most timeout_s (s). Returns
+  /// true when idle, false when the timeout ran out first.
   bool wait_idle(double timeout_s);
   /// Server shutdown (SIGTERM), step one: drops queued planning tasks and makes running solves
   /// stop at their next cancellation check (a graph-cut step or an LP solve), so that the HTTP

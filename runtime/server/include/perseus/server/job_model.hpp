@@ -105,7 +105,8 @@ std::shared_ptr<const Frontier> solve_model_frontier(const JobModel& model, cons
 /// Points of a solved frontier.
 std::vector<PlanPoint> frontier_points(const Frontier& frontier);
 
-/// The all-max baseline plan of a model with a profile. Throws InputError.
+/// The all-max baseline plan of a model with a profile: one clock per op, indexed by the DAG's
+/// op id (model.dag), MHz. Throws InputError (also when the model has no profile).
 std::vector<int> all_max_freqs(const JobModel& model, const JobSpec& spec);
 
 /// The quick T_min plan of a model with a profile (kQuickPlanIndex): milliseconds, so that

@@ -17,8 +17,10 @@ struct ServerOptions {
   int port = 7787;                  ///< TCP port; 0 picks a free one (see Server::bind()).
   std::string db_path = "perseus.db";  ///< SQLite file (":memory:" for tests: no durability).
   bool sync_full = false;           ///< SQLite synchronous=FULL (survive power loss, slower).
-  std::string token;                ///< The admin bearer token (non-empty): every route but GET /v1/health
-                                    ///< takes it; each job also has its own token (docs/http-api.md).
+  std::string token;                ///< The admin bearer token: every route but GET /v1/health takes it;
+                                    ///< each job also has its own token (docs/http-api.md). At least 16
+                                    ///< printable ASCII characters without spaces, else the constructor
+                                    ///< throws InputError.
   int threads = 4;                  ///< HTTP event-loop threads; each serves many connections (epoll).
   std::size_t max_body_bytes = 16u << 20;  ///< Larger bodies (any transfer encoding) are refused, bytes.
   std::size_t max_header_bytes = 16u << 10;  ///< Request line + headers per connection, bytes (431/414).
@@ -36,7 +38,10 @@ struct ServerOptions {
   /// Straggler decision JSON kept per job, bytes (ManagerOptions::max_decision_bytes).
   std::size_t max_decision_bytes = std::size_t{4} << 20;
   // Zeus PFO compatibility (POST /register_job etc.).
-  std::vector<std::string> zeus_plan_texts;  ///< Plan file texts jobs registered the Zeus way run.
+  /// Plan file texts jobs registered the Zeus way run, slowest first (plan index order; `perseus
+  /// serve --zeus-plan DIR` sorts the .py files by name). The fastest is served (the last when
+  /// zeus_profile_csv is empty and the plans have no times).
+  std::vector<std::string> zeus_plan_texts;
   std::vector<std::string> zeus_plan_names;  ///< Their names in messages (the files; optional).
   std::string zeus_profile_csv;     ///< Optional profile giving those plans times/energies.
   /// Schedule the Zeus plans follow (a schedule_names() name, e.g. "1f1b"). With Zeus plans

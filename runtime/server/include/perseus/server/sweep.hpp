@@ -35,6 +35,8 @@ struct SweepOptions {
 /// Samples are labelled with the frequency actually applied; samples at any other frequency
 /// than the key's current one are ignored (they belong to an older step). Deterministic:
 /// replaying the same samples gives the same state. Not thread-safe (the job lock guards it).
+/// Source: the profiling step of Perseus (SOSP'24) §4.1 (the Profile it builds, as in
+/// perseus/profile.hpp), done online; protocol in docs/http-api.md, "Profiling mode".
 class Sweep {
  public:
   /// Throws perseus::InputError if the grid or the key list is empty.
