@@ -55,16 +55,23 @@ json plans_job() {
 
 json rank_body(int rank) { return {{"rank", rank}, {"dp_rank", rank / 2}, {"pp_rank", rank % 2}, {"tp_rank", 0}}; }
 
+/// Two plans_job() jobs made with the admin token (asserted 201): their creation answers.
+std::pair<Resp, Resp> two_jobs(Api& admin) {
+  auto a = admin.post("/v1/jobs", plans_job());
+  auto b = admin.post("/v1/jobs", plans_job());
+  EXPECT_EQ(a.status, 201) << a.body;
+  EXPECT_EQ(b.status, 201) << b.body;
+  return {a, b};
+}
+
 // The permission matrix of every /v1 route for: the admin token, the job's own token, another
 // job's token, no token and an unknown token. Refused requests change nothing.
 TEST(Authority, PermissionMatrix) {
   TempDir dir;
   LocalServer srv(dir.file("a.db"));
   Api admin(srv.port());
-  auto a = admin.post("/v1/jobs", plans_job());
-  auto b = admin.post("/v1/jobs", plans_job());
-  ASSERT_EQ(a.status, 201) << a.body;
-  ASSERT_EQ(b.status, 201) << b.body;
+  const auto [a, b] = two_jobs(admin);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string job = a.j["job_id"], token_a = a.j["job_token"], token_b = b.j["job_token"];
   ASSERT_NE(token_a, token_b);
   EXPECT_GE(token_a.size(), 64u) << "256 random bits";
@@ -118,8 +125,6 @@ TEST(Authority, PermissionMatrix) {
   EXPECT_EQ(other.get("/v1/jobs/" + b.j["job_id"].get<std::string>()).status, 200) << "job B's token still works";
 }
 
-// A job's token is stored (as its SHA-256) and keeps working after a restart; the database
-// holds no token in clear.
 // - A typo in the URL's job id, sent with a job's token, was answered "this bearer token is
 //   another job's token", and the client added "check the token": the message now names the
 //   path's job and the token's job, whether or not the path's job exists.
@@ -127,10 +132,8 @@ TEST(Authority, AJobTokenOnAnotherJobIdNamesBothJobs) {
   TempDir dir;
   LocalServer srv(dir.file("a.db"));
   Api admin(srv.port());
-  auto a = admin.post("/v1/jobs", plans_job());
-  auto b = admin.post("/v1/jobs", plans_job());
-  ASSERT_EQ(a.status, 201) << a.body;
-  ASSERT_EQ(b.status, 201) << b.body;
+  const auto [a, b] = two_jobs(admin);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string job_a = a.j["job_id"], job_b = b.j["job_id"];
   Api own(srv.port(), a.j["job_token"].get<std::string>());
   for (const std::string& path_job : {job_b, job_a + "x"}) {  // another job; a typo (no such job)
@@ -144,6 +147,8 @@ TEST(Authority, AJobTokenOnAnotherJobIdNamesBothJobs) {
   EXPECT_EQ(admin.post("/v1/jobs/" + job_a + "x/ranks", rank_body(0)).status, 404) << "the admin learns it is unknown";
 }
 
+// A job's token is stored (as its SHA-256) and keeps working after a restart; the database
+// holds no token in clear.
 TEST(Authority, JobTokensSurviveRestart) {
   TempDir dir;
   std::string job, token;

@@ -598,14 +598,17 @@ TEST(ReportErrors, EmulationCsvNotWrittenByEmulateIsRefused) {
       << e;
 }
 
+/// A plan of `dag` with every computation at 1410 MHz, 0.1 s and 10 J (P_block 40 W).
+FrequencyPlan uniform_plan(const Dag& dag) {
+  return evaluate_durations(dag, std::vector<int>(dag.num_ops(), 1410), std::vector<double>(dag.num_ops(), 0.1),
+                            std::vector<double>(dag.num_ops(), 10.0), 40);
+}
+
 // A plan file lists each rank's computations in execution order: read against another
 // schedule with the same computations (1F1B's plan, GPipe's DAG) it is refused.
 TEST(PlanFiles, PlanOfAnotherScheduleIsRefused) {
   const Dag f1b = Dag::build(make_1f1b(2, 3)), gpipe = Dag::build(make_gpipe(2, 3));
-  FrequencyPlan plan;
-  plan.freq_mhz.assign(f1b.num_ops(), 1410);
-  std::vector<double> time(f1b.num_ops(), 0.1);
-  plan = evaluate_durations(f1b, plan.freq_mhz, time, std::vector<double>(f1b.num_ops(), 10.0), 40);
+  const FrequencyPlan plan = uniform_plan(f1b);
   const nlohmann::json j = plan_json(f1b, plan, 0);
   EXPECT_EQ(plan_frequencies_from_json(j, f1b, "plan.json"), plan.freq_mhz);
   try {
@@ -620,10 +623,7 @@ TEST(PlanFiles, PlanOfAnotherScheduleIsRefused) {
 //   repeat, and the message says which computation is listed twice and which one is missing.
 TEST(PlanFiles, ARepeatedEntryInAPlanFileIsNamedAsARepeat) {
   const Dag dag = Dag::build(make_1f1b(2, 3));
-  FrequencyPlan plan;
-  plan.freq_mhz.assign(dag.num_ops(), 1410);
-  plan = evaluate_durations(dag, plan.freq_mhz, std::vector<double>(dag.num_ops(), 0.1),
-                            std::vector<double>(dag.num_ops(), 10.0), 40);
+  const FrequencyPlan plan = uniform_plan(dag);
   nlohmann::json j = plan_json(dag, plan, 0);
   auto& ins = j["ranks"][0]["instructions"];
   ins[1] = ins[0];  // rank 0: its first computation twice, its second one missing
@@ -645,10 +645,7 @@ TEST(PlanFiles, ARepeatedEntryInAPlanFileIsNamedAsARepeat) {
 // real computation, and the plan was accepted for it. Refused with the field's range.
 TEST(PlanFiles, AmbiguousClockOrIndexBeyondIntIsRefused) {
   const Dag dag = Dag::build(make_1f1b(2, 3));
-  FrequencyPlan plan;
-  plan.freq_mhz.assign(dag.num_ops(), 1410);
-  plan = evaluate_durations(dag, plan.freq_mhz, std::vector<double>(dag.num_ops(), 0.1),
-                            std::vector<double>(dag.num_ops(), 10.0), 40);
+  const FrequencyPlan plan = uniform_plan(dag);
   const nlohmann::json good = plan_json(dag, plan, 0);
   ASSERT_EQ(plan_frequencies_from_json(good, dag, "plan.json"), plan.freq_mhz);
   {  // both spellings of the clock: one was served and the other described the plan
