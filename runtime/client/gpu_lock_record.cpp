@@ -213,8 +213,15 @@ GpuLockRecord GpuLockRecord::claim(GpuControl& gpu, const std::string& dir_in) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const std::string text = fmt::format("pid {} on host {} since unix time {:.0f}\n", ::getpid(), hostname(),
                                        std::chrono::duration<double>(now).count());
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
-    fmt::print(stderr, "perseus client: WARNING: cannot write the lock record {}\n", path);
+  // The text first, then the length: a failed write (a full disk) leaves the old text, or part
+  // of the new one, never an emptied record; an empty one reads as a clean release.
+  if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(text.size())) != 0) {
+    const int err = errno;
+    fmt::print(stderr,
+               "perseus client: WARNING: cannot write the lock record {} ({}): if this trainer and its watchdog "
+               "are killed together, the next client will not detect the clock lock they leave\n",
+               path, std::strerror(err));
   }
   return rec;
 }

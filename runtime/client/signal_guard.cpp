@@ -2,6 +2,7 @@
 #include "signal_guard.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +23,21 @@ int g_pipe[2] = {-1, -1};
 struct sigaction g_prev_term {};
 struct sigaction g_prev_int {};
 bool g_installed = false;
+pid_t g_installed_by = 0;  // the process whose reset thread reads g_pipe
+
+// In a fork()ed child (pthread_atfork): the previous SIGTERM/SIGINT handlers back and the
+// self-pipe closed. The child inherited the handler, and its signal's byte went down the
+// shared pipe to the *parent's* reset thread: a terminated DataLoader worker lived on and the
+// trainer died instead (session 25's trial). A client the child creates installs afresh.
+void uninstall_in_child() {
+  if (!g_installed) return;
+  ::sigaction(SIGTERM, &g_prev_term, nullptr);  // async-signal-safe
+  ::sigaction(SIGINT, &g_prev_int, nullptr);
+  ::close(g_pipe[0]);
+  ::close(g_pipe[1]);
+  g_pipe[0] = g_pipe[1] = -1;
+  g_installed = false;
+}
 
 void chain(int sig, siginfo_t* info, void* ctx) {
   const struct sigaction& prev = sig == SIGTERM ? g_prev_term : g_prev_int;
@@ -63,7 +79,10 @@ void reset_thread() {
 
 void install_locked() {
   if (g_installed) return;
+  if (g_installed_by != 0 && g_installed_by != ::getpid()) g_controllers.clear();  // the parent's, copied by fork()
   if (::pipe2(g_pipe, O_CLOEXEC) != 0) return;
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { ::pthread_atfork(nullptr, nullptr, &uninstall_in_child); });
   // SA_RESTART only where the previous handler had it: Python installs SIGINT without it, so
   // that Ctrl-C ends a blocking read (EINTR, then KeyboardInterrupt); with it, every blocking
   // read of the process ignored Ctrl-C once a Client existed.
@@ -77,6 +96,7 @@ void install_locked() {
   }
   start_signal_free_thread(reset_thread).detach();
   g_installed = true;
+  g_installed_by = ::getpid();
 }
 
 }  // namespace

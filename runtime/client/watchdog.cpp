@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <mutex>
+#include <pthread.h>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -36,6 +39,65 @@ bool executable(const std::filesystem::path& p) { return ::access(p.c_str(), X_O
 
 std::atomic<int> g_term_signal{0};
 void on_term(int sig) { g_term_signal.store(sig); }
+
+// Write ends of this process's watchdog pipes, pointed at /dev/null in a fork()ed child
+// (pthread_atfork): a child holding one kept the pipe open, so the watchdog never saw end of
+// file after the disarm byte and the trainer's close() waited for it as long as the child lived
+// (DataLoader's persistent workers: for ever; session 25's trial). /dev/null, not close(): the
+// child's copy of the Watchdog may still write to its descriptor number, which a closed one
+// could have handed to another file. Lock-free slots (descriptor + 1, 0: free), as in
+// gpu_lock_record.cpp: the child handler runs where only the forking thread exists.
+std::array<std::atomic<int>, 64> g_pipe_fds{};
+
+void detach_pipes_in_child() {
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);  // async-signal-safe
+  for (auto& slot : g_pipe_fds) {
+    const int fd_plus_1 = slot.exchange(0);
+    if (fd_plus_1 <= 0) continue;
+    if (null_fd >= 0) {
+      ::dup3(null_fd, fd_plus_1 - 1, O_CLOEXEC);
+    } else {
+      ::close(fd_plus_1 - 1);
+    }
+  }
+  if (null_fd >= 0) ::close(null_fd);
+}
+
+void track_pipe(int fd) {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &detach_pipes_in_child); });
+  for (auto& slot : g_pipe_fds) {
+    int free = 0;
+    if (slot.compare_exchange_strong(free, fd + 1)) return;
+  }
+}
+
+void untrack_pipe(int fd) {
+  for (auto& slot : g_pipe_fds) {
+    int mine = fd + 1;
+    if (slot.compare_exchange_strong(mine, 0)) return;
+  }
+}
+
+/// write(2) without SIGPIPE: a watchdog that died (killed by hand) made the trainer's final
+/// disarm kill the program with SIGPIPE where SIGPIPE is not ignored (C programs; session 25).
+void write_without_sigpipe(int fd, char byte) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  const ssize_t n = ::write(fd, &byte, 1);
+  if (n < 0 && errno == EPIPE && !was_pending) {
+    const timespec zero{};
+    while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 }  // namespace
 
@@ -135,12 +197,14 @@ bool Watchdog::start(const std::string& exe_in, const std::vector<std::string>& 
   }
   pid_ = pid;
   write_fd_ = fds[1];
+  track_pipe(write_fd_);
   return true;
 }
 
 void Watchdog::disarm() {
   if (write_fd_ >= 0) {
-    [[maybe_unused]] const ssize_t n = ::write(write_fd_, &kDisarm, 1);
+    write_without_sigpipe(write_fd_, kDisarm);
+    untrack_pipe(write_fd_);
     ::close(write_fd_);
     write_fd_ = -1;
   }
@@ -154,6 +218,7 @@ void Watchdog::disarm() {
 
 bool Watchdog::reset_now() {
   if (write_fd_ < 0 || pid_ <= 0) return false;
+  untrack_pipe(write_fd_);
   ::close(write_fd_);  // end of file without kDisarm: the watchdog resets, then exits
   write_fd_ = -1;
   int status = 0;

@@ -5,7 +5,7 @@
 //     --stages S --microbatches M --iterations N [--backend simulated|nvml|gpud|dry-run]
 //     [--profile CSV] [--time-scale X] [--nvml-library PATH] [--gpud-socket PATH] [--dry-run-log PATH]
 //     [--freq-log PATH] [--progress PATH] [--watchdog PATH] [--hang] [--poll S]
-//     [--no-coalesce] [--follow-plan] [--plan-dir DIR] [--pause-at K[,K...] --gate DIR]
+//     [--fork-child PIDFILE] [--sigpipe-default] [--no-coalesce] [--follow-plan] [--plan-dir DIR] [--pause-at K[,K...] --gate DIR]
 // --plan-dir: writes DIR/plan_<rank>_v<version>.txt ("<instruction> <microbatch> <freq_mhz>"
 // per line) for every plan version it runs.
 // --hang: after the first iteration, write "ready" to --progress and sleep forever.
@@ -26,6 +26,10 @@
 //   --energy-log PATH: one line per iteration "<iteration> <plan_version> <time_s> <energy_j>"
 //     (simulated s and J of this rank's GPU).
 // Exit status: 0 ok, 1 client error, 2 usage.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -84,6 +88,10 @@ int main(int argc, char** argv) {
     std::string k = argv[i];
     if (k == "--hang") {
       hang = true;
+    } else if (k == "--sigpipe-default") {
+      // SIGPIPE as in a program started from a shell (the test's own process ignores it, and
+      // an ignored disposition is inherited across exec).
+      ::signal(SIGPIPE, SIG_DFL);
     } else if (k == "--no-coalesce") {
       no_coalesce = true;
     } else if (k == "--follow-plan") {
@@ -153,6 +161,24 @@ int main(int argc, char** argv) {
     std::ofstream energy_log;
     if (!get("energy-log").empty()) energy_log.open(get("energy-log"), std::ios::app);
     auto client = Client::create(o, gpu);
+    // --fork-child PIDFILE: fork a child that writes its pid to PIDFILE and waits for signals
+    // (a DataLoader worker forked after the client exists); the trainer goes on and exits
+    // without waiting for it. Only async-signal-safe calls in the child.
+    if (const std::string pidfile = get("fork-child"); !pidfile.empty()) {
+      const std::string tmp = pidfile + ".tmp";  // before fork(): no allocation in the child
+      const pid_t child = ::fork();
+      if (child == 0) {
+        char text[32];
+        const int len = std::snprintf(text, sizeof text, "%d\n", static_cast<int>(::getpid()));
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+          [[maybe_unused]] const ssize_t n = ::write(fd, text, static_cast<std::size_t>(len));
+          ::close(fd);
+          ::rename(tmp.c_str(), pidfile.c_str());
+        }
+        for (;;) ::pause();
+      }
+    }
 
     const int stages = static_cast<int>(num("stages", 1));
     const int microbatches = static_cast<int>(num("microbatches", 2));

@@ -42,12 +42,14 @@ class Watchdog : public ::testing::Test {
     server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
     server_.start();
   }
-  pid_t start_trainer(bool hang, std::map<std::string, std::string> env = {}) {
+  pid_t start_trainer(bool hang, std::map<std::string, std::string> env = {},
+                      const std::vector<std::string>& extra_args = {}) {
     std::vector<std::string> argv = {TEST_TRAINER, "--url", server_.url(), "--token", "secret", "--job", "job1",
                                      "--backend", "nvml", "--stages", "1", "--microbatches", "1",
                                      "--iterations", "2", "--watchdog", WATCHDOG, "--progress", dir_.file("progress"),
                                      "--no-coalesce"};
     if (hang) argv.push_back("--hang");
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     env.insert({{"LD_LIBRARY_PATH", FAKE_NVML_DIR}, {"FAKE_NVML_LOG", log()}, {"PERSEUS_LOCK_DIR", dir_.file("locks")}});
     return spawn(argv, env, dir_.file("out.txt"));
   }
@@ -76,13 +78,16 @@ class Watchdog : public ::testing::Test {
   std::string state_dir() const { return dir_.file("state"); }
   /// True while a watchdog process started for `trainer` lives (its command line holds
   /// "--parent PID"; an exited one, even a zombie, has none).
-  static bool watchdog_running(pid_t trainer) {
+  static bool watchdog_running(pid_t trainer) { return watchdog_of(trainer) > 0; }
+  /// The pid of that watchdog process, or 0.
+  static pid_t watchdog_of(pid_t trainer) {
     const std::string parent = std::string("--parent") + '\0' + std::to_string(trainer) + '\0';
     for (const auto& e : std::filesystem::directory_iterator("/proc")) {
       const std::string cmdline = read_file(e.path().string() + "/cmdline");
-      if (cmdline.find("watchdog") != std::string::npos && cmdline.find(parent) != std::string::npos) return true;
+      if (cmdline.find("watchdog") != std::string::npos && cmdline.find(parent) != std::string::npos)
+        return static_cast<pid_t>(std::stol(e.path().filename().string()));
     }
-    return false;
+    return 0;
   }
   TempDir dir_;
   StubServer server_;
@@ -153,6 +158,49 @@ TEST_F(Watchdog, SigtermResetsClocksAndTheTrainerStillDiesBySigterm) {
   EXPECT_EQ(output().find("without cleanup"), std::string::npos) << output();
   for (const auto& f : std::filesystem::directory_iterator(dir_.file("locks")))
     EXPECT_EQ(read_file(f.path().string()), "") << f.path();  // released: the next client finds nothing stale
+}
+
+// Session 25's trial: a child fork()ed after the client existed (a DataLoader worker) kept the
+// watchdog's pipe open, so close() waited for the watchdog as long as the child lived (for ever
+// with persistent workers); and the child inherited the SIGTERM handler, whose byte went to the
+// parent's reset thread: the terminated child lived on and the trainer died instead.
+TEST_F(Watchdog, AForkedChildNeitherHoldsUpCloseNorTakesTheTrainersSigterm) {
+  const std::string pidfile = dir_.file("child.pid");
+  const pid_t trainer = start_trainer(false, {}, {"--fork-child", pidfile});
+  const int status = wait_exit(trainer);  // close() returns while the child lives
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << output();
+  ASSERT_TRUE(wait_for([&] { return !read_file(pidfile).empty(); }, 10));
+  const pid_t child = std::stoi(read_file(pidfile));
+  auto alive = [](pid_t pid) {  // a zombie (not yet reaped by its new parent) counts as dead
+    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  ASSERT_TRUE(alive(child));
+  EXPECT_EQ(resetters(), (std::set<long>{trainer})) << "the trainer reset its clocks itself";
+  EXPECT_FALSE(watchdog_running(trainer)) << "disarmed and gone, though the child lives";
+  for (const auto& f : std::filesystem::directory_iterator(dir_.file("locks")))
+    EXPECT_EQ(read_file(f.path().string()), "") << f.path();
+  ASSERT_EQ(::kill(child, SIGTERM), 0);
+  EXPECT_TRUE(wait_for([&] { return !alive(child); }, 20)) << "the child died of its SIGTERM";
+  if (alive(child)) ::kill(child, SIGKILL);
+}
+
+// Session 25's trial: with the watchdog gone (killed by hand), close()'s disarm wrote into a pipe
+// nobody reads, and SIGPIPE killed a trainer that does not ignore it (C programs, this one).
+TEST_F(Watchdog, ADeadWatchdogDoesNotKillTheTrainerAtClose) {
+  const pid_t trainer = start_trainer(false, {}, {"--iterations", "3", "--pause-at", "1", "--gate", dir_.file(""), "--sigpipe-default"});
+  ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(dir_.file("paused_0_1")); }, 20)) << output();
+  const pid_t wd = watchdog_of(trainer);
+  ASSERT_GT(wd, 0);
+  ASSERT_EQ(::kill(wd, SIGKILL), 0);
+  ASSERT_TRUE(wait_for([&] { return !watchdog_running(trainer); }, 20));
+  std::ofstream(dir_.file("resume_1")) << "go";
+  const int status = wait_exit(trainer);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << output();
+  EXPECT_TRUE(resetters().count(trainer) == 1) << read_file(log());
+  for (const auto& f : std::filesystem::directory_iterator(dir_.file("locks")))
+    EXPECT_EQ(read_file(f.path().string()), "") << f.path() << ": released, the next client finds nothing stale";
 }
 
 // Code review (session 14): when the client's final reset failed at close, it was only logged;
