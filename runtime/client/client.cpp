@@ -564,8 +564,14 @@ struct Client::Impl {
     } else {
       // Never leave a GPU locked quietly: the watchdog (its own driver session) tries; if it
       // cannot either, the lock record keeps its text, so the next client on this GPU resets it.
-      fmt::print(stderr, "perseus client: rank {}: WARNING: the final clock reset failed ({}); handing it to the "
-                         "watchdog\n", opt.ranks.rank, controller->last_error());
+      // Without a watchdog (the gpud backend: the helper resets a client's clocks when its
+      // connection closes or the helper restarts; or watchdog = false) say so, not "the watchdog".
+      const bool has_watchdog = watchdog.pid() > 0;
+      fmt::print(stderr, "perseus client: rank {}: WARNING: the final clock reset failed ({}); {}\n", opt.ranks.rank,
+                 controller->last_error(),
+                 has_watchdog ? "handing it to the watchdog"
+                              : "there is no watchdog to hand it to (a perseus gpud helper resets a client's clocks "
+                                "when its connection closes or when the helper restarts)");
       if (watchdog.reset_now()) {
         lock_record.release();
       } else {
