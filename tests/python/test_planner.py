@@ -1122,6 +1122,28 @@ class InterpreterSafetyTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
 
     @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
+    def test_a_living_forked_child_neither_holds_up_close_nor_takes_the_parents_sigterm(self):
+        # Session 25's trial: a child forked after the client existed (DataLoader's persistent
+        # workers) held the watchdog's pipe, so close() waited for the child (for ever); and a
+        # SIGTERM to the child went to the parent's reset thread: the child lived on and the
+        # parent died. The child here lives until its SIGTERM.
+        code = ("import os, perseus, signal, sys\n"
+                "c = perseus.Client('http://127.0.0.1:9', 'job', rank=0, backend='dry-run', startup_timeout_s=0.1)\n"
+                "r, w = os.pipe()\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    os.close(w)\n"
+                "    os.read(r, 1)\n"
+                "    os._exit(0)\n"
+                "os.close(r)\n"
+                "c.close()  # returns while the child lives\n"
+                "os.kill(pid, signal.SIGTERM)\n"
+                "_, status = os.waitpid(pid, 0)\n"
+                "sys.exit(0 if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM else 5)\n")
+        rc, out = self.run_child(code)
+        self.assertEqual(rc, 0, out)
+
+    @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
     def test_a_client_leaves_ctrl_c_able_to_end_a_blocking_read(self):
         # The client's signal guard installed SIGINT with SA_RESTART: a blocked read anywhere in
         # the process was restarted after Ctrl-C instead of raising KeyboardInterrupt.
