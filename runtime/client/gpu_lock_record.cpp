@@ -19,39 +19,28 @@
 
 #include <fmt/core.h>
 
+#include "fork_fd_slots.hpp"
+
 namespace perseus::runtime {
 namespace {
 
 // Descriptors of this process's records, closed in a fork()ed child (pthread_atfork): a flock
 // belongs to the open file description, which a child shares, so a DataLoader worker that
 // outlived a killed trainer kept the GPU "driven by another live Perseus client" (session 23's
-// trial). Lock-free slots: the child handler runs where only the forking thread exists.
-// Each slot holds a descriptor + 1 (0: free), so the zero-initialized array is all free.
-std::array<std::atomic<int>, 64> g_record_fds{};
+// trial).
+detail::ForkFdSlots g_record_fds;
 
 void close_records_in_child() {
-  for (auto& slot : g_record_fds) {
-    const int fd_plus_1 = slot.exchange(0);
-    if (fd_plus_1 > 0) ::close(fd_plus_1 - 1);  // async-signal-safe
-  }
+  g_record_fds.drain([](int fd) { ::close(fd); });  // async-signal-safe
 }
 
 void track_fd(int fd) {
   static std::once_flag once;
   std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &close_records_in_child); });
-  for (auto& slot : g_record_fds) {
-    int free = 0;
-    if (slot.compare_exchange_strong(free, fd + 1)) return;
-  }
-  // More than 64 records in one process (one per GPU it drives): the rest are not closed in a child.
+  g_record_fds.add(fd);
 }
 
-void untrack_fd(int fd) {
-  for (auto& slot : g_record_fds) {
-    int mine = fd + 1;
-    if (slot.compare_exchange_strong(mine, 0)) return;
-  }
-}
+void untrack_fd(int fd) { g_record_fds.remove(fd); }
 
 std::string read_all(int fd) {
   std::string out;

@@ -4,15 +4,14 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <mutex>
-#include <pthread.h>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -24,6 +23,7 @@
 #include <fmt/core.h>
 
 #include "perseus/runtime/gpu_control.hpp"
+#include "fork_fd_slots.hpp"
 #include "perseus/runtime/gpu_lock_record.hpp"
 
 extern char** environ;
@@ -45,39 +45,28 @@ void on_term(int sig) { g_term_signal.store(sig); }
 // file after the disarm byte and the trainer's close() waited for it as long as the child lived
 // (DataLoader's persistent workers: for ever; session 25's trial). /dev/null, not close(): the
 // child's copy of the Watchdog may still write to its descriptor number, which a closed one
-// could have handed to another file. Lock-free slots (descriptor + 1, 0: free), as in
-// gpu_lock_record.cpp: the child handler runs where only the forking thread exists.
-std::array<std::atomic<int>, 64> g_pipe_fds{};
+// could have handed to another file.
+detail::ForkFdSlots g_pipe_fds;
 
 void detach_pipes_in_child() {
-  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);  // async-signal-safe
-  for (auto& slot : g_pipe_fds) {
-    const int fd_plus_1 = slot.exchange(0);
-    if (fd_plus_1 <= 0) continue;
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);  // async-signal-safe, as the rest
+  g_pipe_fds.drain([null_fd](int fd) {
     if (null_fd >= 0) {
-      ::dup3(null_fd, fd_plus_1 - 1, O_CLOEXEC);
+      ::dup3(null_fd, fd, O_CLOEXEC);
     } else {
-      ::close(fd_plus_1 - 1);
+      ::close(fd);
     }
-  }
+  });
   if (null_fd >= 0) ::close(null_fd);
 }
 
 void track_pipe(int fd) {
   static std::once_flag once;
   std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &detach_pipes_in_child); });
-  for (auto& slot : g_pipe_fds) {
-    int free = 0;
-    if (slot.compare_exchange_strong(free, fd + 1)) return;
-  }
+  g_pipe_fds.add(fd);
 }
 
-void untrack_pipe(int fd) {
-  for (auto& slot : g_pipe_fds) {
-    int mine = fd + 1;
-    if (slot.compare_exchange_strong(mine, 0)) return;
-  }
-}
+void untrack_pipe(int fd) { g_pipe_fds.remove(fd); }
 
 /// write(2) without SIGPIPE: a watchdog that died (killed by hand) made the trainer's final
 /// disarm kill the program with SIGPIPE where SIGPIPE is not ignored (C programs; session 25).
