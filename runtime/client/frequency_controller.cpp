@@ -1,6 +1,8 @@
 // Frequency controller thread: applies clock requests, skips redundant ones, logs everything.
 #include "perseus/runtime/frequency_controller.hpp"
 
+#include "perseus/runtime/client.hpp"  // kMaxClientDurationS
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -68,7 +70,10 @@ void FrequencyController::flush() {
 
 bool FrequencyController::flush_for(double timeout_s) {
   std::unique_lock lock(mutex_);
-  return idle_cv_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_s)),
+  // Clamped to [0, kMaxClientDurationS] (NaN: 0): a duration beyond made wait_for's conversion
+  // to clock ticks undefined, as in Client::flush_reports.
+  const double wait_s = timeout_s > 0 ? std::min(timeout_s, kMaxClientDurationS) : 0.0;
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(wait_s),
                            [&] { return (queue_.empty() && !busy_) || stopped_; });
 }
 

@@ -1,6 +1,10 @@
 // FrequencyController: applies, skips redundant sets, coalesces, logs, survives failures.
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include <cmath>
+
 #include <condition_variable>
 #include <mutex>
 
@@ -72,6 +76,9 @@ TEST(FrequencyController, FlushForIsBoundedWhileABackendCallHangs) {
   gpu->release();
   EXPECT_TRUE(c.flush_for(600));  // returns as soon as the call ended
   EXPECT_EQ(c.applied_mhz(), 1200);
+  // Session 25's review: 1e308 s and infinity overflowed wait_for's tick conversion (undefined);
+  // they are clamped, NaN and negatives are 0. Idle, each returns true at once.
+  for (double t : {1e308, std::numeric_limits<double>::infinity(), std::nan(""), -1.0}) EXPECT_TRUE(c.flush_for(t)) << t;
 }
 
 TEST(FrequencyController, AppliesSkipsRedundantAndResetsOnStop) {

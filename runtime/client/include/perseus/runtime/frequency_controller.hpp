@@ -71,7 +71,8 @@ class FrequencyController {
   void request_reset();
   /// Blocks until every request made so far has been handled (tests, shutdown).
   void flush();
-  /// Like flush(), for at most timeout_s (s, >= 0): true when every request was handled, false
+  /// Like flush(), for at most timeout_s (s; taken as 0 when negative or NaN, at most
+  /// kMaxClientDurationS): true when every request was handled, false
   /// at the timeout (a backend call is still running, e.g. a gpud helper that does not answer).
   bool flush_for(double timeout_s);
   /// Handles pending requests, then (if reset_clocks) removes the clock lock, and joins the
