@@ -90,8 +90,8 @@ void register_optimize(CLI::App& app) {
          "--bound",
          [cfg](const std::string& v) { cfg->bound_method = *perseus::parse_bound_method(v); },
          "Certified planner's lower bound and extra plans: lp (CLP solves of the LP relaxation), hull-walk (a second "
-         "graph-cut walk over the whole effective-energy hulls; scales like the graph cut) or auto (default: lp below "
-         "1024 computations)")
+         "graph-cut walk over the whole effective-energy hulls; scales like the graph cut) or auto (default: "
+         "hull-walk from 256 computations; below, lp, adding the hull walk where it leaves a gap above 0.5 %)")
       ->check(CLI::IsMember({"auto", "lp", "hull-walk"}));
   cmd->add_flag("--no-reclaim", [cfg](std::int64_t) { cfg->reclaim_slack = false; },
                 "Do not reclaim slack after each graph-cut step");
@@ -101,7 +101,7 @@ void register_optimize(CLI::App& app) {
                 "Implausible profile units (a row's energy/time outside 1..3000 W, P_block above a computation's "
                 "power) are errors (exit 1) instead of warnings");
   cmd->add_option("--threads", cfg->threads,
-                  "Threads of the solve (the certified planner's LP stage beside the graph cut) and of writing "
+                  "Threads of the solve (the certified planner's LP stage or hull walk beside the graph cut) and of writing "
                   "plan files (0 = one per hardware thread); output is identical")
       ->capture_default_str()
       ->check(integer_in(0, 1024));
@@ -120,8 +120,8 @@ void register_optimize(CLI::App& app) {
                   "docs/planner2.md)")
       ->check(number_in(0, 86400, "s"));
   cmd->add_option("--max-lp-solves", cfg->max_lp_solves,
-                  "Certified planner with the LP bound (below 1,024 computations by default): LP solves at most; "
-                  "fewer is faster, the frontier and bound a little looser (docs/planner2.md)")
+                  "Certified planner: LP solves at most (the LP bound's, or the refinement after the hull walk up to "
+                  "2,048 computations); fewer is faster, the frontier and bound a little looser (docs/planner2.md)")
       ->capture_default_str()
       ->check(integer_in(1, 100000));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically; missing parent folders are created)")

@@ -56,16 +56,23 @@ std::optional<MinCutEngine> parse_min_cut_engine(std::string_view name);
 /// beyond the graph-cut frontier (a validated option of the planner). Both bounds are certified
 /// by lagrangian_bound() from the profile's own numbers (docs/planner2.md).
 enum class BoundMethod : std::uint8_t {
-  kAuto = 0,      ///< Default: kLp below kHullWalkMinOps computations, kHullWalk from there on.
+  kAuto = 0,      ///< Default: kLp below kHullWalkMinOps computations, then the hull walk as well (and
+                  ///< more LP refinement) where the LP stage leaves a point more than kAutoHullWalkGapPct
+                  ///< above the bound; kHullWalk from kHullWalkMinOps on (docs/planner2.md, session 26).
   kLp = 1,        ///< CLP solves of the LP relaxation at sampled and refined deadlines, LP-rounded plans.
   kHullWalk = 2,  ///< A second Phillips–Dessouky walk over every op's whole (time, effective energy)
                   ///< hull at half the time unit: its max-flows are the LP's dual flows (Fulkerson
                   ///< 1961), its schedules are rounded like LP schedules; it scales like the graph cut
-                  ///< (docs/performance.md). On DAGs of up to 2,048 computations, up to 4 LP solves
-                  ///< then refine where its plans are furthest from the bound (session 8).
+                  ///< (docs/performance.md). On DAGs of up to 2,048 computations, LP solves (the LP
+                  ///< stage's budget) then refine where its plans are furthest from the bound.
 };
-/// kAuto's switch from kLp to kHullWalk, computations (the LP's solves grow ~3-4x per doubling).
-inline constexpr int kHullWalkMinOps = 1024;
+/// kAuto's switch from kLp to kHullWalk, computations: from here on the hull walk plus LP
+/// refinement gives smaller gaps than the LP stage alone in about the same time (GPT-3 8 x 24
+/// and up); below it the LP stage is faster (GPT-3 A100 8 x 12: 0.047 s against 0.08 s).
+inline constexpr int kHullWalkMinOps = 256;
+/// kAuto below kHullWalkMinOps: the hull walk is added when the LP stage's largest gap to the
+/// bound (points and deadlines up to the LP stage's end) is above this, percent (issue 17's target).
+inline constexpr double kAutoHullWalkGapPct = 0.5;
 /// "auto", "lp" or "hull-walk".
 const char* to_string(BoundMethod method);
 /// Inverse of to_string(BoundMethod); nullopt for any other name.

@@ -552,14 +552,15 @@ the all-max time (each window of computations re-solved exactly with COIN-OR CBC
 clocks held; a plan is replaced only when it is better at its deadline and not slower); 0..86400,
 default 0 (none), as `perseus optimize --polish` (InputError otherwise). summary['polish_s']
 echoes it, summary['num_polished_points'] counts the plans it improved.
-max_lp_solves: certified planner with the LP bound (below 1,024 computations by default): LP solves at
-most, 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 320000 /
+max_lp_solves: certified planner: LP solves at most (the LP bound's, or the refinement after the hull
+walk up to 2,048 computations), 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 320000 /
 computations)); fewer is faster with a slightly looser frontier and bound, as `perseus optimize
 --max-lp-solves` (docs/planner2.md). summary['max_lp_solves'] echoes it, summary['num_lp_solves'] counts them.
 planner: 'certified' (default: graph cut, certified lower bound, LP-rounded plans into the straggler
 regime) or 'graph-cut' (the paper's algorithm only: no bound), as `perseus optimize --planner`.
-bound: 'auto' (default), 'lp' or 'hull-walk', how the certified planner gets its bound, as `perseus
-optimize --bound`; summary['bound_method'] says which ran. Other names: InputError.
+bound: 'auto' (default: 'hull-walk' from 256 computations; below, 'lp', adding the hull walk where the
+LP stage leaves a gap above 0.5 %), 'lp' or 'hull-walk', how the certified planner gets its bound, as
+`perseus optimize --bound`; summary['bound_method'] says which ran. Other names: InputError.
 Implausible profile units (an operating point's energy/time outside 1..3000 W; P_block above a
 computation's power, e.g. given in mW) are raised as UserWarning before the solve and listed in
 summary['warnings'] (perseus.profile_unit_warnings); strict=True makes them an InputError (field

@@ -25,11 +25,10 @@ using detail::pareto_filter;
 /// (and at most PlannerOptions::max_lp_solves).
 constexpr int kLpSolveOps = 320000;
 constexpr int kMinLpSolves = 40;
-/// BoundMethod::kHullWalk: LP refinement solves after the walk (at most; also at most
-/// PlannerOptions::max_lp_solves), on DAGs of up to kHullWalkLpMaxOps computations: A100 8 x 96's
-/// deadline gap 0.935 -> 0.628 %, synthetic 16 x 64 0.500 -> 0.430 % for +35 % time; on 4,096
-/// computations the same four solves doubled the time (docs/planner2.md, session 8).
-constexpr int kHullWalkLpSolves = 4;
+/// BoundMethod::kHullWalk: LP refinement solves (the LP stage's budget) after the walk, on DAGs
+/// of up to kHullWalkLpMaxOps computations (session 26: GPT-3 A40 8 x 96's largest gap 1.10 ->
+/// 0.75 % for +0.3 s; session 8 had allowed 4 solves; on 4,096 computations four solves doubled
+/// the time).
 constexpr int kHullWalkLpMaxOps = 2048;
 /// Largest DAG (ops) on which the LP stage tries pair moves after rounding.
 constexpr int kPairMovesMaxOps = 16;
@@ -208,6 +207,22 @@ void FrontierBuilder::lp_refine(LpStage& st) {
   }
 }
 
+double FrontierBuilder::largest_gap_pct(double t_end) const {
+  const double pipe_w = opt_.p_block_w * f_.dag_->num_ranks();
+  const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
+  double largest = 0;
+  for (std::size_t i = 0; i < kept.size() && kept[i].time_s <= t_end * (1 + 1e-9); ++i) {
+    const double lb = f_.lower_bound_at(kept[i].time_s);
+    largest = std::max(largest, 100 * (kept[i].energy_j - lb) / lb);
+    if (i + 1 == kept.size()) break;
+    const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));  // just below the next point
+    if (deadline <= kept[i].time_s) continue;
+    const double lb2 = f_.lower_bound_at(deadline);
+    largest = std::max(largest, 100 * (kept[i].energy_j + pipe_w * (deadline - kept[i].time_s) - lb2) / lb2);
+  }
+  return largest;
+}
+
 std::vector<std::uint16_t> FrontierBuilder::choice_of(const FrontierPoint& p) const {
   if (p.stored_plan >= 0) return stored_[static_cast<std::size_t>(p.stored_plan)];
   // A graph-cut plan: replay the walk's changes up to its step (the all-max plan: step -1),
@@ -335,7 +350,6 @@ void FrontierBuilder::certify(Beside beside) {
     // hole just above T_min, where its rounded schedules lose most), while they are cheap.
     if (dag.num_ops() <= kHullWalkLpMaxOps && !f_.partial()) {
       auto st = std::make_unique<LpStage>(dag, op_raw_, opt_, t_lo);
-      st->budget = st->budget_at_start = std::min(st->budget, kHullWalkLpSolves);
       // T_min first: its exact solve gives the fastest plans the walk's rounding misses (A40
       // 8 x 96: 8.98 -> 9.54 % saved at T_min; A100 8 x 96's deadline gap 0.533 -> 0.488 %).
       lp_solve_at(*st, t_lo);
@@ -363,6 +377,16 @@ void FrontierBuilder::certify(Beside beside) {
   }
   lp_merge(*st);
   lp_refine(*st);
+  // kAuto on a small DAG: where the LP stage's rounded plans stay far from the bound, the hull
+  // walk's plans (other roundings of other schedules) and more refinement around them close
+  // part of it (session 26: GPT-3 A40 8 x 12's largest gap 0.67 -> 0.62 %).
+  if (opt_.bound_method == BoundMethod::kAuto && !f_.partial() && largest_gap_pct(st->t_end) > kAutoHullWalkGapPct) {
+    HullWalkStage hw;
+    hw.t_end = 2 * t_lo;
+    hull_walk(hw);
+    hull_walk_merge(hw, 2 * t_lo);
+    lp_refine(*st);
+  }
   if (!f_.partial()) report(SolveStage::kLpSolves, 1, {}, nullptr, st->reported);
   f_.num_lp_solves = st->lp.num_solves();
   ruin_and_recreate_worst();

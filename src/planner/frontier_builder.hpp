@@ -103,6 +103,9 @@ class FrontierBuilder {
   /// next slower point, is more than refine_gap_pct above the bound, worst first, while
   /// st.budget lasts (at most 8 rounds); merged after each round.
   void lp_refine(LpStage& st);
+  /// Largest gap to the bound, percent, over the kept points up to t_end_s (s) and the deadlines
+  /// just below each next slower point (as Frontier::max_deadline_gap_pct, on raw_points_).
+  double largest_gap_pct(double t_end_s) const;
   /// BoundMethod::kHullWalk: what the hull walk produced since it was merged into the builder
   /// (hull_walk_merge()). Owned by one thread at a time.
   struct HullWalkStage {

@@ -537,7 +537,9 @@ class OptimizeTest(unittest.TestCase):
         walk = perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
                                 plans="none", bound="hull-walk")
         self.assertEqual(walk["summary"]["bound_method"], "hull-walk")
-        self.assertLessEqual(walk["summary"]["num_lp_solves"], 4)  # a few LP refinement solves on small DAGs
+        # LP refinement solves on small DAGs (T_min's first), within the LP stage's budget of 400.
+        self.assertGreaterEqual(walk["summary"]["num_lp_solves"], 1)
+        self.assertLessEqual(walk["summary"]["num_lp_solves"], 400)
         self.assertGreater(walk["summary"]["max_optimality_gap_pct"], 0)
         s = self.res["summary"]
         self.assertEqual(s["bound_method"], "lp")
