@@ -165,6 +165,23 @@ void FrontierBuilder::lp_merge(LpStage& st) {
   }
 }
 
+/// Calls visit(gap %, deadline s, point time s) for each kept point (fastest first) up to t_end
+/// s, at its own time (deadline = point time), and at the deadline just below the next slower
+/// point (the point then blocks at pipe_w W until it), against f.lower_bound_at().
+template <class Visit>
+void for_each_gap(const std::vector<FrontierPoint>& kept, double t_end, double pipe_w, const Frontier& f,
+                  Visit&& visit) {
+  for (std::size_t i = 0; i < kept.size() && kept[i].time_s <= t_end * (1 + 1e-9); ++i) {
+    const double lb = f.lower_bound_at(kept[i].time_s);
+    visit(100 * (kept[i].energy_j - lb) / lb, kept[i].time_s, kept[i].time_s);
+    if (i + 1 == kept.size()) break;
+    const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));
+    if (deadline <= kept[i].time_s) continue;
+    const double lb2 = f.lower_bound_at(deadline);
+    visit(100 * (kept[i].energy_j + pipe_w * (deadline - kept[i].time_s) - lb2) / lb2, deadline, kept[i].time_s);
+  }
+}
+
 void FrontierBuilder::lp_refine(LpStage& st) {
   const Dag& dag = *f_.dag_;
   const double pipe_w = opt_.p_block_w * dag.num_ranks();
@@ -172,25 +189,14 @@ void FrontierBuilder::lp_refine(LpStage& st) {
   // Refinement: exact solves where a point, or a deadline just below the next slower point,
   // is further than refine_gap_pct above the bound.
   for (int round = 0; round < 8 && st.budget > 0; ++round) {
-    const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
-    std::vector<std::pair<double, double>> worst;                       // (gap, deadline)
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-      if (kept[i].time_s > t_end * (1 + 1e-9)) break;
-      const double lb = f_.lower_bound_at(kept[i].time_s);
-      const double gap = 100 * (kept[i].energy_j - lb) / lb;
-      if (gap > opt_.refine_gap_pct) worst.emplace_back(gap, kept[i].time_s);
-      if (i + 1 < kept.size()) {
-        const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));
-        const double lb2 = f_.lower_bound_at(deadline);
-        const double at_deadline = kept[i].energy_j + pipe_w * (deadline - kept[i].time_s);
-        const double gap2 = 100 * (at_deadline - lb2) / lb2;
-        if (gap2 > opt_.refine_gap_pct && deadline > kept[i].time_s) {
-          worst.emplace_back(gap2, deadline);
-          // Bisect the hole: a plan in between may exist that neither end's LP rounds to.
-          worst.emplace_back(gap2 * 0.999, 0.5 * (kept[i].time_s + deadline));
-        }
-      }
-    }
+    std::vector<std::pair<double, double>> worst;  // (gap, deadline)
+    for_each_gap(pareto_filter(raw_points_, pipe_w), t_end, pipe_w, f_,
+                 [&](double gap, double deadline, double point_time) {
+                   if (gap <= opt_.refine_gap_pct) return;
+                   worst.emplace_back(gap, deadline);
+                   // Bisect a hole: a plan in between may exist that neither end's LP rounds to.
+                   if (deadline > point_time) worst.emplace_back(gap * 0.999, 0.5 * (point_time + deadline));
+                 });
     if (worst.empty()) break;
     std::sort(worst.begin(), worst.end(), std::greater<>());
     const std::size_t take = std::min<std::size_t>(worst.size(), std::max(8, st.budget / 4));
@@ -209,17 +215,9 @@ void FrontierBuilder::lp_refine(LpStage& st) {
 
 double FrontierBuilder::largest_gap_pct(double t_end) const {
   const double pipe_w = opt_.p_block_w * f_.dag_->num_ranks();
-  const std::vector<FrontierPoint> kept = pareto_filter(raw_points_, pipe_w);  // fastest first
   double largest = 0;
-  for (std::size_t i = 0; i < kept.size() && kept[i].time_s <= t_end * (1 + 1e-9); ++i) {
-    const double lb = f_.lower_bound_at(kept[i].time_s);
-    largest = std::max(largest, 100 * (kept[i].energy_j - lb) / lb);
-    if (i + 1 == kept.size()) break;
-    const double deadline = std::min(t_end, kept[i + 1].time_s * (1 - 1e-9));  // just below the next point
-    if (deadline <= kept[i].time_s) continue;
-    const double lb2 = f_.lower_bound_at(deadline);
-    largest = std::max(largest, 100 * (kept[i].energy_j + pipe_w * (deadline - kept[i].time_s) - lb2) / lb2);
-  }
+  for_each_gap(pareto_filter(raw_points_, pipe_w), t_end, pipe_w, f_,
+               [&](double gap, double, double) { largest = std::max(largest, gap); });
   return largest;
 }
 
