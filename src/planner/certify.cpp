@@ -300,7 +300,15 @@ void FrontierBuilder::ruin_and_recreate_worst() {
     bool improved = false;
     for (const auto& [gap, deadline, i] : worst) {
       throw_if_cancelled();
-      if (over_time_budget() || tries_left <= 0) return;
+      if (tries_left <= 0) return;
+      if (over_time_budget()) {  // cut short: the result depends on the budget, so it is partial
+        f_.stop_reason = Frontier::StopReason::kTimeBudget;
+        f_.partial_detail = fmt::format(
+            "time budget of {} s reached in ruin and recreate after {} of the deadlines furthest from the bound: the "
+            "lower bound is complete, the plans at the other such deadlines were not searched",
+            opt_.time_budget_s, done.size());
+        return;
+      }
       done.push_back(deadline);
       std::vector<std::uint16_t> choice = choice_of(kept[i]);
       detail::fill_slack(dag, f_.op_candidates_, choice, scratch, latest, deadline);

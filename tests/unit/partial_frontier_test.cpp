@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "../../src/planner/lower_bound.hpp"
@@ -237,6 +239,37 @@ TEST(PartialFrontierLp, StopEndsASolveAtOnce) {
   EXPECT_TRUE(solved.feasible);
   detail::HullLowerBound plain(c.dag, pts, kPBlock);
   EXPECT_EQ(plain.solve(deadline).bound_j, solved.bound_j);  // the hook changes nothing else
+}
+
+TEST(PartialFrontierLp, ABudgetReachedInRuinAndRecreateMarksTheFrontierPartial) {
+  // Ruin and recreate runs after the LP stage's last progress report (kLpSolves, 1) wherever a
+  // plan is more than 0.5 % above the bound (GPT-3 A40 8 x 12 has such points). The hook waits
+  // there until the budget has passed since its first call (which comes after the solve's
+  // start): the search must stop and say so, not return a "complete" frontier that depends on
+  // the budget (it did before session 26).
+  const Profile profile = load_profile_csv(testing::test_data("emulation/stage_profile_gpt3-175b_a40.csv"));
+  const Dag dag = Dag::build(make_1f1b(8, 12));
+  PlannerOptions o;
+  o.p_block_w = 70.38;
+  o.bound_method = BoundMethod::kLp;
+  o.time_budget_s = 3;
+  std::optional<std::chrono::steady_clock::time_point> first_call;
+  bool waited = false;
+  o.progress = [&](SolveStage stage, double fraction) {
+    if (!first_call) first_call = std::chrono::steady_clock::now();
+    if (stage == SolveStage::kLpSolves && fraction == 1.0 && !waited) {
+      waited = true;
+      std::this_thread::sleep_until(*first_call + std::chrono::duration<double>(o.time_budget_s));
+    }
+  };
+  const Frontier f = solve_frontier(dag, profile, o);
+  EXPECT_TRUE(f.partial());
+  EXPECT_EQ(f.stop_reason, Frontier::StopReason::kTimeBudget);
+  // Under heavy load an earlier stage can use up the budget first; it says so itself.
+  if (waited) EXPECT_NE(f.partial_detail.find("ruin and recreate"), std::string::npos) << f.partial_detail;
+  EXPECT_GT(f.max_optimality_gap_pct(), 0.0);  // the bound is complete
+  for (std::size_t i = 0; i < f.size(); i += 41)
+    EXPECT_NEAR(f.plan(i).total_energy_j(), f.points()[i].energy_j, 1e-9 * f.points()[i].energy_j);
 }
 
 TEST(PartialFrontierErrors, BadBoundsAreInputErrors) {
