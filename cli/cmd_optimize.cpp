@@ -121,7 +121,8 @@ void register_optimize(CLI::App& app) {
       ->check(number_in(0, 86400, "s"));
   cmd->add_option("--max-lp-solves", cfg->max_lp_solves,
                   "Certified planner: LP solves at most (the LP bound's, or the refinement after the hull walk up to "
-                  "2,048 computations); fewer is faster, the frontier and bound a little looser (docs/planner2.md)")
+                  "2,048 computations; the planner also caps them at max(40, 320000 / computations)); fewer is "
+                  "faster, the frontier and bound a little looser (docs/planner2.md)")
       ->capture_default_str()
       ->check(integer_in(1, 100000));
   cmd->add_option("--out", cfg->out_dir, "Output folder (replaced atomically; missing parent folders are created)")

@@ -130,6 +130,10 @@ def _keyword_hints(f, display=None):
                     if k in declared and (v is None or not isinstance(v, kinds[declared[k]]) or
                                           (isinstance(v, bool) and declared[k] in ("int", "float"))):
                         wrong.append("%s must be %s, got %s" % (k, declared[k], given(v)))
+                    elif k in optional and v is not None and (
+                            not isinstance(v, kinds[optional[k]]) or
+                            (isinstance(v, bool) and optional[k] in ("int", "float"))):
+                        wrong.append("%s must be %s or None, got %s" % (k, optional[k], given(v)))
                     elif ("int" in (declared.get(k), optional.get(k)) and isinstance(v, int) and
                           not isinstance(v, bool) and not -2**31 <= v < 2**31):
                         # The right type, beyond the C++ integer it is read into.

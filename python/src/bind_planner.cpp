@@ -534,7 +534,7 @@ unit_time_s: planner time quantum, s (1e-7..10). reclaim_slack: lower the clocks
 plans: which frequency plans to return: "sampled" (every `sample`-th from the slowest plus the
 fastest; sample=0 means at most 100; a negative sample is an InputError), "all", "fastest",
 "none" or a list of indices 0..N-1 from the slowest (returned sorted, without repeats; a
-negative index is an InputError, not counted from the end; >= N an IndexError). threads: threads of the solve (the LP stage beside the graph cut) and of
+negative index is an InputError, not counted from the end; >= N an IndexError). threads: threads of the solve (the LP stage or hull walk beside the graph cut) and of
 evaluating plans (1..1024; 0 = one per hardware thread); the result does not depend on it.
 time_budget_s: stop the solve after this many seconds (0..1e9, None: no budget); max_points: stop
 once the frontier has this many plans (1..1e9, None: no limit). A bounded solve returns the
@@ -583,7 +583,9 @@ Returns a dict of plain Python types:
                'num_plans', 'num_steps', 'solve_time_s', 'num_ops', 'lower_bound_at_t_min_j',
                'max_optimality_gap_pct', 'max_deadline_gap_pct' (these three None without a bound:
                planner='graph-cut' or a solve stopped before the bound stage), 'num_lp_solves',
-               'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size, docs/planner2.md; None with planner='graph-cut'),
+               'num_hull_walk_steps', 'bound_method' ('lp' or 'hull-walk': by DAG size, docs/planner2.md; 'lp' also
+               when auto added the hull walk below 256 computations, then num_hull_walk_steps > 0;
+               None with planner='graph-cut' or a solve stopped before the bound stage),
                'partial', 'partial_reason', 'partial_detail', 'op_overhead_s', 'p2p_latency_s', 'polish_s',
                'num_polished_points', 'max_lp_solves', 'approximations', 'warnings'};
   'schedule': as returned by schedule().

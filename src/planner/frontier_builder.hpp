@@ -137,8 +137,10 @@ class FrontierBuilder {
   };
   /// The bound stage on raw_points_. BoundMethod::kLp: sampling (unless `beside.lp` already
   /// did it from the right T_min), then refinement where the gap is large. kHullWalk: the hull
-  /// walk (unless `beside.hull` already ran it far enough), then on small DAGs a few LP
-  /// refinement solves (kHullWalkLpSolves, certify.cpp).
+  /// walk (unless `beside.hull` already ran it far enough), then on DAGs of up to
+  /// kHullWalkLpMaxOps computations LP refinement solves (certify.cpp). kAuto below
+  /// kHullWalkMinOps: kLp, then the hull walk and more refinement where the gap is above
+  /// kAutoHullWalkGapPct.
   void certify(Beside beside);
   /// Certified planner, DAGs of up to kRuinRecreateMaxOps computations: ruin and recreate
   /// (plan_improve.hpp) at the deadlines where the frontier is furthest above the bound (a

@@ -167,7 +167,7 @@ json summary_json_base(const OptimizeResult& r, const OptimizeConfig& cfg) {
         {"reclaim_slack", cfg.reclaim_slack},
         {"planner", to_string(cfg.planner_mode)},
         {"bound", to_string(cfg.bound_method)},
-        {"time_budget_s", cfg.time_budget_s >= 0 ? json(cfg.time_budget_s) : json(nullptr)},
+        {"time_budget_s", cfg.time_budget_s >= 0 ? json(cfg.time_budget_s + 0.0) : json(nullptr)},  // + 0.0: -0 echoes as 0
         {"max_points", cfg.max_points > 0 ? json(cfg.max_points) : json(nullptr)}}},
   };
 }
@@ -232,7 +232,7 @@ OptimizeResult optimize(Problem problem, const OptimizeConfig& cfg,
   opt.mode = cfg.planner_mode;
   opt.min_cut_engine = cfg.min_cut_engine;
   opt.bound_method = cfg.bound_method;
-  opt.time_budget_s = cfg.time_budget_s;
+  opt.time_budget_s = cfg.time_budget_s + 0.0;  // -0 reads as 0 in messages
   opt.max_points = cfg.max_points;
   opt.polish_time_s = cfg.polish_s;
   opt.max_lp_solves = cfg.max_lp_solves;

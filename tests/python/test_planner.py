@@ -391,8 +391,16 @@ class ProfileTest(unittest.TestCase):
         # message repeats every argument: 17 MB for a frontier with all its plans, session 18).
         with self.assertRaises(TypeError) as cm:
             perseus.optimize(prof, stages="2", microbatches=4, p2p_power_w=80)
-        self.assertIn("optimize(): an argument has the wrong type; given (Profile, stages=str, microbatches=int, "
+        self.assertIn("optimize(): stages must be int or None, got str; given (Profile, stages=str, microbatches=int, "
                       "p2p_power_w=int); it takes optimize(profile: object", str(cm.exception))
+        # Optional keywords are named too (they said "an argument has the wrong type" until session 26).
+        for kw, value, why in (("time_budget_s", "1", "time_budget_s must be float or None, got str"),
+                               ("max_points", 2.0, "max_points must be int or None, got float"),
+                               ("max_points", True, "max_points must be int or None, got bool"),
+                               ("p2p_power_w", "70", "p2p_power_w must be float or None, got str")):
+            with self.assertRaises(TypeError) as cm:
+                perseus.optimize(prof, stages=2, microbatches=4, **{"p2p_power_w": 80, kw: value})
+            self.assertIn("optimize(): " + why + ";", str(cm.exception))
         with self.assertRaises(TypeError) as cm:
             perseus.optimize(prof, stages=2, microbatches=4, p2p_power_w=80, reclaim_slack=None)
         self.assertIn("optimize(): reclaim_slack must be bool, got None;", str(cm.exception))

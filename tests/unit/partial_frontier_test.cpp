@@ -336,6 +336,11 @@ TEST(PartialFrontierCli, TimeBudgetAndMaxPointsFlags) {
   const auto summary = nlohmann::json::parse(std::ifstream(dir.path() / "o" / "summary.json"));
   EXPECT_EQ(summary["partial"], true);
   EXPECT_EQ(summary["partial_reason"], "time_budget");
+  // -0 is a budget of 0, echoed and named as 0 (it was echoed as -0.0: session 26's trial).
+  const auto minus_zero = testing::run(base + " --time-budget -0");
+  EXPECT_NE(minus_zero.output.find("time budget of 0 s"), std::string::npos) << minus_zero.output;
+  const auto echoed = nlohmann::json::parse(std::ifstream(dir.path() / "o" / "summary.json"));
+  EXPECT_FALSE(std::signbit(echoed["inputs"]["time_budget_s"].get<double>()));
   const auto k = testing::run(base + " --max-points 3 --threads 2");
   EXPECT_EQ(k.status, 0) << k.output;
   EXPECT_NE(k.output.find("Perseus frontier: 3 plans"), std::string::npos) << k.output;
