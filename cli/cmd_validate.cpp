@@ -30,11 +30,12 @@ void register_validate(CLI::App& app) {
       ->check(non_empty_path("a workload folder"))
       ->check(CLI::ExistingDirectory);
   auto force = std::make_shared<bool>(false);
-  cmd->add_option("--markdown", *markdown,
-                  "Also write the summary table to this Markdown file (written atomically; an existing file is kept "
-                  "unless --force)")
-      ->check(non_empty_path("a Markdown file"));
-  cmd->add_flag("--force", *force, "Replace an existing --markdown file");
+  CLI::Option* markdown_opt =
+      cmd->add_option("--markdown", *markdown,
+                      "Also write the summary table to this Markdown file (written atomically; an existing file is "
+                      "kept unless --force)")
+          ->check(non_empty_path("a Markdown file"));
+  cmd->add_flag("--force", *force, "Replace an existing --markdown file")->needs(markdown_opt);
   cmd->add_flag("--per-plan", *per_plan, "Print every plan's measured and predicted time");
   cmd->add_option("--p2p-latency", *p2p_latency,
                   "Blocking P2P send time, s, in the overhead model (as `perseus optimize --p2p-latency`); the "

@@ -375,6 +375,9 @@ void check_emulation_folder(const std::string& out_dir, const EmulationConfig* s
   const bool optimize_folder = is_optimize_folder(out_dir);
   check_folder_is_ours(out_dir, optimize_folder ? is_optimize_or_emulation_output : is_emulation_output);
   if (optimize_folder && same_pipeline != nullptr) check_same_pipeline(out_dir, *same_pipeline);
+  // A place where no folder can be made (/proc/x: access() lets root pass) fails here, before
+  // the emulation, as `perseus optimize` does: the staging folder is made and removed.
+  if (!optimize_folder) OutputFolder probe(out_dir, is_emulation_output);
 }
 
 void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir,

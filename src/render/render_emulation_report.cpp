@@ -1,5 +1,6 @@
 // `perseus emulate --report`: saving vs straggler slowdown per method, one HTML page.
 #include <filesystem>
+#include <algorithm>
 #include <map>
 
 #include "perseus/emulation_report.hpp"
@@ -24,6 +25,8 @@ std::vector<LineSeries> per_method(const std::vector<EmulationRow>& rows, double
     if (added) out.push_back({method_display_name(r.method), {}, method_color(r.method)});
     out[it->second].points.emplace_back(r.slowdown, r.*field);
   }
+  // Lines join the points by slowdown, whatever order --slowdown gave them in.
+  for (auto& s : out) std::sort(s.points.begin(), s.points.end());
   return out;
 }
 

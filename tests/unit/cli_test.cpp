@@ -596,6 +596,10 @@ TEST(Cli, ValidateMarkdownFollowsTheOutputRules) {
   testing::TempDir dir;
   const std::string w = testing::test_data("real_gpu/a100_pp4_bert-huge-uncased");
   EXPECT_EQ(run("validate --real-gpu " + w + " --markdown ''").status, 2);
+  // --force alone replaces nothing: a usage error (it was silently accepted; session 26's trial).
+  const auto force_alone = run("validate --real-gpu " + w + " --force");
+  EXPECT_EQ(force_alone.status, 2) << force_alone.output;
+  EXPECT_NE(force_alone.output.find("--force requires --markdown"), std::string::npos) << force_alone.output;
   const auto mine = dir.write("mine.md", "hi\n");
   const auto kept = run("validate --real-gpu " + w + " --markdown " + mine);
   EXPECT_EQ(kept.status, 1) << kept.output;

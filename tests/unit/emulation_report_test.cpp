@@ -75,6 +75,34 @@ TEST(EmulationReport, PageHasBothPlotsAndEveryRow) {
   EXPECT_NE(html.find("time scale 10"), std::string::npos);
 }
 
+TEST(EmulationReport, LinesJoinThePointsBySlowdownWhateverTheirOrder) {
+  // --slowdown 1.5,1.01,1.3 drew lines back and forth in input order (session 26's trial).
+  EmulationResult r = small_result();
+  r.rows.clear();
+  for (double s : {1.5, 1.01, 1.3}) {
+    EmulationRow row;
+    row.method = "perseus";
+    row.slowdown = s;
+    row.total_saving_pct = 10 * s;
+    r.rows.push_back(row);
+  }
+  testing::TempDir tmp;
+  const std::string html = slurp(write_emulation_report(r, {"prof.csv", 8, 12, 2, 10, 83.64}, tmp.path().string()));
+  std::size_t lines = 0;
+  for (std::size_t at = html.find("<polyline points=\""); at != std::string::npos;
+       at = html.find("<polyline points=\"", at + 1)) {
+    ++lines;
+    const std::size_t from = at + std::string("<polyline points=\"").size();
+    std::istringstream pts(html.substr(from, html.find('"', from) - from));
+    std::vector<double> xs;
+    for (std::string xy; pts >> xy;) xs.push_back(std::stod(xy.substr(0, xy.find(','))));
+    ASSERT_EQ(xs.size(), 3u);
+    EXPECT_TRUE(std::is_sorted(xs.begin(), xs.end())) << html.substr(at, 200);
+  }
+  EXPECT_EQ(lines, 2u);  // total and extrinsic saving
+  EXPECT_LT(html.find(">1.5<"), std::string::npos);  // the table keeps every row
+}
+
 TEST(EmulationReport, ErrorsLeaveNothing) {
   testing::TempDir tmp;
   EXPECT_THROW(write_emulation_report(EmulationResult{}, {}, tmp.path().string()), InputError);
