@@ -113,7 +113,7 @@ void register_emulate(CLI::App& app) {
     // The output folder is checked before the emulation runs (minutes on large inputs).
     check_emulation_folder(*out, cfg.get());
     const EmulationResult res = run_emulation(*cfg);
-    if (res.envpipe.status != EnvPipeStatus::kConverged) fmt::print(stderr, "perseus: warning: {}\n", res.envpipe.message);
+    for (const std::string& w : res.warnings) fmt::print(stderr, "perseus: warning: {}\n", w);
     fmt::print("{} pipelines x {} GPUs ({} stages x TP {}), time scale {} (times and energies below are scaled), "
                "T_min = {:.4f} s ({:.4f} s unscaled), Perseus frontier {} plans ({:.3f} s)\n",
                res.num_pipelines, cfg->num_ranks * cfg->tp_degree, cfg->num_ranks, cfg->tp_degree, cfg->time_scale,

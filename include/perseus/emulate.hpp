@@ -105,7 +105,12 @@ struct EmulationResult {
   std::size_t frontier_size = 0;   ///< Perseus frontier points.
   double solve_time_s = 0;         ///< Frontier solve wall time, s.
   EnvPipeResult envpipe;           ///< EnvPipe's run (unscaled plan); status/message for warnings.
-  std::vector<EmulationRow> rows;  ///< emulate_stragglers()'s rows: by slowdown, then method.
+  std::vector<EmulationRow> rows;  ///< emulate_stragglers()'s rows: by slowdown (ascending, whatever
+                                   ///< the order of EmulationConfig::slowdowns), then method.
+  /// What the numbers must be read with, one sentence each: the profile's implausible units
+  /// (profile_unit_warnings(), as `perseus optimize` warns), then EnvPipe's message when it did
+  /// not converge. Written to emulation.json ("warnings") and emulation.html.
+  std::vector<std::string> warnings;
 };
 
 /// The number of data-parallel pipelines P of `config`: `pipelines`, or global_batch /

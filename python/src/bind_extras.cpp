@@ -189,6 +189,12 @@ void bind_extras(py::module_& m) {
         out["frontier_size"] = res.frontier_size;
         out["solve_time_s"] = res.solve_time_s;
         out["envpipe_message"] = res.envpipe.message;
+        py::list warnings;  // also raised as UserWarning, as optimize() does
+        for (const auto& w : res.warnings) {
+          warnings.append(w);
+          if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 2) != 0) throw py::error_already_set();
+        }
+        out["warnings"] = std::move(warnings);
         out["rows"] = std::move(rows);
         return out;
       },
@@ -206,7 +212,9 @@ global_batch / microbatches, >= 2; both given: they must agree); p2p_power_w: P_
 [0, 1e5] (required, as the CLI's --p2p-power); tp_degree (1..1e6) and time_scale (a factor in
 (0, 1e6]) scale the profile (times s, energy J); unit_time_s: planner (and EnvPipe) time
 quantum, s, in [1e-7, 10].
-Returns {'num_pipelines', 't_min_s', 'frontier_size', 'solve_time_s', 'envpipe_message',
+Returns {'num_pipelines', 't_min_s', 'frontier_size', 'solve_time_s', 'envpipe_message', 'warnings'
+(implausible profile units as optimize() warns, then EnvPipe's message when it did not converge;
+each also raised as UserWarning),
 'rows': [{'method', 'slowdown', 'straggler_time_s', 'iteration_time_s', 'chosen_time_s',
 'pipeline_energy_j', 'straggler_energy_j', 'cluster_energy_j', 'pipeline_saving_pct',
 'intrinsic_saving_pct', 'extrinsic_saving_pct', 'total_saving_pct'}]} (ordered by slowdown,

@@ -199,6 +199,8 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   require_1f1b_kinds(loaded);
   const Problem problem = make_problem(spec, std::move(loaded));
   const Dag& dag = problem.dag;
+  EmulationResult result;
+  result.warnings = problem.unit_warnings;
   const Profile& profile = problem.profile;
   require_max_frequency(dag, profile);
 
@@ -209,7 +211,6 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   popt.cancelled = cfg.cancelled;
   const Frontier frontier = solve_frontier(dag, profile, popt);
   const FrequencyPlan all_max = all_max_plan(dag, profile, cfg.p_block_w);
-  EmulationResult result;
   result.envpipe = envpipe_plan(dag, profile, cfg.p_block_w, EnvPipeOptions{cfg.unit_time_s, 10000});
   if (result.envpipe.status == EnvPipeStatus::kIterationCap) {
     throw InputError("unit_time_s", ": " + result.envpipe.message);  // the fix is a coarser unit time
@@ -244,7 +245,10 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   result.frontier_size = frontier.size();
   result.solve_time_s = frontier.solve_time_s;
   shape.t_min_s = t_min;
-  result.rows = emulate_stragglers(methods, shape, cfg.slowdowns);
+  if (result.envpipe.status != EnvPipeStatus::kConverged) result.warnings.push_back(result.envpipe.message);
+  std::vector<double> ascending = cfg.slowdowns;  // rows, CSV and plot lines by slowdown
+  std::sort(ascending.begin(), ascending.end());
+  result.rows = emulate_stragglers(methods, shape, ascending);
   return result;
 }
 
@@ -291,6 +295,7 @@ std::string emulation_json_text(const EmulationResult& res, const EmulationConfi
       {"time_scale", cfg.time_scale},     {"p2p_power_w", cfg.p_block_w},
       {"unit_time_s", cfg.unit_time_s},   {"t_min_s", res.t_min_s},
       {"t_min_unscaled_s", res.t_min_s / cfg.time_scale}, {"profile", cfg.profile_path},
+      {"warnings", res.warnings},
   };
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // paths need not be UTF-8
 }
@@ -375,9 +380,6 @@ void check_emulation_folder(const std::string& out_dir, const EmulationConfig* s
   const bool optimize_folder = is_optimize_folder(out_dir);
   check_folder_is_ours(out_dir, optimize_folder ? is_optimize_or_emulation_output : is_emulation_output);
   if (optimize_folder && same_pipeline != nullptr) check_same_pipeline(out_dir, *same_pipeline);
-  // A place where no folder can be made (/proc/x: access() lets root pass) fails here, before
-  // the emulation, as `perseus optimize` does: the staging folder is made and removed.
-  if (!optimize_folder) OutputFolder probe(out_dir, is_emulation_output);
 }
 
 void write_emulation_outputs(const EmulationResult& res, const EmulationConfig& cfg, const std::string& out_dir,

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -260,6 +261,18 @@ void check_output_folder_writable(const std::string& path, const std::string& fi
     throw InputError(field, existing == dir ? fmt::format("{}: cannot write in the folder: {}", path, std::strerror(err))
                                             : fmt::format("{}: cannot create the output folder in {}: {}", path,
                                                           existing.string(), std::strerror(err)));
+  }
+  if (existing != dir) {
+    // access() lets root pass where no folder can be made at all (/proc/x, a read-only mount
+    // for some file systems): make one and remove it, so the failure comes before the work
+    // (`perseus emulate --out /proc/x` ran the whole emulation first; session 26's trial).
+    const fs::path probe = existing / fmt::format(".perseus-probe-{}", ::getpid());
+    if (::mkdir(probe.c_str(), 0700) != 0) {
+      const int err = errno;
+      throw InputError(field, fmt::format("{}: cannot create the output folder in {}: {}", path, existing.string(),
+                                          std::strerror(err)));
+    }
+    ::rmdir(probe.c_str());
   }
 }
 

@@ -43,6 +43,11 @@ std::string emulation_report_html(const EmulationResult& res, const EmulationRep
       res.num_pipelines, in.num_ranks * in.tp_degree, in.num_ranks, in.tp_degree, in.microbatches, in.p_block_w,
       in.time_scale, seconds_text(res.t_min_s), res.frontier_size);
 
+  if (!res.warnings.empty()) {
+    h += "<p class=\"note\"><b>Read with care:</b></p>\n<ul>\n";
+    for (const auto& w : res.warnings) h += "<li>" + xml_escape(w) + "</li>\n";
+    h += "</ul>\n";
+  }
   LinePlotData total;
   total.title = "Total saving vs all-max with the same straggler";
   total.x_label = "straggler slowdown factor";

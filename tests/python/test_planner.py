@@ -940,6 +940,18 @@ class EmulateTest(unittest.TestCase):
         same = perseus.emulate(perseus.load_profile(path), STAGES, MICROBATCHES, slowdowns=[1.0, 1.2], pipelines=4,
                                p2p_power_w=P_BLOCK, unit_time_s=0.01)
         self.assertEqual(same["rows"], res["rows"])
+        # This profile stops EnvPipe early: its message is the only warning (units are plausible).
+        self.assertTrue(all(w.startswith("EnvPipe stopped") for w in res["warnings"]), res["warnings"])
+        # Rows come by slowdown whatever the order given; implausible units are a UserWarning
+        # and listed, as optimize() does (emulate said nothing until session 26).
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            odd = perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.2, 1.0], pipelines=4, p2p_power_w=5000,
+                                  unit_time_s=0.01)
+        self.assertEqual([r["slowdown"] for r in odd["rows"] if r["method"] == "perseus"], [1.0, 1.2])
+        self.assertEqual(len([w for w in odd["warnings"] if "P_block 5000 W is above the power of" in w]), 1)
+        self.assertEqual([str(w.message) for w in caught if issubclass(w.category, UserWarning)], odd["warnings"])
         with self.assertRaises(TypeError):  # True is not 1 W
             perseus.emulate(path, STAGES, MICROBATCHES, slowdowns=[1.1], pipelines=4, p2p_power_w=True)
         with self.assertRaises(perseus.InputError):

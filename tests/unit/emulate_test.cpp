@@ -2,6 +2,7 @@
 #include "perseus/emulate.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <functional>
@@ -205,6 +206,35 @@ TEST(EmulateCli, WritesCsvAndTable) {
   for (std::string l; std::getline(in, l);) methods.push_back(l.substr(0, l.find(',')));
   EXPECT_EQ(methods, (std::vector<std::string>{"perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max",
                                                "perseus", "envpipe", "zeus_global", "zeus_per_stage", "all_max"}));
+}
+
+// Implausible units are warned about as `perseus optimize` warns (emulate said nothing and
+// printed savings from P_block = 5000 W), in emulation.json and emulation.html too; rows come
+// by slowdown whatever the order given (session 26's trial).
+TEST(EmulateCli, WarnsOfImplausibleUnitsAndOrdersRowsBySlowdown) {
+  testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "emu").string();
+  int rc = 0;
+  const std::string text = run_cli("--profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                                       " --stages 4 --microbatches 8 --pipelines 2 --p2p-power 5000 --unit-time 0.01 "
+                                       "--slowdown 1.5,1.1 --report --out " + dir,
+                                   &rc);
+  ASSERT_EQ(rc, 0) << text;
+  const std::string why = "P_block 5000 W is above the power of stage 0";
+  EXPECT_NE(text.find("perseus: warning: " + testing::test_data("cases/llama_a100_4st.csv") + ": " + why),
+            std::string::npos) << text;
+  std::ifstream js(dir + "/emulation.json");
+  const auto j = nlohmann::json::parse(js);
+  ASSERT_EQ(j["warnings"].size(), 1u) << j.dump();
+  EXPECT_NE(j["warnings"][0].get<std::string>().find(why), std::string::npos) << j.dump();
+  std::ifstream html(dir + "/emulation.html");
+  EXPECT_NE(std::string(std::istreambuf_iterator<char>(html), {}).find(why), std::string::npos);
+  std::ifstream in(dir + "/emulation.csv");
+  std::vector<std::string> slowdowns;
+  for (std::string l; std::getline(in, l);) slowdowns.push_back(l.substr(l.find(',') + 1, 3));
+  ASSERT_EQ(slowdowns.size(), 11u);
+  EXPECT_EQ(slowdowns[1], "1.1");
+  EXPECT_EQ(slowdowns[10], "1.5");
 }
 
 // emulation.csv keeps 9 significant digits of times and energies: with --time-scale 1e-9 a
