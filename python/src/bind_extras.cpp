@@ -242,7 +242,7 @@ coarser unit_time_s), TypeError on wrong types, KeyboardInterrupt on Ctrl-C duri
         TimelineOptions opt;
         if (color_by == "power") opt.color_by = TimelineColor::kPower;
         else if (color_by == "frequency") opt.color_by = TimelineColor::kFrequency;
-        else throw InputError(fmt::format("color_by must be \"power\" or \"frequency\", got \"{}\"", color_by));
+        else throw InputError("color_by", fmt::format("must be \"power\" or \"frequency\", got \"{}\"", color_by));
         // Unset: idle time at 0 W, which is not what the GPUs drew (a colour bar stretched to 0
         // and "P_block 0.0 W", unlike the report's; session 24's trial): said so.
         const double p2p_power_w = p2p_power_arg ? p2p_power_arg->value : 0.0;

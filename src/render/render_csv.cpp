@@ -82,7 +82,13 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
                                  "give a frontier CSV (time_s,energy_j, e.g. another run's frontier.csv)",
                                  path));
   if (lc < 0 && require_label)
-    throw InputError(fmt::format("{}:1: missing column 'name' (or 'method', 'label', 'plan'), each point's name", path));
+    throw InputError(fmt::format("{}:1: missing column 'name' (or 'method', 'label'), each point's name", path));
+  // A frontier.csv named by plan number is a whole frontier, not a few named points (drawn as
+  // points it gave one label per plan, piled on each other: session 26's trial).
+  if (require_label && t.header[static_cast<std::size_t>(lc)] == "plan")
+    throw InputError(fmt::format("{}:1: has a 'plan' column, as a frontier.csv: a whole frontier is drawn with "
+                                 "--reference; --points takes named points (a 'name', 'method' or 'label' column)",
+                                 path));
   if (tc < 0) throw InputError(fmt::format("{}:1: missing column 'time_s' (or 'time'), iteration time in s", path));
   if (ec < 0)
     throw InputError(fmt::format("{}:1: missing column 'energy_j' (or 'energy'), iteration energy in J", path));

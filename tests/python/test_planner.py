@@ -886,6 +886,7 @@ class RenderTest(unittest.TestCase):
         with self.assertRaises(perseus.InputError) as cm:
             perseus.render_timeline_svg(prof, res["plans"][0], 3, color_by="rainbow")
         self.assertIn("rainbow", str(cm.exception))
+        self.assertEqual(cm.exception.field, "color_by")  # it was '' (session 26's trial)
         with self.assertRaises(perseus.InputError) as cm:
             perseus.render_timeline_svg(prof, res["plans"][0], 4)  # wrong microbatch count
         self.assertIn("schedule", str(cm.exception))

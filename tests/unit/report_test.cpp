@@ -463,8 +463,13 @@ TEST(Report, PointsAddNamedBaselines) {
   EXPECT_NE(html.find("<title>EnvPipe: "), std::string::npos);
   EXPECT_NE(html.find("<title>mine: "), std::string::npos);
   opt.points_csv = job.tmp.write("unnamed.csv", "time_s,energy_j\n0.9,300\n");
-  EXPECT_NE(report_error(job.out, opt).find("missing column 'name' (or 'method', 'label', 'plan'), each point's name"),
+  EXPECT_NE(report_error(job.out, opt).find("missing column 'name' (or 'method', 'label'), each point's name"),
             std::string::npos);
+  // A frontier.csv (points named by plan number) belongs in --reference (session 26's trial:
+  // one label per plan, piled on each other).
+  opt.points_csv = (fs::path(job.out) / "frontier.csv").string();
+  EXPECT_NE(report_error(job.out, opt).find("a whole frontier is drawn with --reference"), std::string::npos)
+      << report_error(job.out, opt);
   opt.points_csv = job.profile;  // a profile given by mistake, as --points or --reference
   EXPECT_NE(report_error(job.out, opt).find("this is a profile"), std::string::npos);
   opt.points_csv.clear();
