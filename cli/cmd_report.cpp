@@ -2,6 +2,7 @@
 // frequency histograms, emulation table) for an `optimize` output folder.
 // `perseus report --job JOB.json`: the same kind of page for a server job's straggler decisions.
 // A missing input path is a usage error (exit 2), as in optimize, emulate and validate.
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,10 @@ void register_report(CLI::App& app) {
     } else if (!dir->empty()) {
       opt->on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };
       fmt::print("wrote {}\n", write_report(*dir, *opt));
+      if (opt->write_svgs) {  // write_report() writes these three beside it
+        for (const char* svg : {"frontier.svg", "timeline_fastest.svg", "timeline_lowest_energy.svg"})
+          fmt::print("wrote {}\n", (std::filesystem::path(*dir) / svg).string());
+      }
     } else {
       throw CLI::RequiredError("DIR or --job");
     }

@@ -84,8 +84,9 @@ std::string render_line_plot_svg(const LinePlotData& d) {
     for (const auto& [x, y] : ser.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
       s += fmt::format(
-          "<circle class=\"point\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}: {:.4g}, {:.4g}</title></circle>\n",
-          num(X(x)), num(Y(y)), color, xml_escape(ser.label), x, y);
+          "<circle class=\"point\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}: {} {:.4g}, {} {:.4g}</title>"
+          "</circle>\n",
+          num(X(x)), num(Y(y)), color, xml_escape(ser.label), xml_escape(d.x_label), x, xml_escape(d.y_label), y);
     }
     const double ly = top + 10 + 20.0 * static_cast<double>(i);
     const double lx = kLeft + pw + 16;

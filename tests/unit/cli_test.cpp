@@ -328,6 +328,15 @@ TEST(Cli, ASummaryPlannedFromAScheduleFileRecordsItsShape) {
     const auto report = run("report " + out);
     EXPECT_EQ(report.status, 0) << report.output;
   }
+  // --svg says which files it wrote besides the page (it named only report.html; session 26's trial).
+  const std::string svg_out = (dir.path() / "i.csv.out").string();
+  const auto svgs = run("report --svg " + svg_out);
+  EXPECT_EQ(svgs.status, 0) << svgs.output;
+  for (const char* svg : {"frontier.svg", "timeline_fastest.svg", "timeline_lowest_energy.svg"}) {
+    EXPECT_NE(svgs.output.find("wrote " + (std::filesystem::path(svg_out) / svg).string()), std::string::npos)
+        << svgs.output;
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(svg_out) / svg)) << svg;
+  }
   // The same limits as `perseus schedule`: --chunks 2048 is planned, not a usage error.
   const std::string one = dir.write("one.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,1,300\n"
                                                 "0,forward,1000,1.4,200\n0,backward,1410,2,600\n0,backward,1000,2.8,400\n");

@@ -34,7 +34,8 @@ TEST(LinePlot, OneMarkerPerFinitePointAndALegendEntryPerSeries) {
   EXPECT_EQ(testing::xml_problem(svg, (tmp.path() / "l.xml").string()), "");
   EXPECT_EQ(count(svg, "<circle class=\"point\""), 4u);  // the NaN point is skipped
   EXPECT_EQ(count(svg, "<g class=\"series\">"), 2u);
-  EXPECT_NE(svg.find("<title>perseus: 1.2, 27</title>"), std::string::npos) << svg;
+  // The hover text names the axes (it was "perseus: 1.2, 27": session 26's trial).
+  EXPECT_NE(svg.find("<title>perseus: slowdown 1.2, saving (%) 27</title>"), std::string::npos) << svg;
   EXPECT_NE(svg.find("envpipe &amp; co"), std::string::npos);
   EXPECT_NE(svg.find("saving &lt;vs&gt; slowdown"), std::string::npos);
   d.series = {{"nothing", {{NAN, 1}}}};
