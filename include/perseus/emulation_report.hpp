@@ -2,6 +2,7 @@
 // self-contained HTML page. Drawing code only: it never plans.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,11 +27,14 @@ struct LinePlotData {
   std::vector<LineSeries> series;
   double width_px = 900;
   double height_px = 460;
+  /// The x axis never starts below this (e.g. 1 for slowdown factors, which are >= 1: one
+  /// slowdown alone was padded to 0.975–1.025). -infinity: no floor.
+  double x_floor = -std::numeric_limits<double>::infinity();
 };
 
 /// A line plot as a standalone SVG document: nice ticks and a grid on both axes, the y axis
 /// including 0, one colour per series (Tableau 10), <circle class="point"> markers with
-/// "<label>: x, y" tooltips, and a legend to the right of the plot. Non-finite points are
+/// "<label>: <x_label> x, <y_label> y" tooltips, and a legend to the right of the plot. Non-finite points are
 /// skipped. Throws InputError if no series has a finite point.
 std::string render_line_plot_svg(const LinePlotData& data);
 

@@ -52,6 +52,7 @@ std::string emulation_report_html(const EmulationResult& res, const EmulationRep
   total.title = "Total saving vs all-max with the same straggler";
   total.x_label = "straggler slowdown factor";
   total.y_label = "cluster energy saving (%)";
+  total.x_floor = 1;  // slowdown factors are >= 1
   total.series = per_method(res.rows, &EmulationRow::total_saving_pct, true);
   LinePlotData extrinsic = total;
   extrinsic.title = "Extrinsic saving: adapting to the straggler vs not adapting";

@@ -29,6 +29,10 @@ std::string render_line_plot_svg(const LinePlotData& d) {
   }
   if (!any) throw InputError("line plot: no finite (x, y) point to draw");
   render_detail::pad_range(x0, x1);
+  if (x0 < d.x_floor && x1 > d.x_floor) {  // keep the padded width, moved up to the floor
+    x1 += d.x_floor - x0;
+    x0 = d.x_floor;
+  }
   render_detail::pad_range(y0, y1);
   const double top = d.title.empty() ? 16 : 38;
   const double pw = d.width_px - kLeft - kLegendWidth - 16, ph = d.height_px - top - kBottom;

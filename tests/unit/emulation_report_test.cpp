@@ -62,6 +62,19 @@ EmulationResult small_result() {
   return r;
 }
 
+TEST(LinePlot, TheXAxisNeverStartsBelowItsFloor) {
+  // One slowdown of 1 was padded to 0.975-1.025: factors below 1 are not slowdowns (session 26's trial).
+  LinePlotData d;
+  d.x_label = "slowdown";
+  d.y_label = "saving (%)";
+  d.series = {{"perseus", {{1.0, 15}}}};
+  EXPECT_NE(render_line_plot_svg(d).find("text-anchor=\"middle\">0.98<"), std::string::npos);  // no floor: padded
+  d.x_floor = 1;
+  const std::string svg = render_line_plot_svg(d);
+  EXPECT_EQ(svg.find("text-anchor=\"middle\">0."), std::string::npos) << svg;
+  EXPECT_NE(svg.find("text-anchor=\"middle\">1.00<"), std::string::npos) << svg;
+}
+
 TEST(EmulationReport, PageHasBothPlotsAndEveryRow) {
   testing::TempDir tmp;
   const std::string path = write_emulation_report(small_result(), {"prof.csv", 8, 12, 2, 10, 83.64}, tmp.path().string());
