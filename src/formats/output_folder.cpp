@@ -267,7 +267,7 @@ void check_output_folder_writable(const std::string& path, const std::string& fi
     // for some file systems): make one and remove it, so the failure comes before the work
     // (`perseus emulate --out /proc/x` ran the whole emulation first; session 26's trial).
     const fs::path probe = existing / fmt::format(".perseus-probe-{}", ::getpid());
-    if (::mkdir(probe.c_str(), 0700) != 0) {
+    if (::mkdir(probe.c_str(), 0700) != 0 && errno != EEXIST) {  // EEXIST: left by a killed run of this pid
       const int err = errno;
       throw InputError(field, fmt::format("{}: cannot create the output folder in {}: {}", path, existing.string(),
                                           std::strerror(err)));
