@@ -34,8 +34,8 @@ struct LinePlotData {
 
 /// A line plot as a standalone SVG document: nice ticks and a grid on both axes, the y axis
 /// including 0, one colour per series (Tableau 10), <circle class="point"> markers with
-/// "<label>: <x_label> x, <y_label> y" tooltips, and a legend to the right of the plot. Non-finite points are
-/// skipped. Throws InputError if no series has a finite point.
+/// "<label>: <x_label> x, <y_label> y" tooltips, and a legend to the right of the plot.
+/// Non-finite points are skipped. Throws InputError if no series has a finite point.
 std::string render_line_plot_svg(const LinePlotData& data);
 
 /// What the emulation page says about the run (the inputs, for the page's caption).
