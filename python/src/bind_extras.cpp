@@ -192,7 +192,7 @@ void bind_extras(py::module_& m) {
         py::list warnings;  // also raised as UserWarning, as optimize() does
         for (const auto& w : res.warnings) {
           warnings.append(w);
-          if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 2) != 0) throw py::error_already_set();
+          if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), kWarnStackLevel) != 0) throw py::error_already_set();
         }
         out["warnings"] = std::move(warnings);
         out["rows"] = std::move(rows);
@@ -250,7 +250,7 @@ coarser unit_time_s), TypeError on wrong types, KeyboardInterrupt on Ctrl-C duri
             PyErr_WarnEx(PyExc_UserWarning,
                          "p2p_power_w not given: idle (blocking) time is drawn at 0 W and the plan's energy counts no "
                          "blocking; pass the P_block the plan was made with, as optimize(p2p_power_w=...)",
-                         2) != 0) {
+                         kWarnStackLevel) != 0) {
           throw py::error_already_set();
         }
         opt.p_block_w = p2p_power_w;

@@ -29,10 +29,6 @@ namespace perseus::python {
 
 namespace {
 
-/// stacklevel of optimize()'s UserWarnings: the caller's line (2: past perseus/__init__.py's
-/// keyword-hint wrapper), where a notebook user looks.
-constexpr Py_ssize_t kWarnStackLevel = 2;
-
 InstructionKind kind_arg(const std::string& name) {
   if (auto k = parse_instruction_kind(name)) return *k;
   throw InputError(fmt::format(

@@ -116,6 +116,10 @@ inline bool is_bool_like(PyObject* o) {
   return name == "numpy.bool_" || name == "numpy.bool";
 }
 
+/// stacklevel of the bindings' UserWarnings (optimize(), emulate(), render_timeline_svg()): the
+/// caller's line (2: past perseus/__init__.py's keyword-hint wrapper), where a notebook user looks.
+inline constexpr Py_ssize_t kWarnStackLevel = 2;
+
 /// A real-valued keyword (W, s, ...): a Python float or int, or a numpy number, but not a
 /// bool (`p2p_power_w=True` would silently be 1 W): TypeError instead.
 struct Real {

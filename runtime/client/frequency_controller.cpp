@@ -1,8 +1,6 @@
 // Frequency controller thread: applies clock requests, skips redundant ones, logs everything.
 #include "perseus/runtime/frequency_controller.hpp"
 
-#include "perseus/runtime/client.hpp"  // kMaxClientDurationS
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

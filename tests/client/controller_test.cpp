@@ -1,11 +1,9 @@
 // FrequencyController: applies, skips redundant sets, coalesces, logs, survives failures.
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <cmath>
-
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 
 #include <nlohmann/json.hpp>

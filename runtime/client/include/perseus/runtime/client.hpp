@@ -36,9 +36,7 @@ class ClientError : public std::runtime_error {
   ClientErrc code_;
 };
 
-/// Longest timeout or interval a client takes, s (11.6 days): beyond, a deadline computed
-/// from it would overflow the clock's range (infinity is refused too).
-inline constexpr double kMaxClientDurationS = 1e6;
+// kMaxClientDurationS (longest timeout or interval a client takes, s): frequency_controller.hpp.
 /// Shortest period a client repeats a request at (plan_poll_interval_s, retry_initial_s), s:
 /// 5e-324 s was accepted and polled the server as fast as the CPU allowed.
 inline constexpr double kMinClientPeriodS = 1e-3;

@@ -15,6 +15,11 @@
 
 namespace perseus::runtime {
 
+/// Longest timeout or interval a client takes, s (11.6 days): beyond, a deadline computed
+/// from it would overflow the clock's range (infinity is refused too). Here, below client.hpp,
+/// because FrequencyController::flush_for clamps to it as well.
+inline constexpr double kMaxClientDurationS = 1e6;
+
 /// What the controller did with one request.
 enum class FreqOutcome {
   kApplied,     ///< The clock was set to the requested frequency.
