@@ -294,6 +294,7 @@ TEST(EmulationFolder, NamesAndChecks) {
   testing::TempDir tmp;
   EXPECT_NO_THROW(check_emulation_folder((tmp.path() / "new" / "emu").string()));
   EXPECT_FALSE(fs::exists(tmp.path() / "new"));  // checking creates nothing
+  EXPECT_TRUE(fs::is_empty(tmp.path())) << "the probe folder (session 26) is removed";
   const std::string file = tmp.write("f", "x");
   try {
     check_emulation_folder(file);
