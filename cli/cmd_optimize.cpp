@@ -135,7 +135,11 @@ void register_optimize(CLI::App& app) {
     const auto names = schedule_names();
     const bool named = std::find(names.begin(), names.end(), cfg->problem.schedule) != names.end();
     std::error_code ec;
-    if (!named && !std::filesystem::is_regular_file(cfg->problem.schedule, ec))
+    const auto schedule_status = std::filesystem::status(cfg->problem.schedule, ec);
+    const bool stream = !ec && std::filesystem::exists(schedule_status) &&
+                        !std::filesystem::is_regular_file(schedule_status) &&
+                        !std::filesystem::is_directory(schedule_status);
+    if (!named && !stream && !std::filesystem::is_regular_file(schedule_status))
       throw CLI::ValidationError("--schedule", unknown_schedule_message(cfg->problem.schedule, names));
     if (named) {
       if (cfg->problem.num_ranks == 0) throw CLI::ValidationError("--stages", "required unless --schedule is a schedule CSV file");
@@ -148,6 +152,7 @@ void register_optimize(CLI::App& app) {
     // The profile is read three times (here, for its units, to plan): a pipe or /dev/stdin is
     // read once, now, and its text kept for the other reads.
     keep_stream_input(cfg->profile_path, "profile");
+    if (stream) keep_stream_input(cfg->problem.schedule, "schedule");  // `--schedule /dev/stdin`, `<(cmd)`
     // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
     const Profile profile = load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first
     // Shown before the solve (optimize() lists them in summary.json too; --strict: it refuses them).

@@ -34,6 +34,9 @@ std::string read_input_file(const std::string& path, std::string_view what = "th
 /// (its reader reports it as usual). Thread-safe. Throws InputError as read_input_file().
 void keep_stream_input(const std::string& path, std::string_view what = "the file");
 
+/// True when keep_stream_input() read and kept the stream at `path` (the same path string).
+bool is_kept_stream(const std::string& path);
+
 /// Sets the function called when a blocking open() or read() of an input is interrupted by a
 /// signal (EINTR), before it is retried. It may throw to abandon the read: the Python bindings
 /// raise the pending KeyboardInterrupt there, so Ctrl-C ends perseus.load_profile() of a FIFO

@@ -50,7 +50,8 @@ struct Problem {
   std::vector<std::string> unit_warnings;
 };
 
-/// True when `schedule` is not a schedule name but an existing regular file (a schedule CSV).
+/// True when `schedule` is not a schedule name but an existing regular file (a schedule CSV)
+/// or a stream keep_stream_input() kept (the CLI's `--schedule /dev/stdin`).
 bool schedule_is_file(const std::string& schedule);
 
 /// The schedule of `spec`: the named generator (num_ranks, microbatches >= 1 required), or

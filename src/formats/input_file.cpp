@@ -145,6 +145,8 @@ void keep_stream_input(const std::string& path, std::string_view what) {
   k.texts.emplace(path, std::move(text));
 }
 
+bool is_kept_stream(const std::string& path) { return kept_text(path).has_value(); }
+
 void set_input_interrupt_hook(void (*hook)()) { g_interrupt_hook.store(hook); }
 
 }  // namespace perseus

@@ -83,12 +83,17 @@ bool numbered(const std::string& name, std::string_view prefix, std::string_view
 
 /// What a path that exists but is neither a regular file nor a folder is, for messages
 /// ("a symbolic link", "a device", ...); empty for a regular file, a folder or no path.
-std::string special_kind(const fs::path& path) {
+/// Throws InputError (with `field`, if any) when the path cannot be looked at: a folder on the
+/// way to it that cannot be entered, a symbolic link loop, a name too long.
+std::string special_kind(const fs::path& path, const std::string& field = "") {
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(path, ec);
   if (ec || !fs::exists(st)) {
     if (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) return "";
-    return "unreadable (" + ec.message() + ")";
+    const std::string what =
+        fmt::format("{}: cannot be looked at ({}){}", path.string(), ec.message(),
+                    ec == std::errc::permission_denied ? ": a folder on the way to it cannot be entered" : "");
+    throw field.empty() ? InputError(what) : InputError(field, what);
   }
   switch (st.type()) {
     case fs::file_type::regular:
@@ -111,7 +116,7 @@ std::string special_kind(const fs::path& path) {
 /// An output folder path may be a folder or nothing: a symbolic link (even a dangling one)
 /// would be renamed away instead of written through, a device or FIFO replaced.
 void check_not_special(const std::string& path, const std::string& field) {
-  if (const std::string kind = special_kind(path); !kind.empty()) {
+  if (const std::string kind = special_kind(path, field); !kind.empty()) {
     throw InputError(field, fmt::format("{}: is {}, not a folder; refusing to replace it (give a folder; for a link, "
                                         "its target's path)",
                                         path, kind));
@@ -140,7 +145,7 @@ bool outputs_interrupted() {
 }
 
 void check_output_file(const std::string& path, bool force, const std::string& field) {
-  if (const std::string kind = special_kind(path); !kind.empty()) {
+  if (const std::string kind = special_kind(path, field); !kind.empty()) {
     throw InputError(field, fmt::format("{}: is {}, not a regular file; refusing to replace it (give a file name; "
                                         "for a link, its target's path)",
                                         path, kind));

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 #include "perseus/profile_transform.hpp"
 #include "perseus/schedule_io.hpp"
 
@@ -30,7 +31,7 @@ std::string name_list() {
 
 bool schedule_is_file(const std::string& schedule) {
   std::error_code ec;
-  return !is_schedule_name(schedule) && std::filesystem::is_regular_file(schedule, ec);
+  return !is_schedule_name(schedule) && (std::filesystem::is_regular_file(schedule, ec) || is_kept_stream(schedule));
 }
 
 Schedule resolve_schedule(const ProblemSpec& spec) {

@@ -115,6 +115,13 @@ std::string num(double v) {
 }
 
 std::string tick_label(double value, double step) {
+  // Beyond 1e12 fixed notation is a wall of digits: scientific, with just enough significant
+  // digits to tell neighbouring ticks apart.
+  if (std::abs(value) >= 1e12 && std::isfinite(value)) {
+    const double rel = step > 0 && std::isfinite(step) ? std::abs(value) / step : 1.0;
+    const int digits = std::clamp(static_cast<int>(std::ceil(std::log10(std::max(rel, 1.0)))) + 1, 3, 17);
+    return fmt::format("{:.{}g}", value, digits);
+  }
   int decimals = 0;
   if (step > 0 && std::isfinite(step)) decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
   if (std::abs(value) < step * 1e-6) value = 0;

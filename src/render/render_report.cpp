@@ -147,8 +147,10 @@ Schedule report_schedule(const std::string& name, long stages, long microbatches
   }
   std::error_code ec;
   // optimize's copy first: the schedule that was planned, even if the file it was read from has
-  // changed since (or another file of that name is in the current folder).
-  if ((name.ends_with(".csv") || fs::is_regular_file(name, ec)) && fs::is_regular_file(dir / "schedule.csv", ec))
+  // changed since (or another file of that name is in the current folder), or was a stream
+  // (`--schedule /dev/stdin`, `<(cmd)`). A bare word that is no schedule name is an error.
+  const bool path_like = name.ends_with(".csv") || name.find('/') != std::string::npos || fs::is_regular_file(name, ec);
+  if (path_like && fs::is_regular_file(dir / "schedule.csv", ec))
     spec.schedule = (dir / "schedule.csv").string();
   else if (fs::is_regular_file(name, ec)) spec.schedule = name;
   else if (fs::path(name).is_relative() && fs::is_regular_file(dir / name, ec)) spec.schedule = (dir / name).string();

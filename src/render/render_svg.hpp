@@ -43,7 +43,8 @@ inline void pad_range(double& lo, double& hi) {
 /// below, as one <g class="axis">. Used by the pipeline and decision timelines.
 std::string time_axis(double left, double width, double y, double t_end, std::string_view caption);
 
-/// Tick label of `value` on an axis whose ticks are `step` apart: just enough decimals.
+/// Tick label of `value` on an axis whose ticks are `step` apart: just enough decimals, or
+/// scientific notation ("1.2e+15") from |value| >= 1e12 on.
 std::string tick_label(double value, double step);
 
 /// `<svg ...>` start tag of a standalone document (xmlns, size, viewBox, font) plus an

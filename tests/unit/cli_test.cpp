@@ -599,6 +599,20 @@ TEST(Cli, OutputFolderThatIsASymbolicLinkIsRefused) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path() / "real"));
 }
 
+// A path that cannot be looked at says why, not "is unreadable ..., not a folder" (session 26's
+// trial). A link loop stands in for a folder that cannot be entered (root enters every folder).
+TEST(Cli, OutputPathThatCannotBeLookedAtSaysWhy) {
+  testing::TempDir dir;
+  std::filesystem::create_directory_symlink(dir.path() / "loop", dir.path() / "loop");
+  const auto r = run("optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                     " --stages 4 --microbatches 2 --p2p-power 75 --unit-time 0.01 --out " +
+                     (dir.path() / "loop" / "out").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("out: cannot be looked at (Too many levels of symbolic links)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("not a folder"), std::string::npos) << r.output;
+}
+
 // validate --markdown: an empty path is a usage error, an existing file is kept unless --force,
 // and the same workload twice is refused.
 TEST(Cli, ValidateMarkdownFollowsTheOutputRules) {

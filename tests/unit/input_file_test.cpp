@@ -162,6 +162,33 @@ TEST(InputFileCli, OptimizeReadsTheProfileFromAPipe) {
   EXPECT_EQ(emu.status, 0) << emu.output;
 }
 
+// `--schedule /dev/stdin` was refused as "not a regular file (a FIFO or device)" (a leftover of
+// session 26's trial): a schedule CSV from a pipe plans like the file, and report draws it.
+TEST(InputFileCli, OptimizeReadsTheScheduleFromAPipe) {
+  testing::TempDir tmp;
+  const std::string schedule = (tmp.path() / "s.csv").string();
+  ASSERT_EQ(testing::run("schedule --schedule 1f1b --stages 4 --microbatches 4 --out " + schedule).status, 0);
+  const std::string args = " optimize --quiet --profile " + testing::test_data("cases/llama_a100_4st.csv") +
+                           " --p2p-power 75 --unit-time 0.005 --out ";
+  const auto piped = shell("cat " + schedule + " | " + PERSEUS_BINARY + args + (tmp.path() / "piped").string() +
+                           " --schedule /dev/stdin");
+  ASSERT_EQ(piped.status, 0) << piped.output;
+  const auto direct = testing::run(args.substr(1) + (tmp.path() / "direct").string() + " --schedule " + schedule);
+  ASSERT_EQ(direct.status, 0) << direct.output;
+  for (const char* f : {"frontier.csv", "schedule.csv"}) {
+    EXPECT_EQ(testing::slurp(tmp.path() / "piped" / f), testing::slurp(tmp.path() / "direct" / f)) << f;
+  }
+  const auto report = testing::run("report " + (tmp.path() / "piped").string());
+  EXPECT_EQ(report.status, 0) << report.output;
+  // A bad row read from the pipe names the path it was read from.
+  const auto bad = shell("printf '0F0,0X9\\n' | " + std::string(PERSEUS_BINARY) + args +
+                         (tmp.path() / "bad").string() + " --schedule /dev/stdin");
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("/dev/stdin:1 (rank 0), action 2: '0X9' has unknown kind 'X'"), std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(tmp.path() / "bad"));
+}
+
 TEST(InputFileCli, EndlessStreamIsRefused) {
   testing::TempDir tmp;
   const std::string out = " --p2p-power 83.64 --out " + (tmp.path() / "o").string();

@@ -400,6 +400,24 @@ TEST(FrontierPlot, KilojoulesForLargeEnergiesAndThinnedLines) {
   EXPECT_GT(vertices, 500);
 }
 
+TEST(FrontierPlot, HugeValuesGetShortDistinctTickLabels) {
+  // Python's render_frontier_svg takes any finite number (the CSV readers refuse such values):
+  // 1e300 J drew 300-digit tick labels (new-user trial, session 26).
+  FrontierPlotData d;
+  d.frontier = {{"", 1e15, 1e300}, {"", 3e15, 5e299}};
+  const std::string svg = render_frontier_svg(d);
+  const std::regex tick(R"(class="[xy]tick"[^>]*>([^<]*)<)");
+  std::set<std::string> labels[2];
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator(); ++it) {
+    const std::string label = (*it)[1];
+    EXPECT_LE(label.size(), 12u) << label;
+    labels[it->str().find("ytick") != std::string::npos].insert(label);
+  }
+  EXPECT_GE(labels[0].size(), 3u);
+  EXPECT_GE(labels[1].size(), 3u);
+  EXPECT_EQ(labels[0].count("1.5e+15"), 1u) << svg;
+}
+
 TEST(FrontierPlot, NothingToDrawIsAnError) {
   try {
     render_frontier_svg(FrontierPlotData{});
