@@ -26,6 +26,8 @@ namespace perseus::runtime {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+/// Distinct refusal reasons the client prints before it stops printing them.
+constexpr std::size_t kMaxReasonsPrinted = 32;
 std::chrono::duration<double> secs(double s) { return std::chrono::duration<double>(s); }
 
 /// Why `url` is not `http://HOST[:PORT][/]` (HOST a name, an IPv4 address or a bracketed IPv6
@@ -176,9 +178,22 @@ struct Client::Impl {
   std::int64_t refused_version = -1;  // newest plan version refused by check_plan
   bool warned_snap = false;
   bool warned_foreign_duplicate = false;
-  /// Reasons of reports refused for good, each printed once (a deleted job refuses every later
-  /// report the same way: one line per iteration helped nobody). Under mu.
+  /// Reasons of reports refused for good or rejected, each printed once (a deleted job refuses
+  /// every later report the same way: one line per iteration helped nobody). Under mu.
   std::set<std::string> refusals_printed;
+  /// True the first time `reason` is seen (then print it). At most kMaxReasonsPrinted reasons
+  /// are kept: a server answering with endless distinct reasons gets one last line, then
+  /// silence (its reports still count in the stats). Under mu.
+  bool first_refusal(const std::string& reason) {
+    if (refusals_printed.size() > kMaxReasonsPrinted || refusals_printed.count(reason)) return false;
+    if (refusals_printed.size() == kMaxReasonsPrinted) {
+      refusals_printed.insert(reason);
+      fmt::print(stderr, "perseus client: rank {}: the server gave {} different refusal reasons; no more are printed "
+                 "(see stats())\n", opt.ranks.rank, kMaxReasonsPrinted);
+      return false;
+    }
+    return refusals_printed.insert(reason).second;
+  }
   bool stopping = false;
   ServerConnection* poll_conn = nullptr;    // for close() to cancel requests in flight
   ServerConnection* report_conn = nullptr;
@@ -351,7 +366,7 @@ struct Client::Impl {
         ++*dropped;
         std::lock_guard lock(mu);
         note_failure(one);
-        if (refusals_printed.insert(one.message).second)
+        if (first_refusal(one.message))
           fmt::print(stderr,
                      "perseus client: rank {}: server refused the report of iteration {}: {} (printed once; later "
                      "refusals alike count in reports_dropped)\n",
@@ -385,12 +400,23 @@ struct Client::Impl {
       if (r.ok()) {
         // Only rejections of iterations of this batch count, each once: a server naming others
         // (or none) cannot push the counters below zero.
+        // Printed once per reason (the first iteration named): a server rejecting every report,
+        // or naming thousands of items this batch does not hold, cannot flood the trainer's log.
         std::set<std::int64_t> rejected_iterations;
         for (const auto& [iteration, why] : r.rejected) {
           const bool ours = std::any_of(batch.begin(), batch.end(), [&](const auto& m) { return m.iteration == iteration; });
           if (ours && !rejected_iterations.insert(iteration).second) continue;
-          fmt::print(stderr, "perseus client: rank {}: server rejected {} {}: {}\n", opt.ranks.rank,
-                     ours ? "the report of iteration" : "an item this batch does not hold, iteration", iteration, why);
+          if (!first_refusal((ours ? "rejected: " : "foreign: ") + why)) continue;
+          if (ours)
+            fmt::print(stderr,
+                       "perseus client: rank {}: server rejected the report of iteration {}: {} (printed once; later "
+                       "rejections alike count in reports_rejected)\n",
+                       opt.ranks.rank, iteration, why);
+          else
+            fmt::print(stderr,
+                       "perseus client: rank {}: server rejected an item this batch does not hold ({}): {} (printed "
+                       "once; not counted)\n",
+                       opt.ranks.rank, iteration >= 0 ? fmt::format("iteration {}", iteration) : "no iteration", why);
         }
         const auto rejected = std::min(static_cast<std::int64_t>(rejected_iterations.size()),
                                        static_cast<std::int64_t>(n) - dropped);
@@ -418,7 +444,7 @@ struct Client::Impl {
       } else if (r.status == CallStatus::kPermanent) {
         note_failure(r);
         st.reports_dropped += static_cast<std::int64_t>(n);
-        if (refusals_printed.insert(r.message).second)
+        if (first_refusal(r.message))
           fmt::print(stderr,
                      "perseus client: rank {}: server refused {} measurement report(s): {} (printed once; later "
                      "refusals alike count in reports_dropped)\n",

@@ -433,13 +433,30 @@ TEST_F(Guards, RejectionsOfIterationsNotSentAreNotCounted) {
   server_.add_foreign_rejection({{"iteration", nullptr}, {"error", "measurements[0] is not an object"}});
   server_.add_foreign_rejection(nlohmann::json("not an object"));
   server_.reject_iteration(2);
+  for (int k = 0; k < 100; ++k)
+    server_.add_foreign_rejection({{"iteration", 2000000 + k}, {"error", "reason " + std::to_string(k)}});
+  ::testing::internal::CaptureStderr();
   auto c = Client::create(options(), make_dry_run_gpu(0, dir_.file("gpu.log")));
   for (int it = 0; it < 4; ++it) run_step(*c, {"forward", "backward"});
   ASSERT_TRUE(c->flush_reports(60));
   const auto st = c->stats();
+  c.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(st.reports_rejected, 1);
   EXPECT_EQ(st.reports_sent, 3);
   EXPECT_EQ(st.reports_dropped, 0);
+  // The log is bounded (it printed one line per foreign item, every batch: a trial's fake
+  // server flooded stderr): each reason once, at most 32 of them, then one last line.
+  auto count = [&](const std::string& what) {
+    std::size_t k = 0;
+    for (auto at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++k;
+    return k;
+  };
+  EXPECT_EQ(count("perseus client: rank 0: server rejected "), 32u) << log;
+  EXPECT_EQ(count("not yours"), 1u) << log;
+  EXPECT_EQ(count("server rejected an item this batch does not hold (no iteration): measurements[0] is not an "
+                  "object"), 1u) << log;
+  EXPECT_EQ(count("different refusal reasons; no more are printed"), 1u) << log;
 }
 
 // A report refused as invalid (422) counts as rejected whether it went alone or in a batch
