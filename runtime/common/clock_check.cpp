@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include <fmt/core.h>
 
@@ -12,7 +13,8 @@ namespace perseus::runtime {
 std::string describe_clocks(const std::vector<int>& supported_mhz) {
   if (supported_mhz.empty()) return "none";
   const auto [lo, hi] = std::minmax_element(supported_mhz.begin(), supported_mhz.end());
-  return fmt::format("{}..{} MHz ({} clocks)", *lo, *hi, supported_mhz.size());
+  const std::size_t distinct = std::set<int>(supported_mhz.begin(), supported_mhz.end()).size();
+  return fmt::format("{}..{} MHz ({} clock{})", *lo, *hi, distinct, distinct == 1 ? "" : "s");
 }
 
 ClockCheck check_clock(int requested_mhz, const std::vector<int>& supported_mhz, double tolerance_mhz) {

@@ -130,6 +130,11 @@ JobDecision read_decision(const Reader& r, const json& d, const std::string& p, 
           static_cast<int>(r.integer(pp[i], fmt::format("{}pipeline_plans[{}]", p, i), 0, num_plans - 1)));
     }
   }
+  // Not drawn, but an index beyond the frontier means the export is not what the server wrote
+  // (session 27's trial: plan_index 99999 of 307 plans was accepted).
+  for (const char* key : {"plan_index", "fastest_plan_index"}) {
+    if (r.has(d, key) && !d.at(key).is_null()) r.integer(d.at(key), p + key, 0, num_plans - 1);
+  }
   if (r.has(d, "verifies")) out.verifies = r.integer(d.at("verifies"), p + "verifies", 1, INT64_MAX);
   if (r.has(d, "verdicts")) {
     const json& vs = r.array(d, p, "verdicts");

@@ -288,6 +288,19 @@ TEST_F(RequestChecks, AZeusRankIsCheckedAgainstThePlansClocksOnly) {
   EXPECT_EQ(r.j["error"]["code"], "unsupported_clock") << r.body;
   EXPECT_NE(message(r).find(": 1170 MHz (nearest 1410 MHz). "), std::string::npos) << r.body;
   EXPECT_EQ(message(r).find("900 MHz"), std::string::npos) << r.body;
+  // The field a Zeus client sent, not Perseus's name for it (session 27's trial); one clock,
+  // however often it is listed, is "1 clock".
+  EXPECT_NE(message(r).find("field \"available_frequencies\": the job's plans for pp_rank 0"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(message(r).find("supported_freqs_mhz"), std::string::npos) << r.body;
+  r = api.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                        {"available_frequencies", {1410, 1410, 1410}}});
+  EXPECT_NE(message(r).find("(1410..1410 MHz (1 clock); "), std::string::npos) << r.body;
+  r = api.post("/register_rank/" + id, {{"rank", 0}, {"dp_rank", 0}, {"pp_rank", 0}, {"tp_rank", 0},
+                                        {"available_frequencies", {1410, "x"}}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(message(r).find("field \"available_frequencies[1]\" must be an integer"), std::string::npos) << r.body;
+  EXPECT_EQ(message(r).find("supported_freqs_mhz"), std::string::npos) << r.body;
 }
 
 // Zeus settings that cannot work are refused when the server starts, naming the setting, not
@@ -309,6 +322,10 @@ TEST_F(RequestChecks, ZeusSettingsThatCannotWorkStopTheStart) {
   o.zeus_plan_texts = {"[[1410, 1410], [1410, 1410]]"};
   EXPECT_EQ(start_error(o), "");
   o.zeus_schedule = "bogus";
+  EXPECT_NE(start_error(o).find("--zeus-schedule: 'bogus' is not a schedule name; expected one of "), std::string::npos)
+      << start_error(o);
+  // Without --zeus-plan too: the server started and kept the typo (session 27's trial).
+  o.zeus_plan_texts.clear();
   EXPECT_NE(start_error(o).find("--zeus-schedule: 'bogus' is not a schedule name; expected one of "), std::string::npos)
       << start_error(o);
   o = {};

@@ -177,6 +177,15 @@ TEST(JobExport, BadExportsNameFileAndField) {
   j["decisions"][3]["pipeline_plans"] = {2, 2, 2, 5};
   EXPECT_NE(load_error(j).find("'decisions[3].pipeline_plans[3]': expected an integer in [0, 2], got 5"),
             std::string::npos);
+  // Indexes the page does not draw are checked too (session 27's trial: 99999 of 3 plans passed).
+  j = sample_export();
+  j["decisions"][0]["plan_index"] = 99999;
+  EXPECT_NE(load_error(j).find("'decisions[0].plan_index': expected an integer in [0, 2], got 99999"),
+            std::string::npos) << load_error(j);
+  j = sample_export();
+  j["decisions"][0]["fastest_plan_index"] = -1;
+  EXPECT_NE(load_error(j).find("'decisions[0].fastest_plan_index': expected an integer in [0, 2], got -1"),
+            std::string::npos) << load_error(j);
   j = sample_export();
   j["decisions"][1]["verdicts"][0].erase("measured_time_s");
   EXPECT_NE(load_error(j).find("'decisions[1].verdicts[0].measured_time_s': missing"), std::string::npos);

@@ -46,16 +46,17 @@ constexpr std::int64_t kMaxZeusIteration = std::int64_t{1} << 53;
 }  // namespace
 
 void check_zeus_configuration(const ManagerOptions& o, const std::vector<std::string>& plan_names) {
+  // Checked with or without --zeus-plan: a typo is never silently kept (session 27's trial).
+  const auto names = schedule_names();
+  if (std::find(names.begin(), names.end(), o.zeus_schedule) == names.end())
+    throw InputError(fmt::format("--zeus-schedule: {} is not a schedule name; expected one of {}",
+                                 quote_input(o.zeus_schedule), fmt::join(names, ", ")));
   if (o.zeus_plan_texts.empty()) return;
   const auto name = [&](std::size_t i) {
     return i < plan_names.size() ? plan_names[i] : fmt::format("--zeus-plan (plan {} of {})", i + 1, o.zeus_plan_texts.size());
   };
   std::vector<ZeusPlan> plans;
   for (std::size_t i = 0; i < o.zeus_plan_texts.size(); ++i) plans.push_back(parse_zeus_plan(o.zeus_plan_texts[i], name(i)));
-  const auto names = schedule_names();
-  if (std::find(names.begin(), names.end(), o.zeus_schedule) == names.end())
-    throw InputError(fmt::format("--zeus-schedule: {} is not a schedule name; expected one of {}",
-                                 quote_input(o.zeus_schedule), fmt::join(names, ", ")));
   // Every job the server will make: the plans' pp (one list per stage), any dp and tp (they do
   // not change a pipeline's plan). A plan that does not fit its schedule or the profile shows here.
   const auto pp = static_cast<std::int64_t>(plans.front().size());
@@ -120,7 +121,16 @@ Reply JobManager::zeus_register_rank(const std::string& job_id, const json& body
   json req = {{"rank", body.value("rank", json())}, {"dp_rank", body.value("dp_rank", json())},
               {"pp_rank", body.value("pp_rank", json())}, {"tp_rank", body.value("tp_rank", json())}};
   if (body.contains("available_frequencies")) req["supported_freqs_mhz"] = body["available_frequencies"];
-  register_rank(job_id, req);
+  try {
+    register_rank(job_id, req);
+  } catch (const ApiError& e) {
+    // A Zeus client sent its clocks as available_frequencies: name that field, not ours.
+    std::string message = e.what();
+    const std::string ours = "supported_freqs_mhz", theirs = "available_frequencies";
+    for (auto at = message.find(ours); at != std::string::npos; at = message.find(ours, at + theirs.size()))
+      message.replace(at, ours.size(), theirs);
+    throw ApiError(e.status(), e.code(), message, e.retry_after_s());
+  }
   return {200, "null"};
 }
 

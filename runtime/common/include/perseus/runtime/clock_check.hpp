@@ -26,7 +26,7 @@ struct ClockCheck {
 ClockCheck check_clock(int requested_mhz, const std::vector<int>& supported_mhz,
                        double tolerance_mhz = kDefaultClockToleranceMhz);
 
-/// "210..1410 MHz (81 clocks)" for messages; "none" when empty.
+/// "210..1410 MHz (81 clocks)" for messages (distinct clocks counted; "1 clock"); "none" when empty.
 std::string describe_clocks(const std::vector<int>& supported_mhz);
 
 }  // namespace perseus::runtime

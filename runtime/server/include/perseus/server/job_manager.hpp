@@ -297,7 +297,7 @@ class JobManager {
 /// /register_job will use them, for a job of the plans' own pp, so that a configuration error
 /// stops the start instead of failing every registration. `plan_names[i]` names plan i in
 /// messages (e.g. its file; default "--zeus-plan (plan i of n)"). Throws InputError naming the
-/// plan or option. No plans: nothing to check.
+/// plan or option. No plans: only the schedule name is checked.
 void check_zeus_configuration(const ManagerOptions& options, const std::vector<std::string>& plan_names = {});
 
 }  // namespace perseus::server
