@@ -205,13 +205,33 @@ TEST_F(PathSegments, CheckedBeforeAuthentication) {
   EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job, "", /*auth=*/false).status, 401);
 }
 
+// An absolute-form request target (RFC 9112 §3.2.2: a server MUST accept it; proxies send it)
+// is routed by its path; it was 404 "no such route" (session 27's trial).
+TEST_F(PathSegments, AbsoluteFormTargetsAreRoutedByTheirPath) {
+  const std::string port = std::to_string(srv->port());
+  for (const std::string& prefix : {"http://127.0.0.1:" + port, std::string("HTTP://localhost"), std::string("https://x")}) {
+    const Resp r = raw_request(srv->port(), "GET", prefix + "/v1/jobs/" + job);
+    EXPECT_EQ(r.status, 200) << prefix << ": " << r.body;
+  }
+  EXPECT_EQ(raw_request(srv->port(), "GET", "http://127.0.0.1:" + port + "/v1/jobs/" + job + "/ranks/01/plan").status,
+            400) << "the path is checked as usual";
+}
+
 // One spelling per index: "01" is not rank 1 (two URLs for one resource confuse caches, logs and
 // access rules), in a path segment or a query parameter.
 TEST_F(PathSegments, LeadingZerosAreRefused) {
   expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/01/plan"),
                       {"rank", "leading zeros", "01"}, "rank 01");
-  expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=007"),
-                      {"since_version", "leading zeros"}, "since_version 007");
+  // A query parameter's error is invalid_query (it was invalid_path; session 27's trial).
+  const Resp q = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=007");
+  EXPECT_EQ(q.status, 400) << q.body;
+  EXPECT_EQ(q.j["error"].value("code", ""), "invalid_query") << q.body;
+  EXPECT_NE(q.j["error"].value("message", "").find("since_version\" must be a non-negative integer without leading "
+                                                   "zeros"), std::string::npos) << q.body;
+  const Resp plus = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=+3");
+  EXPECT_EQ(plus.j["error"].value("code", ""), "invalid_query") << plus.body;
+  EXPECT_NE(plus.j["error"].value("message", "").find("(a '+' in a query reads as a space)"), std::string::npos)
+      << plus.body;
   expect_invalid_path(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/%31/plan"),
                       {"rank", "percent-encoded"}, "rank %31");
   EXPECT_NE(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan").status, 400) << "rank 0 is fine";

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <atomic>
 #include <cerrno>
@@ -275,6 +276,23 @@ struct HttpDaemon::Impl {
     return std::nullopt;
   }
 
+  /// The path of a request target: an absolute-form target ("http://host:port/v1/jobs", which
+  /// RFC 9112 §3.2.2 says a server MUST accept, as proxies send it) loses its scheme and
+  /// authority ("http://host" alone is "/"); any other target is kept as it is.
+  static std::string origin_form(const char* url) {
+    std::string_view u = url != nullptr ? url : "";
+    for (std::string_view scheme : {"http://", "https://"}) {
+      if (u.size() < scheme.size() ||
+          !std::equal(scheme.begin(), scheme.end(), u.begin(), [](char a, char b) {
+            return a == std::tolower(static_cast<unsigned char>(b));
+          }))
+        continue;
+      const auto slash = u.find('/', scheme.size());
+      return slash == std::string_view::npos ? "/" : std::string(u.substr(slash));
+    }
+    return std::string(u);
+  }
+
   MHD_Result access(MHD_Connection* c, const char* url, const char* method, const char* version,
                     const char* upload_data, std::size_t* upload_size, void** con_cls) {
     auto* ctx = static_cast<RequestCtx*>(*con_cls);
@@ -286,7 +304,7 @@ struct HttpDaemon::Impl {
       ctx->started = true;
       HttpRequest& q = ctx->req;
       q.method = method;
-      q.path = url;
+      q.path = origin_form(url);
       q.remote_addr = peer_address(c);
       q.authorization = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
       q.content_type = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);

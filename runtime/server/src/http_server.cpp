@@ -375,7 +375,11 @@ struct Server::Impl {
       if (required) throw ApiError(400, "missing_parameter", fmt::format("query parameter \"{}\" is required", key));
       return std::nullopt;
     }
-    return parse_index(*v, fmt::format("query parameter \"{}\"", key));
+    // Form decoding reads '+' as a space: say so, the value shown is the decoded one.
+    return parse_index(*v,
+                       fmt::format("query parameter \"{}\"{}", key,
+                                   v->find(' ') != std::string::npos ? " (a '+' in a query reads as a space)" : ""),
+                       "invalid_query");
   }
 
   void add(std::string method, const std::string& pattern, Access access,

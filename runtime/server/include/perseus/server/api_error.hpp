@@ -80,7 +80,8 @@ std::string get_string(const nlohmann::json& obj, const char* key, std::optional
 std::vector<int> get_clock_list(const nlohmann::json& obj, const char* key, bool allow_empty);
 
 /// A non-negative integer from a URL path or query segment, in decimal without leading zeros (one
-/// spelling per index); ApiError 400 "invalid_path" otherwise.
-std::int64_t parse_index(std::string_view text, std::string_view what);
+/// spelling per index); ApiError 400 `code` otherwise ("invalid_path" for a path segment,
+/// "invalid_query" for a query parameter).
+std::int64_t parse_index(std::string_view text, std::string_view what, const char* code = "invalid_path");
 
 }  // namespace perseus::server
