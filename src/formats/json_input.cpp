@@ -3,7 +3,9 @@
 #include "perseus/json_input.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -213,9 +215,15 @@ json parse_json_text(std::string_view text, const std::string& source, const Jso
                                         escape_input(error->token, 64))),
         true, column);
   }
+  // Python's json.dump writes NaN and Infinity, which JSON has no spelling for: say so.
+  std::size_t word = at;
+  while (word > 0 && std::isalpha(static_cast<unsigned char>(text[word - 1]))) --word;
+  const std::string_view literal = text.substr(word);
+  const bool non_finite = word < at && (literal.starts_with("NaN") || literal.starts_with("Infinity"));
   throw JsonTextError(
       InputError::in_file(source, line, field,
-                          fmt::format("malformed JSON at column {}: {}", column, description(error->what, error->token))),
+                          fmt::format("malformed JSON at column {}: {}{}", column, description(error->what, error->token),
+                                      non_finite ? " (NaN and Infinity are not JSON: give a finite number)" : "")),
       false, column);
 }
 

@@ -290,6 +290,21 @@ TEST(JsonInput, NumberOutOfRangeNamesTheFieldAndLine) {
     EXPECT_TRUE(has(e.what(), "f.json:3: field 'a[2]': malformed JSON at column 3: syntax error")) << e.what();
     EXPECT_FALSE(has(e.what(), "json.exception")) << e.what();
   }
+  // Python's json.dump writes NaN / Infinity: the message says why they fail (session 27's trial).
+  for (const char* text : {"{\"a\": [1.0, NaN]}", "{\"a\": -Infinity}", "{\"a\": [Infinity, 1]}"}) {
+    try {
+      (void)parse_json_text(text, "nan.json");
+      FAIL() << text;
+    } catch (const JsonTextError& e) {
+      EXPECT_TRUE(has(e.what(), "(NaN and Infinity are not JSON: give a finite number)")) << e.what();
+    }
+  }
+  try {
+    (void)parse_json_text("{\"a\": [1, Nope]}", "n.json");
+    FAIL();
+  } catch (const JsonTextError& e) {
+    EXPECT_FALSE(has(e.what(), "NaN")) << e.what();
+  }
   EXPECT_EQ(parse_json_text(" {\"a\": [1, {\"b\": null}]} ", "ok.json"),
             nlohmann::json::parse(R"({"a": [1, {"b": null}]})"));
   EXPECT_THROW((void)parse_json_text("{} {}", "two.json"), JsonTextError);

@@ -137,7 +137,7 @@ typedef struct perseus_client_stats {
   uint32_t struct_size;    /**< sizeof(perseus_client_stats); set by the caller. */
   int64_t iterations;      /**< Completed steps. */
   int64_t plan_version;    /**< Plan in use, -1 = none yet. */
-  int64_t plan_updates;    /**< New plans switched in. */
+  int64_t plan_updates;    /**< Newer plans that replaced the one in use (the first plan is not counted). */
   int64_t reports_sent;    /**< Iteration reports accepted by the server. */
   int64_t reports_pending; /**< Buffered, not yet accepted. */
   int64_t reports_dropped; /**< Dropped (buffer full or refused by the server). */

@@ -94,7 +94,7 @@ struct ClientOptions {
 struct ClientStats {
   std::int64_t iterations = 0;          ///< Completed steps.
   std::int64_t plan_version = -1;       ///< Plan in use (-1 = none yet).
-  std::int64_t plan_updates = 0;        ///< Times a new plan was switched in.
+  std::int64_t plan_updates = 0;        ///< Times a newer plan replaced the one in use (the first plan is not one).
   std::int64_t latest_plan_version = -1;  ///< Newest plan fetched (switched in at the next step).
   std::int64_t reports_sent = 0;        ///< Iteration reports accepted by the server.
   std::int64_t reports_pending = 0;     ///< Buffered, not yet accepted.
