@@ -145,7 +145,11 @@ void keep_stream_input(const std::string& path, std::string_view what) {
   k.texts.emplace(path, std::move(text));
 }
 
-bool is_kept_stream(const std::string& path) { return kept_text(path).has_value(); }
+bool is_kept_stream(const std::string& path) {
+  KeptStreams& k = kept();
+  const std::lock_guard lock(k.mutex);
+  return k.texts.find(path) != k.texts.end();  // without copying the text (up to 256 MiB)
+}
 
 void set_input_interrupt_hook(void (*hook)()) { g_interrupt_hook.store(hook); }
 

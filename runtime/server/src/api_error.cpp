@@ -149,8 +149,8 @@ std::int64_t parse_index(std::string_view text, std::string_view what, const cha
   std::int64_t x = -1;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
   if (text.size() > 1 && text[0] == '0') {  // one spelling per index: "01" is not rank 1
-    throw ApiError(400, code, fmt::format("{} must be a non-negative integer without leading zeros, got {}",
-                                                    what, quote_input(text, 32)));
+    throw ApiError(400, code, fmt::format("{} must be a non-negative integer without leading zeros, got {}", what,
+                                          quote_input(text, 32)));
   }
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || x < 0) {
     throw ApiError(400, code, fmt::format("{} must be a non-negative integer (at most {}), got {}{}", what, INT64_MAX,
