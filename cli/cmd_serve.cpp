@@ -200,7 +200,7 @@ struct CreatedDatabaseGuard {
 void run_serve(ServeArgs& a) {
   // A port file that cannot be written stops a server that already came up (and keeps its new
   // database): found now, before anything is created (session 27's trial).
-  if (!a.port_file.empty()) check_output_file_writable(a.port_file, /*force=*/true, "--port-file");
+  if (!a.port_file.empty()) check_output_file_writable(a.port_file, /*force=*/true, "port-file");
   a.opt.zeus_plan_texts = read_zeus_plans(a.zeus_plan, a.opt.zeus_plan_names);
   if (!a.zeus_profile.empty()) {
     a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
