@@ -302,6 +302,12 @@ const char* to_string(Frontier::StopReason reason);
 /// operation) and far below any saving worth a slower plan (GPT-3 frontier steps: >= 1e-6).
 inline constexpr double kFrontierDominanceRelTol = 1e-9;
 
+/// Relative tolerance within which two iteration times differ only by floating-point noise of
+/// their evaluation (sums of the same durations in another order): a plan evaluated 4e-16 s
+/// slower than the all-max plan meets the all-max time (summary.json's
+/// saving_at_allmax_time_pct; the frontier keeps such a plan instead of a costlier all-max plan).
+inline constexpr double kTimeNoiseRelTol = 1e-12;
+
 /// Computes the iteration time–energy Pareto frontier with the iterative min-cut
 /// time–cost tradeoff algorithm (Phillips & Dessouky 1977) as in Perseus §4.2, with a
 /// piecewise-linear convex cost per (stage, kind): the lower convex hull of the Pareto

@@ -5,8 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "perseus/error.hpp"
@@ -319,9 +322,10 @@ bool is_optimize_or_emulation_output(const fs::path& relative, bool is_directory
 void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg) {
   const fs::path dir(out_dir);
   const std::string summary_path = (dir / "summary.json").string();
-  nlohmann::json in;
+  nlohmann::json summary, in;
   try {
-    in = parse_json_text(csv::read_file(summary_path, "summary.json"), summary_path).at("inputs");
+    summary = parse_json_text(csv::read_file(summary_path, "summary.json"), summary_path);
+    in = summary.at("inputs");
   } catch (const std::exception&) {  // unreadable, not JSON (JsonTextError), no "inputs" (json::exception)
     throw InputError("out_dir", fmt::format("{}: has no readable \"inputs\" (not a perseus optimize summary); cannot "
                                             "tell whether it is the pipeline emulated here: choose another output folder",
@@ -362,6 +366,24 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
                                             "pipeline would differ from the one `perseus report` shows there: choose "
                                             "another output folder",
                                             out_dir, overheads));
+  }
+  // The frontier too: emulate plans with its planner's defaults, so a frontier optimize planned
+  // otherwise would be shown beside a different one (session 27's trial: a graph-cut folder's
+  // Summary said 15.31 % where its Emulation table said 15.94 %).
+  std::vector<std::string> planned;
+  auto differs = [&](const char* key, const nlohmann::json& standard) { return in.contains(key) && in[key] != standard; };
+  if (differs("planner", to_string(cfg.planner_mode))) planned.push_back("planner " + field("planner"));
+  if (differs("bound", to_string(BoundMethod::kAuto))) planned.push_back("bound " + field("bound"));
+  if (differs("reclaim_slack", true)) planned.push_back("--no-reclaim");
+  if (differs("max_lp_solves", PlannerOptions{}.max_lp_solves)) planned.push_back("max_lp_solves " + field("max_lp_solves"));
+  if (differs("polish_s", 0)) planned.push_back("polish " + field("polish_s") + " s");
+  if (summary.value("partial", false)) planned.push_back("a partial frontier (" + summary.value("partial_reason", "") + ")");
+  if (!planned.empty() && theirs == ours && !profile_differs) {
+    throw InputError("out_dir", fmt::format("{}: holds a perseus optimize run of this pipeline planned with {}; emulate "
+                                            "plans the whole frontier with the {} planner's defaults, and `perseus "
+                                            "report` would show the two frontiers as one run: choose another output "
+                                            "folder",
+                                            out_dir, fmt::join(planned, ", "), to_string(cfg.planner_mode)));
   }
   if (theirs != ours || profile_differs) {
     throw InputError("out_dir",

@@ -33,7 +33,7 @@ double saving_at_allmax_time_pct(const Frontier& frontier, const FrequencyPlan& 
   // falls along the frontier). Not lowest_energy_within(): it counts blocking until the
   // deadline, and with a T_min below the all-max time its own energy_j need not be the lowest
   // (a gpipe case reported 2.41 % where the T_min plan saves 2.50 %, session 23).
-  const double deadline_s = allmax.timeline.time_s * (1 + 1e-12);
+  const double deadline_s = allmax.timeline.time_s * (1 + kTimeNoiseRelTol);
   double best = pts.back().energy_j;
   for (std::size_t i = frontier.lowest_energy_within(deadline_s); i < pts.size(); ++i)
     if (pts[i].time_s <= deadline_s) best = std::min(best, pts[i].energy_j);

@@ -231,6 +231,23 @@ TEST(EmulateCli, AddsToAnOptimizeFolderWithoutStalePage) {
   EXPECT_EQ(mismatch.status, 1) << mismatch.output;
   EXPECT_NE(mismatch.output.find("holds a perseus optimize run of another pipeline"), std::string::npos) << mismatch.output;
   EXPECT_FALSE(fs::exists(other + "/emulation.csv"));
+  // The same pipeline planned otherwise (another planner, a partial frontier) is refused too:
+  // the report showed a Summary and an Emulation table of two frontiers (session 27's trial).
+  for (const char* planned : {"--planner graph-cut", "--max-points 3"}) {
+    const std::string folder = (tmp.path() / "planned").string();
+    fs::remove_all(folder);
+    const std::string profile = testing::test_data("emulation/stage_profile_gpt3-175b_a100_sxm.csv");
+    ASSERT_EQ(testing::run("optimize --quiet --profile " + profile + " --stages 8 --microbatches 12 --p2p-power 83.64 --unit-time 0.01 " + planned + " --out " +
+                           folder).status,
+              0);
+    const auto r = testing::run(emulate_args("1.05", folder));
+    EXPECT_EQ(r.status, 1) << planned << ": " << r.output;
+    const std::string how = planned[2] == 'p' ? "planner \"graph-cut\"" : "a partial frontier (max_points)";
+    EXPECT_NE(r.output.find("holds a perseus optimize run of this pipeline planned with " + how),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(fs::exists(folder + "/emulation.csv"));
+  }
   ASSERT_EQ(testing::run(emulate_args("1.05,1.2", dir) + " --report").status, 0);
   EXPECT_TRUE(fs::exists(dir + "/emulation.html"));
   const auto again = testing::run(emulate_args("1.05", dir));

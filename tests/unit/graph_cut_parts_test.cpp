@@ -13,6 +13,7 @@
 #include "../../src/planner/critical_network.hpp"
 #include "../../src/planner/critical_path.hpp"
 #include "../../src/planner/cut_solver.hpp"
+#include "../../src/planner/frontier_filter.hpp"
 #include "../../src/planner/graph_cut_walk.hpp"
 #include "perseus/error.hpp"
 #include "perseus/schedule.hpp"
@@ -205,6 +206,31 @@ TEST(GraphCutWalk, EnginesTakeTheSameSteps) {
     if (cold_flows < 0) cold_flows = walk.num_max_flows();
     EXPECT_EQ(walk.num_max_flows(), cold_flows);
   }
+}
+
+// A plan whose time differs from the all-max plan's only by evaluation noise (4e-16 s) and that
+// uses less energy replaces it: a partial solve listed both, as two rows of one printed time,
+// and reported the costlier one as T_min (session 27's trial). Beyond that noise the all-max
+// plan stays the fastest point, as T_min is never slower than it.
+TEST(ParetoFilter, APlanWithinTimeNoiseOfTheAllMaxPlanReplacesIt) {
+  auto point = [](double t, double e) {
+    FrontierPoint p;
+    p.time_s = t;
+    p.energy_j = e;
+    return p;
+  };
+  const double t = 3.8268299999999953;
+  std::vector<std::pair<FrontierPoint, bool>> pts = {
+      {point(5.5, 38788), false}, {point(t, 43201.6), true}, {point(std::nextafter(t, 4.0), 41402.0), false}};
+  auto kept = pareto_filter(pts, 60.0 * 64, kFrontierDominanceRelTol);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].energy_j, 41402.0);
+  EXPECT_EQ(kept[1].time_s, 5.5);
+  pts[2].first.time_s = t * (1 + 1e-10);  // a genuinely (if slightly) slower plan
+  kept = pareto_filter(pts, 60.0 * 64, kFrontierDominanceRelTol);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].energy_j, 43201.6);
+  EXPECT_EQ(kept[1].energy_j, 41402.0);
 }
 
 }  // namespace
