@@ -79,7 +79,7 @@ void register_emulate(CLI::App& app) {
       ->check(positive_number_up_to(1e6));
   cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
       ->capture_default_str()
-      ->check(number_in(1e-7, 10, "s"));
+      ->check(number_in(kMinUnitTimeS, kMaxUnitTimeS, "s"));
   // Split here, not by CLI11's delimiter, which drops empty items: "1.05,,1.2" is a typo.
   auto slowdown_lists = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--slowdown", *slowdown_lists,

@@ -65,7 +65,7 @@ void register_optimize(CLI::App& app) {
       ->check(number_in(0, 3600, "s"));
   cmd->add_option("--unit-time", cfg->unit_time_s, "Planner time quantum, s")
       ->capture_default_str()
-      ->check(number_in(1e-7, 10, "s"));
+      ->check(number_in(kMinUnitTimeS, kMaxUnitTimeS, "s"));
   cmd->add_option("--sample", cfg->sample, "Write every K-th plan (plus first and last); 0 = at most 100 plans, fewer on pipelines over ~7,400 computations (about 128 MiB of plan files)")
       ->capture_default_str()
       ->check(integer_in(0, 1'000'000'000));
@@ -135,11 +135,11 @@ void register_optimize(CLI::App& app) {
     const auto names = schedule_names();
     const bool named = std::find(names.begin(), names.end(), cfg->problem.schedule) != names.end();
     std::error_code ec;
-    const auto schedule_status = std::filesystem::status(cfg->problem.schedule, ec);
-    const bool stream = !ec && std::filesystem::exists(schedule_status) &&
-                        !std::filesystem::is_regular_file(schedule_status) &&
-                        !std::filesystem::is_directory(schedule_status);
-    if (!named && !stream && !std::filesystem::is_regular_file(schedule_status))
+    if (!named && cfg->problem.schedule == cfg->profile_path && !std::filesystem::is_regular_file(cfg->profile_path, ec))
+      throw CLI::ValidationError("--schedule", "reads the same stream as --profile (" + cfg->problem.schedule +
+                                                   "), which can be read once; give one of them as a file");
+    const bool stream = !named && is_stream_path(cfg->problem.schedule);  // `--schedule /dev/stdin`, `<(cmd)`
+    if (!named && !stream && !std::filesystem::is_regular_file(cfg->problem.schedule, ec))
       throw CLI::ValidationError("--schedule", unknown_schedule_message(cfg->problem.schedule, names));
     if (named) {
       if (cfg->problem.num_ranks == 0) throw CLI::ValidationError("--stages", "required unless --schedule is a schedule CSV file");
@@ -150,9 +150,9 @@ void register_optimize(CLI::App& app) {
     cfg->problem.chunks_given = chunks->count() > 0;  // --chunks 1 with a 2-chunk schedule CSV is refused
     cfg->zeus_format = *zeus == "zeus";
     // The profile is read three times (here, for its units, to plan): a pipe or /dev/stdin is
-    // read once, now, and its text kept for the other reads.
+    // read once, now, and its text kept for the other reads; so is a piped schedule CSV.
     keep_stream_input(cfg->profile_path, "profile");
-    if (stream) keep_stream_input(cfg->problem.schedule, "schedule");  // `--schedule /dev/stdin`, `<(cmd)`
+    if (stream) keep_stream_input(cfg->problem.schedule, "schedule");
     // Units: a profile that parses may still be in ms, kJ or W (issue 16 row 9).
     const Profile profile = load_profile_csv(cfg->profile_path);  // bad rows: the usual file:line error first
     // Shown before the solve (optimize() lists them in summary.json too; --strict: it refuses them).

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "perseus/error.hpp"
+#include "perseus/input_file.hpp"
 #include "perseus/output_folder.hpp"
 #include "perseus/problem.hpp"
 #include "perseus/schedule.hpp"
@@ -59,9 +60,11 @@ void register_schedule(CLI::App& app) {
     // nothing but its own earlier output): checked first, so nothing is computed in vain.
     if (a->out != "-") check_output_file(a->out, a->force, "out");
     const auto names = schedule_names();
+    const bool named = std::find(names.begin(), names.end(), a->schedule) != names.end();
+    // A piped schedule CSV (`--schedule /dev/stdin`) is checked like a file, as optimize reads it.
+    if (!named && is_stream_path(a->schedule)) keep_stream_input(a->schedule, "schedule");
     Schedule s;
-    if (std::find(names.begin(), names.end(), a->schedule) == names.end() &&
-        std::filesystem::is_regular_file(a->schedule)) {
+    if (!named && (std::filesystem::is_regular_file(a->schedule) || is_kept_stream(a->schedule))) {
       // --stages/--microbatches/--chunks given with a file are checked against it, never ignored.
       ProblemSpec spec;
       spec.schedule = a->schedule;
@@ -72,9 +75,7 @@ void register_schedule(CLI::App& app) {
       s = resolve_schedule(spec);
     } else {
       // Missing options are usage errors (exit status 2).
-      if (std::find(names.begin(), names.end(), a->schedule) == names.end()) {
-        throw CLI::ValidationError("--schedule", unknown_schedule_message(a->schedule, names));
-      }
+      if (!named) throw CLI::ValidationError("--schedule", unknown_schedule_message(a->schedule, names));
       if (a->stages < 1) throw CLI::ValidationError("--stages", "required with a schedule name");
       if (a->microbatches < 1) throw CLI::ValidationError("--microbatches", "required with a schedule name");
       s = make_schedule(a->schedule, a->stages, a->microbatches, a->chunks);

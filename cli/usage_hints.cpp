@@ -60,6 +60,13 @@ std::string unknown_schedule_message(const std::string& value, const std::vector
                      did_you_mean(value, names));
 }
 
+bool is_stream_path(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  return !ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
+         !std::filesystem::is_directory(st);
+}
+
 std::optional<std::string> closest_name(const std::string& typed, const std::vector<std::string>& candidates) {
   const std::string_view t = without_dashes(typed);
   std::optional<std::string> best;

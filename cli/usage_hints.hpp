@@ -23,6 +23,11 @@ std::optional<std::string> closest_name(const std::string& typed, const std::vec
 /// for a near miss of a name.
 std::string unknown_schedule_message(const std::string& value, const std::vector<std::string>& names);
 
+/// True when `path` names a stream (a pipe, `/dev/stdin`, `<(cmd)`: it exists and is neither a
+/// regular file nor a folder). A command reads it once with keep_stream_input() (`--schedule
+/// /dev/stdin`), so the schedule reader finds its text.
+bool is_stream_path(const std::string& path);
+
 /// When argv[1] is neither an option nor a subcommand of `app`: "unknown command 'X'" with a
 /// "did you mean" for a near miss and the list of commands. std::nullopt otherwise.
 std::optional<std::string> unknown_subcommand_message(CLI::App& app, int argc, const char* const* argv);

@@ -90,6 +90,9 @@ enum class SolveStage {
 /// "graph-cut walk", "lower bound: hull walk", "lower bound: LP solves", "window search".
 const char* to_string(SolveStage stage);
 
+/// Range of the planner's time quantum PlannerOptions::unit_time_s, s.
+inline constexpr double kMinUnitTimeS = 1e-7, kMaxUnitTimeS = 10;
+
 /// Planner settings.
 struct PlannerOptions {
   double p_block_w = 0.0;      ///< P2P blocking power P_block, W (0..100000).

@@ -294,7 +294,7 @@ Raises perseus.InputError when the plan does not match the schedule or the profi
 Iteration time (s) vs energy (J) plot as an SVG document (str). frontier: optimize()['frontier']
 (dicts with 'time_s', 'energy_j'); plans: dots (e.g. optimize()['plans']); all_max: the
 baseline plan dict; title: drawn above the plot ("" = none). Raises TypeError when frontier or
-plans is not a list of dicts, all_max is not a dict, or a 'time_s'/'energy_j' is not a number;
+plans is not a list (or tuple) of dicts, all_max is not a dict, or a 'time_s'/'energy_j' is not a number;
 perseus.InputError when an entry lacks 'time_s' or 'energy_j', or no point is finite.)doc");
   m.def(
       "write_report",

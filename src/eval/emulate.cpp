@@ -187,7 +187,7 @@ EmulationResult run_emulation(const EmulationConfig& cfg) {
   if (cfg.num_ranks < 1) throw InputError("num_ranks", fmt::format("must be >= 1, got {}", cfg.num_ranks));
   const int pipelines = emulation_pipelines(cfg);
   // The planner's range (PlannerOptions::unit_time_s), named here: its own error has no field.
-  if (!(cfg.unit_time_s >= 1e-7 && cfg.unit_time_s <= 10)) {
+  if (!(cfg.unit_time_s >= kMinUnitTimeS && cfg.unit_time_s <= kMaxUnitTimeS)) {
     throw InputError("unit_time_s", fmt::format("must be in [1e-7, 10] s, got {}", cfg.unit_time_s));
   }
   ClusterShape shape{pipelines, cfg.num_ranks, cfg.tp_degree, cfg.time_scale, cfg.p_block_w, 1.0};

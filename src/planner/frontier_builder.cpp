@@ -24,7 +24,7 @@ using detail::RunningFront;
 const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   // Bounds keep every sum finite and the tables small (documented in PlannerOptions). Each
   // error names its PlannerOptions field, which the front ends phrase as their option.
-  if (!(opt.unit_time_s >= 1e-7 && opt.unit_time_s <= 10)) {
+  if (!(opt.unit_time_s >= kMinUnitTimeS && opt.unit_time_s <= kMaxUnitTimeS)) {
     throw InputError("unit_time_s", fmt::format("must be in [1e-7, 10] s, got {}", opt.unit_time_s));
   }
   if (!(opt.p_block_w >= 0 && opt.p_block_w <= kMaxBlockingPowerW)) {

@@ -89,7 +89,10 @@ std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_
   std::nth_element(fastest.begin(), mid, fastest.end());
   const double median = *mid;
   if (median >= kFineUnitsPerComputation * unit_time_s) return {};
-  const double fine = median > 0 ? std::pow(10.0, std::floor(std::log10(median / 20))) : unit_time_s;
+  // Never below the range --unit-time takes (a 1e-6 s computation suggested 1e-8 s; session 27).
+  const double fine =
+      std::max(kMinUnitTimeS, median > 0 ? std::pow(10.0, std::floor(std::log10(median / 20))) : unit_time_s);
+  if (!(fine < unit_time_s)) return {};  // already at the finest unit
   return {fmt::format("the median computation takes {:.3g} s at its fastest clock, {:.3g} time units of {:g} s; "
                       "durations are rounded up to whole units, so the frontier is coarse (few plans, little "
                       "saving found): a time unit of {:g} s plans these computations finely",

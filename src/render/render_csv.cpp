@@ -79,8 +79,10 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
   // A profile has time and energy columns too, of single computations: never a frontier.
   if (t.column({"instruction"}) >= 0 && t.column({"stage"}) >= 0)
     throw InputError(fmt::format("{}:1: this is a profile (stage, instruction, ... columns), not iteration points; "
-                                 "give a frontier CSV (time_s,energy_j, e.g. another run's frontier.csv)",
-                                 path));
+                                 "give {}",
+                                 path, require_label ? "named points (name,time_s,energy_j)"
+                                                     : "a frontier CSV (time_s,energy_j, e.g. another run's "
+                                                       "frontier.csv)"));
   if (lc < 0 && require_label)
     throw InputError(fmt::format("{}:1: missing column 'name' (or 'method', 'label'), each point's name", path));
   // A frontier.csv named by plan number is a whole frontier, not a few named points (drawn as
@@ -92,6 +94,8 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
   if (tc < 0) throw InputError(fmt::format("{}:1: missing column 'time_s' (or 'time'), iteration time in s", path));
   if (ec < 0)
     throw InputError(fmt::format("{}:1: missing column 'energy_j' (or 'energy'), iteration energy in J", path));
+  // A header alone drew nothing, silently (session 27's trial).
+  if (t.rows.empty()) throw InputError(fmt::format("{}: has a header but no rows; expected at least one point", path));
   std::vector<PlotPoint> out;
   out.reserve(t.rows.size());
   for (std::size_t i = 0; i < t.rows.size(); ++i) {

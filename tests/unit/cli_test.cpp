@@ -290,6 +290,21 @@ TEST(Cli, ATimeUnitCoarserThanTheComputationsIsWarnedAbout) {
   EXPECT_EQ(fine.output.find("warning:"), std::string::npos) << fine.output;
   EXPECT_GT(nlohmann::json::parse(testing::slurp(dir.path() / "fine" / "summary.json"))["num_plans"].get<int>(),
             summary["num_plans"].get<int>());
+  // Computations of 1e-6 s: the suggestion stays within --unit-time's range (it said 1e-08 s,
+  // which the option refuses; session 27's trial), and at that finest unit there is none.
+  const std::string micro = dir.write("micro.csv", "stage,instruction,frequency,time,energy\n"
+                                                   "0,forward,1410,1e-06,1e-4\n0,forward,1000,2e-06,1.5e-4\n"
+                                                   "0,backward,1410,1e-06,1e-4\n0,backward,1000,2e-06,1.5e-4\n"
+                                                   "1,forward,1410,1e-06,1e-4\n1,forward,1000,2e-06,1.5e-4\n"
+                                                   "1,backward,1410,1e-06,1e-4\n1,backward,1000,2e-06,1.5e-4\n");
+  const std::string micro_base = "optimize --profile " + micro + " --stages 2 --microbatches 4 --p2p-power 50 --out ";
+  const auto coarse_micro = run(micro_base + (dir.path() / "micro").string());
+  EXPECT_NE(coarse_micro.output.find("a time unit of 1e-07 s plans these computations finely (--unit-time)"),
+            std::string::npos)
+      << coarse_micro.output;
+  const auto finest = run(micro_base + (dir.path() / "micro_fine").string() + " --unit-time 1e-7");
+  ASSERT_EQ(finest.status, 0) << finest.output;
+  EXPECT_EQ(finest.output.find("time unit of"), std::string::npos) << finest.output;
   const auto gpt3 = run("optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
                         " --stages 8 --microbatches 12 --p2p-power 83.64 --planner graph-cut --out " +
                         (dir.path() / "gpt3").string());
@@ -364,9 +379,18 @@ TEST(Cli, ASummaryPlannedFromAScheduleFileRecordsItsShape) {
   EXPECT_EQ(folder.status, 2) << folder.output;
   EXPECT_NE(folder.output.find("is a folder: neither a schedule name nor a schedule CSV file"), std::string::npos)
       << folder.output;
+  // A device or pipe is read as a schedule CSV since session 27 (`--schedule /dev/stdin`):
+  // /dev/null is an empty one.
   const auto device = run("schedule --schedule /dev/null --stages 2 --microbatches 2 --out -");
-  EXPECT_NE(device.output.find("'/dev/null' is not a regular file (a FIFO or device)"), std::string::npos)
+  EXPECT_EQ(device.status, 1) << device.output;
+  EXPECT_NE(device.output.find("/dev/null: no ranks (expected one row of actions per rank)"), std::string::npos)
       << device.output;
+  // A schedule piped to `perseus schedule` is checked as a file is (InputFileCli has optimize's).
+  const std::string exported = dir.write("exported.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  const auto piped = run("schedule --schedule /dev/stdin --out - < " + exported);
+  EXPECT_EQ(piped.status, 0) << piped.output;
+  EXPECT_EQ(piped.output, testing::slurp(exported)) << piped.output;
+
 }
 
 // Issue 16 row 9: a profile that parses but whose units are wrong (times in ms, energy in kJ,

@@ -187,6 +187,15 @@ TEST(InputFileCli, OptimizeReadsTheScheduleFromAPipe) {
   EXPECT_NE(bad.output.find("/dev/stdin:1 (rank 0), action 2: '0X9' has unknown kind 'X'"), std::string::npos)
       << bad.output;
   EXPECT_FALSE(fs::exists(tmp.path() / "bad"));
+  // One stream cannot be both the profile and the schedule (the profile was reported as a bad
+  // schedule; session 27's trial).
+  const auto twice = shell("cat " + schedule + " | " + std::string(PERSEUS_BINARY) +
+                           " optimize --profile /dev/stdin --schedule /dev/stdin --p2p-power 75 --out " +
+                           (tmp.path() / "twice").string());
+  EXPECT_EQ(twice.status, 2) << twice.output;
+  EXPECT_NE(twice.output.find("--schedule: reads the same stream as --profile (/dev/stdin), which can be read once"),
+            std::string::npos)
+      << twice.output;
 }
 
 TEST(InputFileCli, EndlessStreamIsRefused) {

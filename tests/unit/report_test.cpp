@@ -470,11 +470,23 @@ TEST(Report, PointsAddNamedBaselines) {
   opt.points_csv = (fs::path(job.out) / "frontier.csv").string();
   EXPECT_NE(report_error(job.out, opt).find("a whole frontier is drawn with --reference"), std::string::npos)
       << report_error(job.out, opt);
-  opt.points_csv = job.profile;  // a profile given by mistake, as --points or --reference
-  EXPECT_NE(report_error(job.out, opt).find("this is a profile"), std::string::npos);
+  // A profile given by mistake, as --points or --reference: each asks for what it takes (--points
+  // suggested a frontier.csv, which it then refuses; session 27's trial).
+  opt.points_csv = job.profile;
+  EXPECT_NE(report_error(job.out, opt).find("this is a profile (stage, instruction, ... columns), not iteration "
+                                            "points; give named points (name,time_s,energy_j)"),
+            std::string::npos)
+      << report_error(job.out, opt);
   opt.points_csv.clear();
+  opt.reference_csv = (fs::path(job.out).parent_path() / "header_only.csv").string();
+  std::ofstream(opt.reference_csv) << "time_s,energy_j\n";
+  EXPECT_NE(report_error(job.out, opt).find("header_only.csv: has a header but no rows; expected at least one point"),
+            std::string::npos)
+      << report_error(job.out, opt);
   opt.reference_csv = job.profile;
-  EXPECT_NE(report_error(job.out, opt).find("this is a profile"), std::string::npos);
+  EXPECT_NE(report_error(job.out, opt).find("not iteration points; give a frontier CSV (time_s,energy_j"),
+            std::string::npos)
+      << report_error(job.out, opt);
 }
 
 // A schedule CSV planned by optimize: the report uses the folder's copy (schedule.csv), even
