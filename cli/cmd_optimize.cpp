@@ -135,7 +135,8 @@ void register_optimize(CLI::App& app) {
     const auto names = schedule_names();
     const bool named = std::find(names.begin(), names.end(), cfg->problem.schedule) != names.end();
     std::error_code ec;
-    if (!named && cfg->problem.schedule == cfg->profile_path && !std::filesystem::is_regular_file(cfg->profile_path, ec))
+    if (!named && cfg->problem.schedule == cfg->profile_path &&
+        !std::filesystem::is_regular_file(cfg->profile_path, ec))
       throw CLI::ValidationError("--schedule", "reads the same stream as --profile (" + cfg->problem.schedule +
                                                    "), which can be read once; give one of them as a file");
     const bool stream = !named && is_stream_path(cfg->problem.schedule);  // `--schedule /dev/stdin`, `<(cmd)`

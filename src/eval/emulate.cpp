@@ -371,13 +371,21 @@ void check_same_pipeline(const std::string& out_dir, const EmulationConfig& cfg)
   // otherwise would be shown beside a different one (session 27's trial: a graph-cut folder's
   // Summary said 15.31 % where its Emulation table said 15.94 %).
   std::vector<std::string> planned;
-  auto differs = [&](const char* key, const nlohmann::json& standard) { return in.contains(key) && in[key] != standard; };
+  auto differs = [&](const char* key, const nlohmann::json& standard) {
+    return in.contains(key) && in[key] != standard;
+  };
   if (differs("planner", to_string(cfg.planner_mode))) planned.push_back("planner " + field("planner"));
   if (differs("bound", to_string(BoundMethod::kAuto))) planned.push_back("bound " + field("bound"));
   if (differs("reclaim_slack", true)) planned.push_back("--no-reclaim");
-  if (differs("max_lp_solves", PlannerOptions{}.max_lp_solves)) planned.push_back("max_lp_solves " + field("max_lp_solves"));
+  if (differs("max_lp_solves", PlannerOptions{}.max_lp_solves))
+    planned.push_back("max_lp_solves " + field("max_lp_solves"));
   if (differs("polish_s", 0)) planned.push_back("polish " + field("polish_s") + " s");
-  if (summary.value("partial", false)) planned.push_back("a partial frontier (" + summary.value("partial_reason", "") + ")");
+  if (summary.contains("partial") && summary["partial"] == true) {  // a hand-edited summary may hold anything
+    const auto reason = summary.find("partial_reason");
+    planned.push_back("a partial frontier" + (reason != summary.end() && reason->is_string()
+                                                  ? " (" + quote_input(reason->get<std::string>(), 64) + ")"
+                                                  : std::string()));
+  }
   if (!planned.empty() && theirs == ours && !profile_differs) {
     throw InputError("out_dir", fmt::format("{}: holds a perseus optimize run of this pipeline planned with {}; emulate "
                                             "plans the whole frontier with the {} planner's defaults, and `perseus "

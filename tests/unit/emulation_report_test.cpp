@@ -242,7 +242,7 @@ TEST(EmulateCli, AddsToAnOptimizeFolderWithoutStalePage) {
               0);
     const auto r = testing::run(emulate_args("1.05", folder));
     EXPECT_EQ(r.status, 1) << planned << ": " << r.output;
-    const std::string how = planned[2] == 'p' ? "planner \"graph-cut\"" : "a partial frontier (max_points)";
+    const std::string how = planned[2] == 'p' ? "planner \"graph-cut\"" : "a partial frontier ('max_points')";
     EXPECT_NE(r.output.find("holds a perseus optimize run of this pipeline planned with " + how),
               std::string::npos)
         << r.output;
