@@ -64,6 +64,8 @@ void register_schedule(CLI::App& app) {
     // A piped schedule CSV (`--schedule /dev/stdin`) is checked like a file, as optimize reads it.
     if (!named && is_stream_path(a->schedule)) keep_stream_input(a->schedule, "schedule");
     Schedule s;
+    // Not schedule_is_file(): this is_regular_file() throws on a link loop, which names the loop
+    // (Cli.ASymbolicLinkLoopIsAnInputErrorNotABug); the non-throwing one reads it as "no file".
     if (!named && (std::filesystem::is_regular_file(a->schedule) || is_kept_stream(a->schedule))) {
       // --stages/--microbatches/--chunks given with a file are checked against it, never ignored.
       ProblemSpec spec;
