@@ -116,7 +116,8 @@ void register_optimize(CLI::App& app) {
       ->check(integer_in(1, 1'000'000'000));
   cmd->add_option("--polish", cfg->polish_s,
                   "Certified planner: spend up to S more seconds improving the plans furthest from the lower bound "
-                  "(and the plan at the all-max time) by window search with COIN-OR CBC (default 0: none; "
+                  "and at the deadlines between them (and the plan at the all-max time) with COIN-OR CBC: whole-DAG MILPs "
+                  "on pipelines of up to 512 computations, then window search (default 0: none; "
                   "docs/planner2.md)")
       ->check(number_in(0, 86400, "s"));
   cmd->add_option("--max-lp-solves", cfg->max_lp_solves,

@@ -123,12 +123,15 @@ struct PlannerOptions {
   /// solve with more (LP-stage points) keeps this many spread evenly by index, both ends kept.
   /// Either way the frontier is marked Frontier::partial.
   std::int64_t max_points = 0;
-  /// kCertified: seconds of window search (large-neighbourhood search, src/planner/window_search.hpp)
-  /// on the finished frontier's plans, 0..86400 (0, the default: none). Windows of computations
-  /// are re-solved exactly with COIN-OR CBC, every other op's clock held; the points furthest
-  /// from the lower bound (and the plan at the all-max time) first. A better plan is kept only
-  /// when the profile evaluates it better at its deadline and not slower. Wall clock, within
-  /// time_budget_s; cancellation (`cancelled`) is polled per CBC node.
+  /// kCertified: seconds of polish on the finished frontier's plans, 0..86400 (0, the default:
+  /// none), with COIN-OR CBC (src/planner/window_search.hpp, window_polish.cpp): the plan at the
+  /// all-max time by window search (windows of computations re-solved exactly, every other op's
+  /// clock held); then, on DAGs of up to 512 computations, whole-DAG MILPs restricted to hull
+  /// clocks at every point and deadline still more than refine_gap_pct above the lower bound,
+  /// worst first; then window search at each of them. A better plan is kept only when the
+  /// profile evaluates it better at its deadline and not slower. Wall clock, within
+  /// time_budget_s; cancellation (`cancelled`) is polled per CBC node. docs/planner2.md
+  /// (sessions 7 and 28) has what S seconds buy.
   double polish_time_s = 0;
   /// Threads of the solve itself (1..1024): with >= 2, PlannerMode::kCertified runs the first
   /// part of its bound stage (the LP stage's sampled solves, or the whole hull walk) beside the

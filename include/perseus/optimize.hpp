@@ -36,7 +36,7 @@ struct OptimizeConfig {
   double time_budget_s = -1;
   /// Bound on the frontier's points (PlannerOptions::max_points; 0: none, 1..1e9).
   std::int64_t max_points = 0;
-  /// Seconds of window search on the certified frontier's plans (PlannerOptions::polish_time_s;
+  /// Seconds of polish (CBC) on the certified frontier's plans (PlannerOptions::polish_time_s;
   /// 0..86400, 0: none). summary.json then has inputs.polish_s, num_polished_points,
   /// num_polish_windows and polish_time_s.
   double polish_s = 0;

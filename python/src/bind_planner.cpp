@@ -543,9 +543,10 @@ time, s, added to every computation that sends to another GPU. Both finite, in [
 exactly `perseus optimize --op-overhead/--p2p-latency` (TimelineOverheads, docs/validation.md:
 calibrate op_overhead_s with `perseus validate` on all-max runs). summary['op_overhead_s'] and
 summary['p2p_latency_s'] echo them.
-polish_s: seconds of window search on the frontier's plans furthest from the lower bound and at
-the all-max time (each window of computations re-solved exactly with COIN-OR CBC, the other
-clocks held; a plan is replaced only when it is better at its deadline and not slower); 0..86400,
+polish_s: seconds of polish with COIN-OR CBC on the frontier's plans furthest from the lower
+bound, at the deadlines between them and at the all-max time (whole-DAG MILPs on pipelines of up
+to 512 computations, then windows of computations re-solved exactly with the other clocks held;
+a plan is replaced only when it is better at its deadline and not slower); 0..86400,
 default 0 (none), as `perseus optimize --polish` (InputError otherwise). summary['polish_s']
 echoes it, summary['num_polished_points'] counts the plans it improved.
 max_lp_solves: certified planner: LP solves at most (the LP bound's, or the refinement after the hull

@@ -156,9 +156,20 @@ class FrontierBuilder {
   /// the stage runs beside the walk (`stop` possible), else reported at most every 1 % (`last`).
   void report(SolveStage stage, double fraction, const std::stop_token& stop, std::atomic<double>* beside,
               double& last) const;
-  /// PlannerOptions::polish_time_s (window_polish.cpp): window search on the frontier's plans
-  /// furthest from the bound and at the all-max time; improved plans join raw_points_ / stored_.
+  /// PlannerOptions::polish_time_s (window_polish.cpp): whole-DAG solves on hull vertices (DAGs
+  /// up to 4,096 computations), then window search, on the frontier's plans furthest from the
+  /// bound and at the all-max time; improved plans join raw_points_ / stored_.
   void polish();
+  /// A deadline to polish (s), the gap to the bound there (%) of the plan chosen for it now, and
+  /// that plan's point.
+  struct PolishTarget {
+    double gap_pct, deadline_s;
+    FrontierPoint point;
+  };
+  /// The polish targets of the frontier so far, largest gap first: the plan at the all-max time
+  /// (gap +infinity), every point at its own time, and between two points the deadline where the
+  /// faster one's gap crosses PlannerOptions::refine_gap_pct (window_polish.cpp).
+  std::vector<PolishTarget> polish_targets() const;
   /// Throws PlanningCancelled when PlannerOptions::cancelled says so (on the solve's thread).
   void throw_if_cancelled() const {
     if (opt_.cancelled && opt_.cancelled()) throw PlanningCancelled("planning cancelled");

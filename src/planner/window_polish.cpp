@@ -1,9 +1,12 @@
-// The certified planner's polish stage (PlannerOptions::polish_time_s): window search
-// (window_search.hpp) on the finished frontier's plans, worst gaps to the bound first.
+// The certified planner's polish stage (PlannerOptions::polish_time_s): whole-DAG solves on hull
+// vertices, then window search (window_search.hpp), on the finished frontier's plans, worst gaps
+// to the bound first.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -14,6 +17,57 @@
 
 namespace perseus {
 
+namespace {
+/// Largest DAG (computations) that gets whole-DAG solves on hull vertices, and the
+/// branch-and-bound nodes each may take (WindowSearch::improve_whole_dag_on_hull()).
+constexpr int kHullMilpMaxOps = 512;
+constexpr int kHullMilpNodes = 100;
+}  // namespace
+
+std::vector<FrontierBuilder::PolishTarget> FrontierBuilder::polish_targets() const {
+  const double pipe_w = opt_.p_block_w * f_.dag_->num_ranks();
+  // Fastest first.
+  const std::vector<FrontierPoint> kept = detail::pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
+  double t_allmax = 0;
+  for (const auto& rp : raw_points_)
+    if (rp.second) t_allmax = rp.first.time_s;
+  std::vector<PolishTarget> targets;
+  const FrontierPoint* at_allmax = nullptr;
+  for (const auto& p : kept)
+    if (p.time_s <= t_allmax && (at_allmax == nullptr || p.energy_j < at_allmax->energy_j)) at_allmax = &p;
+  if (at_allmax != nullptr) targets.push_back({std::numeric_limits<double>::infinity(), t_allmax, *at_allmax});
+  for (const auto& p : kept) {
+    const double lb = f_.lower_bound_at(p.time_s);
+    if (lb > 0 && !(at_allmax == &p && p.time_s == t_allmax))
+      targets.push_back({100 * (p.energy_j - lb) / lb, p.time_s, p});
+  }
+  // And between two points, where the faster one, blocking at P_block until the deadline, is
+  // the plan chosen (Frontier::max_deadline_gap_pct()): its gap grows with the deadline, largest
+  // just below the slower point's time. The target is the deadline where it crosses
+  // refine_gap_pct, so a new plan there leaves the interval before it within that gap; one just
+  // below the slower point would land a hair faster than it and move the worst deadline by as
+  // little. Ranked by the interval's largest gap; none where the faster point is itself above
+  // refine_gap_pct (its own target comes first) or the whole interval is within it.
+  const double thr = opt_.refine_gap_pct;
+  for (std::size_t i = 0; i + 1 < kept.size(); ++i) {
+    const FrontierPoint& p = kept[i];
+    auto gap_at = [&](double d) {
+      const double lb = f_.lower_bound_at(d);
+      return lb > 0 ? 100 * (p.energy_j + pipe_w * (d - p.time_s) - lb) / lb : 0.0;
+    };
+    const double end = kept[i + 1].time_s * (1 - 1e-12), worst = gap_at(end);
+    if (!(end > p.time_s) || !(worst > thr) || !(gap_at(p.time_s) < thr)) continue;
+    double lo = p.time_s, hi = end;  // gap_at(lo) < thr < gap_at(hi): gap_at grows with d
+    for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (gap_at(mid) < thr ? lo : hi) = mid;
+    }
+    targets.push_back({worst, lo, p});
+  }
+  std::stable_sort(targets.begin(), targets.end(),
+                   [](const PolishTarget& a, const PolishTarget& b) { return a.gap_pct > b.gap_pct; });
+  return targets;
+}
 
 void FrontierBuilder::polish() {
   if (opt_.polish_time_s <= 0 || f_.partial()) return;
@@ -21,41 +75,21 @@ void FrontierBuilder::polish() {
   const Dag& dag = *f_.dag_;
   const int n = dag.num_ops();
   const double pipe_w = opt_.p_block_w * dag.num_ranks();
-  // Targets: (priority, deadline, raw point). The plan at the all-max time first, then every
-  // frontier point by its gap to the bound at its own time, largest first.
-  const std::vector<FrontierPoint> kept = detail::pareto_filter(raw_points_, pipe_w, kFrontierDominanceRelTol);
-  double t_allmax = 0;
-  for (const auto& rp : raw_points_)
-    if (rp.second) t_allmax = rp.first.time_s;
-  struct Target {
-    double priority, deadline_s;
-    FrontierPoint point;
-  };
-  std::vector<Target> targets;
-  const FrontierPoint* at_allmax = nullptr;
-  for (const auto& p : kept)
-    if (p.time_s <= t_allmax && (at_allmax == nullptr || p.energy_j < at_allmax->energy_j)) at_allmax = &p;
-  if (at_allmax != nullptr) targets.push_back({std::numeric_limits<double>::infinity(), t_allmax, *at_allmax});
-  for (const auto& p : kept) {
-    const double lb = f_.lower_bound_at(p.time_s);
-    if (lb > 0 && !(at_allmax == &p && p.time_s == t_allmax)) targets.push_back({(p.energy_j - lb) / lb, p.time_s, p});
-  }
-  std::stable_sort(targets.begin(), targets.end(),
-                   [](const Target& a, const Target& b) { return a.priority > b.priority; });
-
   detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w);
   bool cancelled = false, over_budget = false;
-  // Each target after the first gets at most a tenth of the budget (at least kMinTargetS), so
-  // several of the worst points improve rather than one.
+  // In the window pass each target after the first gets at most a tenth of the budget (at
+  // least kMinTargetS), so several of the worst points improve rather than one.
   constexpr double kMinTargetS = 1.0;
   const double target_cap_s = std::max(kMinTargetS, 0.1 * opt_.polish_time_s);
   auto target_start = t0;
   bool capped = false;  // the current target has a cap
   double reported = -1;
+  bool out_of_time = false;  // the whole polish is over: no more polls of opt_.cancelled
   const std::function<bool()> stop = [&] {
+    if (out_of_time || cancelled || over_budget) return true;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - t0).count();
-    if (elapsed >= opt_.polish_time_s) return true;
+    if (elapsed >= opt_.polish_time_s) return out_of_time = true;
     report(SolveStage::kPolish, elapsed / opt_.polish_time_s, {}, nullptr, reported);
     if (capped && std::chrono::duration<double>(now - target_start).count() >= target_cap_s) return true;
     if (over_time_budget()) return over_budget = true;
@@ -66,26 +100,33 @@ void FrontierBuilder::polish() {
   std::vector<std::uint16_t> choice(n);
   std::vector<std::vector<std::uint16_t>> polished;  // plans improved so far
   TimelineScratch timeline;
-  for (const Target& t : targets) {
-    capped = false;
-    if (stop()) break;
-    capped = &t != &targets.front();
-    target_start = std::chrono::steady_clock::now();
-    const FrontierPoint& p = t.point;
-    choice = choice_of(p);
-    // A plan polished earlier meets this deadline too when it is not slower: start from the
-    // best of them and the point's own plan.
-    double e_best = search.energy_at(choice, t.deadline_s);
+  // The best plan so far for t's deadline into `out` (t's point's own plan, or one polished
+  // earlier that is not slower than the deadline); returns its energy at the deadline, J.
+  auto best_plan_for = [&](const PolishTarget& t, std::vector<std::uint16_t>& out) {
+    out = choice_of(t.point);
+    double e_best = search.energy_at(out, t.deadline_s);
     for (const auto& prev : polished) {
       const double e = search.energy_at(prev, t.deadline_s);
       if (e < e_best) {
-        choice = prev;
+        out = prev;
         e_best = e;
       }
     }
+    return e_best;
+  };
+  // One target: start from the best plan for its deadline, improve it, keep it as a new point
+  // when the planner's own evaluator agrees.
+  auto polish_target = [&](const PolishTarget& t, bool windows) {
+    best_plan_for(t, choice);
     double e_start = 0;
     const double t_start = timeline_and_energy(choice, e_start, timeline);
-    if (!search.improve(choice, t.deadline_s, stop, stats)) continue;
+    if (windows) {
+      if (!search.improve(choice, t.deadline_s, stop, stats)) return;
+    } else {
+      ++stats.windows;
+      if (!search.improve_whole_dag_on_hull(choice, t.deadline_s, kHullMilpNodes, stop)) return;
+      ++stats.improved;
+    }
     // Kept only when the planner's own evaluator agrees: not slower than the deadline, and less
     // energy at it than the plan it started from.
     FrontierPoint q;
@@ -93,14 +134,54 @@ void FrontierBuilder::polish() {
     q.time_s = timeline_and_energy(choice, q.energy_j, timeline);
     if (!(q.time_s <= t.deadline_s &&
           q.energy_j + pipe_w * (t.deadline_s - q.time_s) < e_start + pipe_w * (t.deadline_s - t_start)))
-      continue;
+      return;
     q.energy_before_reclaim_j = q.energy_j;
     q.stored_plan = static_cast<std::int32_t>(stored_.size());
     stored_.push_back(choice);
     polished.push_back(choice);
     raw_points_.push_back({q, false});
     ++f_.num_polished_points;
+  };
+  // Gap to the bound (%) at t's deadline of the best plan so far for it.
+  std::vector<std::uint16_t> scratch;
+  auto gap_now = [&](const PolishTarget& t) {
+    const double lb = f_.lower_bound_at(t.deadline_s);
+    return 100 * (best_plan_for(t, scratch) - lb) / lb;
+  };
+  // One pass: rounds over the targets, worst first, each deadline solved at most once. Within a
+  // round the targets are fixed (re-ranking them after each solve chases deadlines a hair
+  // apart); the next round takes the targets the new plans made. A target is solved while its
+  // gap is above refine_gap_pct (every target in the window pass's first round); the pass ends
+  // when a round solves nothing.
+  std::set<double> tried_milp, tried_windows;
+  auto run_pass = [&](bool windows) {
+    std::set<double>& tried = windows ? tried_windows : tried_milp;
+    for (int round = 0; !stop(); ++round) {
+      bool solved = false;
+      const auto targets = polish_targets();
+      for (const PolishTarget& t : targets) {
+        capped = false;
+        if (stop()) break;
+        if (!(windows && round == 0) && !(gap_now(t) > opt_.refine_gap_pct)) continue;
+        if (!tried.insert(t.deadline_s).second) continue;
+        // Window searches after the first get at most target_cap_s each.
+        capped = windows && (round > 0 || &t != &targets.front());
+        target_start = std::chrono::steady_clock::now();
+        polish_target(t, windows);
+        solved = true;
+      }
+      if (!solved) break;
+    }
+  };
+  // Window search at the all-max time first (the saving there is the headline, and the plan
+  // it finds moves the deadlines near T_min), then whole-DAG solves (DAGs up to
+  // kHullMilpMaxOps), then window searches.
+  if (const auto first = polish_targets(); !first.empty() && std::isinf(first.front().gap_pct)) {
+    tried_windows.insert(first.front().deadline_s);
+    polish_target(first.front(), /*windows=*/true);
   }
+  if (n <= kHullMilpMaxOps) run_pass(/*windows=*/false);
+  run_pass(/*windows=*/true);
   if (cancelled) throw PlanningCancelled("planning cancelled");
   if (!over_budget) report(SolveStage::kPolish, 1, {}, nullptr, reported);
   if (over_budget && !f_.partial()) {

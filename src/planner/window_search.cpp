@@ -5,51 +5,19 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
 
 #include <fmt/core.h>
-#include <CbcEventHandler.hpp>
-#include <CbcModel.hpp>
-#include <CbcSolver.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <OsiClpSolverInterface.hpp>
 
+#include "cbc_driver.hpp"
 #include "plan_improve.hpp"
 
 namespace perseus::detail {
-
-namespace {
-
-/// Ends CBC's search at the next node once `stop` returns true.
-class StopHandler final : public CbcEventHandler {
- public:
-  explicit StopHandler(const std::function<bool()>* stop) : stop_(stop) {}
-  CbcAction event(CbcEvent which) override {
-    // Only between nodes (CbcEventHandler's documented stopping point), not inside a node's
-    // cuts or heuristics.
-    if (which == node && stop_ && *stop_ && (*stop_)()) return CbcEventHandler::stop;
-    return noAction;
-  }
-  CbcEventHandler* clone() const override { return new StopHandler(*this); }
-
- private:
-  const std::function<bool()>* stop_;
-};
-
-int no_callback(CbcModel*, int) { return 0; }
-
-/// CbcMain0/CbcMain1 parse their arguments through globals (CbcOrClpRead_mode and friends):
-/// one solve at a time in the process.
-std::mutex& cbc_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-}  // namespace
 
 WindowSearch::WindowSearch(const Dag& dag, const std::vector<const Candidates*>& cands, double p_block_w,
                            WindowSearchConfig config)
@@ -262,25 +230,8 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   // The feasibility pump and RINS heuristics are off: their sub-branch-and-bound can abort the
   // process (an assertion in OsiClpSolverInterface::crunch() under CglPreProcess, CBC 2.10.8,
   // seen on the llama profile), and with the incumbent as cutoff they rarely matter.
-  const char* argv[] = {"perseus", "-log", "0",     "-cutoff", cutoff.c_str(), "-sec", seconds.c_str(),
-                        "-feas",   "off",  "-rins", "off",     "-solve",       "-quit"};
-  std::vector<double> x;
-  {
-    const std::lock_guard<std::mutex> lock(cbc_mutex());
-    CbcModel model(solver);
-    StopHandler handler(&stop);
-    model.passInEventHandler(&handler);
-    model.messageHandler()->setLogLevel(0);
-    CbcSolverUsefulData data;
-    data.noPrinting_ = true;
-    data.useSignalHandler_ = false;
-    CbcMain0(model, data);
-    CbcMain1(static_cast<int>(std::size(argv)), argv, model, no_callback, data);
-    // CBC may leave the solution of a problem its preprocessing solved without counting it
-    // (getSolutionCount() 0): any x it returns is rounded and judged by the profile below.
-    if (const double* best = model.bestSolution(); best != nullptr && model.getNumCols() == cols)
-      x.assign(best, best + cols);
-  }
+  const std::vector<double> x =
+      solve_with_cbc(solver, {"-cutoff", cutoff, "-sec", seconds, "-feas", "off", "-rins", "off"}, stop);
   if (x.empty()) return false;
   std::vector<std::uint16_t> next = choice;
   for (int f = 0; f < nf; ++f) {
@@ -289,6 +240,11 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
       if (x[first_x[f] + k - lo_k[f]] > x[first_x[f] + best - lo_k[f]]) best = k;
     next[free_ops[f]] = static_cast<std::uint16_t>(best);
   }
+  return keep_if_better(std::move(next), choice, deadline_s);
+}
+
+bool WindowSearch::keep_if_better(std::vector<std::uint16_t> next, std::vector<std::uint16_t>& choice,
+                                  double deadline_s) const {
   // Slack left by the held ops is filled up to the deadline (never raises energy), unless
   // that would cross it (fill_slack's relative 1e-12 tolerance).
   std::vector<std::uint16_t> filled = next;
@@ -296,7 +252,7 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   fill_slack(dag_, cands_, filled, scratch, latest, deadline_s);
   const double e_filled = energy_at(filled, deadline_s), e_next = energy_at(next, deadline_s);
   const double after = std::min(e_filled, e_next);
-  if (!(after < before)) return false;
+  if (!(after < energy_at(choice, deadline_s))) return false;
   choice = e_filled <= e_next ? std::move(filled) : std::move(next);
   return true;
 }

@@ -67,7 +67,25 @@ class WindowSearch {
   /// +infinity when T > deadline_s. Evaluated from the candidates' profile numbers.
   double energy_at(const std::vector<std::uint16_t>& choice, double deadline_s) const;
 
+  /// One whole-DAG solve instead of windows: the exact discrete problem at deadline_s (the class
+  /// comment's MILP with every op free, in the form `perseus_planner_bench milp` writes: columns
+  /// x_ik, d_i and s_i, one precedence row per DAG edge), each op restricted to the vertices of
+  /// the lower convex hull of its candidates' (time, effective energy) (hull_vertex_indices(),
+  /// 8–11 of the 25–30 candidates on the GPT-3 A40/A100 profiles: where the LP relaxation's
+  /// optimum lies; docs/planner2.md "Session 28"). CBC runs at
+  /// most max_nodes branch-and-bound nodes (a count, not seconds, so the result does not depend
+  /// on the machine's speed), without a cutoff (with the incumbent as cutoff its diving
+  /// heuristics find nothing on these problems) and with the feasibility pump and RINS off (see
+  /// solve_window()). Its best plan is slack-filled and judged from the profile as a window's
+  /// is: `choice` is replaced, and true returned, only when it is not slower than deadline_s and
+  /// has less energy at it. `stop` is polled between nodes. Same preconditions as improve().
+  bool improve_whole_dag_on_hull(std::vector<std::uint16_t>& choice, double deadline_s, int max_nodes,
+                                 const std::function<bool()>& stop);
+
  private:
+  /// Replaces `choice` by `next` or its slack-filled version (fill_slack() up to deadline_s),
+  /// whichever has less energy at deadline_s, when that is lower than `choice`'s; true then.
+  bool keep_if_better(std::vector<std::uint16_t> next, std::vector<std::uint16_t>& choice, double deadline_s) const;
   /// The windows (op lists) for incumbent `choice`.
   std::vector<std::vector<int>> windows(const std::vector<std::uint16_t>& choice) const;
   /// Solves one window; true when `choice` was replaced by a better plan.
