@@ -1,6 +1,6 @@
-// The certified planner's polish stage (PlannerOptions::polish_time_s): whole-DAG solves on hull
-// vertices, then window search (window_search.hpp), on the finished frontier's plans, worst gaps
-// to the bound first.
+// The certified planner's polish stage (PlannerOptions::polish_time_s) on the finished frontier's
+// plans, worst gaps to the bound first: window search at the all-max time, whole-DAG solves on
+// hull vertices, then window search everywhere (window_search.hpp; docs/planner2.md "Session 28").
 #include <algorithm>
 #include <chrono>
 #include <cmath>
