@@ -156,9 +156,9 @@ class FrontierBuilder {
   /// the stage runs beside the walk (`stop` possible), else reported at most every 1 % (`last`).
   void report(SolveStage stage, double fraction, const std::stop_token& stop, std::atomic<double>* beside,
               double& last) const;
-  /// PlannerOptions::polish_time_s (window_polish.cpp): whole-DAG solves on hull vertices (DAGs
-  /// up to 4,096 computations), then window search, on the frontier's plans furthest from the
-  /// bound and at the all-max time; improved plans join raw_points_ / stored_.
+  /// PlannerOptions::polish_time_s (window_polish.cpp): window search at the all-max time, whole-DAG
+  /// solves on hull vertices (DAGs up to 512 computations), then window search, at the
+  /// polish_targets() furthest from the bound; improved plans join raw_points_ / stored_.
   void polish();
   /// A deadline to polish (s), the gap to the bound there (%) of the plan chosen for it now, and
   /// that plan's point.
