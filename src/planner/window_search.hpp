@@ -75,9 +75,10 @@ class WindowSearch {
   /// optimum lies; docs/planner2.md "Session 28"). CBC runs at most max_nodes branch-and-bound
   /// nodes (a count, not seconds, so the result does not depend on the machine's speed), without
   /// a cutoff (with the incumbent as cutoff its diving heuristics found nothing on these
-  /// problems) and with the feasibility pump and RINS off (see solve_window()). Its best plan is slack-filled and judged from the profile as a window's
-  /// is: `choice` is replaced, and true returned, only when it is not slower than deadline_s and
-  /// has less energy at it. `stop` is polled between nodes. Same preconditions as improve().
+  /// problems) and with the feasibility pump and RINS off (see solve_window()). Its best plan is
+  /// slack-filled and judged from the profile as a window's is: `choice` is replaced, and true
+  /// returned, only when it is not slower than deadline_s and has less energy at it. `stop` is
+  /// polled between nodes. Same preconditions as improve().
   bool improve_whole_dag_on_hull(std::vector<std::uint16_t>& choice, double deadline_s, int max_nodes,
                                  const std::function<bool()>& stop);
 
