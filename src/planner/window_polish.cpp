@@ -101,18 +101,22 @@ void FrontierBuilder::polish() {
   std::vector<std::uint16_t> choice(n);
   std::vector<std::vector<std::uint16_t>> polished;  // plans improved so far
   TimelineScratch timeline;
-  // The best plan so far for t's deadline into `out` (t's point's own plan, or one polished
-  // earlier that is not slower than the deadline); returns its energy at the deadline, J.
-  auto best_plan_for = [&](const PolishTarget& t, std::vector<std::uint16_t>& out) {
-    out = choice_of(t.point);
-    double e_best = search.energy_at(out, t.deadline_s);
-    for (const auto& prev : polished) {
-      const double e = search.energy_at(prev, t.deadline_s);
-      if (e < e_best) {
-        out = prev;
+  // T (s) and E (J) of each polished plan, by the planner's evaluator (as the frontier's points).
+  std::vector<double> polished_time, polished_energy;
+  // The best plan so far for t's deadline: t's point's own plan, or one polished earlier that is
+  // not slower than the deadline (blocking at P_block until it). Its energy at the deadline (J)
+  // from the points' numbers, no timeline; the plan itself into `out` when given.
+  auto best_plan_for = [&](const PolishTarget& t, std::vector<std::uint16_t>* out) {
+    double e_best = t.point.energy_j + pipe_w * (t.deadline_s - t.point.time_s);
+    int best = -1;
+    for (std::size_t k = 0; k < polished.size(); ++k) {
+      const double e = polished_energy[k] + pipe_w * (t.deadline_s - polished_time[k]);
+      if (polished_time[k] <= t.deadline_s && e < e_best) {
+        best = static_cast<int>(k);
         e_best = e;
       }
     }
+    if (out != nullptr) *out = best < 0 ? choice_of(t.point) : polished[static_cast<std::size_t>(best)];
     return e_best;
   };
   // The polished plans nearest to a deadline in time (the fastest slower than it and the
@@ -120,7 +124,7 @@ void FrontierBuilder::polish() {
   // neighbouring deadlines' plans differ little, so this often is within refine_gap_pct
   // already, for the cost of a few timelines instead of a MILP. Replaces `c` when better;
   // returns its energy at the deadline, J.
-  std::vector<double> polished_time, fill_scratch, fill_latest;  // polished_time[k]: T of polished[k], s
+  std::vector<double> fill_scratch, fill_latest;
   auto derive_from_neighbours = [&](double deadline_s, std::vector<std::uint16_t>& c) {
     double e_best = search.energy_at(c, deadline_s);
     int slower = -1, faster = -1;
@@ -146,10 +150,7 @@ void FrontierBuilder::polish() {
   // neighbour), improve it unless a derived plan is already within refine_gap_pct (whole-DAG
   // pass), keep it as a new point when the planner's own evaluator agrees.
   auto polish_target = [&](const PolishTarget& t, bool windows) {
-    best_plan_for(t, choice);
-    double e_plan = 0;  // by the planner's evaluator, as the result is judged
-    const double t_plan = timeline_and_energy(choice, e_plan, timeline);
-    const double e_stored = e_plan + pipe_w * (t.deadline_s - t_plan);
+    const double e_stored = best_plan_for(t, &choice);
     const double lb = f_.lower_bound_at(t.deadline_s);
     const double e_derived = derive_from_neighbours(t.deadline_s, choice);
     if (windows) {
@@ -169,14 +170,14 @@ void FrontierBuilder::polish() {
     stored_.push_back(choice);
     polished.push_back(choice);
     polished_time.push_back(q.time_s);
+    polished_energy.push_back(q.energy_j);
     raw_points_.push_back({q, false});
     ++f_.num_polished_points;
   };
   // Gap to the bound (%) at t's deadline of the best plan so far for it.
-  std::vector<std::uint16_t> scratch;
   auto gap_now = [&](const PolishTarget& t) {
     const double lb = f_.lower_bound_at(t.deadline_s);
-    return 100 * (best_plan_for(t, scratch) - lb) / lb;
+    return 100 * (best_plan_for(t, nullptr) - lb) / lb;
   };
   // One pass: rounds over the targets, worst first, each deadline solved at most once. Within a
   // round the targets are fixed (re-ranking them after each solve chases deadlines a hair

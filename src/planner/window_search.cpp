@@ -257,8 +257,7 @@ bool WindowSearch::keep_if_better(std::vector<std::uint16_t> next, std::vector<s
   return true;
 }
 
-bool WindowSearch::improve(std::vector<std::uint16_t>& choice, double deadline_s, const std::function<bool()>& stop,
-                           WindowSearchStats& stats) {
+void WindowSearch::check_plan(const std::vector<std::uint16_t>& choice, double deadline_s) const {
   if (static_cast<int>(choice.size()) != dag_.num_ops())
     throw std::invalid_argument(fmt::format("plan has {} ops, the DAG {}", choice.size(), dag_.num_ops()));
   for (int i = 0; i < dag_.num_ops(); ++i)
@@ -266,6 +265,11 @@ bool WindowSearch::improve(std::vector<std::uint16_t>& choice, double deadline_s
       throw std::invalid_argument(fmt::format("op {}: candidate {} out of range", i, choice[i]));
   if (!std::isfinite(energy_at(choice, deadline_s)))
     throw std::invalid_argument(fmt::format("plan is slower than the deadline {} s", deadline_s));
+}
+
+bool WindowSearch::improve(std::vector<std::uint16_t>& choice, double deadline_s, const std::function<bool()>& stop,
+                           WindowSearchStats& stats) {
+  check_plan(choice, deadline_s);
   bool any = false;
   std::size_t unimproved = 0;  // windows in a row that improved nothing
   for (;;) {

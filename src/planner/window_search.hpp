@@ -83,6 +83,9 @@ class WindowSearch {
                                  const std::function<bool()>& stop);
 
  private:
+  /// Throws std::invalid_argument when `choice` does not fit the DAG (size, candidate indices)
+  /// or is slower than deadline_s (s).
+  void check_plan(const std::vector<std::uint16_t>& choice, double deadline_s) const;
   /// Replaces `choice` by `next` or its slack-filled version (fill_slack() up to deadline_s),
   /// whichever has less energy at deadline_s, when that is lower than `choice`'s; true then.
   bool keep_if_better(std::vector<std::uint16_t> next, std::vector<std::uint16_t>& choice, double deadline_s) const;

@@ -1,8 +1,9 @@
 // The polish stage's whole-DAG solve on hull vertices (WindowSearch::improve_whole_dag_on_hull(),
 // window_search.hpp).
-#include <cmath>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fmt/core.h>
 #include <CoinPackedMatrix.hpp>
@@ -16,12 +17,9 @@ namespace perseus::detail {
 
 bool WindowSearch::improve_whole_dag_on_hull(std::vector<std::uint16_t>& choice, double deadline_s, int max_nodes,
                                              const std::function<bool()>& stop) {
-  const int n = dag_.num_ops();
-  if (static_cast<int>(choice.size()) != n)
-    throw std::invalid_argument(fmt::format("plan has {} ops, the DAG {}", choice.size(), n));
+  check_plan(choice, deadline_s);
   if (max_nodes < 0) throw std::invalid_argument(fmt::format("max_nodes must be >= 0, got {}", max_nodes));
-  if (!std::isfinite(energy_at(choice, deadline_s)))
-    throw std::invalid_argument(fmt::format("plan is slower than the deadline {} s", deadline_s));
+  const int n = dag_.num_ops();
   const HullVertices hull(cands_, p_block_w_);
   // Columns: x_ik (op i at its k-th hull vertex), then d_i, then s_i (as the bench's LP file
   // orders them: CBC's heuristics follow column order).

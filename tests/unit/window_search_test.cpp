@@ -203,6 +203,9 @@ TEST(WindowSearch, WholeDagOnHullRefusesBadArguments) {
   EXPECT_THROW(search.improve_whole_dag_on_hull(choice, 0.5 * d, 10, {}), std::invalid_argument);
   std::vector<std::uint16_t> short_plan(1, 0);
   EXPECT_THROW(search.improve_whole_dag_on_hull(short_plan, d, 10, {}), std::invalid_argument);
+  std::vector<std::uint16_t> out_of_range = choice;
+  out_of_range[0] = static_cast<std::uint16_t>(t.cands[0]->points.size());
+  EXPECT_THROW(search.improve_whole_dag_on_hull(out_of_range, d, 10, {}), std::invalid_argument);
   // Stopped at the first poll (CBC's root heuristics may already have a plan): still a plan
   // meeting d and not worse.
   const double before = search.energy_at(choice, d);
