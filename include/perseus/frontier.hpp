@@ -130,8 +130,9 @@ struct PlannerOptions {
   /// clocks at every point and deadline still more than refine_gap_pct above the lower bound,
   /// worst first; then window search at each of them. A better plan is kept only when the
   /// profile evaluates it better at its deadline and not slower. Wall clock, within
-  /// time_budget_s; cancellation (`cancelled`) is polled per CBC node. docs/planner2.md
-  /// (sessions 7 and 28) has what S seconds buy.
+  /// time_budget_s; cancellation (`cancelled`) is polled per CBC node. Outside 0..86400 (or NaN):
+  /// InputError (field "polish_time_s"). docs/planner2.md (sessions 7 and 28) has what S seconds
+  /// buy; the method is ours (large-neighbourhood search and MILP with CBC), not the paper's.
   double polish_time_s = 0;
   /// Threads of the solve itself (1..1024): with >= 2, PlannerMode::kCertified runs the first
   /// part of its bound stage (the LP stage's sampled solves, or the whole hull walk) beside the
