@@ -120,6 +120,11 @@ void register_optimize(CLI::App& app) {
                   "on pipelines of up to 512 computations, then window search (default 0: none; "
                   "docs/planner2.md)")
       ->check(number_in(0, 86400, "s"));
+  cmd->add_option("--polish-solves", cfg->polish_solves,
+                  "Certified planner: polish with a budget of N CBC solves instead of (or besides) --polish S: "
+                  "each window solve is limited by branch-and-bound nodes, not seconds, so the plans do not depend "
+                  "on the machine's speed or load (default 0: none; docs/planner2.md)")
+      ->check(integer_in(0, 1'000'000));
   cmd->add_option("--max-lp-solves", cfg->max_lp_solves,
                   "Certified planner: LP solves at most (the LP bound's, or the refinement after the hull walk up to "
                   "2,048 computations; the planner also caps them at max(40, 320000 / computations)); fewer is "
@@ -166,6 +171,7 @@ void register_optimize(CLI::App& app) {
     const bool lp_solves_set = cfg->max_lp_solves != PlannerOptions{}.max_lp_solves;
     if (cfg->planner_mode == PlannerMode::kGraphCut) {
       for (const auto& [set, flag] : {std::pair{lp_solves_set, "--max-lp-solves"}, {cfg->polish_s > 0, "--polish"},
+                                      {cfg->polish_solves > 0, "--polish-solves"},
                                       {cfg->bound_method != BoundMethod::kAuto, "--bound"}}) {
         if (set) fmt::print(stderr, "warning: {} has no effect with --planner graph-cut (it computes no bound)\n", flag);
       }

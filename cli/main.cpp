@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training by planning GPU frequencies"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "perseus 0.1.0");
+  // CLI11 quotes no value it echoes (a file name in "File does not exist: ..."): escaped here.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return perseus::terminal_safe(CLI::FailureMessage::simple(a, e));
+  });
   app.footer("docs/*.md named in this help: the source tree's docs/, installed to <prefix>/share/doc/perseus/");
   perseus::cli::register_optimize(app);
   perseus::cli::register_emulate(app);
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
     return 2;  // usage errors: exit status 2
   } catch (const perseus::InputError& e) {
     wait_if_interrupted();
-    fmt::print(stderr, "perseus: error: {}\n", perseus::cli::phrase_input_error(e));
+    fmt::print(stderr, "perseus: error: {}\n", perseus::terminal_safe(perseus::cli::phrase_input_error(e)));
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     // Not a bug: an input path the file system refuses to resolve (a symbolic-link loop, a
@@ -135,7 +139,7 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     wait_if_interrupted();
-    fmt::print(stderr, "perseus: internal error: {}\n", e.what());
+    fmt::print(stderr, "perseus: internal error: {}\n", perseus::terminal_safe(e.what()));
     return 3;
   }
   return stdout_status();

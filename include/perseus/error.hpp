@@ -74,6 +74,15 @@ inline constexpr std::size_t kMaxQuotedBytes = 80;
 /// (never half a character), then "…" when cut.
 std::string escape_input(std::string_view text, std::size_t max_bytes = kMaxQuotedBytes);
 
+/// Longest error message terminal_safe() passes, bytes.
+inline constexpr std::size_t kMaxMessageBytes = 4096;
+
+/// A whole error message made safe to print on a terminal, for messages that may carry text no
+/// reader quoted (a path, an operating-system or library message): escape_input()'s rules except
+/// that newlines and backslashes are kept (values quoted inside were escaped already); at most
+/// its first `max_bytes` bytes, then "…". What the CLI and the Python module print errors with.
+std::string terminal_safe(std::string_view message, std::size_t max_bytes = kMaxMessageBytes);
+
 /// 1-based line and column (in bytes) of byte `at` of `text` (`at` past the end: its end), as
 /// error messages give a position: {line, column}.
 std::pair<long, long> line_and_column(std::string_view text, std::size_t at);

@@ -134,6 +134,14 @@ struct PlannerOptions {
   /// InputError (field "polish_time_s"). docs/planner2.md (sessions 7 and 28) has what S seconds
   /// buy; the method is ours (large-neighbourhood search and MILP with CBC), not the paper's.
   double polish_time_s = 0;
+  /// kCertified: the polish stage's budget as a count of CBC solves (window subproblems and
+  /// whole-DAG solves), 0..1,000,000 (0, the default: no count). With it each window solve is
+  /// limited by branch-and-bound nodes instead of seconds, so the polish does the same work and
+  /// gives the same plans on any machine and under any load (bit-identical frontiers), unless
+  /// polish_time_s or time_budget_s, wall-clock limits that still apply, runs out first. The
+  /// polish runs when either polish_time_s or polish_solves is > 0. Outside 0..1,000,000:
+  /// InputError (field "polish_solves"). docs/planner2.md ("Session 30") has what N solves buy.
+  int polish_solves = 0;
   /// Threads of the solve itself (1..1024): with >= 2, PlannerMode::kCertified runs the first
   /// part of its bound stage (the LP stage's sampled solves, or the whole hull walk) beside the
   /// graph-cut walk. The frontier does not depend on it.

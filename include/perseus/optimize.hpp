@@ -40,6 +40,10 @@ struct OptimizeConfig {
   /// 0..86400, 0: none). summary.json then has inputs.polish_s, num_polished_points,
   /// num_polish_windows and polish_time_s.
   double polish_s = 0;
+  /// The polish's budget as a count of CBC solves (PlannerOptions::polish_solves; 0..1,000,000,
+  /// 0: none): the same plans on any machine and under any load. Either this or polish_s > 0
+  /// turns the polish on; both: it stops at whichever is reached first.
+  int polish_solves = 0;
   /// Certified planner, LP bound: LP solves at most (PlannerOptions::max_lp_solves; 1..100000,
   /// the planner also caps them at max(40, 320000 / computations)). Fewer is faster with a looser
   /// frontier (docs/planner2.md). summary.json has inputs.max_lp_solves when it is not the default.

@@ -288,7 +288,8 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
          Real unit_time_arg, bool reclaim_slack, const py::object& plans, Strict<int> sample_arg,
          Strict<int> threads_arg, std::optional<Real> time_budget_arg,
          std::optional<Strict<std::int64_t>> max_points_arg, Real op_overhead_arg, Real p2p_latency_arg,
-         Real polish_arg, Strict<int> max_lp_solves_arg, const std::string& planner, const std::string& bound,
+         Real polish_arg, Strict<int> polish_solves_arg, Strict<int> max_lp_solves_arg, const std::string& planner,
+         const std::string& bound,
          bool strict) {
         auto opt_value = [](const auto& a) { return a ? std::optional(a->value) : std::nullopt; };
         // Real: a number but never a bool (unit_time_s=True would silently be 1 s).
@@ -300,7 +301,8 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
         const std::optional<int> stages = opt_value(stages_arg), microbatches = opt_value(microbatches_arg),
                                  chunks = opt_value(chunks_arg);
         const std::optional<std::int64_t> max_points = opt_value(max_points_arg);
-        const int sample = sample_arg.value, max_lp_solves = max_lp_solves_arg.value;
+        const int sample = sample_arg.value, max_lp_solves = max_lp_solves_arg.value,
+                  polish_solves = polish_solves_arg.value;
         const int threads = threads_arg.value;  // checked by optimize() (OptimizeConfig::threads)
         if (!p2p_power_arg) {
           throw InputError("p2p_power_w", "is required: the power of a GPU blocked on P2P communication, W (P_block, "
@@ -342,10 +344,14 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
         if (!(polish_s >= 0 && polish_s <= 86400)) {
           throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", polish_s));
         }
+        if (polish_solves < 0 || polish_solves > 1'000'000) {
+          throw InputError("polish_solves", fmt::format("must be in [0, 1000000] (0: none), got {}", polish_solves));
+        }
         // As `perseus optimize`: keywords that cannot act on a graph-cut solve are accepted but said so.
         if (*planner_mode == PlannerMode::kGraphCut) {
           for (const auto& [set, name] : {std::pair{max_lp_solves != PlannerOptions{}.max_lp_solves, "max_lp_solves"},
-                                          {polish_s > 0, "polish_s"}, {*bound_method != BoundMethod::kAuto, "bound"}}) {
+                                          {polish_s > 0, "polish_s"}, {polish_solves > 0, "polish_solves"},
+                                          {*bound_method != BoundMethod::kAuto, "bound"}}) {
             if (set && PyErr_WarnEx(PyExc_UserWarning,
                                     fmt::format("{} has no effect with planner='graph-cut' (it computes no bound)", name)
                                         .c_str(),
@@ -406,6 +412,7 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
         cfg.time_budget_s = time_budget_s.value_or(-1.0);
         cfg.max_points = max_points.value_or(0);
         cfg.polish_s = polish_s;
+        cfg.polish_solves = polish_solves;
         cfg.max_lp_solves = max_lp_solves;
         cfg.sample = sample;
         bool interrupted = false;  // a Python signal handler raised during the solve
@@ -481,6 +488,7 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
         summary["op_overhead_s"] = op_overhead_s;
         summary["p2p_latency_s"] = p2p_latency_s;
         summary["polish_s"] = polish_s;
+        summary["polish_solves"] = polish_solves;
         summary["num_polished_points"] = front.num_polished_points;
         summary["max_lp_solves"] = max_lp_solves;
         py::dict out;
@@ -508,7 +516,7 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
       py::arg("backward_input_fraction") = py::none(), py::arg("unit_time_s") = 1e-3,
       py::arg("reclaim_slack").noconvert() = true, py::arg("plans") = "sampled", py::arg("sample") = 0, py::arg("threads") = 1,
       py::arg("time_budget_s") = py::none(), py::arg("max_points") = py::none(), py::arg("op_overhead_s") = 0.0,
-      py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
+      py::arg("p2p_latency_s") = 0.0, py::arg("polish_s") = 0.0, py::arg("polish_solves") = 0, py::arg("max_lp_solves") = PlannerOptions{}.max_lp_solves,
       py::arg("planner") = "certified", py::arg("bound") = "auto", py::arg("strict").noconvert() = false,
       R"doc(
 Computes the iteration time-energy Pareto frontier of one pipeline (Perseus SOSP'24 §4.2).
@@ -549,6 +557,10 @@ to 512 computations, then windows of computations re-solved exactly with the oth
 a plan is replaced only when it is better at its deadline and not slower); 0..86400,
 default 0 (none), as `perseus optimize --polish` (InputError otherwise). summary['polish_s']
 echoes it, summary['num_polished_points'] counts the plans it improved.
+polish_solves: the polish's budget as a count of CBC solves instead of (or besides) seconds,
+0..1000000, default 0 (none), as `perseus optimize --polish-solves`: each window solve is then
+limited by branch-and-bound nodes, so the plans are the same on any machine and under any load
+(unless polish_s runs out first). summary['polish_solves'] echoes it.
 max_lp_solves: certified planner: LP solves at most (the LP bound's, or the refinement after the hull
 walk up to 2,048 computations), 1..100000 (InputError otherwise), default 400 (the planner also caps them at max(40, 320000 /
 computations)); fewer is faster with a slightly looser frontier and bound, as `perseus optimize
@@ -584,7 +596,7 @@ Returns a dict of plain Python types:
                when auto added the hull walk below 256 computations, then num_hull_walk_steps > 0;
                None with planner='graph-cut' or a solve stopped before the bound stage),
                'partial', 'partial_reason', 'partial_detail', 'op_overhead_s', 'p2p_latency_s', 'polish_s',
-               'num_polished_points', 'max_lp_solves', 'approximations', 'warnings'};
+               'polish_solves', 'num_polished_points', 'max_lp_solves', 'approximations', 'warnings'};
   'schedule': as returned by schedule().
 Times in s, energies in J (one pipeline, one iteration), frequencies in MHz.
 Raises perseus.InputError for a bad profile, sizes (0 included), schedule name or option value,

@@ -98,7 +98,9 @@ void bind_errors(py::module_& m) {
         if (o == nullptr) throw py::error_already_set();
         return py::reinterpret_steal<py::str>(o);
       };
-      py::object exc = py::handle(error.ptr())(decoded(e.phrased(keyword_for_field), "backslashreplace"));
+      // The message is safe to print (a path in it may hold control characters); `source` is data.
+      py::object exc =
+          py::handle(error.ptr())(decoded(terminal_safe(e.phrased(keyword_for_field)), "backslashreplace"));
       exc.attr("field") = in_file ? e.field() : keyword_for_field(e.field());
       exc.attr("source") = decoded(e.source(), "surrogateescape");
       exc.attr("line") = e.line();

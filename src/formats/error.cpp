@@ -88,9 +88,8 @@ bool invisible(char32_t cp) {
          cp == 0xFEFF;
 }
 
-}  // namespace
-
-std::string escape_input(std::string_view text, std::size_t max_bytes) {
+/// escape_input(); with `message` newlines and backslashes are kept (terminal_safe()).
+std::string escape(std::string_view text, std::size_t max_bytes, bool message) {
   std::string out;
   std::size_t i = 0;
   while (i < text.size()) {
@@ -99,6 +98,8 @@ std::string escape_input(std::string_view text, std::size_t max_bytes) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (n == 0) {  // not UTF-8
       out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    } else if (message && (c == '\\' || c == '\n')) {
+      out += static_cast<char>(c);
     } else if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
@@ -125,6 +126,12 @@ std::string escape_input(std::string_view text, std::size_t max_bytes) {
   if (i < text.size()) out += "\u2026";  // …
   return out;
 }
+
+}  // namespace
+
+std::string escape_input(std::string_view text, std::size_t max_bytes) { return escape(text, max_bytes, false); }
+
+std::string terminal_safe(std::string_view message, std::size_t max_bytes) { return escape(message, max_bytes, true); }
 
 std::string quote_input(std::string_view text, std::size_t max_bytes) {
   std::string out = "'" + escape_input(text, max_bytes) + "'";

@@ -59,6 +59,9 @@ void check_options(const OptimizeConfig& cfg) {
   if (!(cfg.polish_s >= 0 && cfg.polish_s <= 86400)) {
     throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", cfg.polish_s));
   }
+  if (cfg.polish_solves < 0 || cfg.polish_solves > 1'000'000) {
+    throw InputError("polish_solves", fmt::format("must be in [0, 1000000] (0: none), got {}", cfg.polish_solves));
+  }
 }
 
 
@@ -183,8 +186,9 @@ json summary_json(const OptimizeResult& r, const OptimizeConfig& cfg) {
     j["inputs"]["op_overhead_s"] = cfg.problem.overheads.op_overhead_s;
   }
   if (cfg.max_lp_solves != PlannerOptions{}.max_lp_solves) j["inputs"]["max_lp_solves"] = cfg.max_lp_solves;
-  if (cfg.polish_s > 0) {  // window search (PlannerOptions::polish_time_s)
+  if (cfg.polish_s > 0 || cfg.polish_solves > 0) {  // PlannerOptions::polish_time_s, polish_solves
     j["inputs"]["polish_s"] = cfg.polish_s;
+    j["inputs"]["polish_solves"] = cfg.polish_solves;
     j["num_polished_points"] = r.frontier.num_polished_points;
     j["num_polish_windows"] = r.frontier.num_polish_windows;
     j["polish_time_s"] = r.frontier.polish_time_s;
@@ -238,6 +242,7 @@ OptimizeResult optimize(Problem problem, const OptimizeConfig& cfg,
   opt.time_budget_s = cfg.time_budget_s + 0.0;  // -0 reads as 0 in messages
   opt.max_points = cfg.max_points;
   opt.polish_time_s = cfg.polish_s;
+  opt.polish_solves = cfg.polish_solves;
   opt.max_lp_solves = cfg.max_lp_solves;
   opt.threads = resolved_threads(cfg.threads);
   opt.progress = progress;

@@ -23,6 +23,10 @@ namespace {
 /// branch-and-bound nodes each may take (WindowSearch::improve_whole_dag_on_hull()).
 constexpr int kHullMilpMaxOps = 512;
 constexpr int kHullMilpNodes = 100;
+/// With PlannerOptions::polish_solves: the branch-and-bound nodes of each window solve (instead
+/// of WindowSearchConfig::window_time_s), and the fewest window solves a capped target may take.
+constexpr int kWindowNodes = 200;
+constexpr int kMinTargetWindows = 10;
 }  // namespace
 
 std::vector<FrontierBuilder::PolishTarget> FrontierBuilder::polish_targets() const {
@@ -71,33 +75,45 @@ std::vector<FrontierBuilder::PolishTarget> FrontierBuilder::polish_targets() con
 }
 
 void FrontierBuilder::polish() {
-  if (opt_.polish_time_s <= 0 || f_.partial()) return;
+  const bool by_time = opt_.polish_time_s > 0, by_solves = opt_.polish_solves > 0;
+  if ((!by_time && !by_solves) || f_.partial()) return;
   const auto t0 = std::chrono::steady_clock::now();
   const Dag& dag = *f_.dag_;
   const int n = dag.num_ops();
   const double pipe_w = opt_.p_block_w * dag.num_ranks();
-  detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w);
+  detail::WindowSearchConfig window_config;
+  if (by_solves) window_config.window_nodes = kWindowNodes;  // a count: the same work on any machine
+  detail::WindowSearch search(dag, f_.op_candidates_, opt_.p_block_w, window_config);
   bool cancelled = false, over_budget = false;
   // In the window pass each target after the first gets at most a tenth of the budget (at
-  // least kMinTargetS), so several of the worst points improve rather than one.
+  // least kMinTargetS, or kMinTargetWindows solves), so several of the worst points improve
+  // rather than one. By time, or (polish_solves) by solves: then no wall clock decides anything.
   constexpr double kMinTargetS = 1.0;
   const double target_cap_s = std::max(kMinTargetS, 0.1 * opt_.polish_time_s);
+  const int target_cap_windows = std::max(kMinTargetWindows, opt_.polish_solves / 10);
   auto target_start = t0;
   bool capped = false;  // the current target has a cap
   double reported = -1;
   bool out_of_time = false;  // the whole polish is over: no more polls of opt_.cancelled
+  detail::WindowSearchStats stats;
+  // CBC solves left (polish_solves); the stage is over when none is.
+  auto solves_left = [&] { return opt_.polish_solves - stats.windows; };
   const std::function<bool()> stop = [&] {
     if (out_of_time || cancelled || over_budget) return true;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - t0).count();
-    if (elapsed >= opt_.polish_time_s) return out_of_time = true;
-    report(SolveStage::kPolish, elapsed / opt_.polish_time_s, {}, nullptr, reported);
-    if (capped && std::chrono::duration<double>(now - target_start).count() >= target_cap_s) return true;
+    if (by_time && elapsed >= opt_.polish_time_s) return out_of_time = true;
+    report(SolveStage::kPolish,
+           by_solves ? std::max(by_time ? elapsed / opt_.polish_time_s : 0.0,
+                                static_cast<double>(stats.windows) / opt_.polish_solves)
+                     : elapsed / opt_.polish_time_s,
+           {}, nullptr, reported);
+    if (by_time && !by_solves && capped && std::chrono::duration<double>(now - target_start).count() >= target_cap_s)
+      return true;
     if (over_time_budget()) return over_budget = true;
     if (opt_.cancelled && opt_.cancelled()) return cancelled = true;
     return false;
   };
-  detail::WindowSearchStats stats;
   std::vector<std::uint16_t> choice(n);
   std::vector<std::vector<std::uint16_t>> polished;  // plans improved so far
   TimelineScratch timeline;
@@ -154,8 +170,11 @@ void FrontierBuilder::polish() {
     const double lb = f_.lower_bound_at(t.deadline_s);
     const double e_derived = derive_from_neighbours(t.deadline_s, choice);
     if (windows) {
-      search.improve(choice, t.deadline_s, stop, stats);
-    } else if (100 * (e_derived - lb) / lb > opt_.refine_gap_pct) {
+      // polish_solves: the solves left, and a capped target's share of them.
+      const int max_windows =
+          by_solves ? (capped ? std::min(solves_left(), target_cap_windows) : solves_left()) : -1;
+      search.improve(choice, t.deadline_s, stop, stats, max_windows);
+    } else if (100 * (e_derived - lb) / lb > opt_.refine_gap_pct && !(by_solves && solves_left() <= 0)) {
       ++stats.windows;
       if (search.improve_whole_dag_on_hull(choice, t.deadline_s, kHullMilpNodes, stop)) ++stats.improved;
     }
@@ -185,17 +204,18 @@ void FrontierBuilder::polish() {
   // gap is above refine_gap_pct (every target in the window pass's first round); the pass ends
   // when a round solves nothing.
   std::set<double> tried_milp, tried_windows;
+  auto over = [&] { return stop() || (by_solves && solves_left() <= 0); };
   auto run_pass = [&](bool windows) {
     std::set<double>& tried = windows ? tried_windows : tried_milp;
-    for (int round = 0; !stop(); ++round) {
+    for (int round = 0; !over(); ++round) {
       bool solved = false;
       const auto targets = polish_targets();
       for (const PolishTarget& t : targets) {
         capped = false;
-        if (stop()) break;
+        if (over()) break;
         if (!(windows && round == 0) && !(gap_now(t) > opt_.refine_gap_pct)) continue;
         if (!tried.insert(t.deadline_s).second) continue;
-        // Window searches after the first get at most target_cap_s each.
+        // Window searches after the first get at most target_cap_s (target_cap_windows) each.
         capped = windows && (round > 0 || &t != &targets.front());
         target_start = std::chrono::steady_clock::now();
         polish_target(t, windows);

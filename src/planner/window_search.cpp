@@ -23,6 +23,7 @@ WindowSearch::WindowSearch(const Dag& dag, const std::vector<const Candidates*>&
                            WindowSearchConfig config)
     : dag_(dag), cands_(cands), p_block_w_(p_block_w), config_(config) {
   config_.window_ops = std::clamp(config_.window_ops, 1, std::max(1, dag.num_ops()));
+  config_.window_nodes = std::max(0, config_.window_nodes);
 }
 
 double WindowSearch::energy_at(const std::vector<std::uint16_t>& choice, double deadline_s) const {
@@ -226,12 +227,15 @@ bool WindowSearch::solve_window(const std::vector<int>& free_ops, std::vector<st
   const double before = energy_at(choice, deadline_s);
   // Only plans better than the incumbent (objective 0) by a relative 1e-9 are of interest.
   const std::string cutoff = fmt::format("{:.17g}", -1e-9 * std::abs(before));
-  const std::string seconds = fmt::format("{:.6g}", config_.window_time_s);
+  // A node count (the same work on any machine) or CBC's wall-clock seconds.
+  const bool by_nodes = config_.window_nodes > 0;
+  const std::string limit =
+      by_nodes ? std::to_string(config_.window_nodes) : fmt::format("{:.6g}", config_.window_time_s);
   // The feasibility pump and RINS heuristics are off: their sub-branch-and-bound can abort the
   // process (an assertion in OsiClpSolverInterface::crunch() under CglPreProcess, CBC 2.10.8,
   // seen on the llama profile), and with the incumbent as cutoff they rarely matter.
-  const std::vector<double> x =
-      solve_with_cbc(solver, {"-cutoff", cutoff, "-sec", seconds, "-feas", "off", "-rins", "off"}, stop);
+  const std::vector<double> x = solve_with_cbc(
+      solver, {"-cutoff", cutoff, by_nodes ? "-maxNodes" : "-sec", limit, "-feas", "off", "-rins", "off"}, stop);
   if (x.empty()) return false;
   std::vector<std::uint16_t> next = choice;
   for (int f = 0; f < nf; ++f) {
@@ -268,15 +272,15 @@ void WindowSearch::check_plan(const std::vector<std::uint16_t>& choice, double d
 }
 
 bool WindowSearch::improve(std::vector<std::uint16_t>& choice, double deadline_s, const std::function<bool()>& stop,
-                           WindowSearchStats& stats) {
+                           WindowSearchStats& stats, int max_windows) {
   check_plan(choice, deadline_s);
   bool any = false;
   std::size_t unimproved = 0;  // windows in a row that improved nothing
-  for (;;) {
+  for (int handed = 0;;) {
     const auto round = windows(choice);  // the time slices follow the incumbent
     for (const auto& window : round) {
       if (unimproved >= round.size()) return any;  // every window is optimal with the rest held
-      if (stop && stop()) {
+      if ((max_windows >= 0 && handed++ >= max_windows) || (stop && stop())) {
         stats.stopped = true;
         return any;
       }

@@ -20,8 +20,11 @@ struct WindowSearchConfig {
   /// Candidates a freed op may take: its incumbent's index ± radius in its table (< 0: all).
   int radius = -1;
   /// CBC wall-clock limit per window, s (> 0): a window not solved by then keeps the best
-  /// improvement CBC found, if any.
+  /// improvement CBC found, if any. Not used when window_nodes > 0.
   double window_time_s = 0.5;
+  /// CBC branch-and-bound node limit per window (>= 0; 0: window_time_s limits it instead). A
+  /// count, so the search does the same work on any machine.
+  int window_nodes = 0;
 };
 
 /// What a search did.
@@ -60,9 +63,10 @@ class WindowSearch {
   /// `stop` (optional) is polled between windows and inside CBC (per node): true ends the search
   /// with the best plan so far. Returns true when `choice` changed (then it is strictly better at
   /// deadline_s and its time is ≤ deadline_s). Throws std::invalid_argument when `choice` does
-  /// not fit the DAG or is slower than deadline_s.
+  /// not fit the DAG or is slower than deadline_s. max_windows >= 0: at most that many windows
+  /// are handed to CBC in this call (the search then ends with `stats.stopped`); < 0: no cap.
   bool improve(std::vector<std::uint16_t>& choice, double deadline_s, const std::function<bool()>& stop,
-               WindowSearchStats& stats);
+               WindowSearchStats& stats, int max_windows = -1);
   /// Energy at deadline_s (J) of `choice` with time T ≤ deadline_s (E + P_block R (τ − T));
   /// +infinity when T > deadline_s. Evaluated from the candidates' profile numbers.
   double energy_at(const std::vector<std::uint16_t>& choice, double deadline_s) const;

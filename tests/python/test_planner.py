@@ -336,7 +336,7 @@ class ProfileTest(unittest.TestCase):
         missing = os.path.join(os.fsencode(d), b"missing\xff.csv")
         with self.assertRaises(perseus.InputError) as cm:
             perseus.load_profile(missing)
-        self.assertIn("missing\\xff.csv", str(cm.exception))
+        self.assertIn("missing\\xFF.csv", str(cm.exception))  # escaped as the CLI prints it
 
     def test_ctrl_c_ends_load_profile_of_a_fifo_without_writer(self):
         """Session 13's trial: load_profile() of a FIFO nobody writes to blocks in open() (as
@@ -532,6 +532,31 @@ class OptimizeTest(unittest.TestCase):
         for bad in (-1.0, float("nan"), 1e6):
             with self.assertRaisesRegex(perseus.InputError, "polish_s"):
                 perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, polish_s=bad)
+
+    def test_paths_in_errors_cannot_drive_the_terminal(self):
+        # A path nobody quoted reaches the message escaped and capped (terminal_safe()); the
+        # exception's `source` keeps the name as data.
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize("nope\x1b[2J.csv", 2, 2, p2p_power_w=80.0)
+        self.assertNotIn("\x1b", str(cm.exception))
+        self.assertIn("\\x1B[2J", str(cm.exception))
+        with self.assertRaises(perseus.InputError) as cm:
+            perseus.optimize("p" * 20000, 2, 2, p2p_power_w=80.0)
+        self.assertLess(len(str(cm.exception)), 5000)
+
+    def test_polish_solves(self):
+        # A budget of CBC solves instead of seconds: the same frontier every time, at most N solves.
+        runs = [perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT,
+                                 plans="none", polish_solves=4) for _ in range(2)]
+        self.assertEqual(runs[0]["frontier"], runs[1]["frontier"])
+        self.assertEqual(runs[0]["summary"]["polish_solves"], 4)
+        self.assertEqual(self.res["summary"]["polish_solves"], 0)
+        for bad in (-1, 1000001):
+            with self.assertRaisesRegex(perseus.InputError, "polish_solves"):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, polish_solves=bad)
+        for bad in (2.5, "3", True):
+            with self.assertRaises(TypeError):
+                perseus.optimize(self.profile, STAGES, MICROBATCHES, p2p_power_w=P_BLOCK, polish_solves=bad)
 
     def test_planner_and_bound_keywords(self):
         # As `perseus optimize --planner/--bound`: the paper's planner has no bound (None gaps);

@@ -97,6 +97,28 @@ TEST(Cli, ASymbolicLinkLoopIsAnInputErrorNotABug) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "s.csv"));
 }
 
+// Paths were echoed raw (fresh-user trial, session 30): a profile name holding an escape
+// sequence cleared the terminal, a 32 KB "path" printed 32 KB. Every error message is escaped
+// and capped (terminal_safe()), whichever layer wrote it (CLI11's "File does not exist", an
+// InputError naming the file).
+TEST(Cli, PathsInErrorsCannotDriveTheTerminal) {
+  testing::TempDir dir;
+  const std::string out = (dir.path() / "o").string();
+  const auto missing = run("optimize --profile 'nope\x1b[2J.csv' --stages 2 --microbatches 2 --p2p-power 80 --out " + out);
+  EXPECT_EQ(missing.status, 2) << missing.output;
+  EXPECT_NE(missing.output.find("nope\\x1B[2J.csv"), std::string::npos) << missing.output;
+  EXPECT_EQ(missing.output.find('\x1b'), std::string::npos) << missing.output;
+  const auto bad = dir.write("bad\x1b[2J.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,-1,20\n");
+  const auto r = run("optimize --profile '" + bad + "' --stages 1 --microbatches 2 "
+                     "--p2p-power 50 --out " + out);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("bad\\x1B[2J.csv:2: field 'time'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+  const auto huge = run("optimize --profile " + std::string(20000, 'p') + " --stages 2 --microbatches 2 --p2p-power 80 --out " + out);
+  EXPECT_EQ(huge.status, 2) << huge.output.substr(0, 200);
+  EXPECT_LT(huge.output.size(), 5000u);
+}
+
 // A profile whose file name is not UTF-8 (Linux names are bytes) was exit 3, "internal error:
 // [json.exception.type_error.316] invalid UTF-8 byte" when summary.json recorded its path
 // (fresh-user trial, session 20): the name is recorded with U+FFFD for the bad byte.

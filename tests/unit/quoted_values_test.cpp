@@ -69,6 +69,18 @@ TEST(QuoteInput, ControlCharactersAndInvalidBytesAreEscaped) {
   }() + "…' (1000 bytes)");
 }
 
+TEST(TerminalSafe, WholeMessagesKeepLinesAndBackslashesAndLoseControlCharacters) {
+  // What the CLI and the Python module print errors with: a path nobody quoted must not clear
+  // the screen or run 32 KB long; the message's own lines and quoted values stay as they are.
+  EXPECT_EQ(terminal_safe("--profile: File does not exist: nope\x1b[2J.csv\nRun with --help"),
+            "--profile: File does not exist: nope\\x1B[2J.csv\nRun with --help");
+  EXPECT_EQ(terminal_safe("field 'time': got '8\\x1B[2J'"), "field 'time': got '8\\x1B[2J'");  // escaped once only
+  EXPECT_EQ(terminal_safe("C:\\tmp\tx\r"), "C:\\tmp\\tx\\r");
+  EXPECT_EQ(terminal_safe("\xc2\x9b" "31m \xff \xe2\x80\xae"), "\\u009B31m \\xFF \\u202E");
+  EXPECT_EQ(terminal_safe(std::string(5000, 'x')), std::string(4096, 'x') + "…");
+  EXPECT_EQ(terminal_safe("abcdef", 3), "abc…");
+}
+
 const std::string kHeader = "stage,instruction,frequency,time,energy\n";
 
 // The user trial: a profile row whose time field is a huge string gave a message as large.

@@ -360,6 +360,61 @@ TEST(WindowPolish, BadBudgetsAreInputErrorsNamingTheOption) {
   }
 }
 
+TEST(WindowPolish, SolveBudgetIsCountedAndReproducible) {
+  // polish_solves: at most N CBC solves, each window limited by nodes, not seconds: two solves
+  // give the same frontier, bit for bit, and spend the same solves.
+  const Profile profile = load_profile_csv(testing::test_data("emulation/stage_profile_gpt3-175b_a40.csv"));
+  const Dag dag = Dag::build(make_1f1b(4, 3));
+  PlannerOptions opt;
+  opt.p_block_w = 70.38;
+  const Frontier plain = solve_frontier(dag, profile, opt);
+  opt.polish_solves = 25;
+  const Frontier a = solve_frontier(dag, profile, opt);
+  const Frontier b = solve_frontier(dag, profile, opt);
+  EXPECT_GT(a.num_polish_windows, 0);
+  EXPECT_LE(a.num_polish_windows, 25);
+  EXPECT_EQ(a.num_polish_windows, b.num_polish_windows);
+  EXPECT_EQ(a.num_polished_points, b.num_polished_points);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.points()[i].time_s, &b.points()[i].time_s, sizeof(double)), 0);
+    EXPECT_EQ(std::memcmp(&a.points()[i].energy_j, &b.points()[i].energy_j, sizeof(double)), 0);
+    EXPECT_EQ(a.plan(i).freq_mhz, b.plan(i).freq_mhz);
+  }
+  // Never worse than the unpolished frontier at any of its points' times.
+  const double pipe_w = opt.p_block_w * dag.num_ranks();
+  for (const FrontierPoint& p : plain.points())
+    EXPECT_LE(frontier_at(a, pipe_w, p.time_s), frontier_at(plain, pipe_w, p.time_s) * (1 + 1e-9));
+  // A budget of one solve spends exactly one.
+  opt.polish_solves = 1;
+  EXPECT_EQ(solve_frontier(dag, profile, opt).num_polish_windows, 1);
+}
+
+TEST(WindowPolish, BadSolveBudgetsAreInputErrorsNamingTheOption) {
+  std::mt19937 rng(2);
+  const Tiny t = make_tiny({2, 2, 3}, 0, rng);
+  for (int bad : {-1, 1'000'001, std::numeric_limits<int>::min()}) {
+    PlannerOptions opt;
+    opt.p_block_w = t.p_block;
+    opt.polish_solves = bad;
+    try {
+      solve_frontier(t.dag, t.profile, opt);
+      ADD_FAILURE() << "polish_solves " << bad << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("polish_solves"), std::string::npos) << e.what();
+    }
+    OptimizeConfig cfg;
+    cfg.polish_solves = bad;
+    cfg.profile_path = "/nonexistent.csv";  // the option is checked first
+    try {
+      optimize(cfg);
+      ADD_FAILURE() << "polish_solves " << bad << " accepted by optimize()";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("polish_solves"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(WindowPolish, CliPolishOptionIsValidated) {
   const testing::TempDir dir;
   const std::string base = "optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
@@ -375,6 +430,16 @@ TEST(WindowPolish, CliPolishOptionIsValidated) {
   const std::string summary = testing::slurp(dir.path() / "o" / "summary.json");
   EXPECT_NE(summary.find("\"polish_s\": 0.5"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"num_polished_points\""), std::string::npos) << summary;
+  for (const char* bad : {"-1", "1000001", "2.5", "x", ""}) {
+    const auto r = testing::run(base + " --polish-solves '" + bad + "'");
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("--polish-solves"), std::string::npos) << r.output;
+  }
+  const auto counted = testing::run(base + " --polish-solves 3");
+  ASSERT_EQ(counted.status, 0) << counted.output;
+  const std::string s2 = testing::slurp(dir.path() / "o" / "summary.json");
+  EXPECT_NE(s2.find("\"polish_solves\": 3"), std::string::npos) << s2;
+  EXPECT_NE(s2.find("\"num_polish_windows\""), std::string::npos) << s2;
 }
 
 }  // namespace
