@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// The start of a temporary sibling's name, `.NAME.KIND-` (the PID follows). Where that would
+/// pass the file-name limit (255 bytes) NAME is cut, at a character boundary, and a hash of the
+/// whole name (FNV-1a) follows the cut: an output name of any legal length gets its temporary
+/// (a 241-byte name could not be written; session 30's trial), and two long names sharing their
+/// first 200 bytes get different ones.
+std::string temp_prefix(const std::string& name, std::string_view kind) {
+  constexpr std::size_t kNameMax = 255, kPidRoom = 10;
+  std::string prefix = fmt::format(".{}.{}-", name, kind);
+  if (prefix.size() + kPidRoom <= kNameMax) return prefix;
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  const std::string tag = fmt::format("~{:016x}", h);
+  std::size_t keep = kNameMax - kPidRoom - tag.size() - kind.size() - 3;  // ".", ".", "-"
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;  // not inside a character
+  return fmt::format(".{}{}.{}-", name.substr(0, keep), tag, kind);
+}
+
 /// Removes `.NAME.partial-PID` / `.NAME.old-PID` folders left by runs that were killed
 /// (Ctrl-C, kill -9) before they could clean up: only those whose process is gone.
 void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
@@ -33,7 +52,7 @@ void remove_stale_temporaries(const fs::path& parent, const std::string& name) {
   std::vector<fs::path> stale;  // removed after the listing, not while iterating
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
     const std::string file = entry.path().filename().string();
-    for (const std::string& prefix : {"." + name + ".partial-", "." + name + ".old-"}) {
+    for (const std::string& prefix : {temp_prefix(name, "partial"), temp_prefix(name, "old")}) {
       if (file.rfind(prefix, 0) != 0) continue;
       const std::string pid_text = file.substr(prefix.size());
       int pid = 0;
@@ -159,7 +178,7 @@ void check_output_file_writable(const std::string& path, bool force, const std::
   check_output_file(path, force, field);
   const fs::path target(path);
   const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path probe = folder / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid());
+  const fs::path probe = folder / fmt::format("{}{}", temp_prefix(target.filename().string(), "tmp"), ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw InputError(field, fmt::format("{}: cannot write there: {}", path, std::strerror(errno)));
   ::close(fd);
@@ -200,7 +219,7 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
     throw InputError(fmt::format("{}: cannot write the file: it is {}, not a regular file; refusing to replace it",
                                  path.string(), kind));
   }
-  const fs::path tmp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
+  const fs::path tmp = path.parent_path() / fmt::format("{}{}", temp_prefix(path.filename().string(), "tmp"), ::getpid());
   int fd = -1, open_errno = 0;
   create_unfinished(tmp, path, [&] {
     // A new file, never an existing name: the temporary name is predictable, and a link planted
@@ -355,7 +374,7 @@ OutputFolder::OutputFolder(const std::string& path, Ours ours, const std::string
   if (out_.filename().empty()) out_ = out_.parent_path();
   const fs::path parent = out_.parent_path();
   fs::create_directories(parent, ec);
-  tmp_ = parent / fmt::format(".{}.partial-{}", out_.filename().string(), ::getpid());
+  tmp_ = parent / fmt::format("{}{}", temp_prefix(out_.filename().string(), "partial"), ::getpid());
   remove_stale_temporaries(parent, out_.filename().string());
   fs::remove_all(tmp_, ec);
   bool created = false;
@@ -379,7 +398,7 @@ OutputFolder::~OutputFolder() {
 
 void OutputFolder::commit() {
   std::error_code ec;
-  const fs::path old = out_.parent_path() / fmt::format(".{}.old-{}", out_.filename().string(), ::getpid());
+  const fs::path old = out_.parent_path() / fmt::format("{}{}", temp_prefix(out_.filename().string(), "old"), ::getpid());
   {
     // Both renames under the registry's mutex: an interruption (remove_unfinished_outputs())
     // finds the earlier folder in place or the new one, never the earlier one moved aside.

@@ -46,9 +46,13 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
   m.q_min = m.cand.units[gc.front()];
   m.q_max = m.cand.units[gc.back()];
   const std::int64_t range = m.q_max - m.q_min + 1;
-  if (range > 1'000'000) {
-    throw InputError(fmt::format("unit time {} s is too small for computations of up to {} s", unit_s,
-                                 m.cand.points[gc.back()].time_s));
+  if (range > kMaxUnitsPerComputation) {
+    // The smallest unit that fits, as --unit-time takes it (a power of ten).
+    const double span = m.cand.points[gc.back()].time_s - m.cand.points[gc.front()].time_s;
+    const double fits = std::pow(10.0, std::ceil(std::log10(span / (kMaxUnitsPerComputation - 2))));
+    throw InputError(fmt::format("unit time {} s is too small for computations of up to {} s (more than {} units "
+                                 "between one computation's fastest and slowest clock); use {:g} s or more",
+                                 unit_s, m.cand.points[gc.back()].time_s, kMaxUnitsPerComputation, fits));
   }
   // Fastest point of each quantized duration (its real time is the smallest in the bucket).
   std::vector<std::size_t> rep;  // candidate indices, units strictly ascending

@@ -79,13 +79,15 @@ std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_
   const Dag& dag = problem.dag;
   std::vector<double> fastest;
   fastest.reserve(static_cast<std::size_t>(dag.num_ops()));
+  double widest = 0;  // s between one computation's fastest and slowest clock
   for (int i = 0; i < dag.num_ops(); ++i) {
     const Computation& c = dag.op(i);
     const auto& pts = problem.profile.points(c.stage, c.kind);
     if (pts.empty()) continue;
-    double t = pts.front().time_s;
-    for (const auto& p : pts) t = std::min(t, p.time_s);
+    double t = pts.front().time_s, slowest = t;
+    for (const auto& p : pts) t = std::min(t, p.time_s), slowest = std::max(slowest, p.time_s);
     fastest.push_back(t);
+    widest = std::max(widest, slowest - t);
   }
   if (fastest.empty() || !(unit_time_s > 0)) return {};
   const auto mid = fastest.begin() + static_cast<std::ptrdiff_t>(fastest.size() / 2);
@@ -93,13 +95,21 @@ std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_
   const double median = *mid;
   if (median >= kFineUnitsPerComputation * unit_time_s) return {};
   // Never below the range --unit-time takes (a 1e-6 s computation suggested 1e-8 s; session 27).
-  const double fine =
+  const double wanted =
       std::max(kMinUnitTimeS, median > 0 ? std::pow(10.0, std::floor(std::log10(median / 20))) : unit_time_s);
-  if (!(fine < unit_time_s)) return {};  // already at the finest unit
-  return {fmt::format("the median computation takes {:.3g} s at its fastest clock, {:.3g} time units of {:g} s; "
-                      "durations are rounded up to whole units, so the frontier is coarse (few plans, little "
-                      "saving found): a time unit of {:g} s plans these computations finely",
-                      median, median / unit_time_s, unit_time_s, fine)};
+  // Nor below what the widest computation allows (a unit the planner would refuse; session 30).
+  const double allowed = widest > 0 ? std::pow(10.0, std::ceil(std::log10(widest / (kMaxUnitsPerComputation - 2)))) : 0;
+  const double fine = std::max(wanted, allowed);
+  if (!(fine < unit_time_s)) return {};  // already at the finest unit it can take
+  const std::string head = fmt::format(
+      "the median computation takes {:.3g} s at its fastest clock, {:.3g} time units of {:g} s; durations are "
+      "rounded up to whole units, so the frontier is coarse (few plans, little saving found): ",
+      median, median / unit_time_s, unit_time_s);
+  if (allowed > wanted)
+    return {head + fmt::format("the finest time unit these computations allow is {:g} s (one of them spans {:.3g} s "
+                               "between its fastest and slowest clock)",
+                               allowed, widest)};
+  return {head + fmt::format("a time unit of {:g} s plans these computations finely", fine)};
 }
 
 namespace {

@@ -119,6 +119,28 @@ TEST(Cli, PathsInErrorsCannotDriveTheTerminal) {
   EXPECT_LT(huge.output.size(), 5000u);
 }
 
+// An output name of 241..255 bytes is legal, but its temporary sibling `.NAME.partial-PID` was
+// not (fresh-user trial, session 30: "File name too long"). Long names get a shortened temporary.
+TEST(Cli, OutputNamesUpToTheFileNameLimitAreWritten) {
+  testing::TempDir dir;
+  for (const std::size_t len : {241u, 255u}) {
+    const auto out = dir.path() / std::string(len, 'z');
+    const auto r = run("optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                       " --stages 8 --microbatches 2 --p2p-power 83.64 --unit-time 0.01 --quiet --out " + out.string());
+    EXPECT_EQ(r.status, 0) << len << ": " << r.output;
+    EXPECT_TRUE(std::filesystem::exists(out / "summary.json")) << len;
+    const auto again = run("optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
+                           " --stages 8 --microbatches 2 --p2p-power 83.64 --unit-time 0.01 --quiet --out " + out.string());
+    EXPECT_EQ(again.status, 0) << len << ": " << again.output;  // replacing it: the `.old-PID` sibling too
+    const auto file = dir.path() / (std::string(len - 4, 'y') + ".csv");
+    const auto sched = run("schedule --schedule 1f1b --stages 2 --microbatches 2 --out " + file.string());
+    EXPECT_EQ(sched.status, 0) << len << ": " << sched.output;
+    EXPECT_TRUE(std::filesystem::exists(file)) << len;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_NE(entry.path().filename().string().front(), '.') << entry.path();  // no temporary left
+}
+
 // A profile whose file name is not UTF-8 (Linux names are bytes) was exit 3, "internal error:
 // [json.exception.type_error.316] invalid UTF-8 byte" when summary.json recorded its path
 // (fresh-user trial, session 20): the name is recorded with U+FFFD for the bad byte.
@@ -278,6 +300,9 @@ TEST(Cli, BackwardInputFractionAndUnitTimeErrorsNameTheOption) {
     EXPECT_NE(r.output.find("perseus: error: --unit-time: unit time 1e-07 s is too small for computations of up to 1 s"),
               std::string::npos)
         << cmd << ": " << r.output;
+    EXPECT_NE(r.output.find("use 1e-06 s or more"), std::string::npos) << cmd << ": " << r.output;  // and it does:
+    EXPECT_EQ(run(cmd + " --profile " + slow + " --stages 1 --microbatches 2 --p2p-power 10 --unit-time 1e-6 "
+                  "--out " + (dir.path() / "u6").string()).status, 0);
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "u"));
   }
 }
@@ -327,6 +352,18 @@ TEST(Cli, ATimeUnitCoarserThanTheComputationsIsWarnedAbout) {
   const auto finest = run(micro_base + (dir.path() / "micro_fine").string() + " --unit-time 1e-7");
   ASSERT_EQ(finest.status, 0) << finest.output;
   EXPECT_EQ(finest.output.find("time unit of"), std::string::npos) << finest.output;
+  // Computations of 1e-6 s that take 1e5 s at another clock: the warning suggested 1e-07 s, a unit
+  // the planner refuses for them (fresh-user trial, session 30); it names the finest it takes.
+  const std::string wide = dir.write("wide.csv", "stage,instruction,frequency,time,energy\n"
+                                                 "0,forward,1000,1e-06,1e-4\n0,forward,999,1e5,1\n"
+                                                 "0,backward,1000,1e-06,1e-4\n0,backward,999,1e5,1\n");
+  const std::string wide_base = "optimize --profile " + wide + " --stages 1 --microbatches 2 --p2p-power 0 --out ";
+  const auto wide_coarse = run(wide_base + (dir.path() / "wide").string() + " --unit-time 10");
+  ASSERT_EQ(wide_coarse.status, 0) << wide_coarse.output;
+  EXPECT_NE(wide_coarse.output.find("the finest time unit these computations allow is 1 s (one of them spans 1e+05 s"),
+            std::string::npos)
+      << wide_coarse.output;
+  EXPECT_EQ(run(wide_base + (dir.path() / "wide_fine").string() + " --unit-time 1 --quiet").status, 0);
   const auto gpt3 = run("optimize --quiet --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
                         " --stages 8 --microbatches 12 --p2p-power 83.64 --planner graph-cut --out " +
                         (dir.path() / "gpt3").string());
