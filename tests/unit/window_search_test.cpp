@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -338,26 +339,36 @@ TEST(WindowPolish, CancellationStopsIt) {
 TEST(WindowPolish, BadBudgetsAreInputErrorsNamingTheOption) {
   std::mt19937 rng(1);
   const Tiny t = make_tiny({2, 2, 3}, 0, rng);
-  for (double bad : {-1.0, std::nan(""), 1e6, std::numeric_limits<double>::infinity()}) {
+  // `set` puts the bad value into PlannerOptions and OptimizeConfig; both must refuse it, naming
+  // `planner_field` / `config_field`.
+  auto expect_refused = [&](const std::string& what, const std::function<void(PlannerOptions&, OptimizeConfig&)>& set,
+                            const char* planner_field, const char* config_field) {
     PlannerOptions opt;
     opt.p_block_w = t.p_block;
-    opt.polish_time_s = bad;
+    OptimizeConfig cfg;
+    cfg.profile_path = "/nonexistent.csv";  // the option is checked first
+    set(opt, cfg);
     try {
       solve_frontier(t.dag, t.profile, opt);
-      ADD_FAILURE() << "polish_time_s " << bad << " accepted";
+      ADD_FAILURE() << what << " accepted";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("polish"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(planner_field), std::string::npos) << e.what();
     }
-    OptimizeConfig cfg;
-    cfg.polish_s = bad;
-    cfg.profile_path = "/nonexistent.csv";  // the option is checked first
     try {
       optimize(cfg);
-      ADD_FAILURE() << "polish_s " << bad << " accepted";
+      ADD_FAILURE() << what << " accepted by optimize()";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("polish_s"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(config_field), std::string::npos) << e.what();
     }
-  }
+  };
+  for (double bad : {-1.0, std::nan(""), 1e6, std::numeric_limits<double>::infinity()})
+    expect_refused(fmt::format("polish_time_s {}", bad),
+                   [&](PlannerOptions& o, OptimizeConfig& c) { o.polish_time_s = c.polish_s = bad; }, "polish",
+                   "polish_s");
+  for (int bad : {-1, 1'000'001, std::numeric_limits<int>::min()})
+    expect_refused(fmt::format("polish_solves {}", bad),
+                   [&](PlannerOptions& o, OptimizeConfig& c) { o.polish_solves = c.polish_solves = bad; },
+                   "polish_solves", "polish_solves");
 }
 
 TEST(WindowPolish, SolveBudgetIsCountedAndReproducible) {
@@ -390,56 +401,27 @@ TEST(WindowPolish, SolveBudgetIsCountedAndReproducible) {
   EXPECT_EQ(solve_frontier(dag, profile, opt).num_polish_windows, 1);
 }
 
-TEST(WindowPolish, BadSolveBudgetsAreInputErrorsNamingTheOption) {
-  std::mt19937 rng(2);
-  const Tiny t = make_tiny({2, 2, 3}, 0, rng);
-  for (int bad : {-1, 1'000'001, std::numeric_limits<int>::min()}) {
-    PlannerOptions opt;
-    opt.p_block_w = t.p_block;
-    opt.polish_solves = bad;
-    try {
-      solve_frontier(t.dag, t.profile, opt);
-      ADD_FAILURE() << "polish_solves " << bad << " accepted";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("polish_solves"), std::string::npos) << e.what();
-    }
-    OptimizeConfig cfg;
-    cfg.polish_solves = bad;
-    cfg.profile_path = "/nonexistent.csv";  // the option is checked first
-    try {
-      optimize(cfg);
-      ADD_FAILURE() << "polish_solves " << bad << " accepted by optimize()";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("polish_solves"), std::string::npos) << e.what();
-    }
-  }
-}
-
 TEST(WindowPolish, CliPolishOptionIsValidated) {
   const testing::TempDir dir;
   const std::string base = "optimize --profile " + testing::example("stage_profile_gpt3-175b_a100_sxm.csv") +
                            " --stages 8 --microbatches 2 --p2p-power 83.64 --quiet --out " +
                            (dir.path() / "o").string();
-  for (const char* bad : {"-1", "nan", "1e9", "x"}) {
-    const auto r = testing::run(base + " --polish " + bad);
-    EXPECT_EQ(r.status, 2) << r.output;
-    EXPECT_NE(r.output.find("--polish"), std::string::npos) << r.output;
-  }
-  const auto ok = testing::run(base + " --polish 0.5");
-  ASSERT_EQ(ok.status, 0) << ok.output;
-  const std::string summary = testing::slurp(dir.path() / "o" / "summary.json");
-  EXPECT_NE(summary.find("\"polish_s\": 0.5"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("\"num_polished_points\""), std::string::npos) << summary;
-  for (const char* bad : {"-1", "1000001", "2.5", "x", ""}) {
-    const auto r = testing::run(base + " --polish-solves '" + bad + "'");
-    EXPECT_EQ(r.status, 2) << bad << ": " << r.output;
-    EXPECT_NE(r.output.find("--polish-solves"), std::string::npos) << r.output;
-  }
-  const auto counted = testing::run(base + " --polish-solves 3");
-  ASSERT_EQ(counted.status, 0) << counted.output;
-  const std::string s2 = testing::slurp(dir.path() / "o" / "summary.json");
-  EXPECT_NE(s2.find("\"polish_solves\": 3"), std::string::npos) << s2;
-  EXPECT_NE(s2.find("\"num_polish_windows\""), std::string::npos) << s2;
+  // Each option: bad values are usage errors naming it; a good one is echoed in summary.json.
+  auto check = [&](const std::string& flag, std::initializer_list<const char*> bad, const std::string& good,
+                   const std::string& echoed, const std::string& counter) {
+    for (const char* b : bad) {
+      const auto r = testing::run(base + " " + flag + " '" + b + "'");
+      EXPECT_EQ(r.status, 2) << flag << " " << b << ": " << r.output;
+      EXPECT_NE(r.output.find(flag), std::string::npos) << r.output;
+    }
+    const auto ok = testing::run(base + " " + flag + " " + good);
+    ASSERT_EQ(ok.status, 0) << ok.output;
+    const std::string summary = testing::slurp(dir.path() / "o" / "summary.json");
+    EXPECT_NE(summary.find(echoed), std::string::npos) << summary;
+    EXPECT_NE(summary.find(counter), std::string::npos) << summary;
+  };
+  check("--polish", {"-1", "nan", "1e9", "x"}, "0.5", "\"polish_s\": 0.5", "\"num_polished_points\"");
+  check("--polish-solves", {"-1", "1000001", "2.5", "x", ""}, "3", "\"polish_solves\": 3", "\"num_polish_windows\"");
 }
 
 }  // namespace
