@@ -124,7 +124,7 @@ void register_optimize(CLI::App& app) {
                   "Certified planner: polish with a budget of N CBC solves instead of (or besides) --polish S: "
                   "each window solve is limited by branch-and-bound nodes, not seconds, so the plans do not depend "
                   "on the machine's speed or load (default 0: none; docs/planner2.md)")
-      ->check(integer_in(0, 1'000'000));
+      ->check(integer_in(0, kMaxPolishSolves));
   cmd->add_option("--max-lp-solves", cfg->max_lp_solves,
                   "Certified planner: LP solves at most (the LP bound's, or the refinement after the hull walk up to "
                   "2,048 computations; the planner also caps them at max(40, 320000 / computations)); fewer is "

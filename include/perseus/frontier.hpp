@@ -92,9 +92,8 @@ const char* to_string(SolveStage stage);
 
 /// Range of the planner's time quantum PlannerOptions::unit_time_s, s.
 inline constexpr double kMinUnitTimeS = 1e-7, kMaxUnitTimeS = 10;
-/// Most time units between one computation's fastest and slowest clock: a finer unit is an
-/// InputError naming the smallest unit these computations allow.
-inline constexpr std::int64_t kMaxUnitsPerComputation = 1'000'000;
+/// Range of PlannerOptions::polish_solves (0: none).
+inline constexpr int kMaxPolishSolves = 1'000'000;
 
 /// Planner settings.
 struct PlannerOptions {

@@ -344,8 +344,9 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
         if (!(polish_s >= 0 && polish_s <= 86400)) {
           throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", polish_s));
         }
-        if (polish_solves < 0 || polish_solves > 1'000'000) {
-          throw InputError("polish_solves", fmt::format("must be in [0, 1000000] (0: none), got {}", polish_solves));
+        if (polish_solves < 0 || polish_solves > kMaxPolishSolves) {
+          throw InputError("polish_solves",
+                           fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, polish_solves));
         }
         // As `perseus optimize`: keywords that cannot act on a graph-cut solve are accepted but said so.
         if (*planner_mode == PlannerMode::kGraphCut) {

@@ -13,6 +13,11 @@
 
 namespace perseus::detail {
 
+double finest_unit_time_s(double span_s) {
+  // Two units of room: ceil() rounding of both ends.
+  return span_s > 0 ? std::pow(10.0, std::ceil(std::log10(span_s / (kMaxUnitsPerComputation - 2)))) : 0;
+}
+
 CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended,
                            bool all_clocks) {
   CostModel m;
@@ -47,9 +52,7 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
   m.q_max = m.cand.units[gc.back()];
   const std::int64_t range = m.q_max - m.q_min + 1;
   if (range > kMaxUnitsPerComputation) {
-    // The smallest unit that fits, as --unit-time takes it (a power of ten).
-    const double span = m.cand.points[gc.back()].time_s - m.cand.points[gc.front()].time_s;
-    const double fits = std::pow(10.0, std::ceil(std::log10(span / (kMaxUnitsPerComputation - 2))));
+    const double fits = finest_unit_time_s(m.cand.points[gc.back()].time_s - m.cand.points[gc.front()].time_s);
     throw InputError(fmt::format("unit time {} s is too small for computations of up to {} s (more than {} units "
                                  "between one computation's fastest and slowest clock); use {:g} s or more",
                                  unit_s, m.cand.points[gc.back()].time_s, kMaxUnitsPerComputation, fits));

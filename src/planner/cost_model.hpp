@@ -48,6 +48,13 @@ struct CostModel {
 CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s, double p_block_w, bool extended,
                            bool all_clocks = false);
 
+/// Most time units between one computation's fastest and slowest clock (build_cost_model()).
+inline constexpr std::int64_t kMaxUnitsPerComputation = 1'000'000;
+
+/// The finest time unit, s, a power of ten as --unit-time takes it, that keeps a computation
+/// whose clocks span `span_s` seconds within kMaxUnitsPerComputation units; 0 for span_s <= 0.
+double finest_unit_time_s(double span_s);
+
 /// The cost models of a DAG: one per (stage, kind) the DAG uses, and per op the one it uses.
 class CostModels {
  public:

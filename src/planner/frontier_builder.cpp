@@ -54,8 +54,8 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   if (!(opt.polish_time_s >= 0 && opt.polish_time_s <= 86400)) {
     throw InputError("polish_time_s", fmt::format("must be in [0, 86400] s, got {}", opt.polish_time_s));
   }
-  if (opt.polish_solves < 0 || opt.polish_solves > 1'000'000) {
-    throw InputError("polish_solves", fmt::format("must be in [0, 1000000] (0: none), got {}", opt.polish_solves));
+  if (opt.polish_solves < 0 || opt.polish_solves > kMaxPolishSolves) {
+    throw InputError("polish_solves", fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, opt.polish_solves));
   }
   if (opt.max_points < 0 || opt.max_points > 1'000'000'000) {
     throw InputError("max_points", fmt::format("must be in [1, 1e9] (0: none), got {}", opt.max_points));

@@ -15,6 +15,7 @@
 #include "perseus/plan_files.hpp"
 #include "perseus/zeus_plan_file.hpp"
 #include "perseus/schedule_io.hpp"
+#include "cost_model.hpp"
 
 namespace perseus {
 
@@ -59,8 +60,8 @@ void check_options(const OptimizeConfig& cfg) {
   if (!(cfg.polish_s >= 0 && cfg.polish_s <= 86400)) {
     throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", cfg.polish_s));
   }
-  if (cfg.polish_solves < 0 || cfg.polish_solves > 1'000'000) {
-    throw InputError("polish_solves", fmt::format("must be in [0, 1000000] (0: none), got {}", cfg.polish_solves));
+  if (cfg.polish_solves < 0 || cfg.polish_solves > kMaxPolishSolves) {
+    throw InputError("polish_solves", fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, cfg.polish_solves));
   }
 }
 
@@ -98,7 +99,7 @@ std::vector<std::string> unit_time_warnings(const Problem& problem, double unit_
   const double wanted =
       std::max(kMinUnitTimeS, median > 0 ? std::pow(10.0, std::floor(std::log10(median / 20))) : unit_time_s);
   // Nor below what the widest computation allows (a unit the planner would refuse; session 30).
-  const double allowed = widest > 0 ? std::pow(10.0, std::ceil(std::log10(widest / (kMaxUnitsPerComputation - 2)))) : 0;
+  const double allowed = detail::finest_unit_time_s(widest);
   const double fine = std::max(wanted, allowed);
   if (!(fine < unit_time_s)) return {};  // already at the finest unit it can take
   const std::string head = fmt::format(

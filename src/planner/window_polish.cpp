@@ -98,16 +98,16 @@ void FrontierBuilder::polish() {
   detail::WindowSearchStats stats;
   // CBC solves left (polish_solves); the stage is over when none is.
   auto solves_left = [&] { return opt_.polish_solves - stats.windows; };
+  auto solves_spent = [&] { return by_solves && solves_left() <= 0; };
   const std::function<bool()> stop = [&] {
     if (out_of_time || cancelled || over_budget) return true;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - t0).count();
     if (by_time && elapsed >= opt_.polish_time_s) return out_of_time = true;
-    report(SolveStage::kPolish,
-           by_solves ? std::max(by_time ? elapsed / opt_.polish_time_s : 0.0,
-                                static_cast<double>(stats.windows) / opt_.polish_solves)
-                     : elapsed / opt_.polish_time_s,
-           {}, nullptr, reported);
+    // Progress: the larger share of whichever budgets are set.
+    const double time_done = by_time ? elapsed / opt_.polish_time_s : 0.0;
+    const double solves_done = by_solves ? static_cast<double>(stats.windows) / opt_.polish_solves : 0.0;
+    report(SolveStage::kPolish, std::max(time_done, solves_done), {}, nullptr, reported);
     if (by_time && !by_solves && capped && std::chrono::duration<double>(now - target_start).count() >= target_cap_s)
       return true;
     if (over_time_budget()) return over_budget = true;
@@ -174,7 +174,7 @@ void FrontierBuilder::polish() {
       const int max_windows =
           by_solves ? (capped ? std::min(solves_left(), target_cap_windows) : solves_left()) : -1;
       search.improve(choice, t.deadline_s, stop, stats, max_windows);
-    } else if (100 * (e_derived - lb) / lb > opt_.refine_gap_pct && !(by_solves && solves_left() <= 0)) {
+    } else if (100 * (e_derived - lb) / lb > opt_.refine_gap_pct && !solves_spent()) {
       ++stats.windows;
       if (search.improve_whole_dag_on_hull(choice, t.deadline_s, kHullMilpNodes, stop)) ++stats.improved;
     }
@@ -204,7 +204,7 @@ void FrontierBuilder::polish() {
   // gap is above refine_gap_pct (every target in the window pass's first round); the pass ends
   // when a round solves nothing.
   std::set<double> tried_milp, tried_windows;
-  auto over = [&] { return stop() || (by_solves && solves_left() <= 0); };
+  auto over = [&] { return stop() || solves_spent(); };
   auto run_pass = [&](bool windows) {
     std::set<double>& tried = windows ? tried_windows : tried_milp;
     for (int round = 0; !over(); ++round) {
