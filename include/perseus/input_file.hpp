@@ -17,6 +17,7 @@ namespace perseus {
 /// given to keep_stream_input() returns the text kept then. `what` names the file in messages
 /// ("the file", "profile", "schedule file"). Throws InputError:
 /// "PATH: cannot open WHAT: REASON" (the system's reason, or "it is a folder, not a file"),
+/// "cannot open WHAT: the path is empty (expected a file's path)" for "",
 /// "PATH: cannot read WHAT: REASON" (a read error), "PATH: cannot read WHAT: it is larger
 /// than N bytes (M MiB), the most an input file may have", or, for a stream only, as soon as its
 /// first NUL byte arrives, "PATH:LINE: contains a NUL byte (expected text; a binary stream?)"

@@ -124,6 +124,7 @@ def _keyword_hints(f, display=None):
                 kinds = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
                 named = list(zip(positional, args)) + list(kwargs.items())
                 wrong = []
+                out_of_range = []  # keywords whose int is beyond the C++ int it is read into
                 for k, v in named:
                     if k == "self":
                         continue
@@ -136,8 +137,11 @@ def _keyword_hints(f, display=None):
                         wrong.append("%s must be %s or None, got %s" % (k, optional[k], given(v)))
                     elif ("int" in (declared.get(k), optional.get(k)) and isinstance(v, int) and
                           not isinstance(v, bool) and not -2**31 <= v < 2**31):
-                        # The right type, beyond the C++ integer it is read into.
-                        wrong.append("%s=%d is outside the range of integers it accepts" % (k, v))
+                        # The right type, beyond the C++ integer it is read into: a bad value,
+                        # as the planner's own range checks say (InputError), not a bad type.
+                        out_of_range.append(k)
+                        wrong.append("%s=%d is outside the range of integers it accepts (a 32-bit int, "
+                                     "-2147483648 to 2147483647)" % (k, v))
                     elif isinstance(v, str) and not _encodable(v):
                         wrong.append("%s is not valid text (it holds a lone surrogate)" % k)
                     elif k in listed:
@@ -148,6 +152,10 @@ def _keyword_hints(f, display=None):
                             bad = [i for i, x in enumerate(v) if x is None or not isinstance(x, kinds[kind])]
                             if bad:
                                 wrong.append("%s[%d] must be %s, got %s" % (k, bad[0], kind, given(v[bad[0]])))
+                if out_of_range and len(out_of_range) == len(wrong):
+                    err = InputError("%s(): %s" % (shown, "; ".join(wrong)))
+                    err.field = out_of_range[0]
+                    raise err from None
                 got = [given(a) for k, a in zip(positional, args) if k != "self"]
                 got += ["%s=%s" % (k, given(v)) for k, v in kwargs.items()]
                 raise TypeError(

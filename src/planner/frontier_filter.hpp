@@ -15,8 +15,9 @@ namespace perseus::detail {
 /// rel_tol × its energy (the final frontier uses kFrontierDominanceRelTol: float noise does
 /// not make a distinct plan; the LP refinement rounds use 0, so which deadlines they refine
 /// does not change). With rel_tol > 0, a point whose time is within rel_tol (relative) of the
-/// last kept one's and that saves energy replaces it (the all-max plan only within
-/// kTimeNoiseRelTol: float noise of the time's evaluation), so
+/// last kept one's and that saves energy replaces it (a point that meets the all-max plan's time
+/// only within kTimeNoiseRelTol, float noise of the time's evaluation, so T_min never becomes
+/// slower than the all-max time), so
 /// no two kept times are equal in any printed precision. pipe_block_w = 0 (W): Pareto in (T, E). pipe_block_w = P_block × R:
 /// Pareto in (T, E − pipe_block_w × T), the points that are the best choice for some deadline
 /// when the GPUs block at P_block until it (energy at deadline τ = E + pipe_block_w × (τ − T)).

@@ -259,9 +259,12 @@ class ProfileTest(unittest.TestCase):
                  "Client(): backend must be str, got None"),
             ]
         for i, (call, text) in enumerate(cases):
-            with self.subTest(case=i), self.assertRaises(TypeError) as cm:
-                call()
-            self.assertIn(text, str(cm.exception))
+            # An int beyond the C++ type is a bad value (InputError, a ValueError), the rest bad types.
+            kind = perseus.InputError if "is outside" in text or "=1099511627776" in text else TypeError
+            with self.subTest(case=i):
+                with self.assertRaises(kind) as cm:
+                    call()
+                self.assertIn(text, str(cm.exception))
         self.assertEqual(prof.max_freq_mhz(0, "forward"), prof.points(0, "forward")[0]["freq_mhz"])
 
     def test_an_input_error_raised_from_python_has_the_attributes(self):
@@ -404,11 +407,21 @@ class ProfileTest(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             perseus.optimize(prof, stages=2, microbatches=4, p2p_power_w=80, reclaim_slack=None)
         self.assertIn("optimize(): reclaim_slack must be bool, got None;", str(cm.exception))
-        # The right type beyond the C++ integer, or a list with an element of another type, was
-        # "an argument has the wrong type" too (fresh-user trial, session 20): now named.
+        # The right type beyond the C++ integer was "an argument has the wrong type" (fresh-user
+        # trial, session 20), then a TypeError naming it; it is a bad value, so an InputError
+        # naming the keyword, as every other range check (session 31).
+        for args, kwargs, field in (((prof, 2**31, 4), {}, "stages"), ((prof, 2, 4), {"threads": -2**40}, "threads"),
+                                    ((prof, 2, 4), {"max_points": 2**70}, "max_points")):
+            with self.assertRaises(perseus.InputError) as cm:
+                perseus.optimize(*args, p2p_power_w=80, **kwargs)
+            self.assertEqual(cm.exception.field, field)
+            self.assertIn("optimize(): %s=%d is outside the range of integers it accepts (a 32-bit int"
+                          % (field, dict(kwargs, stages=2**31)[field]), str(cm.exception))
+        # With a wrong type beside it, the call is still a TypeError naming both.
         with self.assertRaises(TypeError) as cm:
-            perseus.optimize(prof, 2**31, 4, p2p_power_w=80)
-        self.assertIn("optimize(): stages=2147483648 is outside the range of integers it accepts;", str(cm.exception))
+            perseus.optimize(prof, 2**31, 4, p2p_power_w="80")
+        self.assertIn("stages=2147483648 is outside the range", str(cm.exception))
+        self.assertIn("p2p_power_w must be float or None, got str", str(cm.exception))
         if perseus.HAVE_EMULATE:
             with self.assertRaises(TypeError) as cm:
                 perseus.emulate(prof, 2, 4, slowdowns=[1.1, "1.2"], p2p_power_w=80, pipelines=2)
@@ -743,11 +756,13 @@ class OptimizeTest(unittest.TestCase):
         # True is an int in Python: stages=True or max_lp_solves=True must not silently mean 1.
         base = dict(stages=STAGES, microbatches=MICROBATCHES, p2p_power_w=P_BLOCK, unit_time_s=UNIT, plans="none")
         for kw, bad in (("stages", True), ("microbatches", 2.0), ("chunks", False), ("sample", True),
-                        ("threads", True), ("max_points", True), ("max_lp_solves", True), ("max_lp_solves", 40.0),
-                        ("stages", 2 ** 40)):
+                        ("threads", True), ("max_points", True), ("max_lp_solves", True), ("max_lp_solves", 40.0)):
             args = dict(base, **{kw: bad})
             with self.assertRaises(TypeError, msg="%s=%r" % (kw, bad)):
                 perseus.optimize(self.profile, **args)
+        # An int beyond the C++ type is a bad value, not a bad type (session 31).
+        with self.assertRaises(perseus.InputError):
+            perseus.optimize(self.profile, **dict(base, stages=2 ** 40))
         with self.assertRaises(TypeError):
             perseus.schedule("1f1b", True, 2)
         # Integers that are not Python ints (numpy) still work, through __index__.

@@ -233,5 +233,31 @@ TEST(ParetoFilter, APlanWithinTimeNoiseOfTheAllMaxPlanReplacesIt) {
   EXPECT_EQ(kept[1].energy_j, 41402.0);
 }
 
+// The same holds for any plan that meets the all-max time, not only the all-max plan itself:
+// with 3,600 s of overhead per computation (136,803 s iterations) an LP plan at the all-max
+// time gave way to one 70 us (5e-10 relative, within kFrontierDominanceRelTol) slower and
+// 0.05 J cheaper, and T_min was reported slower than the all-max time (session 31's trial).
+TEST(ParetoFilter, APlanAtTheAllMaxTimeIsNotReplacedByASlowerOne) {
+  auto point = [](double t, double e) {
+    FrontierPoint p;
+    p.time_s = t;
+    p.energy_j = e;
+    return p;
+  };
+  const double t = 136802.8365107651, pipe_w = 83.64 * 8;
+  std::vector<std::pair<FrontierPoint, bool>> pts = {{point(t, 91541986.513383), true},
+                                                      {point(t, 91541719.376411), false},
+                                                      {point(136802.836580387, 91541719.328325), false},
+                                                      {point(136802.840685711, 91541707.052929), false}};
+  const auto kept = pareto_filter(pts, pipe_w, kFrontierDominanceRelTol);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].time_s, t);  // T_min: the all-max time
+  EXPECT_EQ(kept[0].energy_j, 91541719.376411);
+  EXPECT_EQ(kept[1].time_s, 136802.836580387);
+  // Away from the all-max time the tolerance still merges near-equal times (slowest point).
+  for (auto& p : pts) p.second = false;
+  EXPECT_EQ(pareto_filter(pts, pipe_w, kFrontierDominanceRelTol).front().time_s, 136802.836580387);
+}
+
 }  // namespace
 }  // namespace perseus::detail

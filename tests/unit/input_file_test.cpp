@@ -86,6 +86,10 @@ TEST(InputFile, KeptStreamReadsTheSameTextEveryTime) {
             std::string::npos);
   EXPECT_EQ(error_of([&] { read_input_file(tmp.path().string()); }),
             tmp.path().string() + ": cannot open the file: it is a folder, not a file");
+  // An empty path: the message says so (it was ": cannot open profile: No such file or
+  // directory", naming nothing; perseus.optimize('') in session 30's trial).
+  EXPECT_EQ(error_of([&] { read_input_file("", "profile"); }),
+            "cannot open profile: the path is empty (expected a file's path)");
 }
 
 // An endless stream is refused once it passes the limit, not read into memory without bound;
