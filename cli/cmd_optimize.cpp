@@ -188,7 +188,24 @@ void register_optimize(CLI::App& app) {
         }
       };
     }
-    const OptimizeSummary s = run_optimize(*cfg, progress);
+    // --report: report.html is rendered into the temporary folder, so it is part of the one
+    // atomic replacement (a Ctrl-C while it renders left a new folder without it, session 31).
+    std::function<void(const std::filesystem::path&)> write_report_into;
+    if (*report) {
+      write_report_into = [out = cfg->out_dir](const std::filesystem::path& tmp) {
+        ReportOptions ro;
+        ro.on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };
+        try {
+          write_report(tmp.string(), ro);
+        } catch (const InputError& e) {  // name the folder the user gave, not its temporary sibling
+          std::string msg = e.what();
+          for (auto at = msg.find(tmp.string()); at != std::string::npos; at = msg.find(tmp.string(), at + out.size()))
+            msg.replace(at, tmp.string().size(), out);
+          throw InputError(msg);
+        }
+      };
+    }
+    const OptimizeSummary s = run_optimize(*cfg, progress, write_report_into);
     if (show_progress) fmt::print(stderr, "\r{:50}\r", "");
     for (const auto& a : s.approximations) fmt::print(stderr, "note: approximation: {}\n", a);
     for (const auto& w : s.warnings)
@@ -236,11 +253,7 @@ void register_optimize(CLI::App& app) {
                  "--sample K writes every K-th of the {} plans)\n",
                  kDefaultPlanFilesBytes >> 20, s.num_plans);
     }
-    if (*report) {
-      ReportOptions ro;
-      ro.on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };
-      fmt::print("wrote {}\n", write_report(cfg->out_dir, ro));
-    }
+    if (*report) fmt::print("wrote {}\n", (std::filesystem::path(cfg->out_dir) / "report.html").string());
   });
 }
 

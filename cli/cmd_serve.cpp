@@ -206,8 +206,15 @@ void run_serve(ServeArgs& a) {
     a.opt.zeus_profile_csv = read_text(a.zeus_profile, "profile");
     parse_profile_csv(a.opt.zeus_profile_csv, a.zeus_profile);  // file, line, field now, not at register_job
   }
-  CreatedDatabaseGuard created;  // declared before the server: removed after it closed the files
   std::error_code ec;
+  // A missing folder named the token file, the first thing created there (session 31's trial).
+  if (a.opt.db_path != ":memory:") {
+    const auto folder = std::filesystem::path(a.opt.db_path).parent_path();
+    if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
+      throw CLI::ValidationError("--db", fmt::format("{}: the folder {} does not exist (the database, its lock and its "
+                                                     ".token file are created there)", a.opt.db_path, folder.string()));
+  }
+  CreatedDatabaseGuard created;  // declared before the server: removed after it closed the files
   if (a.opt.db_path != ":memory:" && !std::filesystem::exists(std::filesystem::symlink_status(a.opt.db_path, ec)))
     created.path = a.opt.db_path;
   if (a.opt.db_path != ":memory:") {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -167,13 +168,19 @@ OptimizeResult optimize(Problem problem, const OptimizeConfig& config,
 /// profile.csv (the profile as planned, fitted to the schedule: what `perseus report` reads),
 /// plans/plan_NNNNN.json (plan_json_text()), with config.zeus_format plans/freqs_pipeline_NNNNN.py
 /// (zeus_plan_text()), and summary.json last. Sets result.summary.plans_written.
-/// Throws InputError when the folder cannot be written.
-void write_optimize_folder(OptimizeResult& result, const OptimizeConfig& config);
+/// `before_commit(tmp_dir)`, when given, runs after summary.json is written and before the
+/// folder is renamed into place, with the temporary folder holding everything above: what it
+/// adds there (the CLI's `--report` writes report.html) is part of the one atomic replacement,
+/// and what it throws leaves the earlier output untouched.
+/// Throws InputError when the folder cannot be written; whatever before_commit throws.
+void write_optimize_folder(OptimizeResult& result, const OptimizeConfig& config,
+                           const std::function<void(const std::filesystem::path&)>& before_commit = {});
 
-/// optimize() then write_optimize_folder(). The folder is checked before the (long) solve,
-/// so a folder that may not be replaced fails fast. Throws InputError; PlanningCancelled when
-/// config.cancelled asked to stop.
+/// optimize() then write_optimize_folder() (with `before_commit`). The folder is checked
+/// before the (long) solve, so a folder that may not be replaced fails fast. Throws
+/// InputError; PlanningCancelled when config.cancelled asked to stop.
 OptimizeSummary run_optimize(const OptimizeConfig& config,
-                             const std::function<void(SolveStage, double)>& progress = {});
+                             const std::function<void(SolveStage, double)>& progress = {},
+                             const std::function<void(const std::filesystem::path&)>& before_commit = {});
 
 }  // namespace perseus

@@ -1,6 +1,7 @@
 // C ABI over perseus::runtime::Client: catches everything, returns status + thread-local message.
 #include "perseus/client.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -133,7 +134,11 @@ perseus_status perseus_client_create(const perseus_client_config* cfg, perseus_c
   }
   // Opened when the GPU is made: a missing folder was a GPU error there (session 22's trial),
   // while the same mistake in freq_log_path is the caller's (INVALID_ARGUMENT), as here.
-  if (c.dry_run_log_path != nullptr && *c.dry_run_log_path != '\0') {
+  // The log is only appended to, so a character device (/dev/null, to silence it; a tty) is a
+  // fine log: only a file that would be created or written needs the writability check.
+  struct stat log_st {};
+  if (c.dry_run_log_path != nullptr && *c.dry_run_log_path != '\0' &&
+      !(::stat(c.dry_run_log_path, &log_st) == 0 && S_ISCHR(log_st.st_mode))) {
     try {
       perseus::check_output_file_writable(c.dry_run_log_path, /*force=*/true, "dry_run_log_path");
     } catch (const perseus::InputError& e) {

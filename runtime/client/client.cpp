@@ -587,17 +587,20 @@ struct Client::Impl {
     if (reset) {
       watchdog.disarm();
       lock_record.release();
+    } else if (gpu->reset_on_disconnect() && watchdog.pid() <= 0) {
+      // gpud: the helper resets this GPU when this client's connection closes (below, at the
+      // latest when the process exits); "may stay locked" would be wrong (session 31's trial).
+      fmt::print(stderr, "perseus client: rank {}: the final clock reset failed ({}); the perseus gpud helper resets "
+                         "the clocks when this client's connection to it closes\n", opt.ranks.rank, controller->last_error());
+      lock_record.release();
     } else {
       // Never leave a GPU locked quietly: the watchdog (its own driver session) tries; if it
       // cannot either, the lock record keeps its text, so the next client on this GPU resets it.
-      // Without a watchdog (the gpud backend: the helper resets a client's clocks when its
-      // connection closes or the helper restarts; or watchdog = false) say so, not "the watchdog".
+      // Without a watchdog (watchdog = false) say so, not "the watchdog".
       const bool has_watchdog = watchdog.pid() > 0;
       fmt::print(stderr, "perseus client: rank {}: WARNING: the final clock reset failed ({}); {}\n", opt.ranks.rank,
                  controller->last_error(),
-                 has_watchdog ? "handing it to the watchdog"
-                              : "there is no watchdog to hand it to (a perseus gpud helper resets a client's clocks "
-                                "when its connection closes or when the helper restarts)");
+                 has_watchdog ? "handing it to the watchdog" : "there is no watchdog to hand it to (it is disabled)");
       if (watchdog.reset_now()) {
         lock_record.release();
       } else {

@@ -207,6 +207,7 @@ class GpudGpu final : public GpuControl {
   // The helper resets the clocks when this process's connection closes or the process
   // exits: no watchdog process is needed.
   std::vector<std::string> watchdog_args() const override { return {}; }
+  bool reset_on_disconnect() const override { return true; }
   bool lock_may_be_lost() override {
     std::lock_guard lock(mutex_);
     return locked_mhz_ > 0 && (conn_.generation() != locked_generation_ || conn_.peer_closed());

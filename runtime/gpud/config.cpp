@@ -37,8 +37,10 @@ struct LineParser {
   long long integer(const std::string& w, const std::string& field, long long lo, long long hi, int base = 10) const {
     long long v = 0;
     const auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v, base);
-    if (ec != std::errc() || p != w.data() + w.size()) fail(field, fmt::format("{} is not an integer", quote_input(w)));
-    if (v < lo || v > hi) fail(field, fmt::format("{} is out of range {}..{}", escape_input(w), lo, hi));
+    const bool whole = p == w.data() + w.size();  // beyond long long: out of range, still an integer
+    if (!whole || (ec != std::errc() && ec != std::errc::result_out_of_range))
+      fail(field, fmt::format("{} is not an integer", quote_input(w)));
+    if (ec != std::errc() || v < lo || v > hi) fail(field, fmt::format("{} is out of range {}..{}", escape_input(w), lo, hi));
     return v;
   }
   double number(const std::string& w, const std::string& field) const {

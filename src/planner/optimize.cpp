@@ -293,7 +293,8 @@ OptimizeResult optimize(Problem problem, const OptimizeConfig& cfg,
   return OptimizeResult{std::move(problem), std::move(frontier), std::move(allmax), std::move(sum)};
 }
 
-void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
+void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg,
+                           const std::function<void(const std::filesystem::path&)>& before_commit) {
   check_options(cfg);
   const int threads = resolved_threads(cfg.threads);
   OutputFolder folder(cfg.out_dir, is_optimize_output);
@@ -321,14 +322,16 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg) {
   // Last: marks the folder complete. A path that is not UTF-8 (Linux allows any bytes) is written
   // with U+FFFD for its bad bytes: dump() threw on it (exit 3, "internal error").
   write_file(tmp / "summary.json", summary_json(r, cfg).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  if (before_commit) before_commit(tmp);
   folder.commit();
 }
 
-OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(SolveStage, double)>& progress) {
+OptimizeSummary run_optimize(const OptimizeConfig& cfg, const std::function<void(SolveStage, double)>& progress,
+                             const std::function<void(const std::filesystem::path&)>& before_commit) {
   check_options(cfg);
   { OutputFolder check(cfg.out_dir, is_optimize_output); }  // fail before the solve, not after
   OptimizeResult result = optimize(cfg, progress);
-  write_optimize_folder(result, cfg);
+  write_optimize_folder(result, cfg, before_commit);
   return result.summary;
 }
 

@@ -61,6 +61,10 @@ TEST(GpudConfig, ErrorsNameFileLineAndField) {
   EXPECT_EQ(error_of("allow 0 alice\n"),
             "gpud.conf:1: field 'allow': 'alice' is not a principal (expected user:NAME, uid:N, group:NAME or gid:N)");
   EXPECT_EQ(error_of("allow 300 uid:1\n"), "gpud.conf:1: field 'allow': 300 is out of range 0..255");
+  // Beyond long long it is still an integer, only out of range (it said "is not an integer").
+  EXPECT_EQ(error_of("allow * uid:1\nmax_clients 99999999999999999999\n"),
+            "gpud.conf:2: field 'max_clients': 99999999999999999999 is out of range 1..4096");
+  EXPECT_EQ(error_of("allow * uid:1\nmax_clients 12x\n"), "gpud.conf:2: field 'max_clients': '12x' is not an integer");
   EXPECT_EQ(error_of("allow 0\n"), "gpud.conf:1: field 'allow': expected 'allow GPU|* user:NAME|uid:N|group:NAME|gid:N ...'");
   EXPECT_EQ(error_of("\n\nlisten 80\nallow * uid:1\n").substr(0, 34), "gpud.conf:3: field 'listen': unkno");
   EXPECT_EQ(error_of("allow * uid:1\nbackend cuda\n"),

@@ -251,6 +251,9 @@ class ClientTest(unittest.TestCase):
                 perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", enable_watchdog=False,
                                **{kw: "/nonexistent-perseus-dir/x.log"})
             self.assertIn(kw, str(cm.exception))
+        # The dry-run log is only appended to: /dev/null silences it (refused as "a device, not a
+        # regular file" before session 31).
+        self.client(0, backend="dry-run", enable_watchdog=False, dry_run_log_path="/dev/null").close()
         # A rank beyond 64 bits (or negative) names the keyword and the range, not pybind's signature list.
         for kw, value in (("rank", 99999999999999999999), ("pp_rank", -1)):
             args = dict(rank=0, backend="simulated")

@@ -307,6 +307,32 @@ TEST_F(OptimizeJob, RemovesTemporariesOfKilledRuns) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "out" / "summary.json"));
 }
 
+// What before_commit adds (the CLI's --report) is part of the one atomic replacement: it is
+// there after the commit, and when it throws the earlier output stays as it was (a Ctrl-C
+// while the report rendered after the commit left a new folder without report.html, session 31).
+TEST_F(OptimizeJob, BeforeCommitIsPartOfTheAtomicReplacement) {
+  const auto out = dir.path() / "out";
+  run_optimize(cfg(), {}, [](const std::filesystem::path& tmp) {
+    EXPECT_TRUE(std::filesystem::exists(tmp / "summary.json"));  // everything else is written first
+    std::ofstream(tmp / "report.html") << "first";
+  });
+  ASSERT_TRUE(std::filesystem::exists(out / "report.html"));
+  std::ifstream summary(out / "summary.json");
+  const std::string before((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
+  auto c = cfg();
+  c.problem.microbatches = 5;  // another run, whose summary would differ
+  EXPECT_THROW(run_optimize(c, {}, [](const std::filesystem::path&) { throw InputError("report failed"); }),
+               InputError);
+  std::ifstream again(out / "summary.json");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()), before);
+  std::ifstream report(out / "report.html");
+  std::string text;
+  report >> text;
+  EXPECT_EQ(text, "first");
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))  // no temporary left beside it
+    EXPECT_EQ(e.path().filename().string().rfind(".out.", 0), std::string::npos) << e.path();
+}
+
 TEST_F(OptimizeJob, RefusesToReplaceForeignFolder) {
   auto c = cfg();
   std::filesystem::create_directories(c.out_dir);

@@ -90,7 +90,7 @@ typedef struct perseus_client_config {
                                       negative, NaN, in (0, 1e-6) or > 1e6: INVALID_ARGUMENT). */
   double sim_blocking_power_w;   /**< simulated: idle power, W (default 0; negative, NaN or > 1e5:
                                       INVALID_ARGUMENT). */
-  const char* dry_run_log_path;  /**< dry-run: call log file; NULL = stderr. */
+  const char* dry_run_log_path;  /**< dry-run: call log file, appended to (a character device such as /dev/null is fine); NULL = stderr. */
   const char* freq_log_path;     /**< Clock log written at destroy (.json or .csv); NULL = none. */
   double request_timeout_s;      /**< Per HTTP request (default 5; 0 = 5; negative, NaN or > 1e6:
                                       INVALID_ARGUMENT). */

@@ -73,6 +73,10 @@ class GpuControl {
   /// GPU whose client connection closes). The frequency controller then applies the next
   /// request even when it equals the clock it believes in force. Default: false.
   virtual bool lock_may_be_lost() { return false; }
+  /// True when something outside this process resets the clocks this object locked once its
+  /// process lets go of them (gpud: the helper resets a GPU when its client's connection
+  /// closes), so a failed final reset does not leave the GPU locked. Default: false.
+  virtual bool reset_on_disconnect() const { return false; }
 };
 
 struct GpuSelector;
