@@ -233,6 +233,16 @@ TEST_F(Negative, WrongTypesAndRanges) {
   expect_error(api.post("/register_job", {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
                                           {"world_size", 3}}), 422, "zeus world");
   expect_error(api.post("/result/" + zjob, {{"rank", 0}, {"iter_time", {1.0}}, {"iter_energy", {}}}), 422, "zeus result");
+  // A bad pair is named as the Zeus request names it (it said field "energy_j", session 31).
+  for (const auto& [times, energies, named] :
+       {std::tuple{json{1.5, 1.6}, json{100, -5}, "iter_energy[1] must be"}, {json{1.5, 0}, json{100, 5}, "iter_time[1] must be"}}) {
+    const auto r = api.post("/result/" + zjob, {{"rank", 0}, {"iter_time", times}, {"iter_energy", energies}});
+    expect_error(r, 422, "zeus result pair");
+    const std::string msg = r.j["error"]["message"].get<std::string>();
+    EXPECT_NE(msg.find(named), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("energy_j"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("time_s"), std::string::npos) << msg;
+  }
 }
 
 TEST(ZeusNotConfigured, RegisterJobAnswers503) {

@@ -170,7 +170,16 @@ Reply JobManager::zeus_result(const std::string& job_id, const json& body) {
               .dump()
               .size());
     } catch (const ApiError& e) {
-      throw ApiError(e.status(), e.code(), fmt::format("iter_time[{0}] / iter_energy[{0}]: {1}", i, e.what()));
+      // Named as the Zeus request names it: the measurement's own field names are not in it.
+      std::string msg = e.what();
+      bool named = false;
+      for (const auto& [ours, theirs] : {std::pair{"field \"time_s\"", "iter_time"}, {"field \"energy_j\"", "iter_energy"}}) {
+        if (const auto at = msg.find(ours); at != std::string::npos) {
+          msg.replace(at, std::string_view(ours).size(), fmt::format("{}[{}]", theirs, i));
+          named = true;
+        }
+      }
+      throw ApiError(e.status(), e.code(), named ? msg : fmt::format("iter_time[{0}] / iter_energy[{0}]: {1}", i, msg));
     }
   }
   // Zeus results carry no iteration numbers: a client retry is recognized by its content (the
