@@ -65,10 +65,10 @@ struct Fd {
 
 /// Opens `path` for reading; `stat` is filled in. Throws "PATH: cannot open WHAT: REASON".
 Fd open_input(const std::string& path, std::string_view what, struct stat& st) {
-  // A folder opens on Linux and reads as empty: say what it is instead of letting a parser
-  // report an empty file.
   // "": open(2) says "No such file or directory" after an empty "PATH:" that names nothing.
   if (path.empty()) throw InputError(fmt::format("cannot open {}: the path is empty (expected a file's path)", what));
+  // A folder opens on Linux and reads as empty: say what it is instead of letting a parser
+  // report an empty file.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw InputError(fmt::format("{}: cannot open {}: it is a folder, not a file", path, what));
