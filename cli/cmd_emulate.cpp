@@ -137,8 +137,8 @@ void register_emulate(CLI::App& app) {
       html = emulation_report_html(res, in);
     }
     write_emulation_outputs(res, *cfg, *out, html);  // an earlier run's files do not survive
-    fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", *out);
-    if (html) fmt::print("wrote {}/emulation.html\n", *out);
+    fmt::print("wrote {}/emulation.csv and emulation.json (shape and scaling)\n", terminal_safe(*out));
+    if (html) fmt::print("wrote {}/emulation.html\n", terminal_safe(*out));
   });
 }
 

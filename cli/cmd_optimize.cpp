@@ -231,8 +231,10 @@ void register_optimize(CLI::App& app) {
     // T_min < all-max time happens when a lower clock is faster than the max one (noise): say so.
     if (s.t_min_s < s.allmax_time_s * (1 - 1e-9)) {
       const auto faster = faster_below_max_clock(profile);
-      fmt::print("  T_min is {:.2f}% below the all-max time: {} computation(s) run faster at a lower clock{}; at the "
-                 "all-max time Perseus removes {:.2f}%\n",
+      // One entry per (stage, instruction), not per computation (it said "4 computation(s)" where
+      // all 16 were, session 31's trial).
+      fmt::print("  T_min is {:.2f}% below the all-max time: the computations of {} (stage, instruction) pair(s) run "
+                 "faster at a lower clock{}; at the all-max time Perseus removes {:.2f}%\n",
                  100 * (1 - s.t_min_s / s.allmax_time_s), faster.size(),
                  faster.empty() ? "" : " (" + faster.front() + ")", s.saving_at_allmax_time_pct);
     }
@@ -246,14 +248,21 @@ void register_optimize(CLI::App& app) {
     fmt::print("  slowest plan:      T = {} s, E = {} J  (for a straggler's deadline T: E includes waiting at "
                "P_block until T)\n", seconds_text(s.t_max_s), joules_text(s.energy_at_t_max_j));
     if (s.partial) fmt::print("  PARTIAL frontier ({}): {}\n", s.partial_reason, s.partial_detail);
-    fmt::print("wrote {} ({} plan{}, summary.json, frontier.csv)\n", cfg->out_dir, s.plans_written,
+    fmt::print("wrote {} ({} plan{}, summary.json, frontier.csv)\n", terminal_safe(cfg->out_dir), s.plans_written,
                cfg->zeus_format ? "s, each as JSON and as a Zeus .py file" : s.plans_written == 1 ? " file" : " files");
-    if (s.plan_files_capped) {
+    if (cfg->sample == 0 && s.plan_files_bytes > kDefaultPlanFilesBytes) {
+      // The two plans always written (the slowest and T_min's) exceed the default byte cap: say
+      // so (1M computations wrote 771 MB of plans after "--sample: about 128 MiB", session 31's trial).
+      fmt::print("  (the plan files take about {} MiB, more than the default {} MiB: on this pipeline each plan's "
+                 "files take about {} MiB, and the slowest plan and T_min's are always written)\n",
+                 s.plan_files_bytes >> 20, kDefaultPlanFilesBytes >> 20,
+                 (s.plan_files_bytes / std::max<std::size_t>(1, s.plans_written)) >> 20);
+    } else if (s.plan_files_capped) {
       fmt::print("  (fewer plan files than 100 on this large pipeline: about {} MiB of them at most by default; "
                  "--sample K writes every K-th of the {} plans)\n",
                  kDefaultPlanFilesBytes >> 20, s.num_plans);
     }
-    if (*report) fmt::print("wrote {}\n", (std::filesystem::path(cfg->out_dir) / "report.html").string());
+    if (*report) fmt::print("wrote {}\n", terminal_safe((std::filesystem::path(cfg->out_dir) / "report.html").string()));
   });
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "perseus/error.hpp"
 #include "option_checks.hpp"
 #include "perseus/job_report.hpp"
 #include "perseus/render.hpp"
@@ -56,13 +57,13 @@ void register_report(CLI::App& app) {
   label->needs(reference);  // a legend text for no reference line would be dropped silently
   cmd->callback([dir, job, out, opt] {
     if (!job->empty()) {
-      fmt::print("wrote {}\n", write_job_report(*job, *out));
+      fmt::print("wrote {}\n", terminal_safe(write_job_report(*job, *out)));
     } else if (!dir->empty()) {
       opt->on_warning = [](const std::string& w) { fmt::print(stderr, "perseus report: warning: {}\n", w); };
-      fmt::print("wrote {}\n", write_report(*dir, *opt));
+      fmt::print("wrote {}\n", terminal_safe(write_report(*dir, *opt)));
       if (opt->write_svgs) {  // write_report() writes these three beside it
         for (const char* svg : {"frontier.svg", "timeline_fastest.svg", "timeline_lowest_energy.svg"})
-          fmt::print("wrote {}\n", (std::filesystem::path(*dir) / svg).string());
+          fmt::print("wrote {}\n", terminal_safe((std::filesystem::path(*dir) / svg).string()));
       }
     } else {
       throw CLI::RequiredError("DIR or --job");

@@ -89,7 +89,7 @@ void register_schedule(CLI::App& app) {
     write_file_atomically(a->out, format_schedule_csv(s));
     std::size_t n = 0;
     for (const auto& r : s.order) n += r.size();
-    fmt::print("wrote {}: schedule {}, {} ranks, {} stages, {} microbatches, {} computations{}\n", a->out, s.name,
+    fmt::print("wrote {}: schedule {}, {} ranks, {} stages, {} microbatches, {} computations{}\n", terminal_safe(a->out), s.name,
                s.num_ranks(), s.num_stages, s.num_microbatches, n,
                s.split_backward ? " (backward split into I/W)" : "");
   });

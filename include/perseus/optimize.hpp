@@ -83,6 +83,10 @@ struct OptimizeSummary {
   /// The default sampling wrote fewer than 100 plans of more than that because of the byte
   /// cap (default_max_plan_files()).
   bool plan_files_capped = false;
+  /// Estimated bytes of the plan files written (plans_written × computations ×
+  /// kPlanFileBytesPerOp): above kDefaultPlanFilesBytes when even the two plans the default
+  /// sampling always writes (the slowest and T_min's) exceed it, on the largest pipelines.
+  std::size_t plan_files_bytes = 0;
   std::int64_t num_steps = 0;     ///< Graph-cut steps.
   double solve_time_s = 0;        ///< Frontier solve wall time, s.
   /// The solve was stopped by time_budget_s or max_points (Frontier::partial()): the

@@ -33,7 +33,15 @@ const OperatingPoint* find_point(const Profile& profile, int stage, InstructionK
 void require_kinds(const Dag& dag, const Profile& profile) {
   for (const auto& [s, k] : used_kinds(dag)) {
     if (!profile.has(s, k)) {
-      throw InputError(fmt::format("profile {}: no rows for stage {} {}", profile.source, s, to_string(k)));
+      // A zero-bubble profile (backward split into I and W) under a schedule with whole backwards
+      // (the default 1f1b): say so, as `perseus emulate` does (session 31's trial).
+      const bool split = k == InstructionKind::kBackward && (profile.has(s, InstructionKind::kBackwardInput) ||
+                                                             profile.has(s, InstructionKind::kBackwardWeight));
+      throw InputError(fmt::format("profile {}: no rows for stage {} {}{}", profile.source, s, to_string(k),
+                                   split ? ", which the schedule needs: the profile splits the backward into "
+                                           "backward_input/backward_weight rows; plan the zero-bubble schedule "
+                                           "(--schedule zb-h1) or add backward rows (the full backward at each clock)"
+                                         : ""));
     }
   }
 }

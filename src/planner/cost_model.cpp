@@ -53,9 +53,12 @@ CostModel build_cost_model(const std::vector<OperatingPoint>& raw, double unit_s
   const std::int64_t range = m.q_max - m.q_min + 1;
   if (range > kMaxUnitsPerComputation) {
     const double fits = finest_unit_time_s(m.cand.points[gc.back()].time_s - m.cand.points[gc.front()].time_s);
-    throw InputError(fmt::format("unit time {} s is too small for computations of up to {} s (more than {} units "
-                                 "between one computation's fastest and slowest clock); use {:g} s or more",
-                                 unit_s, m.cand.points[gc.back()].time_s, kMaxUnitsPerComputation, fits));
+    // The span of the candidate clocks' times, not the profile's longest time (a slower clock that
+    // is no candidate does not count; the message named it as the longest, session 31's trial).
+    throw InputError(fmt::format("unit time {} s is too small for a computation whose candidate clocks take {} to {} s "
+                                 "(more than {} units between its fastest and slowest); use {:g} s or more",
+                                 unit_s, m.cand.points[gc.front()].time_s, m.cand.points[gc.back()].time_s,
+                                 kMaxUnitsPerComputation, fits));
   }
   // Fastest point of each quantized duration (its real time is the smallest in the bucket).
   std::vector<std::size_t> rep;  // candidate indices, units strictly ascending

@@ -19,7 +19,8 @@ std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPoint, bo
   double best = std::numeric_limits<double>::infinity();
   std::vector<FrontierPoint> kept;
   for (const auto& [p, is_max] : pts) {
-    if (!(key(p) < best - rel_tol * std::abs(p.energy_j))) continue;
+    const double min_saving_j = rel_tol > 0 ? std::max(rel_tol * std::abs(p.energy_j), kPrintedEnergyResolutionJ) : 0.0;
+    if (!(key(p) < best - min_saving_j)) continue;
     if (kept.empty() || kept.back().time_s < p.time_s) {
       // With a tolerance (the final frontier), a point no slower than the last kept one within
       // float noise (relative rel_tol) but cheaper replaces it: a plan 4e-16 s faster for 0.5 J

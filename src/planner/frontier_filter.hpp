@@ -21,6 +21,11 @@ namespace perseus::detail {
 /// no two kept times are equal in any printed precision. pipe_block_w = 0 (W): Pareto in (T, E). pipe_block_w = P_block × R:
 /// Pareto in (T, E − pipe_block_w × T), the points that are the best choice for some deadline
 /// when the GPUs block at P_block until it (energy at deadline τ = E + pipe_block_w × (τ − T)).
+/// With rel_tol > 0 a slower point must also save more than kPrintedEnergyResolutionJ: frontier.csv
+/// prints energies to 1e-6 J, and two rows whose E − pipe_block_w × T agree there would break the
+/// documented "strictly rises as T falls" in the file (session 31's trial: a profile in kJ, so
+/// energies of ~6 "J", kept a plan 1e-7 J cheaper than a faster one).
+inline constexpr double kPrintedEnergyResolutionJ = 1e-6;
 std::vector<FrontierPoint> pareto_filter(std::vector<std::pair<FrontierPoint, bool>> pts, double pipe_block_w = 0,
                                          double rel_tol = 0);
 

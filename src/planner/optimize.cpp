@@ -317,6 +317,8 @@ void write_optimize_folder(OptimizeResult& r, const OptimizeConfig& cfg,
     if (cfg.zeus_format) write_file(tmp / "plans" / zeus_plan_file_name(i), zeus_plan_text(dag, plan, i));
   }, threads);
   r.summary.plans_written = indices.size();
+  r.summary.plan_files_bytes = indices.size() * static_cast<std::size_t>(dag.num_ops()) * (cfg.zeus_format ? 2 : 1) *
+                               kPlanFileBytesPerOp;
   r.summary.plan_files_capped = cfg.sample == 0 && default_max_plan_files(static_cast<std::size_t>(dag.num_ops())) < 100 &&
                                 pts.size() > indices.size();
   // Last: marks the folder complete. A path that is not UTF-8 (Linux allows any bytes) is written

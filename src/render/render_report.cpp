@@ -173,7 +173,10 @@ std::optional<std::string> resolve_profile(const std::string& given, const fs::p
 
 /// The certified lower bound LB(T) of frontier.csv (column lower_bound_j; Planner 2.0), as
 /// (time_s, LB) points; empty when the column is absent or all zero (graph-cut planner).
-std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv) {
+/// `frontier`: the file's (time, energy) rows. Throws InputError naming file, line and field
+/// for a bound below 0 or above its own row's energy (no plan beats its bound: the file was
+/// edited; a bound of 99,999 J beside a 160 J plan was drawn, session 31's trial).
+std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv, const std::vector<PlotPoint>& frontier) {
   const auto t = render_detail::read_csv_table(frontier_csv);
   const int ct = t.column({"time_s", "time"}), cb = t.column({"lower_bound_j"});
   std::vector<PlotPoint> out;
@@ -181,6 +184,12 @@ std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv) {
   bool any = false;
   for (std::size_t r = 0; r < t.rows.size(); ++r) {
     const double lb = render_detail::csv_number(t, r, cb);
+    const double e = r < frontier.size() ? frontier[r].energy_j : lb;  // 6 decimals printed: 1e-6 J of slack
+    if (lb < 0 || lb > e + 1e-9 * e + 1e-6)
+      throw InputError::in_file(frontier_csv, static_cast<long>(r) + 2, "lower_bound_j",
+                                fmt::format("{} J is {} (expected 0 <= bound <= the row's energy {} J: no plan beats "
+                                            "its bound); was the file edited?",
+                                            lb, lb < 0 ? "negative" : "above the row's energy", e));
     any |= lb > 0;
     out.push_back({fmt::format("bound {}", r), render_detail::csv_number(t, r, ct), lb});
   }
@@ -382,6 +391,8 @@ std::string emulation_section(const fs::path& csv_path, const fs::path& json_pat
 std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   const fs::path dir(dir_arg);
   std::error_code ec;
+  if (dir_arg.empty())  // ": not a folder" named nothing (perseus.write_report(''), session 31's trial)
+    throw InputError("the folder path is empty (expected the output folder of `perseus optimize`)");
   if (!fs::is_directory(dir, ec)) {
     throw InputError(fmt::format("{}: not a folder (expected the output folder of `perseus optimize`)", dir_arg));
   }
@@ -613,7 +624,7 @@ std::string write_report(const std::string& dir_arg, const ReportOptions& opt) {
   }
 
   fd.frontier = frontier;
-  fd.lower_bound = lower_bound_points(frontier_csv.string());
+  fd.lower_bound = lower_bound_points(frontier_csv.string(), frontier);
   fd.all_max = PlotPoint{"all-max frequency", allmax_t, allmax_e};
   std::string baselines_note;
   if (profile) {

@@ -81,6 +81,18 @@ TEST(Cli, BadProfileExitsOneWithMessage) {
                      (dir.path() / "o").string());
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("p.csv:2: field 'time'"), std::string::npos) << r.output;
+  // A zero-bubble profile (no backward rows) under the default 1f1b: the message says what to do
+  // (it said only "no rows for stage 0 backward", session 31's trial), and zb-h1 plans it.
+  const auto zb = dir.write("zb.csv", "stage,instruction,frequency,time,energy\n0,forward,1410,0.02,6\n"
+                                      "0,backward_input,1410,0.02,6\n0,backward_weight,1410,0.02,6\n");
+  const std::string args = "optimize --profile " + zb + " --stages 1 --microbatches 2 --p2p-power 50 --out " +
+                           (dir.path() / "zb").string();
+  const auto r1 = run(args);
+  EXPECT_EQ(r1.status, 1) << r1.output;
+  EXPECT_NE(r1.output.find("no rows for stage 0 backward, which the schedule needs: the profile splits the backward "
+                           "into backward_input/backward_weight rows; plan the zero-bubble schedule (--schedule zb-h1)"),
+            std::string::npos) << r1.output;
+  EXPECT_EQ(run(args + " --schedule zb-h1").status, 0);
 }
 
 // A symbolic-link loop given as an input was "internal error: filesystem error: status: Too
@@ -297,7 +309,8 @@ TEST(Cli, BackwardInputFractionAndUnitTimeErrorsNameTheOption) {
     const auto r = run(cmd + " --profile " + slow + " --stages 1 --microbatches 2 --p2p-power 10 --unit-time 1e-7 "
                        "--out " + (dir.path() / "u").string());
     EXPECT_EQ(r.status, 1) << cmd << ": " << r.output;
-    EXPECT_NE(r.output.find("perseus: error: --unit-time: unit time 1e-07 s is too small for computations of up to 1 s"),
+    EXPECT_NE(r.output.find("perseus: error: --unit-time: unit time 1e-07 s is too small for a computation whose candidate "
+                            "clocks take 0.5 to 1 s"),
               std::string::npos)
         << cmd << ": " << r.output;
     EXPECT_NE(r.output.find("use 1e-06 s or more"), std::string::npos) << cmd << ": " << r.output;  // and it does:
@@ -870,7 +883,8 @@ TEST(Cli, OptimizeSaysWhenTMinIsBelowAllMaxTime) {
   // all-max: (M + p - 1)(F + B) = 5 × 0.03 = 0.15 s; all at 1350: 0.1485 s (1 % less).
   EXPECT_NE(r.output.find("all-max baseline:  T = 0.1500 s"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("T_min = 0.1485 s"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("T_min is 1.00% below the all-max time: 4 computation(s) run faster at a lower clock "
+  EXPECT_NE(r.output.find("T_min is 1.00% below the all-max time: the computations of 4 (stage, instruction) pair(s) run "
+                          "faster at a lower clock "
                           "(stage 0 forward: 0.0099 s at 1350 MHz, 0.01 s at 1410 MHz)"),
             std::string::npos)
       << r.output;

@@ -259,5 +259,24 @@ TEST(ParetoFilter, APlanAtTheAllMaxTimeIsNotReplacedByASlowerOne) {
   EXPECT_EQ(pareto_filter(pts, pipe_w, kFrontierDominanceRelTol).front().time_s, 136802.836580387);
 }
 
+// Energies of a few "J" (a profile in kJ): a slower plan 1e-7 J cheaper in E − P_block × R × T
+// is not a distinct point at frontier.csv's printed 1e-6 J (session 31's trial: two rows of
+// the same printed E − 120 T, against README's "strictly rises as T falls").
+TEST(ParetoFilter, ASavingBelowThePrintedResolutionIsNoSaving) {
+  auto point = [](double t, double e) {
+    FrontierPoint p;
+    p.time_s = t;
+    p.energy_j = e;
+    return p;
+  };
+  const double pipe_w = 120;
+  std::vector<std::pair<FrontierPoint, bool>> pts = {{point(0.3285, 6.359055), true},
+                                                      {point(0.32885, 6.359055 + 120 * 0.00035 - 1e-7), false}};
+  EXPECT_EQ(pareto_filter(pts, pipe_w, kFrontierDominanceRelTol).size(), 1u);
+  EXPECT_EQ(pareto_filter(pts, pipe_w).size(), 2u);  // without a tolerance (LP refinement rounds): kept
+  pts[1].first.energy_j -= 2e-6;                     // a saving the file shows
+  EXPECT_EQ(pareto_filter(pts, pipe_w, kFrontierDominanceRelTol).size(), 2u);
+}
+
 }  // namespace
 }  // namespace perseus::detail

@@ -264,6 +264,7 @@ TEST(ReportCli, ReportFromAnotherFolderKeepsPowerColours) {
 TEST(ReportErrors, BadFolderAndSummary) {
   TempDir tmp;
   EXPECT_NE(report_error((tmp.path() / "nope").string()).find("nope: not a folder"), std::string::npos);
+  EXPECT_EQ(report_error(""), "the folder path is empty (expected the output folder of `perseus optimize`)");
   EXPECT_NE(report_error(tmp.path().string()).find("summary.json: missing"), std::string::npos);
   tmp.write("summary.json", "{\"t_min_s\": 1,");
   auto e = report_error(tmp.path().string());
@@ -435,6 +436,15 @@ TEST(ReportErrors, HandEditedEnergiesAreRefused) {
   std::ofstream(csv) << text;
   e = report_error(job.out);
   EXPECT_NE(e.find("s, not below row "), std::string::npos) << e;
+  // A row's lower bound above its own energy (no plan beats its bound), or negative (session 31's trial).
+  for (const char* bound : {"99999", "-1"}) {
+    const std::string& row = rows[mid];
+    text.clear();
+    for (std::size_t k = 0; k < rows.size(); ++k) text += (k == mid ? row.substr(0, row.rfind(',') + 1) + bound : rows[k]) + "\n";
+    std::ofstream(csv) << text;
+    e = report_error(job.out);
+    EXPECT_NE(e.find(fmt::format("frontier.csv:{}: field 'lower_bound_j': {} J is ", mid + 1, bound)), std::string::npos) << e;
+  }
   std::ofstream(csv) << frontier;
   // A plan file of garbage, or a plan copied under another number, though neither is drawn.
   std::vector<fs::path> plans;
