@@ -208,17 +208,19 @@ TEST(GraphCutWalk, EnginesTakeTheSameSteps) {
   }
 }
 
+/// A frontier point of time t (s) and energy e (J), for the Pareto filter's tests.
+FrontierPoint point(double t, double e) {
+  FrontierPoint p;
+  p.time_s = t;
+  p.energy_j = e;
+  return p;
+}
+
 // A plan whose time differs from the all-max plan's only by evaluation noise (4e-16 s) and that
 // uses less energy replaces it: a partial solve listed both, as two rows of one printed time,
 // and reported the costlier one as T_min (session 27's trial). Beyond that noise the all-max
 // plan stays the fastest point, as T_min is never slower than it.
 TEST(ParetoFilter, APlanWithinTimeNoiseOfTheAllMaxPlanReplacesIt) {
-  auto point = [](double t, double e) {
-    FrontierPoint p;
-    p.time_s = t;
-    p.energy_j = e;
-    return p;
-  };
   const double t = 3.8268299999999953;
   std::vector<std::pair<FrontierPoint, bool>> pts = {
       {point(5.5, 38788), false}, {point(t, 43201.6), true}, {point(std::nextafter(t, 4.0), 41402.0), false}};
@@ -238,12 +240,6 @@ TEST(ParetoFilter, APlanWithinTimeNoiseOfTheAllMaxPlanReplacesIt) {
 // time gave way to one 70 us (5e-10 relative, within kFrontierDominanceRelTol) slower and
 // 0.05 J cheaper, and T_min was reported slower than the all-max time (session 31's trial).
 TEST(ParetoFilter, APlanAtTheAllMaxTimeIsNotReplacedByASlowerOne) {
-  auto point = [](double t, double e) {
-    FrontierPoint p;
-    p.time_s = t;
-    p.energy_j = e;
-    return p;
-  };
   const double t = 136802.8365107651, pipe_w = 83.64 * 8;
   std::vector<std::pair<FrontierPoint, bool>> pts = {{point(t, 91541986.513383), true},
                                                       {point(t, 91541719.376411), false},
@@ -263,12 +259,6 @@ TEST(ParetoFilter, APlanAtTheAllMaxTimeIsNotReplacedByASlowerOne) {
 // is not a distinct point at frontier.csv's printed 1e-6 J (session 31's trial: two rows of
 // the same printed E − 120 T, against README's "strictly rises as T falls").
 TEST(ParetoFilter, ASavingBelowThePrintedResolutionIsNoSaving) {
-  auto point = [](double t, double e) {
-    FrontierPoint p;
-    p.time_s = t;
-    p.energy_j = e;
-    return p;
-  };
   const double pipe_w = 120;
   std::vector<std::pair<FrontierPoint, bool>> pts = {{point(0.3285, 6.359055), true},
                                                       {point(0.32885, 6.359055 + 120 * 0.00035 - 1e-7), false}};
