@@ -459,6 +459,35 @@ TEST_F(ClientTest, ComputationsAtAClockThatFailedToApplyAreLeftOut) {
   EXPECT_GE(m.at(1)["time_s"].get<double>(), 0.0) << "the iteration itself is still reported";
 }
 
+// A backend whose helper resets the clocks when the client's connection closes (gpud): a failed
+// final reset is said as such, not "may stay locked" (session 31's trial: gpud refused the reset
+// as rate-limited and the client warned that the GPU might stay locked).
+TEST_F(ClientTest, AFailedFinalResetOnAHelperThatResetsOnDisconnectIsNotAStuckGpu) {
+  struct HelperGpu : GpuControl {
+    std::shared_ptr<GpuControl> inner;
+    explicit HelperGpu(std::shared_ptr<GpuControl> g) : inner(std::move(g)) {}
+    std::string name() const override { return "helper"; }
+    int device_index() const override { return 0; }
+    std::vector<int> supported_graphics_clocks_mhz() override { return inner->supported_graphics_clocks_mhz(); }
+    void set_locked_clocks(int f) override { inner->set_locked_clocks(f); }
+    void reset_locked_clocks() override { throw GpuError("refused: rate_limited (test)"); }
+    std::optional<double> total_energy_j() override { return inner->total_energy_j(); }
+    std::optional<double> power_w() override { return inner->power_w(); }
+    bool reset_on_disconnect() const override { return true; }
+  };
+  auto c = Client::create(options(), std::make_shared<HelperGpu>(gpu()));
+  run_step(*c, kSeq);
+  ::testing::internal::CaptureStderr();
+  c->close();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("the final clock reset failed (refused: rate_limited (test)); the perseus gpud helper resets the "
+                     "clocks when this client's connection to it closes"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("may stay locked"), std::string::npos) << err;
+  EXPECT_EQ(err.find("handing it to the watchdog"), std::string::npos) << err;
+}
+
 TEST_F(ClientTest, RegistrationConflictOnRestartIsAccepted) {
   { auto c = Client::create(options(), gpu()); }
   auto o = options();
