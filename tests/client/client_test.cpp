@@ -21,6 +21,19 @@ using perseus::testing::wait_for;
 const std::vector<std::pair<std::string, int>> kSeq = {
     {"forward", 1200}, {"forward", 1110}, {"backward", 1005}, {"backward", 1005}};
 
+/// A GPU that passes every call to `inner` (a dry-run GPU); tests override the calls they script.
+struct WrappedGpu : GpuControl {
+  std::shared_ptr<GpuControl> inner;
+  explicit WrappedGpu(std::shared_ptr<GpuControl> g) : inner(std::move(g)) {}
+  std::string name() const override { return "wrapped"; }
+  int device_index() const override { return 0; }
+  std::vector<int> supported_graphics_clocks_mhz() override { return inner->supported_graphics_clocks_mhz(); }
+  void set_locked_clocks(int f) override { inner->set_locked_clocks(f); }
+  void reset_locked_clocks() override { inner->reset_locked_clocks(); }
+  std::optional<double> total_energy_j() override { return inner->total_energy_j(); }
+  std::optional<double> power_w() override { return inner->power_w(); }
+};
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -437,16 +450,10 @@ TEST_F(ClientTest, AnUnresolvableHostIsNamedInTheError) {
 // were reported with the planned clock, so an online profile was built from clocks never
 // applied. Now a computation run at an unknown clock is left out; the iteration still goes.
 TEST_F(ClientTest, ComputationsAtAClockThatFailedToApplyAreLeftOut) {
-  struct FailingGpu : GpuControl {
-    std::shared_ptr<GpuControl> inner;
-    explicit FailingGpu(std::shared_ptr<GpuControl> g) : inner(std::move(g)) {}
-    std::string name() const override { return "failing"; }
-    int device_index() const override { return 0; }
-    std::vector<int> supported_graphics_clocks_mhz() override { return inner->supported_graphics_clocks_mhz(); }
+  struct FailingGpu : WrappedGpu {
+    using WrappedGpu::WrappedGpu;
     void set_locked_clocks(int) override { throw GpuError("no permission (test)"); }
     void reset_locked_clocks() override {}
-    std::optional<double> total_energy_j() override { return inner->total_energy_j(); }
-    std::optional<double> power_w() override { return inner->power_w(); }
   };
   auto c = Client::create(options(), std::make_shared<FailingGpu>(gpu()));
   run_step(*c, kSeq);
@@ -463,16 +470,9 @@ TEST_F(ClientTest, ComputationsAtAClockThatFailedToApplyAreLeftOut) {
 // final reset is said as such, not "may stay locked" (session 31's trial: gpud refused the reset
 // as rate-limited and the client warned that the GPU might stay locked).
 TEST_F(ClientTest, AFailedFinalResetOnAHelperThatResetsOnDisconnectIsNotAStuckGpu) {
-  struct HelperGpu : GpuControl {
-    std::shared_ptr<GpuControl> inner;
-    explicit HelperGpu(std::shared_ptr<GpuControl> g) : inner(std::move(g)) {}
-    std::string name() const override { return "helper"; }
-    int device_index() const override { return 0; }
-    std::vector<int> supported_graphics_clocks_mhz() override { return inner->supported_graphics_clocks_mhz(); }
-    void set_locked_clocks(int f) override { inner->set_locked_clocks(f); }
+  struct HelperGpu : WrappedGpu {
+    using WrappedGpu::WrappedGpu;
     void reset_locked_clocks() override { throw GpuError("refused: rate_limited (test)"); }
-    std::optional<double> total_energy_j() override { return inner->total_energy_j(); }
-    std::optional<double> power_w() override { return inner->power_w(); }
     bool reset_on_disconnect() const override { return true; }
   };
   auto c = Client::create(options(), std::make_shared<HelperGpu>(gpu()));
