@@ -94,6 +94,9 @@ const char* to_string(SolveStage stage);
 inline constexpr double kMinUnitTimeS = 1e-7, kMaxUnitTimeS = 10;
 /// Range of PlannerOptions::polish_solves (0: none).
 inline constexpr int kMaxPolishSolves = 1'000'000;
+/// Throws InputError (field "polish_solves") unless 0 <= n <= kMaxPolishSolves: the one check of
+/// the polish's solve budget behind PlannerOptions, OptimizeConfig and the Python keyword.
+void check_polish_solves(int n);
 
 /// Planner settings.
 struct PlannerOptions {

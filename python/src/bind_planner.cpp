@@ -344,10 +344,7 @@ Raises perseus.InputError on an unknown name, sizes < 1, chunks != 1 for "1f1b",
         if (!(polish_s >= 0 && polish_s <= 86400)) {
           throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", polish_s));
         }
-        if (polish_solves < 0 || polish_solves > kMaxPolishSolves) {
-          throw InputError("polish_solves",
-                           fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, polish_solves));
-        }
+        check_polish_solves(polish_solves);
         // As `perseus optimize`: keywords that cannot act on a graph-cut solve are accepted but said so.
         if (*planner_mode == PlannerMode::kGraphCut) {
           for (const auto& [set, name] : {std::pair{max_lp_solves != PlannerOptions{}.max_lp_solves, "max_lp_solves"},

@@ -21,6 +21,11 @@ namespace perseus {
 using detail::pareto_filter;
 using detail::RunningFront;
 
+void check_polish_solves(int n) {
+  if (n < 0 || n > kMaxPolishSolves)
+    throw InputError("polish_solves", fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, n));
+}
+
 const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   // Bounds keep every sum finite and the tables small (documented in PlannerOptions). Each
   // error names its PlannerOptions field, which the front ends phrase as their option.
@@ -54,9 +59,7 @@ const PlannerOptions& FrontierBuilder::validated(const PlannerOptions& opt) {
   if (!(opt.polish_time_s >= 0 && opt.polish_time_s <= 86400)) {
     throw InputError("polish_time_s", fmt::format("must be in [0, 86400] s, got {}", opt.polish_time_s));
   }
-  if (opt.polish_solves < 0 || opt.polish_solves > kMaxPolishSolves) {
-    throw InputError("polish_solves", fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, opt.polish_solves));
-  }
+  check_polish_solves(opt.polish_solves);
   if (opt.max_points < 0 || opt.max_points > 1'000'000'000) {
     throw InputError("max_points", fmt::format("must be in [1, 1e9] (0: none), got {}", opt.max_points));
   }

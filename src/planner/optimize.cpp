@@ -60,9 +60,7 @@ void check_options(const OptimizeConfig& cfg) {
   if (!(cfg.polish_s >= 0 && cfg.polish_s <= 86400)) {
     throw InputError("polish_s", fmt::format("must be in [0, 86400] s (0: none), got {}", cfg.polish_s));
   }
-  if (cfg.polish_solves < 0 || cfg.polish_solves > kMaxPolishSolves) {
-    throw InputError("polish_solves", fmt::format("must be in [0, {}] (0: none), got {}", kMaxPolishSolves, cfg.polish_solves));
-  }
+  check_polish_solves(cfg.polish_solves);
 }
 
 
