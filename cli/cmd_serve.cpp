@@ -211,8 +211,10 @@ void run_serve(ServeArgs& a) {
   if (a.opt.db_path != ":memory:") {
     const auto folder = std::filesystem::path(a.opt.db_path).parent_path();
     if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
-      throw CLI::ValidationError("--db", fmt::format("{}: the folder {} does not exist (the database, its lock and its "
-                                                     ".token file are created there)", a.opt.db_path, folder.string()));
+      throw CLI::ValidationError(
+          "--db", fmt::format("{}: {} (the database, its lock and its .token file are created there)", a.opt.db_path,
+                              std::filesystem::exists(folder, ec) ? folder.string() + " is not a folder"
+                                                                  : "the folder " + folder.string() + " does not exist"));
   }
   CreatedDatabaseGuard created;  // declared before the server: removed after it closed the files
   if (a.opt.db_path != ":memory:" && !std::filesystem::exists(std::filesystem::symlink_status(a.opt.db_path, ec)))

@@ -794,6 +794,11 @@ TEST(Cli, ServeNamesWhatIsWrongWithTheToken) {
   EXPECT_EQ(no_folder.status, 2) << no_folder.output;
   EXPECT_NE(no_folder.output.find("the folder " + (dir.path() / "nope").string() + " does not exist"), std::string::npos)
       << no_folder.output;
+  const std::string file = dir.write("plain.txt", "x");
+  const auto not_folder = run_env("-u PERSEUS_TOKEN", "serve --port 0 --db " + file + "/x.db");
+  EXPECT_EQ(not_folder.status, 2) << not_folder.output;
+  EXPECT_NE(not_folder.output.find(file + "/x.db: " + file + " is not a folder"), std::string::npos) << not_folder.output;
+  EXPECT_FALSE(std::filesystem::exists(file + ".token"));
   const auto blank = run_env("PERSEUS_TOKEN='   '", "serve --db :memory: --port 0");
   EXPECT_EQ(blank.status, 1) << blank.output;
   EXPECT_NE(blank.output.find("PERSEUS_TOKEN holds only white space"), std::string::npos) << blank.output;
