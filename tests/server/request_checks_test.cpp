@@ -303,6 +303,77 @@ TEST_F(RequestChecks, AZeusRankIsCheckedAgainstThePlansClocksOnly) {
   EXPECT_EQ(message(r).find("supported_freqs_mhz"), std::string::npos) << r.body;
 }
 
+// A Zeus job served without --zeus-profile has plans without times (session 32's trial): a
+// pipeline's measured_over_planned is unknown (null), not its measured seconds, and a detected
+// straggler is recorded as not acted on (no plan meets any T'), instead of nothing at all.
+TEST_F(RequestChecks, WithoutPlanTimesTheRatioIsUnknownAndADetectionIsRecordedAsNotActedOn) {
+  ServerOptions opt;
+  opt.zeus_plan_texts = {"[[1410, 1410], [1200, 1200]]"};  // pp 2, 1 microbatch
+  LocalServer srv(dir.file("s.db"), opt);
+  Api api(srv.port());
+  json info = zeus_job_info(2);
+  info["dp_degree"] = 2;
+  info["world_size"] = 4;
+  const auto job = api.post("/register_job", info);
+  ASSERT_EQ(job.status, 200) << job.body;
+  const std::string id = job.j.get<std::string>(), base = "/v1/jobs/" + id;
+  for (int r = 0; r < 4; ++r)  // rank = dp_rank * 2 + pp_rank
+    ASSERT_EQ(api.post("/register_rank/" + id, {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}}).status, 200);
+  for (int it = 0; it < 12; ++it)
+    for (int r = 0; r < 4; ++r) {
+      const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                              {{"iteration", it}, {"time_s", r < 2 ? 1.0 : 1.5}, {"plan_version", 1}});
+      ASSERT_EQ(m.status, 202) << m.body;
+    }
+  const json got = api.get(base).j;
+  const json& loop = got["straggler_loop"]["pipelines"];
+  ASSERT_EQ(loop.size(), 2u) << got.dump();
+  EXPECT_TRUE(got["pipelines"][1]["iteration_time_s"].is_null()) << got.dump();
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_TRUE(loop[d].contains("measured_over_planned")) << loop.dump();
+    EXPECT_TRUE(loop[d]["measured_over_planned"].is_null()) << loop.dump();
+  }
+  EXPECT_DOUBLE_EQ(loop[1]["median_iteration_time_s"].get<double>(), 1.5);
+  EXPECT_EQ(got["stragglers"], json::array()) << got.dump();
+  const json& ignored = loop[1]["ignored_detection"];
+  ASSERT_TRUE(ignored.is_object()) << loop.dump();
+  EXPECT_NE(ignored["reason"].get<std::string>().find("the job's plans have no iteration times"), std::string::npos)
+      << ignored.dump();
+}
+
+// One rank whose iteration counter is far ahead (session 32's trial: a report of iteration
+// 1,000,000) no longer makes every later report of its pipeline "too old": the report is
+// counted in ignored_reports and a straggler in that pipeline is still detected.
+TEST_F(RequestChecks, AFarAheadIterationIsIgnoredAndDetectionGoesOn) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  json job = two_plan_job(2);
+  job["straggler_detection"] = {{"window", 1}, {"consecutive", 1}};
+  const auto c = api.post("/v1/jobs", job);
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  for (int r = 0; r < 4; ++r)
+    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}}).status, 201);
+  auto report = [&](int r, std::int64_t it, double time_s) {
+    const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
+                            {{"iteration", it}, {"time_s", time_s}, {"plan_version", 1}});
+    ASSERT_EQ(m.status, 202) << m.body;
+  };
+  for (int r = 0; r < 4; ++r) report(r, 0, 1.0);
+  report(2, 1000000, 1.0);
+  for (int r = 0; r < 4; ++r) report(r, 1, r < 2 ? 1.0 : 2.0);
+  const json info = api.get(base).j;
+  ASSERT_EQ(info["stragglers"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["stragglers"][0]["pipeline"], 1);
+  const json& ig = info["straggler_loop"]["pipelines"][1]["ignored_reports"];
+  ASSERT_TRUE(ig.is_object()) << info.dump();
+  EXPECT_EQ(ig["count"], 1);
+  EXPECT_EQ(ig["rank"], 2);
+  EXPECT_EQ(ig["iteration"], 1000000);
+  EXPECT_EQ(ig["pipeline_iteration"], 0);
+  EXPECT_TRUE(info["straggler_loop"]["pipelines"][0]["ignored_reports"].is_null()) << info.dump();
+}
+
 // Zeus settings that cannot work are refused when the server starts, naming the setting, not
 // by a 422 to every client at POST /register_job.
 TEST_F(RequestChecks, ZeusSettingsThatCannotWorkStopTheStart) {

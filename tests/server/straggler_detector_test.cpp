@@ -181,9 +181,52 @@ TEST(IterationAggregator, MaxTimeSumEnergyOncePerRank) {
   ASSERT_TRUE(s->energy_j);
   EXPECT_DOUBLE_EQ(*s->energy_j, 60);
   EXPECT_DOUBLE_EQ(s->expected_time_s, 2.0);
-  // Iterations far behind the newest are dropped.
-  agg.add(0, 0, 1000, 1.0, 1, 1.0);
-  EXPECT_FALSE(agg.add(0, 0, 8, 1.0, 1, 1.0));
+  // Iterations far from the pipeline's current one (the lower median of its ranks' last
+  // reports) are not aggregated: rank 0 alone at 1000 (current 7), then rank 2 at 8 once
+  // ranks 0 and 1 are at 1000.
+  EXPECT_FALSE(agg.add(0, 0, 1000, 1.0, 1, 1.0));
+  EXPECT_EQ(agg.ignored(0).count, 1u);
+  EXPECT_EQ(agg.ignored(0).pipeline_iteration, 7);
+  EXPECT_FALSE(agg.add(0, 1, 1000, 1.0, 1, 1.0));
+  EXPECT_FALSE(agg.add(0, 2, 8, 1.0, 1, 1.0));
+  EXPECT_EQ(agg.ignored(0).count, 2u);
+  EXPECT_EQ(agg.ignored(0).iteration, 8);
+  EXPECT_EQ(agg.ignored(0).pipeline_iteration, 1000);
+  EXPECT_EQ(agg.ignored(1).count, 0u);
+}
+
+// The trial's case: one rank reporting a far-future iteration (a counter that is off) made
+// every later report of its pipeline "too old", so the pipeline never completed an iteration
+// again and a straggler there was never detected. Now that report is ignored and counted.
+TEST(IterationAggregator, OneRankFarAheadDoesNotBlindItsPipeline) {
+  IterationAggregator agg(3);
+  auto iteration = [&](std::int64_t it) {
+    std::optional<PipelineSample> s;
+    for (int r = 0; r < 3; ++r) s = agg.add(0, r, it, 1.0 + r, 1, 1.0);
+    return s;
+  };
+  ASSERT_TRUE(iteration(0));
+  EXPECT_FALSE(agg.add(0, 1, 1000000, 9.0, 1, 1.0));
+  const auto ig = agg.ignored(0);
+  EXPECT_EQ(ig.count, 1u);
+  EXPECT_EQ(ig.rank, 1);
+  EXPECT_EQ(ig.iteration, 1000000);
+  EXPECT_EQ(ig.pipeline_iteration, 0);
+  for (std::int64_t it = 1; it < 200; ++it) {
+    const auto s = iteration(it);
+    ASSERT_TRUE(s) << "iteration " << it;
+    EXPECT_DOUBLE_EQ(s->time_s, 3.0);
+  }
+  EXPECT_EQ(agg.ignored(0).count, 1u);
+  // All ranks moving on together (a resumed job with another step counter) moves the window
+  // with them: the first rank's report is ignored while it is alone, the second moves the
+  // median, and from the next iteration on they complete again.
+  EXPECT_FALSE(agg.add(0, 0, 500000, 1.0, 1, 1.0));
+  EXPECT_EQ(agg.ignored(0).count, 2u);
+  EXPECT_FALSE(agg.add(0, 1, 500000, 1.0, 1, 1.0));
+  EXPECT_FALSE(agg.add(0, 2, 500000, 1.0, 1, 1.0));
+  EXPECT_EQ(agg.ignored(0).count, 2u);
+  EXPECT_TRUE(iteration(500001));
 }
 
 TEST(StragglerOptions, DefaultsAndValidation) {

@@ -32,7 +32,15 @@ json opt_json(const std::optional<double>& x) { return x ? json(*x) : json(nullp
 void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std::vector<LoopAction>& actions) {
   for (const auto& a : actions) {
     try {
-      if (a.kind == LoopAction::Kind::kDetected && !(a.event.slowdown <= kMaxStragglerSlowdown)) {
+      if (a.kind == LoopAction::Kind::kIgnoredReport) {
+        std::fprintf(stderr,
+                     "perseus serve: job %s: pipeline %d: rank %d reported iteration %lld, more than %lld from the "
+                     "pipeline's current iteration %lld (the median of its ranks' last reports): not used for straggler "
+                     "detection; later ones are counted in straggler_loop.pipelines[%d].ignored_reports\n",
+                     j->id.c_str(), a.event.pipeline, a.ignored.rank, static_cast<long long>(a.ignored.iteration),
+                     static_cast<long long>(IterationAggregator::kKeep),
+                     static_cast<long long>(a.ignored.pipeline_iteration), a.event.pipeline);
+      } else if (a.kind == LoopAction::Kind::kDetected && !(a.event.slowdown <= kMaxStragglerSlowdown)) {
         // Beyond what a declaration may say: not a straggler any plan can wait for but an
         // impossible reading (a broken timer, ms reported as s). Ignored, recorded, and the
         // detector's count restarts so that a later plausible slowdown is still detected.
@@ -49,13 +57,29 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
         std::fprintf(stderr, "perseus serve: job %s: pipeline %d: %s\n", j->id.c_str(), a.event.pipeline, why.c_str());
       } else if (a.kind == LoopAction::Kind::kDetected) {
         StoredStraggler s;
+        bool times_known = true;
         {
           std::shared_lock lock(j->mu);
-          if (j->deleted || j->status != kStatusReady || j->stragglers.count(a.event.pipeline) ||
-              !j->model.times_known() || j->model.points.empty())
+          if (j->deleted || j->status != kStatusReady || j->stragglers.count(a.event.pipeline) || j->model.points.empty())
             continue;  // a declaration wins; no frontier yet
+          times_known = j->model.times_known();
           // T' on the plans' time scale: the measured slowdown over the healthy pipelines × T_min.
-          s.target_time_s = a.event.slowdown * j->model.points[j->model.fastest_index()].time_s;
+          if (times_known) s.target_time_s = a.event.slowdown * j->model.points[j->model.fastest_index()].time_s;
+        }
+        if (!times_known) {
+          // Zeus plans without --zeus-profile: no plan's time is known, so no plan meets T'.
+          // Said once per detection (the detector keeps the pipeline flagged until it recovers).
+          const std::string why = fmt::format(
+              "measured slowdown {:.6g} (iteration {}), but the job's plans have no iteration times (Zeus plans "
+              "served without --zeus-profile): no plan to switch to, not acted on",
+              a.event.slowdown, a.event.iteration);
+          {
+            std::lock_guard loop_lock(j->loop.mu);
+            j->loop.ignored_detection[a.event.pipeline] = {
+                {"iteration", a.event.iteration}, {"slowdown", a.event.slowdown}, {"reason", why}};
+          }
+          std::fprintf(stderr, "perseus serve: job %s: pipeline %d: %s\n", j->id.c_str(), a.event.pipeline, why.c_str());
+          continue;
         }
         s.pipeline = a.event.pipeline;
         s.slowdown = a.event.slowdown;
@@ -79,7 +103,8 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
           if (j->deleted || a.round.decision_id != loop.current_decision) continue;  // superseded
           json verdicts = json::array();
           double predicted = 0;
-          std::optional<double> measured = 0.0;  // unknown when one pipeline's is
+          double measured_sum = 0;
+          bool measured_known = true;  // unknown when one pipeline's is
           for (const auto& v : a.round.verdicts) {
             const int d = v.pipeline;
             std::string kind = verdict_name(v.kind);
@@ -105,8 +130,8 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
             else loop.measured_saving_j.erase(d);
             const double p = loop.predicted_saving_j.count(d) ? loop.predicted_saving_j.at(d) : 0.0;
             predicted += p;
-            if (measured && v.measured_saving_j) *measured += *v.measured_saving_j;
-            else measured.reset();
+            if (v.measured_saving_j) measured_sum += *v.measured_saving_j;
+            else measured_known = false;
             verdicts.push_back({{"pipeline", d},
                                 {"verdict", kind},
                                 {"predicted_time_s", v.predicted_time_s},
@@ -125,7 +150,7 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
                            {"replans_before", a.round.replans},
                            {"verdicts", verdicts},
                            {"predicted_saving_j_per_iteration", predicted},
-                           {"measured_saving_j_per_iteration", opt_json(measured)},
+                           {"measured_saving_j_per_iteration", measured_known ? json(measured_sum) : json(nullptr)},
                            {"version", j->version_counter}};
           record_decision(*j, std::move(decision), j->version_counter);
           loop.actions["verification"]++;

@@ -2,6 +2,7 @@
 #include "straggler_detector.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include <fmt/core.h>
@@ -76,8 +77,21 @@ double median_of(std::vector<double> v) {
 
 std::optional<PipelineSample> IterationAggregator::add(int pipeline, int rank, std::int64_t iteration, double time_s,
                                                        std::optional<double> energy_j, double expected_time_s) {
-  auto& open = open_[pipeline];
-  if (!open.empty() && iteration < open.rbegin()->first - kKeep) return std::nullopt;  // too old
+  Pipeline& pl = pipelines_[pipeline];
+  pl.last[rank] = iteration;
+  std::vector<std::int64_t> last;
+  last.reserve(pl.last.size());
+  for (const auto& [r, it] : pl.last) last.push_back(it);
+  const auto mid = last.begin() + static_cast<std::ptrdiff_t>((last.size() - 1) / 2);  // lower median
+  std::nth_element(last.begin(), mid, last.end());
+  const std::int64_t current = *mid;
+  auto& open = pl.open;
+  while (!open.empty() && open.begin()->first < current - kKeep) open.erase(open.begin());
+  while (!open.empty() && open.rbegin()->first > current + kKeep) open.erase(std::prev(open.end()));
+  if (iteration < current - kKeep || iteration > current + kKeep) {
+    pl.ignored = {pl.ignored.count + 1, rank, iteration, current};
+    return std::nullopt;
+  }
   Partial& p = open[iteration];
   if (!p.ranks.emplace(rank, true).second) return std::nullopt;
   if (p.ranks.size() == 1) p.s = {pipeline, iteration, time_s, 0.0, expected_time_s};
@@ -85,12 +99,9 @@ std::optional<PipelineSample> IterationAggregator::add(int pipeline, int rank, s
   if (p.s.energy_j && energy_j) *p.s.energy_j += *energy_j;
   else p.s.energy_j.reset();  // one unknown rank: the pipeline's energy is unknown
   p.s.expected_time_s = std::max(p.s.expected_time_s, expected_time_s);
-  std::optional<PipelineSample> done;
-  if (static_cast<int>(p.ranks.size()) >= ranks_) {
-    done = p.s;
-    open.erase(iteration);
-  }
-  while (!open.empty() && open.begin()->first < open.rbegin()->first - kKeep) open.erase(open.begin());
+  if (static_cast<int>(p.ranks.size()) < ranks_) return std::nullopt;
+  const PipelineSample done = p.s;
+  open.erase(iteration);
   return done;
 }
 
@@ -133,12 +144,16 @@ std::optional<StragglerEvent> StragglerDetector::observe(const PipelineSample& s
   if (sample.pipeline < 0 || sample.pipeline >= static_cast<int>(state_.size()) || !(sample.time_s > 0))
     return std::nullopt;
   auto& s = state_[sample.pipeline];
-  const double expected = sample.expected_time_s > 0 ? sample.expected_time_s : 1.0;
-  s.ratios.push_back(sample.time_s / expected);
+  const bool planned = sample.expected_time_s > 0;
+  s.ratios.push_back(sample.time_s / (planned ? sample.expected_time_s : 1.0));
   s.times.push_back(sample.time_s);
+  s.planned.push_back(planned);
+  s.unplanned += planned ? 0 : 1;
   while (static_cast<int>(s.ratios.size()) > opt_.window) {
+    s.unplanned -= s.planned.front() ? 0 : 1;
     s.ratios.pop_front();
     s.times.pop_front();
+    s.planned.pop_front();
   }
   if (!opt_.enabled || static_cast<int>(s.ratios.size()) < opt_.window) return std::nullopt;
   const auto ref = healthy_reference(sample.pipeline);

@@ -29,8 +29,13 @@ struct PipelineSample {
 /// Groups per-rank measurements into pipeline iterations. A pipeline iteration is complete
 /// when `ranks_per_pipeline` ranks reported it; its time is the max of their times (the
 /// pipeline finishes with its slowest stage) and its energy their sum (unknown when one of them
-/// is unknown: a partial sum would read as a saving). Iterations more than
-/// `kKeep` behind the newest of a pipeline are dropped unfinished (a lost report).
+/// is unknown: a partial sum would read as a saving).
+///
+/// The window: a pipeline's *current iteration* is the lower median over its ranks of the
+/// iteration each last reported, so one rank whose counter is off (a typo, a resumed rank with
+/// another step counter) cannot move it. Reports more than `kKeep` iterations from it are not
+/// aggregated (counted in ignored()), and iterations more than `kKeep` behind it are dropped
+/// unfinished (a lost report): at most 2 kKeep + 1 open iterations per pipeline.
 class IterationAggregator {
  public:
   static constexpr std::int64_t kKeep = 64;
@@ -39,14 +44,32 @@ class IterationAggregator {
   /// A rank reporting the same iteration twice is counted once (the store drops duplicates).
   std::optional<PipelineSample> add(int pipeline, int rank, std::int64_t iteration, double time_s,
                                     std::optional<double> energy_j, double expected_time_s);
+  /// Reports of one pipeline not aggregated because their iteration was more than kKeep from
+  /// the pipeline's current iteration: how many, and the last of them.
+  struct Ignored {
+    std::uint64_t count = 0;
+    int rank = 0;
+    std::int64_t iteration = 0;           ///< the report's iteration
+    std::int64_t pipeline_iteration = 0;  ///< the pipeline's current iteration then
+  };
+  /// Ignored reports of `pipeline` so far (count 0: none).
+  Ignored ignored(int pipeline) const {
+    const auto it = pipelines_.find(pipeline);
+    return it == pipelines_.end() ? Ignored{} : it->second.ignored;
+  }
 
  private:
   struct Partial {
     std::map<int, bool> ranks;
     PipelineSample s;
   };
+  struct Pipeline {
+    std::map<std::int64_t, Partial> open;    // iteration -> ranks reported so far
+    std::map<int, std::int64_t> last;        // rank -> the iteration it reported last
+    Ignored ignored;
+  };
   int ranks_;
-  std::map<int, std::map<std::int64_t, Partial>> open_;
+  std::map<int, Pipeline> pipelines_;
 };
 
 /// What the detector decided for one pipeline.
@@ -74,11 +97,16 @@ class StragglerDetector {
   bool is_straggler(int pipeline) const { return state_.at(pipeline).straggler; }
   /// Running median ratio and time of a pipeline (nullopt before its first sample).
   std::optional<double> ratio(int pipeline) const;
+  /// Whether every sample in the pipeline's window had a planned time (else ratio() divides
+  /// those samples by 1 s: comparable across the job's pipelines, but no measured/planned ratio).
+  bool ratio_is_planned(int pipeline) const { return state_.at(pipeline).unplanned == 0; }
   std::optional<double> time_s(int pipeline) const;
 
  private:
   struct State {
     std::deque<double> ratios, times;
+    std::deque<bool> planned;  // per sample: its expected time was known
+    int unplanned = 0;         // samples in the window without an expected time
     bool straggler = false;
     int count = 0;  // consecutive samples beyond the active threshold
   };

@@ -23,7 +23,16 @@ void StragglerLoop::init(const JobSpec& spec) {
 std::vector<LoopAction> StragglerLoop::feed(int pipeline, int rank, std::int64_t iteration, double time_s,
                                             std::optional<double> energy_j, double expected_time_s) {
   std::vector<LoopAction> out;
+  const std::uint64_t ignored_before = aggregator->ignored(pipeline).count;
   const auto sample = aggregator->add(pipeline, rank, iteration, time_s, energy_j, expected_time_s);
+  if (ignored_before == 0 && aggregator->ignored(pipeline).count > 0) {
+    LoopAction a;
+    a.kind = LoopAction::Kind::kIgnoredReport;
+    a.event.pipeline = pipeline;
+    a.event.iteration = iteration;
+    a.ignored = aggregator->ignored(pipeline);
+    out.push_back(a);
+  }
   if (!sample) return out;
   last_time_s[pipeline] = sample->time_s;
   if (auto e = detector->observe(*sample)) {
@@ -50,10 +59,17 @@ json StragglerLoop::pipeline_json(int d) const {
             {"measured_saving_j_per_iteration", opt_num(measured_saving_j, d)},
             {"target_override_s", opt_num(target_override_s, d)},
             {"reverted", reverted.count(d) > 0},
-            {"ignored_detection", ignored_detection.count(d) ? ignored_detection.at(d) : json(nullptr)}};
+            {"ignored_detection", ignored_detection.count(d) ? ignored_detection.at(d) : json(nullptr)},
+            {"ignored_reports", nullptr}};
+  if (aggregator) {
+    if (const auto ig = aggregator->ignored(d); ig.count > 0)
+      j["ignored_reports"] = {{"count", ig.count}, {"rank", ig.rank}, {"iteration", ig.iteration},
+                              {"pipeline_iteration", ig.pipeline_iteration}};
+  }
   if (detector) {
     if (auto m = detector->time_s(d)) j["median_iteration_time_s"] = *m;
-    if (auto r = detector->ratio(d)) j["measured_over_planned"] = *r;
+    // Unknown (null) while the window holds a sample without a planned time.
+    if (auto r = detector->ratio(d)) j["measured_over_planned"] = detector->ratio_is_planned(d) ? json(*r) : json(nullptr);
   }
   return j;
 }

@@ -32,8 +32,11 @@ inline const char* straggler_origin(std::string_view decision_origin) {
 
 /// Something the loop wants the job manager to do (outside the job lock).
 struct LoopAction {
-  enum class Kind { kDetected, kCleared, kVerified } kind = Kind::kDetected;
-  StragglerEvent event;      ///< kDetected / kCleared.
+  /// kIgnoredReport: a pipeline's first report not aggregated (IterationAggregator::Ignored),
+  /// to be logged once.
+  enum class Kind { kDetected, kCleared, kVerified, kIgnoredReport } kind = Kind::kDetected;
+  StragglerEvent event;      ///< kDetected / kCleared; kIgnoredReport: its pipeline and iteration.
+  IterationAggregator::Ignored ignored;  ///< kIgnoredReport.
   VerificationRound round;   ///< kVerified (a round of verdicts, some may re-target or revert).
 };
 
