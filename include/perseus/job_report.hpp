@@ -53,7 +53,7 @@ struct JobExport {
   /// Frontier points (time_s, energy_j of one pipeline) by plan index; label = "plan N".
   std::vector<PlotPoint> frontier;
   int fastest_index = -1;              ///< Plan index of T_min.
-  std::vector<int> current_plans;      ///< Plan index per pipeline at export time.
+  std::vector<int> current_plans;      ///< Plan index per listed pipeline at export time (a page since session 32).
   std::vector<JobDecision> decisions;  ///< Oldest first, as exported.
   std::int64_t decisions_total = 0;    ///< Decisions ever taken (older ones may have been dropped).
   double last_activity_s = 0;          ///< Seconds since creation of the last rank activity (0: unknown).

@@ -207,9 +207,15 @@ class API:
             body["plans"] = plans
         return self.request("POST", "/v1/jobs", body)
 
-    def get_job(self, job_id):
-        """GET /v1/jobs/{id}: status, frontier points, per-pipeline plan, stragglers, measurements."""
-        return self.request("GET", _job_path(job_id))
+    def get_job(self, job_id, *, pipelines_from=0, pipelines_count=1024):
+        """GET /v1/jobs/{id}: status, frontier points, per-pipeline plan, stragglers, measurements.
+
+        The per-pipeline lists (``pipelines``, ``straggler_loop["pipelines"]``) hold the page of
+        pipelines ``pipelines_from`` .. ``pipelines_from + pipelines_count - 1`` (at most 1,024;
+        the answer's ``pipelines_total`` is the job's dp): page through a larger job."""
+        query = "?pipelines_from=%d&pipelines_count=%d" % (
+            _index(pipelines_from, "pipelines_from"), _index(pipelines_count, "pipelines_count"))
+        return self.request("GET", _job_path(job_id) + query)
 
     def delete_job(self, job_id):
         """DELETE /v1/jobs/{id}."""

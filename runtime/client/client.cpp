@@ -142,6 +142,7 @@ struct Client::Impl {
   bool closed = false;
   bool has_counter = true;         // false: sample power at the boundaries instead
   TelemetryWarnings warnings;      // training thread only
+  bool warned_instruction_sum = false;  // training thread only
   GpuLockRecord lock_record;
 
   // Training-thread state (hooks only).
@@ -211,12 +212,15 @@ struct Client::Impl {
   }
 
   // Energy between two boundaries (telemetry.hpp): measured or unknown, warned once per kind.
+  // `seen` (optional): the anomalies of the interval.
   std::optional<double> interval(const CounterReading& c0, const std::optional<PowerSample>& p0,
-                                 const CounterReading& c1, const std::optional<PowerSample>& p1) {
+                                 const CounterReading& c1, const std::optional<PowerSample>& p1,
+                                 std::vector<Anomaly>* seen = nullptr) {
     std::vector<PowerSample> samples;
     if (p0) samples.push_back(*p0);
     if (p1) samples.push_back(*p1);
     const IntervalEnergy r = interval_energy(c0, c1, samples, opt.telemetry);
+    if (seen) *seen = r.anomalies;
     if (!warnings.first_time(r).empty()) {
       fmt::print(stderr, "perseus client: rank {}: WARNING: {} (reported as {}; warned once per kind)\n", opt.ranks.rank,
                  r.detail, r.energy_j ? to_string(r.source) : "unknown energy, time kept");
@@ -226,6 +230,35 @@ struct Client::Impl {
       ++st.energy_unknown;
     }
     return r.energy_j;
+  }
+
+  // The computations of the step being ended are sub-intervals of it, read from the same
+  // counter. Each passes its own bound, which allows one counter update at max_power_w (up to
+  // 300 J for any interval): so when the step's counter rose impossibly fast, or their sum is
+  // more than a GPU can draw in the step, their energies are unknown too (session 32's trial: a
+  // 5000 W GPU reported 100 J per 20 ms computation while its step was flagged). Training thread.
+  void distrust_instruction_energies(const std::vector<Anomaly>& step_anomalies) {
+    double sum_j = 0;
+    std::int64_t known = 0;
+    for (const auto& m : current.instructions)
+      if (m.energy_j) sum_j += *m.energy_j, ++known;
+    if (known == 0) return;
+    const bool jump = std::find(step_anomalies.begin(), step_anomalies.end(), Anomaly::kCounterJump) != step_anomalies.end();
+    if (!jump && plausible_energy(sum_j, current.time_s, opt.telemetry)) return;
+    for (auto& m : current.instructions) m.energy_j.reset();
+    {
+      std::lock_guard lock(mu);
+      st.energy_unknown += known;
+    }
+    if (!warned_instruction_sum) {
+      warned_instruction_sum = true;
+      fmt::print(stderr,
+                 "perseus client: rank {}: WARNING: the energies of iteration {}'s computations sum to {:.3f} J in a "
+                 "{:.3f} s step ({}): reported as unknown (warned once)\n",
+                 opt.ranks.rank, iteration, sum_j, current.time_s,
+                 jump ? "its energy counter rose faster than a GPU can draw"
+                      : fmt::format("above the {:.0f} W bound", opt.telemetry.max_power_w));
+    }
   }
 
   // Checks every clock of a fetched plan against the GPU's list: snaps within tolerance,
@@ -811,7 +844,9 @@ void Client::on_step_end() {
   std::optional<PowerSample> p1;
   im.read_boundary(&c1, &p1);
   im.current.time_s = c1.t_s - im.step_t0;
-  im.current.energy_j = im.interval(im.step_c0, im.step_p0, c1, p1);
+  std::vector<Anomaly> step_anomalies;
+  im.current.energy_j = im.interval(im.step_c0, im.step_p0, c1, p1, &step_anomalies);
+  im.distrust_instruction_energies(step_anomalies);
   const std::int64_t done_iteration = im.iteration++;
   {
     std::lock_guard lock(im.mu);

@@ -538,6 +538,31 @@ TEST_F(Guards, ARegistrationAnswerThatIsNotJsonFailsCreate) {
   EXPECT_THROW(Client::create(o, make_dry_run_gpu(0, dir_.file("gpu.log"))), ClientError);
 }
 
+// Session 32's trial: each computation's reading passes its own bound (one counter update at
+// 3000 W: up to 300 J in any interval), yet the step holding them rose impossibly fast. Two
+// 250 J jumps within iteration 1's two computations: the step's energy is unknown, and so are
+// its computations' (they were reported as measured); other iterations keep theirs.
+TEST_F(Guards, ComputationEnergiesOfAnImpossibleStepAreUnknownToo) {
+  // Reads: 1 at create, then 6 per step; iteration 1 reads 8..13 (9/10 its forward, 11/12 its
+  // backward): +250 J from read 10 on, +500 J from read 12 on.
+  FakeNvmlEnv env(dir_, "energy_offset 0 10 250000\nenergy_offset 0 12 500000\n");
+  server_.set_plan(0, make_plan(1, {{"forward", 1200}, {"backward", 1005}}));
+  auto c = Client::create(options(), nvml());
+  for (int i = 0; i < 3; ++i) run_step(*c, {"forward", "backward"});
+  ASSERT_TRUE(c->flush_reports(10.0));
+  const auto m = server_.measurements(0);
+  ASSERT_EQ(m.size(), 3u);
+  for (const auto& [it, j] : m) {
+    const bool impossible = it == 1;
+    EXPECT_EQ(j.contains("energy_j"), !impossible) << it << ": " << j.dump();
+    for (const auto& ins : j["instructions"]) {
+      EXPECT_EQ(ins.contains("energy_j"), !impossible) << it << ": " << j.dump();
+      EXPECT_TRUE(ins.contains("time_s")) << it;
+    }
+  }
+  EXPECT_EQ(c->stats().energy_unknown, 3);  // the step and its two computations
+}
+
 // Row 7: over 8 iterations the counter goes back once in iteration 3; that computation's and
 // that step's energies are unknown (times kept); every report is delivered; a report the
 // server rejects on its own costs no other.

@@ -186,6 +186,10 @@ class ClientTest(unittest.TestCase):
                          [i["freq_mhz"] for i in plan["instructions"]])
         job = self.server.api.get_job(self.job_id)
         self.assertGreaterEqual(job["measurements"]["count"], 3)
+        page = self.server.api.get_job(self.job_id, pipelines_from=job["pipelines_total"], pipelines_count=1)
+        self.assertEqual((page["pipelines"], page["pipelines_from"]), ([], job["pipelines_total"]))
+        with self.assertRaises(ValueError):
+            self.server.api.get_job(self.job_id, pipelines_from=-1)
         c.close()
         self.assertTrue(c.closed)
         with self.assertRaises(perseus.HookOrderError) as cm:

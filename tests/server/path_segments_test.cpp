@@ -275,6 +275,10 @@ TEST_F(PathSegments, UnknownQueryParametersAreRefused) {
       << r.body;
   r = raw_request(srv->port(), "GET", "/v1/jobs/" + job + "?verbose=1");
   EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("unknown query parameter 'verbose'; this route takes pipelines_from, pipelines_count"),
+            std::string::npos) << r.body;
+  r = raw_request(srv->port(), "GET", "/v1/jobs?verbose=1");
+  EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("this route takes no query parameters"), std::string::npos) << r.body;
   // (404 here: no rank is registered in this fixture; not a query error.)
   EXPECT_EQ(raw_request(srv->port(), "GET", "/v1/jobs/" + job + "/ranks/0/plan?since_version=0").status, 404);

@@ -374,6 +374,40 @@ TEST_F(RequestChecks, AFarAheadIterationIsIgnoredAndDetectionGoesOn) {
   EXPECT_TRUE(info["straggler_loop"]["pipelines"][0]["ignored_reports"].is_null()) << info.dump();
 }
 
+// GET /v1/jobs/{id} lists a page of the pipelines (session 32's trial: a job of 65,536
+// pipelines answered 22-31 MB and took seconds of an event-loop thread per request).
+TEST_F(RequestChecks, AJobsPipelinesAreListedAPageAtATime) {
+  LocalServer srv(dir.file("s.db"));
+  Api api(srv.port());
+  const auto c = api.post("/v1/jobs", two_plan_job(1500));
+  ASSERT_EQ(c.status, 201) << c.body;
+  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+  json got = api.get(base).j;
+  EXPECT_EQ(got["pipelines_from"], 0);
+  EXPECT_EQ(got["pipelines_total"], 1500);
+  EXPECT_EQ(got["pipelines"].size(), 1024u);
+  EXPECT_EQ(got["straggler_loop"]["pipelines"].size(), 1024u);
+  got = api.get(base + "?pipelines_from=1400").j;
+  ASSERT_EQ(got["pipelines"].size(), 100u) << got.dump();
+  EXPECT_EQ(got["pipelines"][0]["pipeline"], 1400);
+  EXPECT_EQ(got["straggler_loop"]["pipelines"][99]["pipeline"], 1499);
+  got = api.get(base + "?pipelines_from=7&pipelines_count=2").j;
+  ASSERT_EQ(got["pipelines"].size(), 2u) << got.dump();
+  EXPECT_EQ(got["pipelines"][1]["pipeline"], 8);
+  EXPECT_EQ(api.get(base + "?pipelines_from=1500").j["pipelines"], json::array());
+  for (const auto& [query, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"?pipelines_from=1501", "query parameter \"pipelines_from\" must be in [0, 1500] (the job has 1500 pipelines), got 1501"},
+           {"?pipelines_count=0", "query parameter \"pipelines_count\" must be in [1, 1024], got 0"},
+           {"?pipelines_count=1025", "must be in [1, 1024], got 1025"},
+           {"?pipelines_from=-1", "pipelines_from"},
+           {"?pipeline_from=1", "pipeline_from"}}) {
+    const auto r = api.get(base + query);
+    EXPECT_EQ(r.status, 400) << query << ": " << r.body;
+    EXPECT_EQ(r.j["error"]["code"], "invalid_query") << r.body;
+    EXPECT_NE(message(r).find(needle), std::string::npos) << query << ": " << r.body;
+  }
+}
+
 // Zeus settings that cannot work are refused when the server starts, naming the setting, not
 // by a 422 to every client at POST /register_job.
 TEST_F(RequestChecks, ZeusSettingsThatCannotWorkStopTheStart) {

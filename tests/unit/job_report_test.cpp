@@ -199,6 +199,17 @@ TEST(JobExport, BadExportsNameFileAndField) {
   j = sample_export();
   j["pipelines"].erase(0);
   EXPECT_NE(load_error(j).find("'pipelines': expected spec.dp = 4 entries, got 3"), std::string::npos);
+  // A page of pipelines (the server lists at most 1,024 since session 32): fewer entries are
+  // fine, more than the job has from pipelines_from on are not.
+  j["pipelines_from"] = 1;
+  j["pipelines_total"] = 4;
+  EXPECT_EQ(load_error(j), "");
+  j["pipelines_from"] = 2;
+  EXPECT_NE(load_error(j).find("'pipelines': expected at most spec.dp - pipelines_from = 2 entries, got 3"),
+            std::string::npos) << load_error(j);
+  j["pipelines_from"] = 5;
+  EXPECT_NE(load_error(j).find("'pipelines_from': expected an integer in [0, 4], got 5"), std::string::npos)
+      << load_error(j);
   // Impossible values a hand-edited export can hold were drawn (T' = -5.0000 s): each is named
   // with its range (session 17's trial).
   for (const auto& [field, value, expected] : std::vector<std::tuple<json::json_pointer, json, std::string>>{

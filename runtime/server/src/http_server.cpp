@@ -420,7 +420,10 @@ struct Server::Impl {
     add("GET", "/v1/jobs", Access::kAdmin, [this](const R&, const P&) { return manager.list_jobs(); });
     add("POST", "/v1/jobs", Access::kAdmin,
         [this](const R& r, const P&) { return manager.create_job(parse_json_body(r.body)); });
-    add("GET", "/v1/jobs/{job_id}", Access::kJob, [this](const R&, const P& p) { return manager.get_job(p[0]); });
+    add("GET", "/v1/jobs/{job_id}", Access::kJob, [this](const R& r, const P& p) {
+      return manager.get_job(p[0], query_index(r, "pipelines_from", false).value_or(0),
+                             query_index(r, "pipelines_count", false).value_or(JobManager::kMaxPipelinesPerPage));
+    }, {"pipelines_from", "pipelines_count"});
     add("DELETE", "/v1/jobs/{job_id}", Access::kAdmin, [this](const R&, const P& p) { return manager.delete_job(p[0]); });
     add("POST", "/v1/jobs/{job_id}/ranks", Access::kJob,
         [this](const R& r, const P& p) { return manager.register_rank(p[0], parse_json_body(r.body)); });

@@ -1,6 +1,7 @@
 // JobManager: job lifecycle (create, list, get, delete, load, expiry), planner pool, metrics.
 #include "perseus/server/job_manager.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -522,9 +523,20 @@ Reply JobManager::list_jobs() {
   return {200, json{{"jobs", arr}}.dump()};
 }
 
-Reply JobManager::get_job(const std::string& job_id) {
+Reply JobManager::get_job(const std::string& job_id, std::int64_t pipelines_from, std::int64_t pipelines_count) {
   auto j = find_or_404(job_id);
+  if (pipelines_count < 1 || pipelines_count > kMaxPipelinesPerPage)
+    throw ApiError(400, "invalid_query",
+                   fmt::format("query parameter \"pipelines_count\" must be in [1, {}], got {}", kMaxPipelinesPerPage,
+                               pipelines_count));
   std::shared_lock lock(j->mu);
+  const auto num_pipelines = static_cast<std::int64_t>(j->pipelines.size());
+  if (pipelines_from < 0 || pipelines_from > num_pipelines)
+    throw ApiError(400, "invalid_query",
+                   fmt::format("query parameter \"pipelines_from\" must be in [0, {}] (the job has {} pipelines), got {}",
+                               num_pipelines, num_pipelines, pipelines_from));
+  const int page_begin = static_cast<int>(pipelines_from);
+  const int page_end = static_cast<int>(std::min(num_pipelines, pipelines_from + pipelines_count));
   json out = job_summary(*j);
   out["error"] = j->error;
   out["spec"] = j->spec.summary_json();
@@ -542,12 +554,14 @@ Reply JobManager::get_job(const std::string& job_id) {
   }
   out["frontier"] = fr;
   json pipes = json::array();
-  for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) {
+  for (int d = page_begin; d < page_end; ++d) {
     const auto& a = j->pipelines[d];
     pipes.push_back({{"pipeline", d}, {"plan_index", a.plan_index}, {"version", a.version},
                      {"iteration_time_s", a.plan ? number_or_null(a.plan->point.time_s) : json(nullptr)},
                      {"straggler", j->stragglers.count(d) > 0}});
   }
+  out["pipelines_from"] = page_begin;
+  out["pipelines_total"] = num_pipelines;
   out["pipelines"] = pipes;
   json strag = json::array();
   for (const auto& [d, s] : j->stragglers)
@@ -561,7 +575,7 @@ Reply JobManager::get_job(const std::string& job_id) {
     // In-memory closed-loop state (restarts with the server; stored stragglers reload with their origin).
     std::lock_guard loop_lock(j->loop.mu);
     json lp = json::array();
-    for (int d = 0; d < static_cast<int>(j->pipelines.size()); ++d) {
+    for (int d = page_begin; d < page_end; ++d) {
       json p = j->loop.pipeline_json(d);
       p["pipeline"] = d;
       if (j->stragglers.count(d) && p["straggler_origin"].is_null()) p["straggler_origin"] = "declared";

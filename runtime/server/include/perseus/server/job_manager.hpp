@@ -112,8 +112,16 @@ class JobManager {
   /// plan index when there are at most 20,000), pipelines (plan_index, version,
   /// iteration_time_s, straggler), stragglers (target_time_s in s, slowdown, created_s in Unix
   /// seconds), decisions, warnings, straggler_loop, profiling (while sweeping) and measurement
-  /// statistics. Throws ApiError 404 "unknown_job".
-  Reply get_job(const std::string& job_id);
+  /// statistics. The per-pipeline arrays ("pipelines", "straggler_loop.pipelines") list the
+  /// page [pipelines_from, pipelines_from + pipelines_count) of the job's dp pipelines (at most
+  /// kMaxPipelinesPerPage: a job of 65,536 pipelines answered 22–31 MB that took seconds of an
+  /// event-loop thread, session 32's trial); the body says "pipelines_from" and
+  /// "pipelines_total" (= dp). Throws ApiError 404 "unknown_job", 400 "invalid_query" when
+  /// pipelines_from > dp or pipelines_count is outside [1, kMaxPipelinesPerPage].
+  Reply get_job(const std::string& job_id, std::int64_t pipelines_from = 0,
+                std::int64_t pipelines_count = kMaxPipelinesPerPage);
+  /// Most pipelines one GET /v1/jobs/{id} lists (its default page size).
+  static constexpr std::int64_t kMaxPipelinesPerPage = 1024;
   /// DELETE /v1/jobs/{job_id} (admin). Deletes the job from the store first (a failed delete
   /// throws and leaves the job as it was), then from memory; a running solve of it stops at its
   /// next cancellation check. 200 `{"job_id", "deleted": true}`. Throws ApiError 404
