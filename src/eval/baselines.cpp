@@ -23,13 +23,6 @@ std::vector<std::pair<int, InstructionKind>> used_kinds(const Dag& dag) {
   return out;
 }
 
-const OperatingPoint* find_point(const Profile& profile, int stage, InstructionKind kind, int freq_mhz) {
-  for (const auto& p : profile.points(stage, kind)) {
-    if (p.freq_mhz == freq_mhz) return &p;
-  }
-  return nullptr;
-}
-
 void require_kinds(const Dag& dag, const Profile& profile) {
   for (const auto& [s, k] : used_kinds(dag)) {
     if (!profile.has(s, k)) {
@@ -52,7 +45,7 @@ std::vector<int> shared_frequencies(const Profile& profile, const std::vector<st
   if (kinds.empty()) return out;
   for (const auto& p : profile.points(kinds[0].first, kinds[0].second)) {
     const bool everywhere = std::all_of(kinds.begin(), kinds.end(), [&](const auto& sk) {
-      return find_point(profile, sk.first, sk.second, p.freq_mhz) != nullptr;
+      return profile.find(sk.first, sk.second, p.freq_mhz) != nullptr;
     });
     if (everywhere) out.push_back(p.freq_mhz);
   }
@@ -73,7 +66,7 @@ void require_max_frequency(const Dag& dag, const Profile& profile) {
   std::vector<std::string> missing;
   int common_max = fmax;  // the highest clock every computation has a row at or above
   for (const auto& [s, k] : used_kinds(dag)) {
-    if (find_point(profile, s, k, fmax) == nullptr) {
+    if (profile.find(s, k, fmax) == nullptr) {
       missing.push_back(fmt::format("stage {} {} (its highest is {} MHz)", s, to_string(k), profile.max_freq_mhz(s, k)));
       common_max = std::min(common_max, profile.max_freq_mhz(s, k));
     }
@@ -155,7 +148,7 @@ std::vector<FrequencyPlan> zeus_per_stage_candidates(const Dag& dag, const Profi
     for (int f : shared_frequencies(profile, kinds)) {
       Option o{f, 0, 0};
       for (int i : stage_ops[s]) {
-        const OperatingPoint* p = find_point(profile, s, dag.op(i).kind, f);
+        const OperatingPoint* p = profile.find(s, dag.op(i).kind, f);
         o.time_s += p->time_s;
         o.eff_energy_j += p->energy_j - p_block_w * p->time_s;
       }
@@ -173,6 +166,33 @@ std::vector<FrequencyPlan> zeus_per_stage_candidates(const Dag& dag, const Profi
   for (int s = 1; s < stages; ++s) {
     if (options[s].front().time_s > options[heavy].front().time_s) heavy = s;
   }
+  // Per stage, its options by time (ties: profile order) with the prefix's lowest effective
+  // energy (ties: the first in profile order): each candidate then picks every other stage's
+  // clock by a binary search, not a scan (O(F^2) per stage took minutes on profiles of tens of
+  // thousands of clocks, session 32's trial). Same picks as the scan: the lowest effective
+  // energy within the heavy stage's time, first in profile order, else the fastest.
+  struct ByTime {
+    std::vector<double> time_s;     // ascending
+    std::vector<std::size_t> best;  // index into options[s] of the prefix's pick
+  };
+  std::vector<ByTime> by_time(stages);
+  for (int s = 0; s < stages; ++s) {
+    const auto& o = options[s];
+    std::vector<std::size_t> order(o.size());
+    for (std::size_t k = 0; k < o.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return o[a].time_s < o[b].time_s; });
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const std::size_t cand = order[k];
+      std::size_t pick = cand;
+      if (k > 0) {
+        const std::size_t prev = by_time[s].best.back();
+        if (o[prev].eff_energy_j < o[cand].eff_energy_j || (o[prev].eff_energy_j == o[cand].eff_energy_j && prev < cand))
+          pick = prev;
+      }
+      by_time[s].time_s.push_back(o[cand].time_s);
+      by_time[s].best.push_back(pick);
+    }
+  }
   std::vector<FrequencyPlan> out;
   for (const Option& h : options[heavy]) {
     std::vector<int> stage_freq(stages, 0);
@@ -181,13 +201,10 @@ std::vector<FrequencyPlan> zeus_per_stage_candidates(const Dag& dag, const Profi
         stage_freq[s] = h.freq_mhz;
         continue;
       }
-      const Option* best = nullptr;
-      const Option* fastest = &options[s].front();
-      for (const Option& o : options[s]) {
-        if (o.time_s < fastest->time_s) fastest = &o;
-        if (o.time_s <= h.time_s && (best == nullptr || o.eff_energy_j < best->eff_energy_j)) best = &o;
-      }
-      stage_freq[s] = (best ? best : fastest)->freq_mhz;
+      const ByTime& b = by_time[s];
+      const auto within = static_cast<std::size_t>(std::upper_bound(b.time_s.begin(), b.time_s.end(), h.time_s) - b.time_s.begin());
+      // None within: the fastest (the first by time, which is the first in profile order among equals).
+      stage_freq[s] = options[s][within > 0 ? b.best[within - 1] : b.best[0]].freq_mhz;
     }
     std::vector<int> freq(dag.num_ops());
     for (int i = 0; i < dag.num_ops(); ++i) freq[i] = stage_freq[dag.op(i).stage];

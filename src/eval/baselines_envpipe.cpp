@@ -156,10 +156,13 @@ EnvPipeResult envpipe_plan(const Dag& dag, const Profile& profile, double p_bloc
     }
     if (it >= options.max_iterations) {
       result.status = EnvPipeStatus::kIterationCap;
+      std::size_t clocks = 0;
+      for (const auto& [key, t] : tables) clocks = std::max(clocks, t.by_freq.size());
       result.message = fmt::format(
-          "EnvPipe did not converge within {} iterations (the critical path still has computations outside the "
-          "envelope); raise the cap or use a coarser unit time than {} s",
-          options.max_iterations, u);
+          "EnvPipe did not converge within {} iterations: its critical path still has computations outside the "
+          "envelope, and it raises them by one profiled clock per iteration (this profile has up to {} clocks per "
+          "computation; unit time {} s); its plan at that point is the one reported",
+          options.max_iterations, clocks, u);
       break;
     }
   }

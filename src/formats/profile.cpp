@@ -252,6 +252,13 @@ int Profile::max_freq_mhz() const {
   return best;
 }
 
+const OperatingPoint* Profile::find(int stage, InstructionKind kind, int freq_mhz) const {
+  const auto& v = points(stage, kind);  // highest frequency first
+  const auto it = std::lower_bound(v.begin(), v.end(), freq_mhz,
+                                   [](const OperatingPoint& p, int f) { return p.freq_mhz > f; });
+  return it != v.end() && it->freq_mhz == freq_mhz ? &*it : nullptr;
+}
+
 void Profile::add(int stage, InstructionKind kind, const OperatingPoint& point) {
   // The largest stage id any schedule can hold (profile fitting adds one per schedule stage;
   // a profile CSV is held to limits::kMaxProfileStages by its reader).

@@ -40,9 +40,8 @@ FrequencyPlan evaluate_plan(const Dag& dag, const Profile& profile, std::vector<
   std::vector<double> time(n), energy(n);
   for (std::size_t i = 0; i < n; ++i) {
     const Computation& c = dag.op(static_cast<int>(i));
-    const auto& pts = profile.points(c.stage, c.kind);
-    const auto it = std::find_if(pts.begin(), pts.end(), [&](const OperatingPoint& p) { return p.freq_mhz == freq_mhz[i]; });
-    if (it == pts.end()) {
+    const OperatingPoint* it = profile.find(c.stage, c.kind, freq_mhz[i]);
+    if (it == nullptr) {
       throw InputError(fmt::format("plan: {} MHz is not in the profile for stage {} {}", freq_mhz[i], c.stage,
                                    to_string(c.kind)));
     }

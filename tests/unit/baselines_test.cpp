@@ -1,6 +1,9 @@
 // Baselines on hand-checkable 2-stage, 2-microbatch pipelines, and EnvPipe against the artifact.
 #include "perseus/baselines.hpp"
 
+#include <random>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "perseus/error.hpp"
@@ -79,6 +82,59 @@ TEST(Baselines, ZeusPerStageHandValues) {
 }
 
 // Stage 1 heavy: EnvPipe's envelope (all of stage 1, F(0,0), B(0,1)) is the critical path at once.
+// ZeusPerStage picks each other stage's clock by a binary search over its options sorted by
+// time (session 32: the scan was O(F^2) per stage). Certified against the scan itself on
+// random profiles with many ties in time and effective energy (small integer values).
+TEST(Baselines, ZeusPerStageMatchesTheScanWithTies) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    const int stages = 2 + round % 3, freqs = 1 + round % 9;
+    Profile prof;
+    prof.source = "random";
+    std::uniform_int_distribution<int> t(1, 4), e(1, 6);
+    for (int s = 0; s < stages; ++s)
+      for (const auto kind : {InstructionKind::kForward, InstructionKind::kBackward})
+        for (int f = 0; f < freqs; ++f) prof.add(s, kind, {1000 + 10 * f, 0.5 * t(rng), 1.0 * e(rng)});
+    const Dag dag = Dag::build(make_1f1b(stages, 3));
+    const auto got = zeus_per_stage_candidates(dag, prof, kPBlock);
+    // The scan, per stage: options in profile order (highest clock first), time and effective
+    // energy summed over the stage's computations.
+    std::vector<std::vector<std::tuple<int, double, double>>> options(stages);
+    for (int s = 0; s < stages; ++s)
+      for (const auto& pt : prof.points(s, InstructionKind::kForward)) {
+        double time = 0, eff = 0;
+        for (int i = 0; i < dag.num_ops(); ++i) {
+          if (dag.op(i).stage != s) continue;
+          const OperatingPoint* p = prof.find(s, dag.op(i).kind, pt.freq_mhz);
+          time += p->time_s;
+          eff += p->energy_j - kPBlock * p->time_s;
+        }
+        options[s].emplace_back(pt.freq_mhz, time, eff);
+      }
+    int heavy = 0;
+    for (int s = 1; s < stages; ++s)
+      if (std::get<1>(options[s].front()) > std::get<1>(options[heavy].front())) heavy = s;
+    ASSERT_EQ(got.size(), options[heavy].size()) << "round " << round;
+    for (std::size_t c = 0; c < got.size(); ++c) {
+      const double h_time = std::get<1>(options[heavy][c]);
+      for (int i = 0; i < dag.num_ops(); ++i) {
+        const int s = dag.op(i).stage;
+        int want = std::get<0>(options[heavy][c]);
+        if (s != heavy) {
+          const std::tuple<int, double, double>* best = nullptr;
+          const auto* fastest = &options[s].front();
+          for (const auto& o : options[s]) {
+            if (std::get<1>(o) < std::get<1>(*fastest)) fastest = &o;
+            if (std::get<1>(o) <= h_time && (best == nullptr || std::get<2>(o) < std::get<2>(*best))) best = &o;
+          }
+          want = std::get<0>(best ? *best : *fastest);
+        }
+        ASSERT_EQ(got[c].freq_mhz[static_cast<std::size_t>(i)], want) << "round " << round << " candidate " << c << " op " << i;
+      }
+    }
+  }
+}
+
 TEST(Baselines, EnvPipeConvergesHandValues) {
   Profile p;
   p.source = "envpipe";
@@ -122,6 +178,7 @@ TEST(Baselines, EnvPipeIterationCap) {
   const EnvPipeResult r = envpipe_plan(dag, two_stage_profile(), kPBlock, {0.5, 1});
   EXPECT_EQ(r.status, EnvPipeStatus::kIterationCap);
   EXPECT_NE(r.message.find("did not converge within 1 iterations"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("this profile has up to 2 clocks per computation"), std::string::npos) << r.message;
 }
 
 TEST(Baselines, EnvPipeBadOptions) {

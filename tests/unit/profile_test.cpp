@@ -85,6 +85,23 @@ TEST(Profile, SkipsBlankLines) {
   EXPECT_EQ(p.num_stages(), 1);
 }
 
+// find(): a binary search of the points, highest clock first, whatever order they were added in.
+TEST(Profile, FindsAPointByItsClock) {
+  Profile p;
+  for (const int f : {900, 1410, 1200, 600}) p.add(1, InstructionKind::kForward, {f, 1000.0 / f, 1.0});
+  for (const int f : {600, 900, 1200, 1410}) {
+    const OperatingPoint* q = p.find(1, InstructionKind::kForward, f);
+    ASSERT_NE(q, nullptr) << f;
+    EXPECT_EQ(q->freq_mhz, f);
+    EXPECT_DOUBLE_EQ(q->time_s, 1000.0 / f);
+  }
+  for (const int f : {0, 599, 1000, 1411}) EXPECT_EQ(p.find(1, InstructionKind::kForward, f), nullptr) << f;
+  EXPECT_EQ(p.find(1, InstructionKind::kBackward, 900), nullptr);
+  EXPECT_EQ(p.find(0, InstructionKind::kForward, 900), nullptr);
+  EXPECT_EQ(p.find(7, InstructionKind::kForward, 900), nullptr);
+  EXPECT_EQ(p.find(-1, InstructionKind::kForward, 900), nullptr);
+}
+
 // Profile::add is public: a negative stage indexed out of bounds, a huge one allocated a
 // table for every stage below it (session 23's audit).
 TEST(Profile, AddRefusesAStageOutsideTheLimit) {
