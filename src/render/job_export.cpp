@@ -197,8 +197,25 @@ JobExport load_job_export(const std::string& path) {
   }
   const json& decs = r.array(j, "", "decisions");
   for (std::size_t i = 0; i < decs.size(); ++i) {
-    out.decisions.push_back(
-        read_decision(r, decs[i], fmt::format("decisions[{}].", i), created_s, out.pipelines, num_plans));
+    const std::string p = fmt::format("decisions[{}].", i);
+    JobDecision d = read_decision(r, decs[i], p, created_s, out.pipelines, num_plans);
+    // The timeline replays them in order: reversed decisions lost the clearing one, and a
+    // created_s after them drew them at -100 s, both without a word (session 32's trial).
+    if (d.time_s < 0) {
+      r.fail(p + "time_s", fmt::format("is {:.3f} s before the job's created_s: a decision comes after its job", -d.time_s));
+    }
+    if (!out.decisions.empty()) {
+      const JobDecision& prev = out.decisions.back();
+      if (d.id <= prev.id) {
+        r.fail(p + "id", fmt::format("expected ids increasing, oldest first as the server exports them, got {} after {}",
+                                     d.id, prev.id));
+      }
+      if (d.time_s < prev.time_s) {
+        r.fail(p + "time_s", fmt::format("is {:.3f} s before the decision listed above it (id {}): expected oldest first",
+                                         prev.time_s - d.time_s, prev.id));
+      }
+    }
+    out.decisions.push_back(std::move(d));
   }
   out.decisions_total = r.has(j, "decisions_total")
                             ? r.integer(j, "", "decisions_total", static_cast<std::int64_t>(decs.size()), INT64_MAX)

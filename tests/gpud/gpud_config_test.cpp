@@ -1,4 +1,5 @@
 // The gpud config file: every error names file, line and field; the allow matrix.
+#include <cstdio>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -110,10 +111,25 @@ TEST(GpudConfig, MissingFileIsAnInputError) {
     return std::string("no error");
   };
   EXPECT_EQ(load_error("/nonexistent/gpud.conf"),
-            "/nonexistent/gpud.conf: cannot read the gpud config file: No such file or directory");
+            "/nonexistent/gpud.conf: cannot open the gpud config file: No such file or directory");
   // A folder is named as one, not parsed as an empty file ("no allow rule").
   const std::string dir = std::filesystem::temp_directory_path().string();
-  EXPECT_EQ(load_error(dir), dir + ": cannot read the gpud config file: it is a folder, not a file");
+  EXPECT_EQ(load_error(dir), dir + ": cannot open the gpud config file: it is a folder, not a file");
+  // A device is refused before any read (session 32's trial: /dev/zero was read without end).
+  EXPECT_EQ(load_error("/dev/zero"),
+            "/dev/zero: cannot read the gpud config file: it is not a regular file (a device, FIFO or socket)");
+  // A file beyond the limit is refused, not read into memory.
+  const std::string big = dir + "/perseus-gpud-big-" + std::to_string(::getpid()) + ".conf";
+  {
+    std::FILE* f = std::fopen(big.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    const std::string line = "# " + std::string(1000, 'x') + "\n";
+    for (std::size_t written = 0; written <= perseus::gpud::kMaxGpudConfigBytes; written += line.size())
+      std::fputs(line.c_str(), f);
+    std::fclose(f);
+  }
+  EXPECT_NE(load_error(big).find("cannot read the gpud config file: it is larger than"), std::string::npos) << load_error(big);
+  std::remove(big.c_str());
 }
 
 TEST(GpudConfig, AllowMatrixByUserPrimaryGroupAndSupplementaryGroup) {

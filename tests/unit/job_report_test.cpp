@@ -199,6 +199,22 @@ TEST(JobExport, BadExportsNameFileAndField) {
   j = sample_export();
   j["pipelines"].erase(0);
   EXPECT_NE(load_error(j).find("'pipelines': expected spec.dp = 4 entries, got 3"), std::string::npos);
+  // Decisions are replayed in order: reversed ones, or a created_s after them, were drawn
+  // wrongly without a word (session 32's trial).
+  j = sample_export();
+  std::swap(j["decisions"][0], j["decisions"][1]);
+  EXPECT_NE(load_error(j).find("'decisions[1].id': expected ids increasing, oldest first as the server exports them, got 1 after 2"),
+            std::string::npos) << load_error(j);
+  j = sample_export();
+  j["decisions"][1]["time_s"] = j["decisions"][0]["time_s"].get<double>() - 2;
+  EXPECT_NE(load_error(j).find("'decisions[1].time_s': is 2.000 s before the decision listed above it (id 1)"),
+            std::string::npos) << load_error(j);
+  j = sample_export();
+  j["created_s"] = j["decisions"][3]["time_s"].get<double>() + 100;
+  EXPECT_NE(load_error(j).find("'decisions[0].time_s': is 120.000 s before the job's created_s"), std::string::npos)
+      << load_error(j);
+  j = sample_export();
+  j["pipelines"].erase(0);
   // A page of pipelines (the server lists at most 1,024 since session 32): fewer entries are
   // fine, more than the job has from pipelines_from on are not.
   j["pipelines_from"] = 1;

@@ -1,6 +1,7 @@
 // `perseus gpud` configuration: which GPUs it serves, who may use each, and its socket.
 #pragma once
 
+#include <cstddef>
 #include <sys/types.h>
 
 #include <string>
@@ -67,8 +68,12 @@ struct GpudConfig {
 /// GPU index out of 0..255, or a file without any allow rule.
 GpudConfig parse_gpud_config(std::string_view text, const std::string& source);
 
-/// Reads and parses the file at `path` (throws perseus::InputError naming the reason when it
-/// cannot be read: missing, no permission, or a folder).
+/// Largest gpud config file read, bytes (a real one is a few hundred).
+inline constexpr std::size_t kMaxGpudConfigBytes = 1 << 20;
+
+/// Reads and parses the regular file at `path` (throws perseus::InputError naming the reason
+/// when it cannot be read: missing, no permission, a folder, not a regular file (a device such
+/// as /dev/zero, a FIFO), or larger than kMaxGpudConfigBytes).
 GpudConfig load_gpud_config(const std::string& path);
 
 }  // namespace perseus::gpud
