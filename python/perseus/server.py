@@ -308,7 +308,8 @@ class LocalServer:
     running; start it from the thread that lives as long as you need it.
 
     binary: see :func:`find_perseus_binary`; args: extra ``perseus serve`` options;
-    startup_timeout_s: how long to wait for it to listen and answer /v1/health, s; log_path:
+    startup_timeout_s: how long to wait for it to listen and answer /v1/health, s (finite, > 0:
+    ValueError otherwise); log_path:
     file that receives the server's stdout and stderr (truncated at start, kept after
     :meth:`stop`); None: ``serve.log`` in the server's temporary folder, removed by
     :meth:`stop` (read it with :meth:`log`). Raises ServerStartError (here when the binary is
@@ -316,6 +317,10 @@ class LocalServer:
     """
 
     def __init__(self, binary=None, args=(), startup_timeout_s=20.0, log_path=None):
+        if isinstance(startup_timeout_s, bool) or not isinstance(startup_timeout_s, (int, float)) \
+                or not 0 < startup_timeout_s < float("inf"):
+            # NaN made every deadline comparison false: a server that never listened was awaited for ever.
+            raise ValueError("startup_timeout_s must be a finite number of seconds > 0, got %r" % (startup_timeout_s,))
         self.binary = find_perseus_binary(binary)
         self.args = list(args)
         self.startup_timeout_s = startup_timeout_s
@@ -341,16 +346,27 @@ class LocalServer:
         without log_path, its log), waits up to startup_timeout_s s until it listens and answers
         /v1/health, then removes the token file and sets ``url``, ``token`` and ``api``. Returns
         self. Raises ServerStartError when the server exits first (its log in the message) or
-        does not answer in time (it is then stopped); OSError when log_path cannot be opened.
+        does not answer in time; OSError when log_path cannot be opened. On any failure
+        (Ctrl-C too) the server is stopped and its temporary folder removed.
         """
         self._dir = tempfile.mkdtemp(prefix="perseus-serve-")
+        try:
+            return self._start_in(self._dir)
+        except BaseException:
+            # Every failure (the server exited, no answer in time, Ctrl-C while waiting) stops it
+            # and removes the folder with the admin token: __exit__ does not run when __enter__
+            # raised (session 32's trial found the token file left behind).
+            self.stop()
+            raise
+
+    def _start_in(self, folder):
         self.token = secrets.token_hex(16)
-        token_file = os.path.join(self._dir, "token")
+        token_file = os.path.join(folder, "token")
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.token + "\n")
-        port_file = os.path.join(self._dir, "port")
-        log = open(self.log_path or os.path.join(self._dir, "serve.log"), "w")
+        port_file = os.path.join(folder, "port")
+        log = open(self.log_path or os.path.join(folder, "serve.log"), "w")
         cmd = [self.binary, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
                "--db", ":memory:", "--token-file", token_file] + self.args
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
@@ -360,7 +376,6 @@ class LocalServer:
             if self.proc.poll() is not None:
                 raise ServerStartError("perseus serve exited with status %d: %s" % (self.proc.returncode, self.log()))
             if time.monotonic() > deadline:
-                self.stop()
                 raise ServerStartError("perseus serve did not listen within %.0f s" % self.startup_timeout_s)
             time.sleep(0.02)
         with open(port_file) as f:
@@ -373,7 +388,6 @@ class LocalServer:
                 break
             except APIError:
                 if time.monotonic() > deadline:
-                    self.stop()
                     raise ServerStartError("perseus serve does not answer /v1/health") from None
                 time.sleep(0.02)
         # The server read the token at start: the file need not outlive that (a killed Python

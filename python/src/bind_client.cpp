@@ -156,12 +156,18 @@ class PyClient {
     cfg.startup_cancelled_user = &poll;
     perseus_status st;
     std::string msg;
+    interrupted_input_read().reset();
     {
       GilRelease release;
       st = perseus_client_create(&cfg, &handle_);
       if (st != PERSEUS_OK) msg = perseus_last_error();
     }
     if (interrupted) throw py::error_already_set();  // the handler's exception (KeyboardInterrupt)
+    if (auto& read_interrupt = interrupted_input_read(); read_interrupt && st != PERSEUS_OK) {
+      py::error_already_set e = *read_interrupt;  // Ctrl-C while the simulated backend read its profile
+      read_interrupt.reset();
+      throw e;
+    }
     if (st != PERSEUS_OK) raise_status(st, msg);
   }
   ~PyClient() {

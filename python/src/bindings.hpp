@@ -146,6 +146,13 @@ inline std::function<bool()> python_signal_poll(bool& interrupted) {
   };
 }
 
+/// The Python exception (KeyboardInterrupt) a signal handler raised inside a blocking input read
+/// (a FIFO with no writer) on this thread, kept by the module's input interrupt hook: under the
+/// client's C ABI, which reports any C++ exception as PERSEUS_ERR_INTERNAL, the binding re-raises
+/// it instead of a ClientError "KeyboardInterrupt: <EMPTY MESSAGE>" (session 32's trial). Reset
+/// it before such a call; touch it with the GIL held.
+std::optional<py::error_already_set>& interrupted_input_read();
+
 /// InputError -> perseus.InputError (a ValueError subclass).
 void bind_errors(py::module_& m);
 /// Profile, load_profile/parse_profile, schedule, optimize.

@@ -119,9 +119,18 @@ void raise_pending_python_signal() {
   std::optional<pybind11::gil_scoped_acquire> gil;
   if (!perseus::python::take_gil_before_exit([&] { gil.emplace(); }))
     throw perseus::InputError("the Python interpreter is exiting");
-  if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+  if (PyErr_CheckSignals() != 0) {
+    pybind11::error_already_set e;
+    perseus::python::interrupted_input_read() = e;
+    throw e;
+  }
 }
 }  // namespace
+
+std::optional<pybind11::error_already_set>& perseus::python::interrupted_input_read() {
+  thread_local std::optional<pybind11::error_already_set> e;
+  return e;
+}
 
 PYBIND11_MODULE(_perseus, m) {
   m.doc() = "Perseus C++ core (planner, runtime client). Use the `perseus` package, not this module.";

@@ -46,6 +46,26 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def test_a_failed_local_server_start_leaves_no_folder_or_token(self):
+        # Session 32's trial: a server that exited at once left its temporary folder, admin
+        # token included (__exit__ does not run when __enter__ raised); NaN waited for ever.
+        import glob
+        import tempfile
+        from perseus.server import LocalServer, ServerStartError
+
+        pattern = os.path.join(tempfile.gettempdir(), "perseus-serve-*")
+        before = set(glob.glob(pattern))
+        server = LocalServer(os.environ.get("PERSEUS_BINARY"), args=["--bogus-flag"])
+        with self.assertRaises(ServerStartError) as cm:
+            with server:
+                pass
+        self.assertIn("bogus", str(cm.exception))
+        self.assertIsNone(server._dir)
+        self.assertEqual(set(glob.glob(pattern)) - before, set())
+        for bad in (float("nan"), 0, -1, float("inf"), "5", True):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                LocalServer(os.environ.get("PERSEUS_BINARY"), startup_timeout_s=bad)
+
     def test_a_killed_script_leaves_no_local_server_or_token(self):
         # A training script killed with SIGKILL (no __exit__ runs): its LocalServer gets SIGTERM
         # from the kernel (PR_SET_PDEATHSIG) and the admin token file is already gone.

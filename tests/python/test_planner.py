@@ -345,13 +345,26 @@ class ProfileTest(unittest.TestCase):
         """Session 13's trial: load_profile() of a FIFO nobody writes to blocks in open() (as
         everywhere on Unix), and Ctrl-C did nothing: the library retried the interrupted call.
         SIGINT now raises KeyboardInterrupt there."""
+        self.interrupt_a_fifo_read("perseus.load_profile(sys.argv[1])")
+
+    @unittest.skipUnless(perseus.HAVE_CLIENT, "built without the runtime client")
+    def test_ctrl_c_ends_a_simulated_client_reading_a_fifo_profile(self):
+        """Session 32's trial: the same read inside Client() (the simulated backend's profile)
+        raised ClientError PERSEUS_ERR_INTERNAL "KeyboardInterrupt: <EMPTY MESSAGE>" through the
+        client's C ABI, which `except KeyboardInterrupt` did not catch."""
+        self.interrupt_a_fifo_read("perseus.Client('http://127.0.0.1:1', 'job-x', rank=0, backend='simulated', "
+                                   "profile_path=sys.argv[1], startup_timeout_s=0.2)")
+
+    def interrupt_a_fifo_read(self, call):
+        """Runs `call` (reading the FIFO sys.argv[1]) in a child, sends SIGINT once the child
+        blocks opening it, and expects KeyboardInterrupt to end the call."""
         import signal
         import sys
         import time
         fifo = os.path.join(temp_dir(self), "profile.csv")
         os.mkfifo(fifo)
-        code = ("import perseus, sys\ntry:\n    perseus.load_profile(sys.argv[1])\n"
-                "except KeyboardInterrupt:\n    sys.exit(7)\n")
+        code = ("import perseus, sys\ntry:\n    %s\n"
+                "except KeyboardInterrupt:\n    sys.exit(7)\n" % call)
         child = subprocess.Popen([sys.executable, "-c", code, fifo], env=dict(os.environ))
         self.addCleanup(child.kill)
         # The event: the child blocked opening the FIFO (the kernel's wait for a writer).
@@ -370,7 +383,7 @@ class ProfileTest(unittest.TestCase):
         try:
             status = child.wait(timeout=300)
         except subprocess.TimeoutExpired:
-            self.fail("SIGINT did not end load_profile() of a FIFO without a writer")
+            self.fail("SIGINT did not end %s of a FIFO without a writer" % call)
         self.assertEqual(status, 7)
 
     def test_a_keyword_typo_names_the_keyword_and_the_nearest_accepted_one(self):
