@@ -365,6 +365,7 @@ TEST_F(RequestChecks, AFarAheadIterationIsIgnoredAndDetectionGoesOn) {
   const json info = api.get(base).j;
   ASSERT_EQ(info["stragglers"].size(), 1u) << info.dump();
   EXPECT_EQ(info["stragglers"][0]["pipeline"], 1);
+  EXPECT_EQ(info["stragglers"][0]["origin"], "detected");
   const json& ig = info["straggler_loop"]["pipelines"][1]["ignored_reports"];
   ASSERT_TRUE(ig.is_object()) << info.dump();
   EXPECT_EQ(ig["count"], 1);

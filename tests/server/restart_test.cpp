@@ -591,7 +591,15 @@ TEST(Durability, ADetectedStragglerIsStillClearedAfterARestart) {
     }
     ++it;
   };
-  auto origin = [&](Api& api) { return api.get(base).j["straggler_loop"]["pipelines"][1]["straggler_origin"]; };
+  // Both places that name it: the in-memory loop state, and the stragglers list (from the
+  // store; it had no origin before session 32's trial).
+  auto origin = [&](Api& api) {
+    const json got = api.get(base).j;
+    const json& listed = got["stragglers"];
+    const json in_list = listed.size() == 1 ? listed[0]["origin"] : json("no straggler listed");
+    EXPECT_EQ(in_list, got["straggler_loop"]["pipelines"][1]["straggler_origin"]) << got.dump();
+    return got["straggler_loop"]["pipelines"][1]["straggler_origin"];
+  };
   {
     ServeProcess p(dir, db);
     ASSERT_GT(p.port(), 0);

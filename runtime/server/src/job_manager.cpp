@@ -566,7 +566,7 @@ Reply JobManager::get_job(const std::string& job_id, std::int64_t pipelines_from
   json strag = json::array();
   for (const auto& [d, s] : j->stragglers)
     strag.push_back({{"pipeline", d}, {"target_time_s", s.target_time_s}, {"slowdown", s.slowdown},
-                     {"created_s", s.created_s}});
+                     {"created_s", s.created_s}, {"origin", straggler_origin(s.origin)}});
   out["stragglers"] = strag;
   out["decisions"] = json(std::vector<json>(j->decisions.begin(), j->decisions.end()));
   out["decisions_total"] = j->decisions_total;

@@ -218,6 +218,7 @@ Reply JobManager::apply_stragglers(const std::shared_ptr<Job>& j, std::optional<
     for (const auto& a : changed) j->pipelines[a.pipeline] = {a.plan_index, version, j->plans.at(a.plan_index)};
     j->version_counter = new_version;
     j->stragglers = next;
+    if (up) j->stragglers[up->pipeline].origin = up->origin;  // as stored: GET lists it
 
     // The closed loop: who is a straggler and why, and verify the new assignment.
     if (set) loop.origin[set->pipeline] = straggler_origin(origin);
