@@ -1,5 +1,6 @@
 // `perseus emulate`: energy savings of Perseus and the baselines with a straggler pipeline.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -120,6 +121,8 @@ void register_emulate(CLI::App& app) {
                res.t_min_s, res.t_min_s / cfg->time_scale, res.frontier_size, res.solve_time_s);
     fmt::print("{:<15} {:>8} {:>11} {:>10} {:>16} {:>10} {:>10} {:>10} {:>10}\n", "method", "slowdown", "iter_time_s",
                "chosen_s", "cluster_energy_J", "pipe_sav%", "intr_sav%", "extr_sav%", "total_sav%");
+    // A saving that rounds to zero prints as 0.00, not -0.00 (session 32's trial).
+    const auto pct = [](double v) { return std::round(v * 100) == 0 ? 0.0 : v; };
     for (const EmulationRow& r : res.rows) {
       // A method whose plan is slower than the straggler makes the whole cluster slower: say so.
       const std::string slows =
@@ -127,8 +130,8 @@ void register_emulate(CLI::App& app) {
               ? fmt::format("  <- slows the cluster by {:.2f}%", 100 * (r.iteration_time_s / r.straggler_time_s - 1))
               : "";
       fmt::print("{:<15} {:>8.3f} {:>11.3f} {:>10.3f} {:>16.1f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}{}\n", r.method,
-                 r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j, r.pipeline_saving_pct,
-                 r.intrinsic_saving_pct, r.extrinsic_saving_pct, r.total_saving_pct, slows);
+                 r.slowdown, r.iteration_time_s, r.chosen_time_s, r.cluster_energy_j, pct(r.pipeline_saving_pct),
+                 pct(r.intrinsic_saving_pct), pct(r.extrinsic_saving_pct), pct(r.total_saving_pct), slows);
     }
     std::optional<std::string> html;
     if (*report) {
