@@ -27,6 +27,7 @@ every begin and end (exact per-computation times), ``sync="never"`` never.
 """
 
 import contextlib
+import operator
 import os
 import warnings
 
@@ -101,6 +102,19 @@ def _device_identity(device):
 _GPU_BACKENDS = ("nvml", "rocm-smi", "gpud")
 
 
+def _env_index(name):
+    """$name as a non-negative int; ValueError naming the variable otherwise (was a bare
+    "invalid literal for int()", session 32's trial)."""
+    text = os.environ[name]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError("$%s must be a non-negative integer (torchrun sets it), got %r" % (name, text)) from None
+    return value
+
+
 def _device_index(device, backend, device_index):
     """The GPU index the client drives: `device_index` when given (it must agree with a CUDA
     `device`), else a CUDA device's index, else $LOCAL_RANK (torchrun), else 0 for device=None.
@@ -108,17 +122,24 @@ def _device_index(device, backend, device_index):
     silently became GPU 0 on every rank (session 22's trial)."""
     cuda_index = None
     if device is not None and device.type == "cuda":
+        if device.index is None and not torch.cuda.is_available():
+            # torch.cuda.current_device() raised AssertionError "Torch not compiled with CUDA enabled".
+            raise ValueError("device=%s: this torch has no CUDA device; pass device='cuda:N' or device_index=N, "
+                             "or device='cpu'" % (device,))
         cuda_index = device.index if device.index is not None else torch.cuda.current_device()
     if device_index is not None:
-        if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
-            raise ValueError("device_index must be a GPU index (int >= 0), got %r" % (device_index,))
+        if isinstance(device_index, bool) or not hasattr(device_index, "__index__"):
+            raise TypeError("device_index must be a GPU index (an int >= 0), got %r" % (device_index,))
+        device_index = operator.index(device_index)  # numpy integers too, as Client takes them
+        if device_index < 0:
+            raise ValueError("device_index must be a GPU index (an int >= 0), got %d" % device_index)
         if cuda_index is not None and cuda_index != device_index:
             raise ValueError("device_index=%d disagrees with device=%s; give one of them" % (device_index, device))
         return device_index
     if cuda_index is not None:
         return cuda_index
     if "LOCAL_RANK" in os.environ:
-        return int(os.environ["LOCAL_RANK"])
+        return _env_index("LOCAL_RANK")
     if device is not None and backend in _GPU_BACKENDS:
         raise ValueError("device=%s with backend=%r: which GPU should Perseus drive? Pass device='cuda:N' or "
                          "device_index=N (the GPU's index), or run under torchrun ($LOCAL_RANK)" % (device, backend))
@@ -157,7 +178,7 @@ class PipelineRuntime:
             if dist.is_available() and dist.is_initialized():
                 rank = dist.get_rank()
             elif "RANK" in os.environ:  # torchrun, before init_process_group
-                rank = int(os.environ["RANK"])
+                rank = _env_index("RANK")
             else:  # was 0 on every rank: the others then got 409 duplicate_rank (session 22's trial)
                 raise ValueError("rank: torch.distributed is not initialized and $RANK is unset; pass rank=<global "
                                  "rank> or call torch.distributed.init_process_group() first")

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/core.h>
 #include <pybind11/stl.h>
@@ -156,17 +157,16 @@ class PyClient {
     cfg.startup_cancelled_user = &poll;
     perseus_status st;
     std::string msg;
-    interrupted_input_read().reset();
+    input_read_interrupted() = false;
     {
       GilRelease release;
       st = perseus_client_create(&cfg, &handle_);
       if (st != PERSEUS_OK) msg = perseus_last_error();
     }
     if (interrupted) throw py::error_already_set();  // the handler's exception (KeyboardInterrupt)
-    if (auto& read_interrupt = interrupted_input_read(); read_interrupt && st != PERSEUS_OK) {
-      py::error_already_set e = *read_interrupt;  // Ctrl-C while the simulated backend read its profile
-      read_interrupt.reset();
-      throw e;
+    if (std::exchange(input_read_interrupted(), false) && st != PERSEUS_OK) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);  // Ctrl-C while the simulated backend read its profile
+      throw py::error_already_set();
     }
     if (st != PERSEUS_OK) raise_status(st, msg);
   }
@@ -287,22 +287,30 @@ Arguments (all but server_url and job_id are keyword-only; rank is required):
   first_iteration: number of the first step, an int (default 0; set it when resuming a job).
   coalesce_clock_requests (bool, default True): False applies every clock request in order
     (exact logs, for tests).
-Bad values raise ClientConfigError; a wrong type raises TypeError, a string holding a NUL
-character ValueError. Creation also raises ServerRefusedError when the server refuses for good
+Paths (the *_path arguments) are str, bytes or os.PathLike. Bad values raise ClientConfigError; a
+wrong type raises TypeError, a string holding a NUL character ValueError. Creation also raises ServerRefusedError when the server refuses for good
 (e.g. 401 bad token, 404 unknown job, 409 rank registered with other coordinates), GpuError when
 the backend does not load or another live client holds the GPU's lock, and KeyboardInterrupt on
 Ctrl-C during the wait for the server.)doc")
       .def(py::init([](const std::string& server_url, const std::string& job_id, const py::object& rank,
                        const py::object& dp_rank, const py::object& pp_rank, const py::object& tp_rank,
                        std::optional<std::string> token, const py::object& device_index, const std::string& backend,
-                       std::optional<std::string> profile_path, Real sim_time_scale, Real sim_blocking_power_w,
-                       std::optional<std::string> nvml_library_path, std::optional<std::string> dry_run_log_path,
-                       std::optional<std::string> freq_log_path, Real request_timeout_s, Real startup_timeout_s,
-                       Real plan_poll_interval_s, Strict<long long> max_buffered_reports, bool enable_watchdog,
-                       std::optional<std::string> watchdog_path, bool handle_signals, Strict<long long> first_iteration,
-                       bool coalesce_clock_requests, std::optional<std::string> device_uuid,
-                       std::optional<std::string> device_pci_bus_id, std::optional<std::string> gpud_socket_path,
-                       std::optional<std::string> rocm_smi_library_path) {
+                       const std::optional<py::object>& profile_path, Real sim_time_scale, Real sim_blocking_power_w,
+                       const std::optional<py::object>& nvml_library_path,
+                       const std::optional<py::object>& dry_run_log_path, const std::optional<py::object>& freq_log_path,
+                       Real request_timeout_s, Real startup_timeout_s, Real plan_poll_interval_s,
+                       Strict<long long> max_buffered_reports, bool enable_watchdog,
+                       const std::optional<py::object>& watchdog_path, bool handle_signals,
+                       Strict<long long> first_iteration, bool coalesce_clock_requests,
+                       std::optional<std::string> device_uuid, std::optional<std::string> device_pci_bus_id,
+                       const std::optional<py::object>& gpud_socket_path,
+                       const std::optional<py::object>& rocm_smi_library_path) {
+             // Paths are str, bytes or os.PathLike, as everywhere in perseus (a pathlib.Path was a
+             // TypeError listing the whole signature, session 32's trial).
+             const auto path = [](const std::optional<py::object>& v, const char* name) -> std::optional<std::string> {
+               if (!v || v->is_none()) return std::nullopt;
+               return fs_path_bytes(*v, name);  // a NUL is refused by check_strings(), as for every C string
+             };
              PyClient::Options o;
              o.server_url = server_url;
              o.job_id = job_id;
@@ -313,7 +321,7 @@ Ctrl-C during the wait for the server.)doc")
              o.token = token;
              o.device_index = rank_arg(device_index, "device_index");
              o.backend = backend;
-             o.profile_path = profile_path;
+             o.profile_path = path(profile_path, "profile_path");
              // Python's defaults are explicit, so 0 is not "the default" (as in the C config)
              // but a mistake: refused by name, like a negative, NaN or too large value (with
              // Python's range: the C config's message would call 0 the default).
@@ -336,22 +344,22 @@ Ctrl-C during the wait for the server.)doc")
              }
              o.sim_time_scale = sim_time_scale.value;
              o.sim_blocking_power_w = sim_blocking_power_w.value;
-             o.nvml_library_path = nvml_library_path;
-             o.dry_run_log_path = dry_run_log_path;
-             o.freq_log_path = freq_log_path;
+             o.nvml_library_path = path(nvml_library_path, "nvml_library_path");
+             o.dry_run_log_path = path(dry_run_log_path, "dry_run_log_path");
+             o.freq_log_path = path(freq_log_path, "freq_log_path");
              o.request_timeout_s = request_timeout_s.value;
              o.startup_timeout_s = startup_timeout_s.value;
              o.plan_poll_interval_s = plan_poll_interval_s.value;
              o.max_buffered_reports = static_cast<unsigned>(max_buffered_reports.value);
              o.enable_watchdog = enable_watchdog;
-             o.watchdog_path = watchdog_path;
+             o.watchdog_path = path(watchdog_path, "watchdog_path");
              o.handle_signals = handle_signals;
              o.first_iteration = first_iteration.value;
              o.coalesce_clock_requests = coalesce_clock_requests;
              o.device_uuid = device_uuid;
              o.device_pci_bus_id = device_pci_bus_id;
-             o.gpud_socket_path = gpud_socket_path;
-             o.rocm_smi_library_path = rocm_smi_library_path;
+             o.gpud_socket_path = path(gpud_socket_path, "gpud_socket_path");
+             o.rocm_smi_library_path = path(rocm_smi_library_path, "rocm_smi_library_path");
              return std::make_unique<PyClient>(o);
            }),
            py::arg("server_url"), py::arg("job_id"), py::kw_only(), py::arg("rank"), py::arg("dp_rank") = 0,
@@ -481,8 +489,8 @@ Ctrl-C during the wait for the server.)doc")
           "execution order}; None before the first plan. No network or driver call.")
       .def(
           "write_freq_log",
-          [](PyClient& c, const std::string& path) {
-            c_string_arg(path, "path");
+          [](PyClient& c, const py::object& path_obj) {
+            const std::string path = c_string_arg(fs_path_bytes(path_obj, "path"), "path");  // str, bytes or os.PathLike
             c.call([&](perseus_client* h) { return perseus_client_write_freq_log(h, path.c_str()); });
           },
           py::arg("path"),

@@ -92,6 +92,9 @@ std::string text_arg(const py::object& obj, const char* name);
 /// Throws TypeError for anything else, and perseus.InputError (a ValueError) with field `name`
 /// when it holds a NUL character (nul_message()), before anything is opened or written.
 std::string path_arg(const py::object& obj, const char* name);
+/// path_arg() without the NUL check: the path's bytes (str, bytes or os.PathLike, TypeError
+/// naming `name` otherwise), for callers that check NULs with c_string_arg() (the client).
+std::string fs_path_bytes(const py::object& obj, const char* name);
 
 /// An integer argument (a sizes, count or budget keyword): a Python int or anything with
 /// __index__ (numpy integers), but never a bool (True is an int in Python, so stages=True would
@@ -146,12 +149,13 @@ inline std::function<bool()> python_signal_poll(bool& interrupted) {
   };
 }
 
-/// The Python exception (KeyboardInterrupt) a signal handler raised inside a blocking input read
-/// (a FIFO with no writer) on this thread, kept by the module's input interrupt hook: under the
-/// client's C ABI, which reports any C++ exception as PERSEUS_ERR_INTERNAL, the binding re-raises
-/// it instead of a ClientError "KeyboardInterrupt: <EMPTY MESSAGE>" (session 32's trial). Reset
-/// it before such a call; touch it with the GIL held.
-std::optional<py::error_already_set>& interrupted_input_read();
+/// Set (on this thread) when a signal handler raised inside a blocking input read (a FIFO with
+/// no writer) through the module's input interrupt hook. Under the client's C ABI, which reports
+/// any C++ exception as PERSEUS_ERR_INTERNAL and drops the Python error, the binding then raises
+/// KeyboardInterrupt instead of a ClientError "KeyboardInterrupt: <EMPTY MESSAGE>" (session 32's
+/// trial). A flag, not the exception: a Python object kept in thread-local storage would be
+/// released after the interpreter finalized. Reset it before such a call.
+bool& input_read_interrupted();
 
 /// InputError -> perseus.InputError (a ValueError subclass).
 void bind_errors(py::module_& m);

@@ -57,6 +57,13 @@ std::string text_arg(const py::object& obj, const char* name) {
 }
 
 std::string path_arg(const py::object& obj, const char* name) {
+  std::string s = fs_path_bytes(obj, name);
+  // perseus.InputError "NAME must not contain ...", .field = NAME, as the planner's other errors.
+  if (const auto at = s.find('\0'); at != std::string::npos) throw perseus::InputError(name, nul_detail(at, s.size()));
+  return s;
+}
+
+std::string fs_path_bytes(const py::object& obj, const char* name) {
   const py::module_ os = py::module_::import("os");
   if (!py::isinstance<py::str>(obj) && !py::isinstance<py::bytes>(obj) && !py::isinstance(obj, os.attr("PathLike"))) {
     // os.fspath's own TypeError named no argument (session 22's trial: optimize(None, ...)).
@@ -67,10 +74,7 @@ std::string path_arg(const py::object& obj, const char* name) {
   // A str is encoded as the file system does (os.fsencode: a name that is not UTF-8, listed by
   // os.listdir as a str with lone surrogates, gets its own bytes back; a UTF-8 cast refused it).
   if (!py::isinstance<py::bytes>(p)) p = os.attr("fsencode")(p);
-  std::string s = p.cast<std::string>();
-  // perseus.InputError "NAME must not contain ...", .field = NAME, as the planner's other errors.
-  if (const auto at = s.find('\0'); at != std::string::npos) throw perseus::InputError(name, nul_detail(at, s.size()));
-  return s;
+  return p.cast<std::string>();
 }
 
 void bind_errors(py::module_& m) {
@@ -120,16 +124,15 @@ void raise_pending_python_signal() {
   if (!perseus::python::take_gil_before_exit([&] { gil.emplace(); }))
     throw perseus::InputError("the Python interpreter is exiting");
   if (PyErr_CheckSignals() != 0) {
-    pybind11::error_already_set e;
-    perseus::python::interrupted_input_read() = e;
-    throw e;
+    perseus::python::input_read_interrupted() = true;
+    throw pybind11::error_already_set();
   }
 }
 }  // namespace
 
-std::optional<pybind11::error_already_set>& perseus::python::interrupted_input_read() {
-  thread_local std::optional<pybind11::error_already_set> e;
-  return e;
+bool& perseus::python::input_read_interrupted() {
+  thread_local bool interrupted = false;
+  return interrupted;
 }
 
 PYBIND11_MODULE(_perseus, m) {

@@ -195,6 +195,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(s["plan_version"], plan["version"])
         self.assertIn(s["applied_mhz"], {i["freq_mhz"] for i in plan["instructions"]})
         c.write_freq_log(log)
+        # Any path type perseus takes elsewhere: pathlib.Path was a TypeError (session 32's trial).
+        import pathlib
+        c.write_freq_log(pathlib.Path(log + ".path.json"))
+        self.assertTrue(os.path.exists(log + ".path.json"))
+        with self.assertRaises(TypeError) as cm:
+            c.write_freq_log(3)
+        self.assertIn("path must be str, bytes or os.PathLike", str(cm.exception))
         with self.assertRaises(perseus.ClientConfigError):  # a NaN or negative wait is a mistake
             c.flush(float("nan"))
         with self.assertRaises(perseus.ClientError) as cm:  # a folder: refused with the reason
@@ -278,6 +285,8 @@ class ClientTest(unittest.TestCase):
         # The dry-run log is only appended to: /dev/null silences it (refused as "a device, not a
         # regular file" before session 31).
         self.client(0, backend="dry-run", enable_watchdog=False, dry_run_log_path="/dev/null").close()
+        import pathlib  # any path type (session 32's trial: pathlib.Path was a TypeError)
+        self.client(0, backend="dry-run", enable_watchdog=False, dry_run_log_path=pathlib.Path("/dev/null")).close()
         # A rank beyond 64 bits (or negative) names the keyword and the range, not pybind's signature list.
         for kw, value in (("rank", 99999999999999999999), ("pp_rank", -1)):
             args = dict(rank=0, backend="simulated")

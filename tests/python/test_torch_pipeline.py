@@ -100,11 +100,30 @@ class TorchHelpersTest(unittest.TestCase):
                 pt.PipelineRuntime(url, "job-x", rank=1, dp_rank=0, pp_rank=1, device="cuda:1", backend="nvml",
                                    device_index=0)
             self.assertIn("disagrees", str(cm.exception))
-            for bad in (-1, True, "0"):
-                with self.subTest(device_index=bad), self.assertRaises(ValueError):
+            for bad, error in ((-1, ValueError), (True, TypeError), ("0", TypeError), (1.0, TypeError)):
+                with self.subTest(device_index=bad), self.assertRaises(error):
                     pt.PipelineRuntime(url, "job-x", rank=1, dp_rank=0, pp_rank=1, device="cpu", backend="nvml",
                                        device_index=bad)
+            # Session 32's trial: a bad $RANK / $LOCAL_RANK is named; device="cuda" on a torch
+            # without CUDA is a ValueError, not torch's AssertionError.
+            for name, value in (("RANK", "abc"), ("RANK", "-1"), ("LOCAL_RANK", "x")):
+                with self.subTest(env=name), mock.patch.dict(os.environ, {name: value}):
+                    with self.assertRaises(ValueError) as cm:
+                        if name == "RANK":
+                            pt.PipelineRuntime(url, "job-x", dp_rank=0, pp_rank=1, device="cpu", backend="dry-run")
+                        else:
+                            pt._device_index(pt.torch.device("cpu"), "nvml", None)
+                    self.assertIn("$%s must be a non-negative integer" % name, str(cm.exception))
+            if not pt.torch.cuda.is_available():
+                with self.assertRaises(ValueError) as cm:
+                    pt._device_index(pt.torch.device("cuda"), "nvml", None)
+                self.assertIn("no CUDA device", str(cm.exception))
         self.assertEqual(pt._device_index(None, "nvml", 3), 3)
+        try:
+            import numpy
+            self.assertEqual(pt._device_index(None, "nvml", numpy.int64(2)), 2)  # as Client takes it
+        except ImportError:
+            pass
         with mock.patch.dict(os.environ, {"LOCAL_RANK": "2"}):
             self.assertEqual(pt._device_index(pt.torch.device("cpu"), "nvml", None), 2)
         for bad in (None, -1, float("nan"), "5"):

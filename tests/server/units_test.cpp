@@ -212,6 +212,39 @@ TEST(ApiFields, TypesAndRanges) {
   EXPECT_EQ(e["error"]["code"], "c");
 }
 
+// A refused value is quoted one way in every message: its JSON text, so a string "8" and the
+// number 8 read apart (session 32's trial found '"1.1"', 'true', "8" and '5').
+TEST(ApiFields, RefusedValuesAreQuotedAsJson) {
+  const json j = {{"s", "1.1"}, {"b", true}, {"n", 5}, {"q", "8"}, {"long", std::string(100, 'x')}, {"u", "\u00e9\n"}};
+  auto message = [&](auto&& f) {
+    try {
+      f();
+    } catch (const ApiError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message([&] { get_number(j, "s", std::nullopt, 0, 10); }),
+            "field \"s\" must be a finite number in [0, 10], got \"1.1\"");
+  EXPECT_EQ(message([&] { get_number(j, "b", std::nullopt, 0, 10); }), "field \"b\" must be a finite number in [0, 10], got true");
+  EXPECT_EQ(message([&] { get_string(j, "n", std::nullopt, 10); }), "field \"n\" must be a string, got 5");
+  EXPECT_EQ(message([&] { get_int(j, "q", std::nullopt, 1, 1024); }), "field \"q\" must be an integer in [1, 1024], got \"8\"");
+  EXPECT_EQ(message([&] { get_int(j, "long", std::nullopt, 1, 2); }),
+            "field \"long\" must be an integer in [1, 2], got \"" + std::string(63, 'x') + "... (102 bytes)");
+  EXPECT_EQ(message([&] { get_int(j, "u", std::nullopt, 1, 2); }), "field \"u\" must be an integer in [1, 2], got \"\\u00e9\\n\"");
+}
+
+// A profiling grid's clock listed twice is kept once, in the order given (the spec echoes the
+// grid that is swept); [] is the default grid (session 32's trial).
+TEST(JobSpec, AProfilingGridKeepsEachClockOnce) {
+  const json body = {{"pp", 2}, {"microbatches", 4}, {"mode", "profile"}, {"p2p_power_w", 80.0},
+                     {"freqs_mhz", {1410, 1410, 1200, 1410, 900}}};
+  EXPECT_EQ(JobSpec::from_json(body).freqs_mhz, (std::vector<int>{1410, 1200, 900}));
+  json empty = body;
+  empty["freqs_mhz"] = json::array();
+  EXPECT_TRUE(JobSpec::from_json(empty).freqs_mhz.empty());
+}
+
 TEST(JobSpec, ValidatesAndRoundTrips) {
   json body = {{"pp", 4}, {"dp", 2}, {"microbatches", 8}, {"p2p_power_w", 80.0}, {"profile_csv", "x"}};
   const JobSpec s = JobSpec::from_json(body);

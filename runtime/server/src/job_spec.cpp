@@ -105,6 +105,13 @@ JobSpec JobSpec::from_json(const json& body, bool stored) {
     if (has_profile) throw ApiError(422, "invalid_field", "\"mode\": \"profile\" does not take a profile_csv");
     s.source = PlanSource::kProfiling;
     s.freqs_mhz = get_clock_list(body, "freqs_mhz", /*allow_empty=*/true);  // [] = the first rank's list (stored specs hold [])
+    // A clock listed twice is swept once: kept once, in the order given, so `spec` shows the grid
+    // that is swept (session 32's trial saw the duplicates echoed). Not refused: stored specs
+    // of earlier versions may hold them.
+    std::vector<int> unique;
+    for (const int f : s.freqs_mhz)
+      if (std::find(unique.begin(), unique.end(), f) == unique.end()) unique.push_back(f);
+    s.freqs_mhz = std::move(unique);
     s.min_freq_mhz = static_cast<int>(get_int(body, "min_freq_mhz", 0, 0, limits::kMaxFrequencyMhz));
     s.profile_samples = static_cast<int>(get_int(body, "profile_samples", 3, 1, 1000));
     s.max_energy_rises = static_cast<int>(get_int(body, "max_energy_rises", 5, 1, 1000));

@@ -88,7 +88,9 @@ Reply JobManager::zeus_register_job(const json& body, bool anonymous) {
   const auto tp = get_int(body, "tp_degree", std::nullopt, 1, 1024);
   const auto world = get_int(body, "world_size", std::nullopt, 1, 1 << 30);
   if (world != pp * dp * tp)
-    throw ApiError(422, "invalid_field", fmt::format("world_size {} != pp*dp*tp = {}", world, pp * dp * tp));
+    throw ApiError(422, "invalid_field",
+                   fmt::format("field \"world_size\" must equal pp_degree*dp_degree*tp_degree = {}*{}*{} = {}, got {}", pp,
+                               dp, tp, pp * dp * tp, world));
   const std::string meta = get_string(body, "job_metadata", std::string(), 256);
   if (opt_.zeus_plan_texts.empty())
     throw ApiError(503, "zeus_not_configured",
