@@ -620,6 +620,14 @@ struct Client::Impl {
     if (reset) {
       watchdog.disarm();
       lock_record.release();
+    } else if (gpu->reset_on_disconnect() && watchdog.pid() <= 0 && !controller->ever_locked()) {
+      // gpud, and every clock change of this client failed (session 32's trial: a second trainer
+      // on a GPU whose helper lock another client holds: "busy"): it never locked the clocks, so
+      // the reset had nothing of its own to undo; the helper's message would blame it.
+      fmt::print(stderr, "perseus client: rank {}: the final clock reset failed ({}), but this client never locked "
+                         "the GPU's clocks (each of its clock changes failed): nothing of its own to reset\n",
+                 opt.ranks.rank, controller->last_error());
+      lock_record.release();
     } else if (gpu->reset_on_disconnect() && watchdog.pid() <= 0) {
       // gpud: the helper resets this GPU when this client's connection closes (below, at the
       // latest when the process exits); "may stay locked" would be wrong (session 31's trial).

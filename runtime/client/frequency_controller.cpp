@@ -170,6 +170,7 @@ void FrequencyController::handle(const Request& req, bool superseded) {
   applied_known_ = known;
   if (e.outcome == FreqOutcome::kFailed) clock_failed_ = true;
   if (e.outcome == FreqOutcome::kApplied || e.outcome == FreqOutcome::kReset) clock_failed_ = false;
+  if (e.outcome == FreqOutcome::kApplied) ever_locked_ = true;
   if (req.freq_mhz == 0) last_reset_ok_ = e.outcome == FreqOutcome::kReset;
   log_.push_back(std::move(e));
   while (log_.size() > options_.max_log_entries) log_.pop_front();
@@ -188,6 +189,11 @@ int FrequencyController::applied_mhz() const {
 int FrequencyController::failures() const {
   std::lock_guard lock(mutex_);
   return failures_;
+}
+
+bool FrequencyController::ever_locked() const {
+  std::lock_guard lock(mutex_);
+  return ever_locked_;
 }
 
 std::string FrequencyController::last_error() const {

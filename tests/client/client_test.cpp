@@ -488,6 +488,29 @@ TEST_F(ClientTest, AFailedFinalResetOnAHelperThatResetsOnDisconnectIsNotAStuckGp
   EXPECT_EQ(err.find("handing it to the watchdog"), std::string::npos) << err;
 }
 
+// Session 32's trial: a second trainer on a GPU whose gpud lock another client holds had every
+// clock change refused ("busy"), and its close blamed it for the helper's lock. It never locked
+// the clocks: said so, with nothing of its own to reset.
+TEST_F(ClientTest, AFailedFinalResetOfAClientThatNeverLockedTheClocksSaysSo) {
+  struct BusyHelperGpu : WrappedGpu {
+    using WrappedGpu::WrappedGpu;
+    void set_locked_clocks(int) override { throw GpuError("GPU 0 is locked by pid 1 (busy)"); }
+    void reset_locked_clocks() override { throw GpuError("GPU 0 is locked by pid 1 (busy)"); }
+    bool reset_on_disconnect() const override { return true; }
+  };
+  auto c = Client::create(options(), std::make_shared<BusyHelperGpu>(gpu()));
+  ::testing::internal::CaptureStderr();
+  run_step(*c, kSeq);
+  c->close();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("the final clock reset failed (GPU 0 is locked by pid 1 (busy)), but this client never locked the "
+                     "GPU's clocks (each of its clock changes failed): nothing of its own to reset"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("the perseus gpud helper resets the clocks"), std::string::npos) << err;
+  EXPECT_EQ(err.find("may stay locked"), std::string::npos) << err;
+}
+
 TEST_F(ClientTest, RegistrationConflictOnRestartIsAccepted) {
   { auto c = Client::create(options(), gpu()); }
   auto o = options();

@@ -92,6 +92,10 @@ class FrequencyController {
   /// True while the last clock change handled failed (no later one succeeded): the GPU runs at
   /// a clock nobody knows. False before any change and while requests are pending.
   bool clock_failed() const;
+  /// True once a clock lock succeeded (FreqOutcome::kApplied): before that this controller
+  /// never changed the GPU's clocks, so a failed final reset leaves nothing of its own locked
+  /// (e.g. another client holds the gpud helper's lock on the GPU: every change is "busy").
+  bool ever_locked() const;
   /// Number of failed backend calls so far.
   int failures() const;
   /// Last backend error message ("" if none).
@@ -133,6 +137,7 @@ class FrequencyController {
   bool clock_failed_ = false;
   bool last_reset_ok_ = false;  ///< the last reset request reached the backend and succeeded
   int failures_ = 0;
+  bool ever_locked_ = false;
   std::string last_error_;
   std::thread thread_;
 };
