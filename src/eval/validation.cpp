@@ -231,6 +231,20 @@ RealGpuValidation validate_real_gpu(const std::string& dir, const SimulationOpti
       slot = std::max(slot, t);
     }
   }
+  // Every stage has rows: with info.json's pp above the data's stages, the first error was a
+  // schedule-order mismatch in perseus_plans.csv that named neither (session 32's trial).
+  {
+    std::set<int> stages;
+    for (const auto& [key, t] : profile) stages.insert(std::get<1>(key));
+    if (static_cast<int>(stages.size()) < out.num_ranks) {
+      int missing = 0;
+      while (stages.count(missing)) ++missing;
+      throw InputError::in_file(info_path, 0, "pp",
+                                fmt::format("info.json says {} stages, but time_profile.csv has no row for stage {} "
+                                            "({} stage(s) have rows): is 'pp' right?",
+                                            out.num_ranks, missing, stages.size()));
+    }
+  }
   std::map<std::tuple<int, int, int>, int> top_clock;  // (dp_rank or -1, stage, kind) -> highest MHz profiled
   for (const auto& [key, t] : profile) {
     int& top = top_clock[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}];

@@ -189,6 +189,14 @@ TEST(Validation, ThreeDimensionalErrors) {
     w.dir.write("time_profile.csv", "stage,instruction,frequency,time,tp_rank\n0,forward,1000,1,0\n0,forward,1000,1,0\n");
     expect_error(w.path(), "time_profile.csv:3: field 'frequency': duplicate row for stage 0 forward at 1000 MHz");
   }
+  {
+    // info.json's pp above the data's stages is named as such, not as a schedule-order error
+    // in perseus_plans.csv (session 32's trial).
+    Tiny3dWorkload w(500);
+    w.dir.write("info.json", R"({"pp": 3, "num_microbatches": 2, "dp": 2, "tp": 2})");
+    expect_error(w.path(), "info.json: field 'pp': info.json says 3 stages, but time_profile.csv has no row for stage 2 "
+                           "(2 stage(s) have rows): is 'pp' right?");
+  }
 }
 
 
