@@ -45,13 +45,23 @@ void reject_non_text(std::string_view text, const std::string& source) {
     }
     return;
   }
+  // UTF-16 (a spreadsheet's "Unicode text") starts with its byte-order mark: say what to do
+  // rather than "binary?" (session 32's trial).
+  if (text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF")) {
+    throw InputError::in_file(source, 1, "",
+                              fmt::format("not a UTF-8 CSV file: it starts with a UTF-16 byte-order mark (0x{:02X} 0x{:02X}); "
+                                          "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)",
+                                          static_cast<unsigned char>(text[0]), static_cast<unsigned char>(text[1])));
+  }
   const auto c = static_cast<unsigned char>(text[at]);
   const auto [line, column] = line_and_column(text, at);
   if (c == 0) throw InputError::in_file(source, line, "", "contains a NUL byte (expected CSV text)");
   throw InputError::in_file(source, line, "",
-                            fmt::format("not a text CSV file: byte 0x{:02X} at column {} {} (a binary or compressed "
-                                        "file?)",
-                                        c, column, control < invalid ? "is a control character" : "is not UTF-8 text"));
+                            fmt::format("not a text CSV file: byte 0x{:02X} at column {} {} ({})", c, column,
+                                        control < invalid ? "is a control character" : "is not UTF-8 text",
+                                        control < invalid ? "a binary or compressed file?"
+                                                          : "a binary or compressed file, or text in another encoding "
+                                                            "such as Latin-1: save it as UTF-8"));
 }
 
 std::vector<std::string> split_line(std::string_view line, const std::string& source, long line_no) {

@@ -242,15 +242,22 @@ TEST(CliInputChecks, BinaryProfileIsNotATextCsvFile) {
   };
   // No NUL byte, no newline: libfccp used to answer "Escaped string was not closed in line -1".
   EXPECT_EQ(error_of("\"\x8b\x1f\xff rest"), "p.csv:1: not a text CSV file: byte 0x8B at column 2 is not UTF-8 text (a "
-                                            "binary or compressed file?)");
+                                            "binary or compressed file, or text in another encoding such as Latin-1: "
+                                            "save it as UTF-8)");
+  // UTF-16 is named, with what to do (session 32's trial: "binary or compressed?").
+  EXPECT_EQ(error_of(std::string("\xFF\xFEs\0t\0", 6)),
+            "p.csv:1: not a UTF-8 CSV file: it starts with a UTF-16 byte-order mark (0xFF 0xFE); save it as UTF-8 "
+            "(e.g. iconv -f UTF-16 -t UTF-8)");
   EXPECT_EQ(error_of("stage,instruction,frequency,time,energy\n0,forward,1410,0.1,1\n\x01\x02\n"),
             "p.csv:3: not a text CSV file: byte 0x01 at column 1 is a control character (a binary or compressed "
             "file?)");
   // An overlong encoding and a UTF-16 surrogate are not UTF-8 (RFC 3629).
   EXPECT_EQ(error_of("a\xC0\xAF\n"), "p.csv:1: not a text CSV file: byte 0xC0 at column 2 is not UTF-8 text (a "
-                                     "binary or compressed file?)");
+                                     "binary or compressed file, or text in another encoding such as Latin-1: save "
+                                     "it as UTF-8)");
   EXPECT_EQ(error_of("ab\n\xED\xA0\x80\n"), "p.csv:2: not a text CSV file: byte 0xED at column 1 is not UTF-8 text (a "
-                                           "binary or compressed file?)");
+                                           "binary or compressed file, or text in another encoding such as Latin-1: "
+                                           "save it as UTF-8)");
   // UTF-8 text (an extra column with a unit sign) is text.
   EXPECT_EQ(error_of("stage,instruction,frequency,time,energy,note\n0,forward,1410,0.1,1,µs → s\n0,backward,1410,0.2,2,"
                      "x\n"),
