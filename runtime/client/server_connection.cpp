@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -186,7 +187,25 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
   // ({"freq_mhz":1410,"freq_mhz":210} applied 210 MHz: the last one won) or nesting past 64
   // levels is refused, and errors say where instead of the JSON library's own text.
   const json j = parse_json_text(body, "the plan answer");  // throws JsonTextError (a std::exception)
+  if (!j.is_object())  // was the JSON library's "cannot use at() with null" (session 32's trial)
+    throw std::runtime_error(fmt::format("the plan answer must be a JSON object, got {}", j.type_name()));
   RankPlan plan;
+  // A plan's number: absent or null = unknown (0); else finite and >= 0 (a server's -1 s was
+  // returned by Client.plan(), session 32's trial).
+  const auto plan_number = [&](const char* key, const char* unit) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return 0.0;
+    const double x = it->is_number() ? it->get<double>() : -1.0;
+    if (!std::isfinite(x) || x < 0)
+      throw std::runtime_error(fmt::format("\"{}\" must be a finite number >= 0 ({}; 0 = unknown), got {}", key, unit,
+                                           it->dump().substr(0, 40)));
+    return x;
+  };
+  // The plan names the pp_rank it is for: another rank's plan is refused, even when its stage
+  // numbers would pass (session 32's trial).
+  if (const auto it = j.find("pp_rank"); pp_rank >= 0 && it != j.end() && !it->is_null() &&
+                                         !(it->is_number_integer() && it->get<std::int64_t>() == pp_rank))
+    throw std::runtime_error(fmt::format("the plan is for pp_rank {}, this rank's is {}", it->dump().substr(0, 40), pp_rank));
   try {
     const json& version = j.at("version");
     if (!version.is_number_integer() || (version.is_number_unsigned() && version.get<std::uint64_t>() > kMaxPlanVersion) ||
@@ -194,9 +213,8 @@ RankPlan parse_plan_json(const std::string& body, const JobShape& shape, int pp_
       throw std::runtime_error(fmt::format("\"version\" must be an integer in [0, 2^53], got {}", version.dump().substr(0, 40)));
     plan.version = version.get<std::int64_t>();
     if (j.contains("job_status") && j["job_status"].is_string()) plan.job_status = j["job_status"].get<std::string>();
-    if (j.contains("iteration_time_s") && j["iteration_time_s"].is_number())
-      plan.iteration_time_s = j["iteration_time_s"].get<double>();
-    if (j.contains("energy_j") && j["energy_j"].is_number()) plan.energy_j = j["energy_j"].get<double>();
+    plan.iteration_time_s = plan_number("iteration_time_s", "s");
+    plan.energy_j = plan_number("energy_j", "J");
     const json& list = j.at("instructions");
     if (!list.is_array()) throw std::runtime_error("\"instructions\" must be an array");
     const std::size_t max_instructions = shape.max_instructions();

@@ -77,6 +77,32 @@ TEST(PlanParse, FieldsAndNamesAreChecked) {
   }
 }
 
+// Session 32's trial: a null or list answer gave the JSON library's own text; a negative
+// iteration time was returned by Client.plan(); another pp_rank's plan passed when its stage
+// numbers did.
+TEST(PlanParse, TheAnswerItsNumbersAndItsRankAreChecked) {
+  EXPECT_EQ(refusal(json(nullptr)), "the plan answer must be a JSON object, got null");
+  EXPECT_EQ(refusal(json::array({1, 2, 3})), "the plan answer must be a JSON object, got array");
+  for (const char* key : {"iteration_time_s", "energy_j"}) {
+    for (const json& bad : {json(-1), json("2"), json(true)}) {
+      json body = plan_of(1, 2);
+      body[key] = bad;
+      EXPECT_NE(refusal(body).find(std::string("\"") + key + "\" must be a finite number >= 0"), std::string::npos)
+          << bad.dump() << ": " << refusal(body);
+    }
+    json body = plan_of(1, 2);
+    body[key] = nullptr;  // unknown
+    EXPECT_EQ(refusal(body), "");
+  }
+  json body = plan_of(1, 2);
+  body["iteration_time_s"] = 2.5;
+  EXPECT_DOUBLE_EQ(parse_plan_json(body.dump(), {2, 1, 4}, 1).iteration_time_s, 2.5);
+  body["pp_rank"] = 0;
+  EXPECT_EQ(refusal(body), "the plan is for pp_rank 0, this rank's is 1");
+  body["pp_rank"] = 1;
+  EXPECT_EQ(refusal(body), "");
+}
+
 TEST(PlanParse, ShapeMustMatchTheRegistration) {
   EXPECT_NE(refusal(plan_of(1, 3)).find("microbatch 2 is beyond"), std::string::npos) << refusal(plan_of(1, 3));
   EXPECT_NE(refusal(plan_of(1, 4)).find("at most 6"), std::string::npos) << refusal(plan_of(1, 4));
