@@ -139,9 +139,12 @@ def _keyword_hints(f, display=None):
                           not isinstance(v, bool) and not -2**31 <= v < 2**31):
                         # The right type, beyond the C++ integer it is read into: a bad value,
                         # as the planner's own range checks say (InputError), not a bad type.
+                        # Most keywords are 32-bit; a few (the client's first_iteration) are
+                        # 64-bit, so a value past 64 bits is said as such (session 32's trial).
                         out_of_range.append(k)
-                        wrong.append("%s=%d is outside the range of integers it accepts (a 32-bit int, "
-                                     "-2147483648 to 2147483647)" % (k, v))
+                        wrong.append("%s=%d is outside the range of integers it accepts (%s)" % (
+                            k, v, "beyond 64 bits" if not -2**63 <= v < 2**63
+                            else "a 32-bit int, -2147483648 to 2147483647"))
                     elif isinstance(v, str) and not _encodable(v):
                         wrong.append("%s is not valid text (it holds a lone surrogate)" % k)
                     elif k in listed:
@@ -153,7 +156,9 @@ def _keyword_hints(f, display=None):
                             if bad:
                                 wrong.append("%s[%d] must be %s, got %s" % (k, bad[0], kind, given(v[bad[0]])))
                 if out_of_range and len(out_of_range) == len(wrong):
-                    err = InputError("%s(): %s" % (shown, "; ".join(wrong)))
+                    # The client's bad values are ClientConfigError, as its own range checks.
+                    client = shown.startswith("Client") and "ClientConfigError" in globals()
+                    err = (ClientConfigError if client else InputError)("%s(): %s" % (shown, "; ".join(wrong)))
                     err.field = out_of_range[0]
                     raise err from None
                 got = [given(a) for k, a in zip(positional, args) if k != "self"]

@@ -46,6 +46,13 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def test_an_int_beyond_64_bits_is_a_client_config_error_saying_so(self):
+        # Session 32's trial: first_iteration=2**63 was a planner InputError claiming a 32-bit range.
+        with self.assertRaises(perseus.ClientConfigError) as cm:
+            perseus.Client(self.server.url, self.job_id, rank=0, backend="dry-run", first_iteration=2**63)
+        self.assertIn("first_iteration=9223372036854775808 is outside the range of integers it accepts (beyond 64 bits)",
+                      str(cm.exception))
+
     def test_a_failed_local_server_start_leaves_no_folder_or_token(self):
         # Session 32's trial: a server that exited at once left its temporary folder, admin
         # token included (__exit__ does not run when __enter__ raised); NaN waited for ever.
