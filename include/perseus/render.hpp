@@ -172,12 +172,16 @@ struct HistogramOptions {
 std::string render_frequency_histogram_svg(const Dag& dag, const FrequencyPlan& plan,
                                            const HistogramOptions& options = {});
 
+/// Most named points load_plot_points_csv() reads with require_label (each is labelled).
+inline constexpr std::size_t kMaxNamedPlotPoints = 1000;
+
 /// Reads a CSV of time–energy points: columns time_s or time (s), energy_j or energy (J),
 /// and a label column named name, method, label or plan (any order, extra columns ignored;
 /// simple RFC 4180 quoting); without one (allowed unless `require_label`) rows get their
 /// 0-based row number. Throws InputError naming file, line and field on a missing column, a
-/// ragged row or a non-numeric / non-finite value, and on a profile CSV (stage and instruction
-/// columns: times of single computations, not iteration points).
+/// ragged row or a non-numeric / non-finite value, on a profile CSV (stage and instruction
+/// columns: times of single computations, not iteration points), and, with require_label, on
+/// more than kMaxNamedPlotPoints rows.
 std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool require_label = false);
 
 /// Options of write_report().

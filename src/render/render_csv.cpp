@@ -96,6 +96,12 @@ std::vector<PlotPoint> load_plot_points_csv(const std::string& path, bool requir
     throw InputError(fmt::format("{}:1: missing column 'energy_j' (or 'energy'), iteration energy in J", path));
   // A header alone drew nothing, silently (session 27's trial).
   if (t.rows.empty()) throw InputError(fmt::format("{}: has a header but no rows; expected at least one point", path));
+  // Each named point gets a label and a tooltip: 200,000 of them took 76 s and an 80 MB page
+  // (session 32's trial).
+  if (require_label && t.rows.size() > kMaxNamedPlotPoints)
+    throw InputError(fmt::format("{}: has {} named points, more than the {} a plot labels; a whole frontier is drawn "
+                                 "with --reference",
+                                 path, t.rows.size(), kMaxNamedPlotPoints));
   std::vector<PlotPoint> out;
   out.reserve(t.rows.size());
   for (std::size_t i = 0; i < t.rows.size(); ++i) {

@@ -454,6 +454,18 @@ TEST(PlotPointsCsv, ErrorsNameFileLineAndField) {
             std::string::npos);
   EXPECT_NE(err("").find("empty file"), std::string::npos);
   EXPECT_NE(err("name,time_s\n\"unterminated,1\n").find("unterminated quoted field"), std::string::npos);
+  // Named points beyond what a plot labels (session 32's trial: 200,000 took 76 s and 80 MB);
+  // the same rows as a reference frontier (no labels) are fine.
+  std::string many = "name,time_s,energy_j\n";
+  for (std::size_t i = 0; i <= kMaxNamedPlotPoints; ++i) many += fmt::format("p{},{},{}\n", i, 1.0 + 1e-3 * i, 100.0);
+  try {
+    load_plot_points_csv(tmp.write("p.csv", many), true);
+    ADD_FAILURE() << "1001 named points accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("p.csv: has 1001 named points, more than the 1000 a plot labels"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(err(many), "");
   // A profile (times of single computations) given where iteration points are expected.
   EXPECT_NE(err("stage,instruction,frequency,time,energy\n0,forward,1410,0.01,3\n").find("p.csv:1: this is a profile"),
             std::string::npos);
