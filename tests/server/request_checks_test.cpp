@@ -54,6 +54,22 @@ std::string message(const Resp& r) {
 
 class RequestChecks : public ::testing::Test {
  protected:
+  /// A job of two pipelines of two stages (rank = dp_rank * 2 + pp_rank, all registered) whose
+  /// detection acts on one sample (window 1, consecutive 1); its path, or "" on failure.
+  static std::string detecting_job(Api& api) {
+    json job = two_plan_job(2);
+    job["straggler_detection"] = {{"window", 1}, {"consecutive", 1}};
+    const auto c = api.post("/v1/jobs", job);
+    EXPECT_EQ(c.status, 201) << c.body;
+    if (c.status != 201) return "";
+    const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
+    for (int r = 0; r < 4; ++r) {
+      const auto reg = api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}});
+      EXPECT_EQ(reg.status, 201) << reg.body;
+      if (reg.status != 201) return "";
+    }
+    return base;
+  }
   TempDir dir;
 };
 
@@ -109,13 +125,8 @@ TEST_F(RequestChecks, NamedPlanEntriesSetTheirOwnComputationsClock) {
 TEST_F(RequestChecks, ADetectedSlowdownBeyondTheDeclarableIsIgnoredAndRecorded) {
   LocalServer srv(dir.file("s.db"));
   Api api(srv.port());
-  json job = two_plan_job(2);
-  job["straggler_detection"] = {{"window", 1}, {"consecutive", 1}};
-  const auto c = api.post("/v1/jobs", job);
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
-  for (int r = 0; r < 4; ++r)  // rank = dp_rank * 2 + pp_rank
-    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}}).status, 201);
+  const std::string base = detecting_job(api);
+  ASSERT_FALSE(base.empty());
   auto iteration = [&](int it, double slow_time_s) {
     for (int r = 0; r < 4; ++r) {
       const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
@@ -347,13 +358,8 @@ TEST_F(RequestChecks, WithoutPlanTimesTheRatioIsUnknownAndADetectionIsRecordedAs
 TEST_F(RequestChecks, AFarAheadIterationIsIgnoredAndDetectionGoesOn) {
   LocalServer srv(dir.file("s.db"));
   Api api(srv.port());
-  json job = two_plan_job(2);
-  job["straggler_detection"] = {{"window", 1}, {"consecutive", 1}};
-  const auto c = api.post("/v1/jobs", job);
-  ASSERT_EQ(c.status, 201) << c.body;
-  const std::string base = "/v1/jobs/" + c.j["job_id"].get<std::string>();
-  for (int r = 0; r < 4; ++r)
-    ASSERT_EQ(api.post(base + "/ranks", {{"rank", r}, {"dp_rank", r / 2}, {"pp_rank", r % 2}, {"tp_rank", 0}}).status, 201);
+  const std::string base = detecting_job(api);
+  ASSERT_FALSE(base.empty());
   auto report = [&](int r, std::int64_t it, double time_s) {
     const auto m = api.post(base + "/ranks/" + std::to_string(r) + "/measurements",
                             {{"iteration", it}, {"time_s", time_s}, {"plan_version", 1}});
