@@ -1,6 +1,8 @@
 // Straggler detection and switch verification on synthetic, seeded sequences (no wall clock):
 // detection delay at 1.1x / 1.2x, false detections under 1 % jitter, clearing after recovery,
 // option validation, and the verifier's verdicts and measured saving.
+#include <algorithm>
+#include <map>
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -193,6 +195,27 @@ TEST(IterationAggregator, MaxTimeSumEnergyOncePerRank) {
   EXPECT_EQ(agg.ignored(0).iteration, 8);
   EXPECT_EQ(agg.ignored(0).pipeline_iteration, 1000);
   EXPECT_EQ(agg.ignored(1).count, 0u);
+}
+
+// The lower median kept by two halves equals the sorted list's element (n-1)/2 after every
+// update, with repeated values and ranks moving back and forth.
+TEST(IterationAggregator, LastIterationsKeepTheLowerMedian) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    IterationAggregator::LastIterations last;
+    std::map<int, std::int64_t> brute;
+    std::uniform_int_distribution<int> rank(0, 1 + round % 7);
+    std::uniform_int_distribution<std::int64_t> it(0, 2 + round % 5);
+    for (int k = 0; k < 400; ++k) {
+      const int r = rank(rng);
+      const std::int64_t i = it(rng);
+      brute[r] = i;
+      std::vector<std::int64_t> v;
+      for (const auto& [q, x] : brute) v.push_back(x);
+      std::sort(v.begin(), v.end());
+      ASSERT_EQ(last.update(r, i), v[(v.size() - 1) / 2]) << "round " << round << " step " << k;
+    }
+  }
 }
 
 // The trial's case: one rank reporting a far-future iteration (a counter that is off) made

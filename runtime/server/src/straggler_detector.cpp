@@ -75,16 +75,32 @@ double median_of(std::vector<double> v) {
   return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
 }
 
+std::int64_t IterationAggregator::LastIterations::update(int rank, std::int64_t iteration) {
+  const auto [at, fresh] = of_rank.try_emplace(rank, iteration);
+  if (!fresh) {  // take the rank's previous value out of its half (a value equal to both ends may be in either)
+    const std::int64_t old = at->second;
+    at->second = iteration;
+    if (const auto in_lo = lo.find(old); in_lo != lo.end()) lo.erase(in_lo);
+    else hi.erase(hi.find(old));
+  }
+  // Every value of lo is <= every value of hi.
+  if (hi.empty() || iteration <= *hi.begin()) lo.insert(iteration);
+  else hi.insert(iteration);
+  while (lo.size() > hi.size() + 1) {
+    hi.insert(*lo.rbegin());
+    lo.erase(std::prev(lo.end()));
+  }
+  while (lo.size() < hi.size()) {
+    lo.insert(*hi.begin());
+    hi.erase(hi.begin());
+  }
+  return *lo.rbegin();
+}
+
 std::optional<PipelineSample> IterationAggregator::add(int pipeline, int rank, std::int64_t iteration, double time_s,
                                                        std::optional<double> energy_j, double expected_time_s) {
   Pipeline& pl = pipelines_[pipeline];
-  pl.last[rank] = iteration;
-  std::vector<std::int64_t> last;
-  last.reserve(pl.last.size());
-  for (const auto& [r, it] : pl.last) last.push_back(it);
-  const auto mid = last.begin() + static_cast<std::ptrdiff_t>((last.size() - 1) / 2);  // lower median
-  std::nth_element(last.begin(), mid, last.end());
-  const std::int64_t current = *mid;
+  const std::int64_t current = pl.last.update(rank, iteration);
   auto& open = pl.open;
   while (!open.empty() && open.begin()->first < current - kKeep) open.erase(open.begin());
   while (!open.empty() && open.rbegin()->first > current + kKeep) open.erase(std::prev(open.end()));

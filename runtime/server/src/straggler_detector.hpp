@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,14 @@ class IterationAggregator {
   /// A rank reporting the same iteration twice is counted once (the store drops duplicates).
   std::optional<PipelineSample> add(int pipeline, int rank, std::int64_t iteration, double time_s,
                                     std::optional<double> energy_j, double expected_time_s);
+  /// The ranks' last iterations split at their lower median (O(log ranks) per report: a
+  /// pipeline may have a million ranks): `lo` the smaller ceil(n/2), `hi` the rest.
+  struct LastIterations {
+    std::map<int, std::int64_t> of_rank;  ///< rank -> the iteration it reported last
+    std::multiset<std::int64_t> lo, hi;
+    /// Sets `rank`'s last iteration; returns the lower median of all ranks' last iterations.
+    std::int64_t update(int rank, std::int64_t iteration);
+  };
   /// Reports of one pipeline not aggregated because their iteration was more than kKeep from
   /// the pipeline's current iteration: how many, and the last of them.
   struct Ignored {
@@ -64,8 +73,8 @@ class IterationAggregator {
     PipelineSample s;
   };
   struct Pipeline {
-    std::map<std::int64_t, Partial> open;    // iteration -> ranks reported so far
-    std::map<int, std::int64_t> last;        // rank -> the iteration it reported last
+    std::map<std::int64_t, Partial> open;  // iteration -> ranks reported so far
+    LastIterations last;
     Ignored ignored;
   };
   int ranks_;
