@@ -423,13 +423,15 @@ class ProfileTest(unittest.TestCase):
         # The right type beyond the C++ integer was "an argument has the wrong type" (fresh-user
         # trial, session 20), then a TypeError naming it; it is a bad value, so an InputError
         # naming the keyword, as every other range check (session 31).
-        for args, kwargs, field in (((prof, 2**31, 4), {}, "stages"), ((prof, 2, 4), {"threads": -2**40}, "threads"),
-                                    ((prof, 2, 4), {"max_points": 2**70}, "max_points")):
+        # Beyond 64 bits it says so (session 32: "a 32-bit int" was wrong for 64-bit keywords).
+        for args, kwargs, field, why in (((prof, 2**31, 4), {}, "stages", "a 32-bit int"),
+                                         ((prof, 2, 4), {"threads": -2**40}, "threads", "a 32-bit int"),
+                                         ((prof, 2, 4), {"max_points": 2**70}, "max_points", "beyond 64 bits")):
             with self.assertRaises(perseus.InputError) as cm:
                 perseus.optimize(*args, p2p_power_w=80, **kwargs)
             self.assertEqual(cm.exception.field, field)
-            self.assertIn("optimize(): %s=%d is outside the range of integers it accepts (a 32-bit int"
-                          % (field, dict(kwargs, stages=2**31)[field]), str(cm.exception))
+            self.assertIn("optimize(): %s=%d is outside the range of integers it accepts (%s"
+                          % (field, dict(kwargs, stages=2**31)[field], why), str(cm.exception))
         # With a wrong type beside it, the call is still a TypeError naming both.
         with self.assertRaises(TypeError) as cm:
             perseus.optimize(prof, 2**31, 4, p2p_power_w="80")
