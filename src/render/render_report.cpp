@@ -186,7 +186,7 @@ std::vector<PlotPoint> lower_bound_points(const std::string& frontier_csv, const
     const double lb = render_detail::csv_number(t, r, cb);
     const double e = r < frontier.size() ? frontier[r].energy_j : lb;  // 6 decimals printed: 1e-6 J of slack
     if (lb < 0 || lb > e + 1e-9 * e + 1e-6)
-      throw InputError::in_file(frontier_csv, static_cast<long>(r) + 2, "lower_bound_j",
+      throw InputError::in_file(frontier_csv, t.lines[r], "lower_bound_j",
                                 fmt::format("{} J is {} (expected 0 <= bound <= the row's energy {} J: no plan beats "
                                             "its bound); was the file edited?",
                                             lb, lb < 0 ? "negative" : "above the row's energy", e));

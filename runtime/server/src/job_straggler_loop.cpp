@@ -27,6 +27,18 @@ const char* verdict_name(PipelineVerdict::Kind k) {
 /// A known number, or null (unknown).
 json opt_json(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
 
+/// A detection not acted on: recorded in the loop's ignored_detection (GET /v1/jobs/{id}) and
+/// on stderr; `restart_count` also clears the detector's state for the pipeline, so that a
+/// later plausible slowdown is detected again.
+void ignore_detection(Job& j, const StragglerEvent& e, const std::string& why, bool restart_count) {
+  {
+    std::lock_guard loop_lock(j.loop.mu);
+    if (restart_count) j.loop.detector->set_state(e.pipeline, false);
+    j.loop.ignored_detection[e.pipeline] = {{"iteration", e.iteration}, {"slowdown", e.slowdown}, {"reason", why}};
+  }
+  std::fprintf(stderr, "perseus serve: job %s: pipeline %d: %s\n", j.id.c_str(), e.pipeline, why.c_str());
+}
+
 }  // namespace
 
 void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std::vector<LoopAction>& actions) {
@@ -44,17 +56,11 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
         // Beyond what a declaration may say: not a straggler any plan can wait for but an
         // impossible reading (a broken timer, ms reported as s). Ignored, recorded, and the
         // detector's count restarts so that a later plausible slowdown is still detected.
-        const std::string why = fmt::format(
-            "measured slowdown {:.6g} (iteration {}) is above {:.0f}, the most a straggler may have; likely a broken "
-            "measurement, not acted on",
-            a.event.slowdown, a.event.iteration, kMaxStragglerSlowdown);
-        {
-          std::lock_guard loop_lock(j->loop.mu);
-          j->loop.detector->set_state(a.event.pipeline, false);
-          j->loop.ignored_detection[a.event.pipeline] = {
-              {"iteration", a.event.iteration}, {"slowdown", a.event.slowdown}, {"reason", why}};
-        }
-        std::fprintf(stderr, "perseus serve: job %s: pipeline %d: %s\n", j->id.c_str(), a.event.pipeline, why.c_str());
+        ignore_detection(*j, a.event,
+                         fmt::format("measured slowdown {:.6g} (iteration {}) is above {:.0f}, the most a straggler may "
+                                     "have; likely a broken measurement, not acted on",
+                                     a.event.slowdown, a.event.iteration, kMaxStragglerSlowdown),
+                         /*restart_count=*/true);
       } else if (a.kind == LoopAction::Kind::kDetected) {
         StoredStraggler s;
         bool times_known = true;
@@ -69,16 +75,12 @@ void JobManager::run_straggler_actions(const std::shared_ptr<Job>& j, const std:
         if (!times_known) {
           // Zeus plans without --zeus-profile: no plan's time is known, so no plan meets T'.
           // Said once per detection (the detector keeps the pipeline flagged until it recovers).
-          const std::string why = fmt::format(
-              "measured slowdown {:.6g} (iteration {}), but the job's plans have no iteration times (Zeus plans "
-              "served without --zeus-profile): no plan to switch to, not acted on",
-              a.event.slowdown, a.event.iteration);
-          {
-            std::lock_guard loop_lock(j->loop.mu);
-            j->loop.ignored_detection[a.event.pipeline] = {
-                {"iteration", a.event.iteration}, {"slowdown", a.event.slowdown}, {"reason", why}};
-          }
-          std::fprintf(stderr, "perseus serve: job %s: pipeline %d: %s\n", j->id.c_str(), a.event.pipeline, why.c_str());
+          ignore_detection(*j, a.event,
+                           fmt::format("measured slowdown {:.6g} (iteration {}), but the job's plans have no iteration "
+                                       "times (Zeus plans served without --zeus-profile): no plan to switch to, not "
+                                       "acted on",
+                                       a.event.slowdown, a.event.iteration),
+                           /*restart_count=*/false);
           continue;
         }
         s.pipeline = a.event.pipeline;

@@ -29,7 +29,6 @@ std::vector<LoopAction> StragglerLoop::feed(int pipeline, int rank, std::int64_t
     LoopAction a;
     a.kind = LoopAction::Kind::kIgnoredReport;
     a.event.pipeline = pipeline;
-    a.event.iteration = iteration;
     a.ignored = aggregator->ignored(pipeline);
     out.push_back(a);
   }

@@ -35,7 +35,7 @@ struct LoopAction {
   /// kIgnoredReport: a pipeline's first report not aggregated (IterationAggregator::Ignored),
   /// to be logged once.
   enum class Kind { kDetected, kCleared, kVerified, kIgnoredReport } kind = Kind::kDetected;
-  StragglerEvent event;      ///< kDetected / kCleared; kIgnoredReport: its pipeline and iteration.
+  StragglerEvent event;      ///< kDetected / kCleared; kIgnoredReport: its pipeline only.
   IterationAggregator::Ignored ignored;  ///< kIgnoredReport.
   VerificationRound round;   ///< kVerified (a round of verdicts, some may re-target or revert).
 };
